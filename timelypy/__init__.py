@@ -1,0 +1,62 @@
+"""timelypy: Timely and Differential Dataflow for Python.
+
+Write a dataflow once, change its inputs, and get the exact changes to its outputs, on one
+process, on several local processes, or on a Ray cluster.
+
+>>> import timelypy as tp
+>>> def build(worker):
+...     def dataflow(scope):
+...         inp, stream = scope.new_input()
+...         return inp, stream.map(lambda x: x * 2).capture()
+...     inp, out = worker.dataflow(dataflow)
+...     inp.send_batch([1, 2, 3])
+...     inp.close()
+...     worker.step_until_done()
+...     return sorted(r for _, r in out.records())
+>>> tp.execute(build)
+[[2, 4, 6]]
+"""
+
+from . import errors
+from .dataflow import (Capability, CapabilitySet, Captured, Exchange, InputCapability, InputHandle,
+                       LoopHandle, Notificator, Pipeline, ProbeHandle, Scope, Stream)
+from .order import (INT_ORDER, IntSummary, PathSummary, Product, ProductSummary, TimeOrder, join,
+                    less_equal, less_than, meet)
+from .progress import Antichain, ChangeBatch, MutableAntichain
+from .workers import StallError, Worker, execute, stable_hash
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "errors",
+    "execute",
+    "Worker",
+    "StallError",
+    "Scope",
+    "Stream",
+    "InputHandle",
+    "ProbeHandle",
+    "Captured",
+    "Capability",
+    "CapabilitySet",
+    "InputCapability",
+    "Notificator",
+    "LoopHandle",
+    "Pipeline",
+    "Exchange",
+    "Product",
+    "PathSummary",
+    "IntSummary",
+    "ProductSummary",
+    "TimeOrder",
+    "INT_ORDER",
+    "less_equal",
+    "less_than",
+    "join",
+    "meet",
+    "Antichain",
+    "MutableAntichain",
+    "ChangeBatch",
+    "stable_hash",
+    "__version__",
+]

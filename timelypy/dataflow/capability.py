@@ -1,0 +1,159 @@
+"""Capabilities: the right to send at a time on one output, tracked by the progress layer.
+
+Python has no destructors to rely on: :meth:`Capability.drop` is explicit and idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, List, Optional
+
+from ..errors import TimeOrderError
+from ..progress.change_batch import ChangeBatch
+
+__all__ = ["Capability", "InputCapability", "CapabilitySet"]
+
+
+class Capability:
+    """Permission to send data at ``time`` (or later) on one output of one operator.
+
+    Creating or cloning a capability records ``+1`` at its time, dropping it ``-1``.
+    """
+
+    __slots__ = ("time", "_internal", "_le", "output", "_operator", "valid")
+
+    def __init__(self, time: Any, internal: ChangeBatch, le: Callable, output: int = 0,
+                 operator: str = "", record: bool = True):
+        self.time = time
+        self._internal = internal
+        self._le = le
+        self.output = output
+        self._operator = operator
+        self.valid = True
+        if record:
+            internal.update(time, 1)
+
+    def _check(self, t: Any, what: str) -> None:
+        if not self.valid:
+            raise TimeOrderError(f"operator {self._operator!r}: {what} of a dropped capability "
+                                 f"(time {self.time!r})")
+        if not self._le(self.time, t):
+            raise TimeOrderError(
+                f"operator {self._operator!r}: cannot {what} capability at {self.time!r} to "
+                f"{t!r}: the new time must be at or after the held one")
+
+    def delayed(self, t: Any) -> "Capability":
+        """A new capability at ``t >= self.time``."""
+        self._check(t, "delay")
+        return Capability(t, self._internal, self._le, self.output, self._operator)
+
+    def downgrade(self, t: Any) -> None:
+        """Move this capability forward to ``t >= self.time`` (atomically: +1@t, -1@old)."""
+        self._check(t, "downgrade")
+        if t != self.time:
+            self._internal.update(t, 1)
+            self._internal.update(self.time, -1)
+            self.time = t
+
+    def drop(self) -> None:
+        """Release the capability. Idempotent."""
+        if self.valid:
+            self.valid = False
+            self._internal.update(self.time, -1)
+
+    def __repr__(self) -> str:
+        state = "" if self.valid else ", dropped"
+        return f"Capability({self.time!r}{state})"
+
+
+class InputCapability:
+    """The time of a received message, usable to send at that time during this activation or
+    to :meth:`retain` a real capability."""
+
+    __slots__ = ("time", "_op")
+
+    def __init__(self, time: Any, op: Any):
+        self.time = time
+        self._op = op
+
+    def retain(self, output: int = 0) -> Capability:
+        """A capability at this message's time for ``output``."""
+        op = self._op
+        return Capability(self.time, op.shared.internals[output], op.order.le, output, op.name)
+
+    def delayed(self, t: Any, output: int = 0) -> Capability:
+        """A capability at ``t >= self.time`` for ``output``."""
+        op = self._op
+        if not op.order.le(self.time, t):
+            raise TimeOrderError(f"operator {op.name!r}: cannot delay message time {self.time!r} "
+                                 f"to {t!r}")
+        return Capability(t, op.shared.internals[output], op.order.le, output, op.name)
+
+    def __repr__(self) -> str:
+        return f"InputCapability({self.time!r})"
+
+
+class CapabilitySet:
+    """An antichain of capabilities: send at any time at or after one of them."""
+
+    __slots__ = ("caps", "_le")
+
+    def __init__(self, le: Callable, caps: Iterable[Capability] = ()):
+        self._le = le
+        self.caps: List[Capability] = []
+        for c in caps:
+            self.insert(c)
+
+    def insert(self, cap: Capability) -> None:
+        le = self._le
+        for c in self.caps:
+            if le(c.time, cap.time):
+                cap.drop()
+                return
+        keep = []
+        for c in self.caps:
+            if le(cap.time, c.time):
+                c.drop()
+            else:
+                keep.append(c)
+        keep.append(cap)
+        self.caps = keep
+
+    def find(self, t: Any) -> Optional[Capability]:
+        """A held capability at or before ``t``, or None."""
+        le = self._le
+        for c in self.caps:
+            if le(c.time, t):
+                return c
+        return None
+
+    def delayed(self, t: Any) -> Capability:
+        c = self.find(t)
+        if c is None:
+            raise TimeOrderError(f"no held capability at or before {t!r} (held: {self.times()})")
+        return c.delayed(t)
+
+    def downgrade(self, frontier: Iterable[Any]) -> None:
+        """Hold exactly one capability per element of ``frontier`` (each derived from a held one)."""
+        new: List[Capability] = []
+        for t in frontier:
+            new.append(self.delayed(t))
+        for c in self.caps:
+            c.drop()
+        self.caps = new
+
+    def times(self) -> List[Any]:
+        return sorted(c.time for c in self.caps)
+
+    def drop_all(self) -> None:
+        for c in self.caps:
+            c.drop()
+        self.caps = []
+
+    def __bool__(self) -> bool:
+        return bool(self.caps)
+
+    def __len__(self) -> int:
+        return len(self.caps)
+
+    def __iter__(self):
+        return iter(self.caps)

@@ -1,0 +1,71 @@
+"""Capture: record a stream's messages and frontier for tests and programs."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from ..progress.change_batch import ChangeBatch
+from ..progress.frontier import MutableAntichain
+from .operator import OperatorCore
+
+__all__ = ["Captured", "CaptureOperator"]
+
+
+class Captured:
+    """What a captured stream delivered: ``messages`` as ``(time, list of records)`` in arrival
+    order, and the frontier of the stream (``frontier``, ``done()``)."""
+
+    def __init__(self, le=None):
+        self.messages: List[Tuple[Any, List[Any]]] = []
+        self._frontier = MutableAntichain(le)
+        self.frontier_history: List[List[Any]] = []
+
+    def records(self) -> List[Tuple[Any, Any]]:
+        """Every ``(time, record)`` in arrival order."""
+        return [(t, r) for t, data in self.messages for r in data]
+
+    def by_time(self) -> Dict[Any, List[Any]]:
+        """Records grouped by time (times in order, records in arrival order)."""
+        out: Dict[Any, List[Any]] = {}
+        for t, data in self.messages:
+            out.setdefault(t, []).extend(data)
+        return dict(sorted(out.items()))
+
+    @property
+    def frontier(self) -> List[Any]:
+        return sorted(self._frontier.frontier)
+
+    def done(self) -> bool:
+        return self._frontier.is_empty()
+
+    def less_than(self, t: Any) -> bool:
+        return self._frontier.less_than(t)
+
+
+class _CaptureFrontier(ChangeBatch):
+    __slots__ = ("_cap",)
+
+    def __init__(self, captured: Captured):
+        super().__init__()
+        self._cap = captured
+
+    def extend(self, pairs) -> None:
+        if self._cap._frontier.update_iter(pairs):
+            self._cap.frontier_history.append(sorted(self._cap._frontier.frontier))
+
+
+class CaptureOperator(OperatorCore):
+    def __init__(self, scope: Any, captured: Captured, name: str = "Capture"):
+        super().__init__(scope, name, 1, 0, initial_capabilities=False)
+        self.shared.frontiers[0] = _CaptureFrontier(captured)
+        self._captured = captured
+        self._queue = self.input_ports[0].queue
+        self._consumed = self.shared.consumeds[0]
+
+    def schedule(self) -> bool:
+        q = self._queue
+        while q:
+            time, data = q.popleft()
+            self._consumed.update(time, len(data))
+            self._captured.messages.append((time, data))
+        return False

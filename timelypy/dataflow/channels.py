@@ -1,0 +1,161 @@
+"""Ports, pushers and pacts: how messages move along dataflow edges.
+
+A message is ``(time, data)`` where ``data`` is a list of records. Lists are shared between the
+consumers of one output and must not be mutated by operators.
+
+* :class:`Pipeline` keeps records on the worker that produced them.
+* :class:`Exchange` routes each record to worker ``stable_hash(key_fn(record)) % peers``. On one
+  worker it is the identity, but it is still a distinct channel so that data and progress are
+  counted per channel and the multi-worker fabric only adds transport.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, List, Optional
+
+from ..progress.change_batch import ChangeBatch
+from ..workers.hashing import stable_hash
+
+__all__ = ["Pipeline", "Exchange", "InputPort", "OutputPort", "IngressPort", "EgressPort"]
+
+
+class Pipeline:
+    """Pact: records stay on this worker."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Pipeline()"
+
+
+class Exchange:
+    """Pact: route each record to worker ``stable_hash(key_fn(record)) % peers``.
+
+    ``key_fn`` must return a value :func:`~timelypy.workers.hashing.stable_hash` accepts (ints,
+    strings, bytes, floats, None, bools, tuples of those, Products). The hash is the same in
+    every process.
+    """
+
+    __slots__ = ("key_fn",)
+
+    def __init__(self, key_fn: Callable[[Any], Any]):
+        self.key_fn = key_fn
+
+    def __repr__(self) -> str:
+        return f"Exchange({getattr(self.key_fn, '__name__', self.key_fn)!r})"
+
+
+class InputPort:
+    """An operator input: a FIFO of messages; pushing activates the operator."""
+
+    __slots__ = ("queue", "subgraph", "node")
+
+    def __init__(self, subgraph: Any, node: int):
+        self.queue: deque = deque()
+        self.subgraph = subgraph
+        self.node = node
+
+    def push(self, time: Any, data: List[Any]) -> None:
+        self.queue.append((time, data))
+        sg = self.subgraph
+        sg._active[self.node] = True
+        if sg.parent is not None:
+            sg.wake()
+
+
+class OutputPort:
+    """An operator output: counts produced records and hands messages to every pusher."""
+
+    __slots__ = ("pushers", "produced", "node", "port", "counted")
+
+    def __init__(self, node: int, port: int, produced: Optional[ChangeBatch], counted: bool = True):
+        self.pushers: List[Any] = []
+        self.produced = produced
+        self.node = node
+        self.port = port
+        self.counted = counted
+
+    def push(self, time: Any, data: List[Any]) -> None:
+        if not data:
+            return
+        if self.counted:
+            self.produced.update(time, len(data))
+        for p in self.pushers:
+            p.push(time, data)
+
+
+class IngressPort:
+    """Target of a parent edge into a nested scope: re-times messages to the inner time,
+    counts them for the scope's harvest, and forwards them to the inner consumers."""
+
+    __slots__ = ("subgraph", "input", "inner_port")
+
+    def __init__(self, subgraph: Any, input_index: int, inner_port: OutputPort):
+        self.subgraph = subgraph
+        self.input = input_index
+        self.inner_port = inner_port
+
+    def push(self, time: Any, data: List[Any]) -> None:
+        sg = self.subgraph
+        t = sg.to_inner(time)
+        sg.ingress_counts[self.input].update(t, len(data))
+        for p in self.inner_port.pushers:
+            p.push(t, data)
+        sg.wake()
+
+
+class EgressPort:
+    """Target of an inner edge out of a nested scope: re-times messages to the outer time and
+    forwards them to the consumers of the scope's output (counted by the scope's report)."""
+
+    __slots__ = ("subgraph", "outer_port")
+
+    def __init__(self, subgraph: Any, outer_port: OutputPort):
+        self.subgraph = subgraph
+        self.outer_port = outer_port
+
+    def push(self, time: Any, data: List[Any]) -> None:
+        t = self.subgraph.to_outer(time)
+        for p in self.outer_port.pushers:
+            p.push(t, data)
+
+
+class PipelinePusher:
+    __slots__ = ("target",)
+
+    def __init__(self, target: Any):
+        self.target = target
+
+    def push(self, time: Any, data: List[Any]) -> None:
+        self.target.push(time, data)
+
+
+class ExchangePusher:
+    """Partitions each message by key hash; the local part is pushed directly, the rest goes
+    through the fabric as one message per destination worker."""
+
+    __slots__ = ("target", "key_fn", "peers", "index", "fabric", "channel")
+
+    def __init__(self, target: Any, key_fn: Callable, peers: int, index: int, fabric: Any,
+                 channel: int):
+        self.target = target
+        self.key_fn = key_fn
+        self.peers = peers
+        self.index = index
+        self.fabric = fabric
+        self.channel = channel
+
+    def push(self, time: Any, data: List[Any]) -> None:
+        peers = self.peers
+        key_fn = self.key_fn
+        parts: List[List[Any]] = [[] for _ in range(peers)]
+        for record in data:
+            parts[stable_hash(key_fn(record)) % peers].append(record)
+        index = self.index
+        for dest, part in enumerate(parts):
+            if part:
+                if dest == index:
+                    self.target.push(time, part)
+                else:
+                    self.fabric.send(dest, ("d", self.channel, time, part))

@@ -1,0 +1,119 @@
+"""Input handles: how data from outside enters a dataflow."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional
+
+from ..errors import InputClosedError, TimeOrderError
+from .operator import OperatorCore
+
+__all__ = ["InputHandle", "InputOperator"]
+
+
+class InputOperator(OperatorCore):
+    """0 inputs, 1 output. Its handle writes produced counts and capability changes into the
+    shared buffers directly, so they always travel together in one progress batch."""
+
+    def __init__(self, scope: Any, name: str = "Input"):
+        super().__init__(scope, name, 0, 1)
+
+    def schedule(self) -> bool:
+        return False
+
+
+class InputHandle:
+    """Sends records into a dataflow at its current time and advances that time.
+
+    >>> # inp, stream = scope.new_input(); inp.send(1); inp.advance_to(1); inp.close()
+
+    Records are buffered and pushed on :meth:`advance_to`, :meth:`flush`, :meth:`close`, when
+    the buffer is large, and at every ``worker.step()``.
+    """
+
+    BUFFER = 1024
+
+    def __init__(self, op: InputOperator):
+        self._op = op
+        self._port = op.output_ports[0]
+        self._internal = op.shared.internals[0]
+        self._le = op.order.le
+        self._now = op.order.minimum
+        self._buffer: List[Any] = []
+        self._closed = False
+        op.scope.worker._register_input(self)
+
+    @property
+    def time(self) -> Any:
+        """The current time: records sent now carry it; earlier times are closed."""
+        return self._now
+
+    def epoch(self) -> Any:
+        return self._now
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise InputClosedError(f"input {self._op.name!r}: {what} after close()")
+
+    def send(self, record: Any, time: Optional[Any] = None) -> None:
+        """Send one record at the current time, or at ``time`` if given (at or after it)."""
+        self._check_open("send")
+        if time is None or time == self._now:
+            self._buffer.append(record)
+            if len(self._buffer) >= self.BUFFER:
+                self.flush()
+        else:
+            self.send_batch([record], time)
+
+    def send_batch(self, records: Iterable[Any], time: Optional[Any] = None) -> None:
+        """Send many records at the current time (or at a later ``time``)."""
+        self._check_open("send_batch")
+        if time is not None and time != self._now:
+            if not self._le(self._now, time):
+                raise TimeOrderError(
+                    f"input {self._op.name!r}: cannot send at time {time!r}, before its current "
+                    f"time {self._now!r}")
+            self.flush()
+            data = list(records)
+            if data:
+                self._port.push(time, data)
+                self._op.activate()
+            return
+        self._buffer.extend(records)
+        if len(self._buffer) >= self.BUFFER:
+            self.flush()
+
+    def flush(self) -> None:
+        """Push buffered records into the dataflow."""
+        if self._buffer:
+            data, self._buffer = self._buffer, []
+            self._port.push(self._now, data)
+            self._op.activate()
+
+    def advance_to(self, time: Any) -> None:
+        """Promise that no more records will be sent at times before ``time``."""
+        self._check_open("advance_to")
+        now = self._now
+        if time == now:
+            return
+        if not self._le(now, time):
+            raise TimeOrderError(
+                f"input {self._op.name!r}: cannot advance to {time!r}, before its current time "
+                f"{now!r} (time only moves forward)")
+        self.flush()
+        self._internal.update(time, 1)
+        self._internal.update(now, -1)
+        self._now = time
+        self._op.activate()
+
+    def close(self) -> None:
+        """Flush and release the input's capability: its consumers can complete. Idempotent."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._internal.update(self._now, -1)
+        self._op.activate()

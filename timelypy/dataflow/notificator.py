@@ -1,0 +1,47 @@
+"""Frontier notificator: deliver capabilities in time order once every input frontier passed them."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Sequence
+
+from .capability import Capability
+
+__all__ = ["Notificator"]
+
+
+class Notificator:
+    """Holds capabilities until all input frontiers have passed their times.
+
+    ``notify_at(cap)`` registers a capability; :meth:`available` returns, in time order, the
+    capabilities whose time no input frontier can still reach (``not frontier.less_equal(t)``
+    for every input), merging duplicates. The caller owns the returned capabilities (it may
+    still send at their times) and must drop them.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(self):
+        self._pending: List[Capability] = []
+
+    def notify_at(self, cap: Capability) -> None:
+        self._pending.append(cap)
+
+    def available(self, frontiers: Sequence[Any]) -> List[Capability]:
+        ready: dict = {}
+        keep: List[Capability] = []
+        for cap in self._pending:
+            t = cap.time
+            if any(f.less_equal(t) for f in frontiers):
+                keep.append(cap)
+            elif t in ready:
+                cap.drop()
+            else:
+                ready[t] = cap
+        self._pending = keep
+        return [ready[t] for t in sorted(ready)]
+
+    def pending_times(self) -> List[Any]:
+        return sorted({c.time for c in self._pending})
+
+    def __len__(self) -> int:
+        return len(self._pending)

@@ -1,0 +1,74 @@
+"""Probes: observe the frontier of a stream from outside the dataflow."""
+
+from __future__ import annotations
+
+from typing import Any, List
+
+from ..progress.change_batch import ChangeBatch
+from ..progress.frontier import MutableAntichain
+from .operator import OperatorCore
+
+__all__ = ["ProbeHandle", "ProbeOperator"]
+
+
+class ProbeHandle:
+    """The frontier of one or more probed streams (their meet).
+
+    ``less_than(t)``: some time strictly before ``t`` may still appear; ``less_equal(t)``: ``t``
+    itself may still appear; ``done()``: nothing more can appear. The usual driver loop is
+    ``while probe.less_than(input.time): worker.step()``.
+    """
+
+    __slots__ = ("_frontier",)
+
+    def __init__(self, le=None):
+        self._frontier = MutableAntichain(le)
+
+    def less_than(self, t: Any) -> bool:
+        return self._frontier.less_than(t)
+
+    def less_equal(self, t: Any) -> bool:
+        return self._frontier.less_equal(t)
+
+    def done(self) -> bool:
+        return self._frontier.is_empty()
+
+    @property
+    def frontier(self) -> List[Any]:
+        """The current frontier, sorted."""
+        return sorted(self._frontier.frontier)
+
+    def __repr__(self) -> str:
+        return f"ProbeHandle(frontier={self.frontier!r})"
+
+
+class _FrontierSink(ChangeBatch):
+    """Frontier changes pushed by the scope go straight into the probe handle, so the handle is
+    current even before the probe operator runs."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: ProbeHandle):
+        super().__init__()
+        self._handle = handle
+
+    def extend(self, pairs) -> None:
+        self._handle._frontier.update_iter(pairs)
+
+
+class ProbeOperator(OperatorCore):
+    """Consumes its input (discarding data) and reports the input frontier to a handle."""
+
+    def __init__(self, scope: Any, handle: ProbeHandle, name: str = "Probe"):
+        super().__init__(scope, name, 1, 0, initial_capabilities=False)
+        self.shared.frontiers[0] = _FrontierSink(handle)
+        self._queue = self.input_ports[0].queue
+        self._consumed = self.shared.consumeds[0]
+
+    def schedule(self) -> bool:
+        q = self._queue
+        consumed = self._consumed
+        while q:
+            time, data = q.popleft()
+            consumed.update(time, len(data))
+        return False

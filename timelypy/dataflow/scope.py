@@ -1,0 +1,161 @@
+"""Scopes: where operators are built. A dataflow is a root scope; loops are nested scopes."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+
+from ..errors import TimelyError
+from ..order import IntSummary, PathSummary, Product, ProductSummary, TimeOrder
+from ..progress.reachability import Location
+from ..progress.subgraph import Progcaster, Subgraph
+from .channels import (EgressPort, Exchange, ExchangePusher, IngressPort, OutputPort, Pipeline,
+                       PipelinePusher)
+from .feedback import FeedbackOperator, LoopHandle
+from .input import InputHandle, InputOperator
+from .operator import GenericOperator
+from .stream import Stream
+
+__all__ = ["Scope"]
+
+
+def _to_inner(t: Any) -> Product:
+    return Product(t, 0)
+
+
+def _to_outer(t: Product) -> Any:
+    return t[0]
+
+
+def _summarize(s: PathSummary) -> Optional[PathSummary]:
+    return s.outer if isinstance(s, ProductSummary) else s
+
+
+class Scope:
+    """A place to build operators: the root scope of a dataflow, or a nested iterative scope.
+
+    Times in a root scope are ints; an iterative scope nested in a scope with time ``T`` has
+    time ``Product(T, int)``.
+    """
+
+    def __init__(self, worker: Any, subgraph: Subgraph, order: TimeOrder,
+                 parent: Optional["Scope"] = None):
+        self.worker = worker
+        self.subgraph = subgraph
+        self.order = order
+        self.parent = parent
+        self._inner_inputs: List[OutputPort] = []
+        self._outer_outputs: List[OutputPort] = []
+
+    # ----------------------------------------------------------------- identity
+    @property
+    def index(self) -> int:
+        """The worker's index (as in timely's ``scope.index()``)."""
+        return self.worker.index
+
+    @property
+    def peers(self) -> int:
+        return self.worker.peers
+
+    @property
+    def name(self) -> str:
+        return self.subgraph.name
+
+    def describe(self) -> str:
+        """A text picture of this scope's operators and edges."""
+        return self.subgraph.describe()
+
+    # ----------------------------------------------------------------- sources
+    def new_input(self, name: str = "Input") -> Tuple[InputHandle, Stream]:
+        """A new input: returns ``(handle, stream)``. Only in scopes with int times."""
+        if not self.order.is_total:
+            raise TimelyError("inputs can only be created in a root scope (totally ordered time)")
+        op = InputOperator(self, name)
+        return InputHandle(op), Stream(self, op.output_ports[0])
+
+    def input_from(self, records: Iterable[Any], name: str = "InputFrom") -> Stream:
+        """A stream holding ``records`` at the minimum time (then complete)."""
+        handle, stream = self.new_input(name)
+        handle.send_batch(list(records))
+        handle.close()
+        return stream
+
+    def feedback(self, summary: Optional[PathSummary] = None, name: str = "Feedback",
+                 max_iterations: Optional[int] = None) -> Tuple[LoopHandle, Stream]:
+        """A feedback operator: returns ``(handle, stream)``; later ``s.connect_loop(handle)``.
+
+        ``summary`` defaults to advancing the innermost coordinate by one (the loop summary of
+        an iterative scope).
+        """
+        if summary is None:
+            if self.order.outer is None:
+                raise TimelyError("feedback in a root scope needs an explicit summary")
+            summary = ProductSummary(self.order.outer.identity, IntSummary(1))
+        op = FeedbackOperator(self, summary, name, max_iterations)
+        return LoopHandle(op), Stream(self, op.output_ports[0])
+
+    def operator(self, inputs: Sequence[Tuple[Stream, Any]], outputs: int, factory: Callable,
+                 name: str = "Operator", summary: Optional[List] = None) -> List[Stream]:
+        """A generic operator with several inputs and outputs.
+
+        ``factory(capabilities, info)`` returns ``logic(inputs, outputs)``.
+        """
+        op = GenericOperator(self, name, len(inputs), outputs, factory, summary=summary)
+        for i, (stream, pact) in enumerate(inputs):
+            stream._connect(op, i, pact)
+        return [Stream(self, p) for p in op.output_ports]
+
+    # ----------------------------------------------------------------- nesting
+    def iterative(self, fn: Callable[["Scope"], Any], name: str = "Iterate") -> Any:
+        """Build a nested scope with ``Product(outer, int)`` times; returns ``fn(child)``."""
+        worker = self.worker
+        progcaster = Progcaster(worker.new_identifier(), worker.fabric) if worker.peers > 1 else None
+        sub = Subgraph(name, self.order.nested(), peers=worker.peers, to_inner=_to_inner,
+                       to_outer=_to_outer, summarize=_summarize, progcaster=progcaster,
+                       path=self.subgraph.path + (len(self.subgraph.children),))
+        self.subgraph.add_child(sub)
+        if progcaster is not None:
+            worker._register_progcaster(progcaster, sub)
+        child = Scope(worker, sub, sub.order, parent=self)
+        result = fn(child)
+        sub.finalize()
+        return result
+
+    scoped = iterative
+
+    def _enter(self, stream: Stream) -> Stream:
+        if self.parent is None or stream.scope.subgraph is not self.parent.subgraph:
+            raise TimelyError("enter: the stream must belong to this scope's parent scope")
+        sub = self.subgraph
+        i = sub.new_input()
+        inner_port = OutputPort(0, i, None, counted=False)
+        ingress = IngressPort(sub, i, inner_port)
+        stream.scope._connect(stream, sub.index, i, ingress, None)
+        return Stream(self, inner_port)
+
+    def _leave(self, stream: Stream) -> Stream:
+        if self.parent is None:
+            raise TimelyError("leave: the stream is in a root scope")
+        sub = self.subgraph
+        j = sub.new_output()
+        outer_port = OutputPort(sub.index, j, None, counted=False)
+        egress = EgressPort(sub, outer_port)
+        self._connect(stream, 0, j, egress, None)
+        return Stream(self.parent, outer_port)
+
+    # ----------------------------------------------------------------- wiring
+    def _connect(self, stream: Stream, node: int, port: int, target: Any, pact: Any) -> None:
+        if stream.scope.subgraph is not self.subgraph:
+            raise TimelyError(
+                f"stream from scope {stream.scope.subgraph.name!r} used in scope "
+                f"{self.subgraph.name!r}: use enter/leave to cross scopes")
+        worker = self.worker
+        channel = worker.new_identifier()
+        self.subgraph.add_edge(Location(stream.port.node, stream.port.port, True),
+                               Location(node, port, False))
+        if isinstance(pact, Exchange) and worker.peers > 1:
+            pusher = ExchangePusher(target, pact.key_fn, worker.peers, worker.index,
+                                    worker.fabric, channel)
+            worker._register_channel(channel, target)
+        else:
+            pusher = PipelinePusher(target)
+        stream.port.pushers.append(pusher)

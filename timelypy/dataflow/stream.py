@@ -1,0 +1,199 @@
+"""Streams of timestamped record batches, and the operators that build new streams from them."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+
+from ..errors import TimelyError
+from .capture import CaptureOperator, Captured
+from .channels import Exchange, OutputPort, Pipeline
+from .feedback import LoopHandle
+from .operator import GenericOperator, LinearOperator, OperatorCore, user_error
+from .probe import ProbeHandle, ProbeOperator
+
+__all__ = ["Stream", "ConcatOperator"]
+
+
+class ConcatOperator(OperatorCore):
+    """Merges several streams into one (no capabilities; identity summaries)."""
+
+    def __init__(self, scope: Any, inputs: int, name: str = "Concat"):
+        super().__init__(scope, name, inputs, 1, initial_capabilities=False)
+        self._out = self.output_ports[0]
+
+    def schedule(self) -> bool:
+        out = self._out
+        for i, port in enumerate(self.input_ports):
+            self.shared.frontiers[i].clear()
+            q = port.queue
+            consumed = self.shared.consumeds[i]
+            while q:
+                time, data = q.popleft()
+                consumed.update(time, len(data))
+                out.push(time, data)
+        return False
+
+
+class Stream:
+    """A stream of ``(time, records)`` messages from one operator output in one scope.
+
+    Methods add operators to the stream's scope and return their output streams.
+    """
+
+    __slots__ = ("scope", "port")
+
+    def __init__(self, scope: Any, port: OutputPort):
+        self.scope = scope
+        self.port = port
+
+    def _connect(self, op: OperatorCore, input_index: int, pact: Any = None) -> None:
+        self.scope._connect(self, op.index, input_index, op.input_ports[input_index], pact)
+
+    def _linear(self, name: str, batch_fn: Callable, pact: Any = None) -> "Stream":
+        op = LinearOperator(self.scope, name, batch_fn)
+        self._connect(op, 0, pact)
+        return Stream(self.scope, op.output_ports[0])
+
+    # ----------------------------------------------------------------- stateless
+    def map(self, f: Callable[[Any], Any], name: str = "Map") -> "Stream":
+        """Apply ``f`` to every record."""
+        return self._linear(name, lambda data: list(map(f, data)))
+
+    def filter(self, predicate: Callable[[Any], bool], name: str = "Filter") -> "Stream":
+        """Keep the records for which ``predicate`` is true."""
+        return self._linear(name, lambda data: list(filter(predicate, data)))
+
+    def flat_map(self, f: Callable[[Any], Iterable[Any]], name: str = "FlatMap") -> "Stream":
+        """Replace every record by the records of the iterable ``f(record)``."""
+        def batch(data):
+            out: List[Any] = []
+            extend = out.extend
+            for r in data:
+                extend(f(r))
+            return out
+        return self._linear(name, batch)
+
+    def map_batch(self, f: Callable[[List[Any]], List[Any]], name: str = "MapBatch") -> "Stream":
+        """Apply ``f`` to each whole message's list of records (must not mutate it)."""
+        return self._linear(name, f)
+
+    def inspect(self, f: Callable[[Any], Any], name: str = "Inspect") -> "Stream":
+        """Call ``f(record)`` for every record; pass records through unchanged."""
+        def batch(data):
+            for r in data:
+                f(r)
+            return data
+        return self._linear(name, batch)
+
+    def inspect_batch(self, f: Callable[[Any, List[Any]], Any], name: str = "InspectBatch") -> "Stream":
+        """Call ``f(time, records)`` for every message; pass it through."""
+        op = GenericOperator(self.scope, name, 1, 1, _inspect_batch_factory(f))
+        self._connect(op, 0)
+        return Stream(self.scope, op.output_ports[0])
+
+    def exchange(self, key_fn: Callable[[Any], Any], name: str = "Exchange") -> "Stream":
+        """Route every record to the worker that owns ``key_fn(record)``."""
+        return self._linear(name, _identity_batch, Exchange(key_fn))
+
+    def concat(self, *others: "Stream", name: str = "Concat") -> "Stream":
+        """Merge this stream with ``others`` (same scope)."""
+        streams = (self,) + others
+        for s in others:
+            if s.scope.subgraph is not self.scope.subgraph:
+                raise TimelyError("concat: streams belong to different scopes; use enter/leave")
+        op = ConcatOperator(self.scope, len(streams), name)
+        for i, s in enumerate(streams):
+            s._connect(op, i)
+        return Stream(self.scope, op.output_ports[0])
+
+    # ----------------------------------------------------------------- observing
+    def probe(self, name: str = "Probe") -> ProbeHandle:
+        """A :class:`ProbeHandle` reporting this stream's frontier."""
+        handle = ProbeHandle(self.scope.order.le)
+        self.probe_with(handle, name)
+        return handle
+
+    def probe_with(self, handle: ProbeHandle, name: str = "Probe") -> "Stream":
+        """Add this stream's frontier to an existing probe handle; returns this stream."""
+        op = ProbeOperator(self.scope, handle, name)
+        self._connect(op, 0)
+        return self
+
+    def capture(self, name: str = "Capture") -> Captured:
+        """Record every message and the frontier (see :class:`Captured`)."""
+        captured = Captured(self.scope.order.le)
+        op = CaptureOperator(self.scope, captured, name)
+        self._connect(op, 0)
+        return captured
+
+    # ----------------------------------------------------------------- generic operators
+    def unary(self, factory: Callable, pact: Any = None, name: str = "Unary") -> "Stream":
+        """A one-input one-output operator with user logic.
+
+        ``factory(capability, info)`` returns ``logic(input, output)``. ``input`` yields
+        ``(capability, records)`` and has ``frontier``; ``output.session(cap).give(record)``
+        or ``output.send(cap, records)`` sends. The initial ``capability`` (at the minimum
+        time) must be dropped or downgraded when no longer needed.
+        """
+        op = GenericOperator(self.scope, name, 1, 1, lambda caps, info: factory(caps[0], info),
+                             adapt=lambda logic, ins, outs: logic(ins[0], outs[0]))
+        self._connect(op, 0, pact)
+        return Stream(self.scope, op.output_ports[0])
+
+    unary_frontier = unary
+
+    def binary(self, other: "Stream", factory: Callable, pact1: Any = None, pact2: Any = None,
+               name: str = "Binary") -> "Stream":
+        """Two inputs, one output: ``factory(capability, info)`` returns
+        ``logic(input1, input2, output)``."""
+        op = GenericOperator(self.scope, name, 2, 1, lambda caps, info: factory(caps[0], info),
+                             adapt=lambda logic, ins, outs: logic(ins[0], ins[1], outs[0]))
+        self._connect(op, 0, pact1)
+        other._connect(op, 1, pact2)
+        return Stream(self.scope, op.output_ports[0])
+
+    binary_frontier = binary
+
+    def sink(self, factory: Callable, pact: Any = None, name: str = "Sink") -> None:
+        """One input, no outputs: ``factory(info)`` returns ``logic(input)``."""
+        op = GenericOperator(self.scope, name, 1, 0, lambda caps, info: factory(info),
+                             adapt=lambda logic, ins, outs: logic(ins[0]))
+        self._connect(op, 0, pact)
+
+    # ----------------------------------------------------------------- scopes and loops
+    def enter(self, child: Any) -> "Stream":
+        """This stream inside the nested scope ``child`` (times become ``Product(t, 0)``)."""
+        return child._enter(self)
+
+    def leave(self) -> "Stream":
+        """This stream in the parent scope (times ``Product(t, i)`` become ``t``)."""
+        return self.scope._leave(self)
+
+    def connect_loop(self, handle: LoopHandle) -> None:
+        """Feed this stream into a feedback operator created by ``scope.feedback``."""
+        op = handle.op
+        if op.connected:
+            raise TimelyError(f"feedback {op.name!r} is already connected")
+        if op.subgraph is not self.scope.subgraph:
+            raise TimelyError("connect_loop: the stream and the feedback are in different scopes")
+        op.connected = True
+        self._connect(op, 0)
+
+    def __repr__(self) -> str:
+        return f"Stream({self.scope.subgraph.name}:{self.port.node}.{self.port.port})"
+
+
+def _identity_batch(data):
+    return data
+
+
+def _inspect_batch_factory(f):
+    def factory(caps, info):
+        caps[0].drop()
+
+        def logic(inputs, outputs):
+            for cap, data in inputs[0]:
+                f(cap.time, data)
+                outputs[0].send(cap, data)
+        return logic
+    return factory

@@ -1,0 +1,76 @@
+"""Exception types of timelypy. Messages name the operator, worker, time and value involved."""
+
+from __future__ import annotations
+
+__all__ = [
+    "TimelyError",
+    "TimeOrderError",
+    "InputClosedError",
+    "OperatorError",
+    "CycleError",
+    "WorkerError",
+    "WorkerDiedError",
+    "NotConvergedError",
+    "ReduceOutputError",
+    "UnhashableDataError",
+    "WaitTimeoutError",
+    "AuthenticationError",
+]
+
+
+class TimelyError(Exception):
+    """Base class of every error raised by timelypy."""
+
+
+class TimeOrderError(TimelyError, ValueError):
+    """A time is not allowed here: sending before an input's current time, advancing backwards."""
+
+
+class InputClosedError(TimelyError, RuntimeError):
+    """An input handle or session was used after ``close()``."""
+
+
+class OperatorError(TimelyError):
+    """A user function raised inside an operator; the message names the operator."""
+
+    def __init__(self, message: str, operator: str = "", worker: int | None = None):
+        super().__init__(message)
+        self.operator = operator
+        self.worker = worker
+
+
+class CycleError(TimelyError, ValueError):
+    """A dataflow cycle along which no path summary strictly advances time."""
+
+
+class WorkerError(TimelyError):
+    """A worker raised; carries the worker index and the original traceback text."""
+
+    def __init__(self, message: str, worker: int | None = None, traceback_text: str = ""):
+        super().__init__(message)
+        self.worker = worker
+        self.traceback_text = traceback_text
+
+
+class WorkerDiedError(WorkerError):
+    """A worker process or actor died (killed, crashed) before finishing."""
+
+
+class NotConvergedError(TimelyError, RuntimeError):
+    """An iterative scope did not reach a fixed point within its iteration limit."""
+
+
+class ReduceOutputError(TimelyError, TypeError):
+    """A reduce function returned something that is not a list of ``(value, count)`` pairs."""
+
+
+class UnhashableDataError(TimelyError, TypeError):
+    """Data that must be hashed (keys, records to consolidate) is not hashable."""
+
+
+class WaitTimeoutError(TimelyError, TimeoutError):
+    """A bounded wait ran out (probe wait, worker start, shutdown)."""
+
+
+class AuthenticationError(TimelyError):
+    """A peer failed the job-secret challenge."""

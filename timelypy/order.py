@@ -1,0 +1,330 @@
+"""Timestamps, their partial order and lattice, and path summaries.
+
+Root-scope times are plain ``int``. Nested (iterative) scopes use :class:`Product`, a pair
+``(outer, inner)`` ordered by the *product* partial order: ``p <= q`` iff both coordinates are.
+
+Python's ``<`` on :class:`Product` (a tuple) is lexicographic. That is a total order which
+*extends* the product order, so it is right for sorting and heaps and wrong for "happens before".
+Every partial-order comparison in timelypy goes through :func:`less_equal` (or the per-type
+functions of a :class:`TimeOrder`).
+
+Path summaries (:class:`PathSummary`) describe what a path through the dataflow does to a time:
+``results_in(t)`` applies it (``None`` means the time left the valid range), ``followed_by(s)``
+composes two paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+__all__ = [
+    "Product",
+    "less_equal",
+    "less_than",
+    "join",
+    "meet",
+    "minimum_like",
+    "PathSummary",
+    "IntSummary",
+    "ProductSummary",
+    "identity_summary",
+    "TimeOrder",
+    "INT_ORDER",
+    "order_for",
+    "MAX_INT_TIME",
+]
+
+MAX_INT_TIME = (1 << 63) - 1
+"""Largest valid integer time; summaries that would pass it return ``None`` (overflow)."""
+
+
+class Product(tuple):
+    """A pair ``(outer, inner)`` under the product partial order. Nestable.
+
+    >>> less_equal(Product(1, 2), Product(2, 2)), less_equal(Product(1, 3), Product(2, 2))
+    (True, False)
+    >>> join(Product(3, 7), Product(4, 6)), meet(Product(3, 7), Product(4, 6))
+    (Product(4, 7), Product(3, 6))
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, outer: Any, inner: Any) -> "Product":
+        return tuple.__new__(cls, (outer, inner))
+
+    def __getnewargs__(self):
+        return (self[0], self[1])
+
+    @property
+    def outer(self) -> Any:
+        return self[0]
+
+    @property
+    def inner(self) -> Any:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"Product({self[0]!r}, {self[1]!r})"
+
+
+def less_equal(a: Any, b: Any) -> bool:
+    """The partial order: ``a <= b`` (ints by value, Products coordinate-wise)."""
+    if type(a) is Product:
+        return less_equal(a[0], b[0]) and less_equal(a[1], b[1])
+    return a <= b
+
+
+def less_than(a: Any, b: Any) -> bool:
+    """``a <= b and a != b`` in the partial order."""
+    return a != b and less_equal(a, b)
+
+
+def join(a: Any, b: Any) -> Any:
+    """Least upper bound (``max`` for ints, coordinate-wise for Products)."""
+    if type(a) is Product:
+        return Product(join(a[0], b[0]), join(a[1], b[1]))
+    return a if a >= b else b
+
+
+def meet(a: Any, b: Any) -> Any:
+    """Greatest lower bound (``min`` for ints, coordinate-wise for Products)."""
+    if type(a) is Product:
+        return Product(meet(a[0], b[0]), meet(a[1], b[1]))
+    return a if a <= b else b
+
+
+def minimum_like(t: Any) -> Any:
+    """The minimum of the timestamp type of ``t``."""
+    if type(t) is Product:
+        return Product(minimum_like(t[0]), minimum_like(t[1]))
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# Path summaries
+
+
+class PathSummary:
+    """What a path through the dataflow does to a timestamp.
+
+    Subclasses implement :meth:`results_in`, :meth:`followed_by` and :meth:`less_equal`.
+    Summaries are immutable, hashable and compare by value.
+    """
+
+    __slots__ = ()
+
+    def results_in(self, t: Any) -> Optional[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def followed_by(self, other: "PathSummary") -> Optional["PathSummary"]:  # pragma: no cover
+        raise NotImplementedError
+
+    def less_equal(self, other: "PathSummary") -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def is_identity(self) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+
+class IntSummary(PathSummary):
+    """Adds ``delta`` (>= 0) to an int time; ``None`` past :data:`MAX_INT_TIME`."""
+
+    __slots__ = ("delta",)
+
+    def __init__(self, delta: int = 0):
+        if delta < 0:
+            raise ValueError(f"IntSummary delta must be >= 0, got {delta}")
+        self.delta = delta
+
+    def results_in(self, t: int) -> Optional[int]:
+        r = t + self.delta
+        return r if r <= MAX_INT_TIME else None
+
+    def followed_by(self, other: PathSummary) -> Optional[PathSummary]:
+        if not isinstance(other, IntSummary):
+            return _Compose(self, other).simplify()
+        d = self.delta + other.delta
+        return IntSummary(d) if d <= MAX_INT_TIME else None
+
+    def less_equal(self, other: PathSummary) -> bool:
+        return isinstance(other, IntSummary) and self.delta <= other.delta
+
+    def is_identity(self) -> bool:
+        return self.delta == 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IntSummary) and other.delta == self.delta
+
+    def __hash__(self) -> int:
+        return hash(("IntSummary", self.delta))
+
+    def __lt__(self, other: "IntSummary") -> bool:  # sort key only
+        return self.delta < other.delta
+
+    def __repr__(self) -> str:
+        return f"IntSummary({self.delta})"
+
+
+class ProductSummary(PathSummary):
+    """Applies ``outer`` and ``inner`` summaries coordinate-wise to a :class:`Product`."""
+
+    __slots__ = ("outer", "inner")
+
+    def __init__(self, outer: PathSummary, inner: PathSummary):
+        self.outer = outer
+        self.inner = inner
+
+    def results_in(self, t: Product) -> Optional[Product]:
+        o = self.outer.results_in(t[0])
+        if o is None:
+            return None
+        i = self.inner.results_in(t[1])
+        if i is None:
+            return None
+        return Product(o, i)
+
+    def followed_by(self, other: PathSummary) -> Optional[PathSummary]:
+        if not isinstance(other, ProductSummary):
+            return _Compose(self, other).simplify()
+        o = self.outer.followed_by(other.outer)
+        i = self.inner.followed_by(other.inner)
+        if o is None or i is None:
+            return None
+        return ProductSummary(o, i)
+
+    def less_equal(self, other: PathSummary) -> bool:
+        return (
+            isinstance(other, ProductSummary)
+            and self.outer.less_equal(other.outer)
+            and self.inner.less_equal(other.inner)
+        )
+
+    def is_identity(self) -> bool:
+        return self.outer.is_identity() and self.inner.is_identity()
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ProductSummary)
+            and other.outer == self.outer
+            and other.inner == self.inner
+        )
+
+    def __hash__(self) -> int:
+        return hash(("ProductSummary", self.outer, self.inner))
+
+    def __repr__(self) -> str:
+        return f"ProductSummary({self.outer!r}, {self.inner!r})"
+
+
+class _Compose(PathSummary):
+    """A composition of summaries of different kinds (only met in hand-built graphs)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, *parts: PathSummary):
+        flat: list = []
+        for p in parts:
+            flat.extend(p.parts if isinstance(p, _Compose) else (p,))
+        self.parts = tuple(flat)
+
+    def simplify(self) -> PathSummary:
+        parts = [p for p in self.parts if not p.is_identity()]
+        if not parts:
+            return self.parts[0]
+        return parts[0] if len(parts) == 1 else _Compose(*parts)
+
+    def results_in(self, t: Any) -> Optional[Any]:
+        for p in self.parts:
+            t = p.results_in(t)
+            if t is None:
+                return None
+        return t
+
+    def followed_by(self, other: PathSummary) -> Optional[PathSummary]:
+        return _Compose(self, other).simplify()
+
+    def less_equal(self, other: PathSummary) -> bool:
+        return self == other
+
+    def is_identity(self) -> bool:
+        return all(p.is_identity() for p in self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Compose) and other.parts == self.parts
+
+    def __hash__(self) -> int:
+        return hash(("Compose", self.parts))
+
+    def __repr__(self) -> str:
+        return "Compose(" + ", ".join(map(repr, self.parts)) + ")"
+
+
+def identity_summary(t: Any) -> PathSummary:
+    """The identity summary for the timestamp type of ``t``."""
+    if type(t) is Product:
+        return ProductSummary(identity_summary(t[0]), identity_summary(t[1]))
+    return IntSummary(0)
+
+
+# --------------------------------------------------------------------------------------
+# Per-type order objects: fast bound functions for the hot paths.
+
+
+class TimeOrder:
+    """The order, lattice and summaries of one timestamp type.
+
+    Each scope has one; operators take ``order.le`` / ``order.join`` once and call them on
+    their hot paths, so that int times pay no type dispatch.
+    """
+
+    __slots__ = ("minimum", "le", "join", "meet", "identity", "depth", "outer", "is_total")
+
+    def __init__(self, minimum: Any, le: Callable, join_fn: Callable, meet_fn: Callable,
+                 identity: PathSummary, depth: int, outer: Optional["TimeOrder"]):
+        self.minimum = minimum
+        self.le = le
+        self.join = join_fn
+        self.meet = meet_fn
+        self.identity = identity
+        self.depth = depth
+        self.outer = outer
+        self.is_total = outer is None
+
+    def lt(self, a: Any, b: Any) -> bool:
+        return a != b and self.le(a, b)
+
+    def nested(self) -> "TimeOrder":
+        """The order of ``Product(self's time, int)``, used by an iterative child scope."""
+        outer_le, outer_join, outer_meet = self.le, self.join, self.meet
+
+        def le(a, b):
+            return a[1] <= b[1] and outer_le(a[0], b[0])
+
+        def join_fn(a, b):
+            return Product(outer_join(a[0], b[0]), a[1] if a[1] >= b[1] else b[1])
+
+        def meet_fn(a, b):
+            return Product(outer_meet(a[0], b[0]), a[1] if a[1] <= b[1] else b[1])
+
+        return TimeOrder(
+            Product(self.minimum, 0), le, join_fn, meet_fn,
+            ProductSummary(self.identity, IntSummary(0)), self.depth + 1, self,
+        )
+
+    def __repr__(self) -> str:
+        return f"TimeOrder(depth={self.depth})"
+
+
+def _int_le(a: int, b: int) -> bool:
+    return a <= b
+
+
+INT_ORDER = TimeOrder(0, _int_le, max, min, IntSummary(0), 0, None)
+"""The order of root-scope (int) times."""
+
+
+def order_for(t: Any) -> TimeOrder:
+    """The :class:`TimeOrder` of the timestamp type of ``t``."""
+    if type(t) is Product:
+        return order_for(t[0]).nested()
+    return INT_ORDER

@@ -1,0 +1,24 @@
+"""Progress tracking: change batches, antichains, reachability, the tracker and subgraphs."""
+
+from .change_batch import ChangeBatch
+from .frontier import Antichain, MutableAntichain, antichain_join, antichain_meet
+from .operate import Operate, SharedProgress
+from .reachability import Location, ReachabilityBuilder, ReachabilityTracker, Source, Target
+from .subgraph import Progcaster, Subgraph
+
+__all__ = [
+    "ChangeBatch",
+    "Antichain",
+    "MutableAntichain",
+    "antichain_join",
+    "antichain_meet",
+    "Operate",
+    "SharedProgress",
+    "Location",
+    "Source",
+    "Target",
+    "ReachabilityBuilder",
+    "ReachabilityTracker",
+    "Progcaster",
+    "Subgraph",
+]

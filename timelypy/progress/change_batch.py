@@ -1,0 +1,98 @@
+"""ChangeBatch: a consolidating bag of ``(item, delta)`` changes."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Iterator, List, Tuple
+
+__all__ = ["ChangeBatch"]
+
+
+class ChangeBatch:
+    """Accumulates integer deltas per item; items whose deltas sum to zero disappear.
+
+    Backed by a dict (cost O(1) per update). :meth:`drain` and :meth:`items` return the
+    non-zero entries sorted by item (Python's order on the items, which for timestamps is a
+    total order extending the partial order), so that results are deterministic.
+
+    >>> b = ChangeBatch(); b.update(3, 1); b.update(1, 2); b.update(3, -1); b.drain()
+    [(1, 2)]
+    """
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, pairs: Iterable[Tuple[Any, int]] = ()):
+        self._counts: Dict[Any, int] = {}
+        for item, delta in pairs:
+            self.update(item, delta)
+
+    def update(self, item: Any, delta: int) -> None:
+        """Add ``delta`` to ``item``'s count. O(1)."""
+        if delta:
+            counts = self._counts
+            c = counts.get(item, 0) + delta
+            if c:
+                counts[item] = c
+            else:
+                del counts[item]
+
+    def extend(self, pairs: Iterable[Tuple[Any, int]]) -> None:
+        """Add every ``(item, delta)`` of ``pairs``. O(len(pairs))."""
+        counts = self._counts
+        for item, delta in pairs:
+            if delta:
+                c = counts.get(item, 0) + delta
+                if c:
+                    counts[item] = c
+                else:
+                    del counts[item]
+
+    def is_empty(self) -> bool:
+        """True when every count is zero. O(1)."""
+        return not self._counts
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def get(self, item: Any) -> int:
+        """The current count of ``item`` (0 if absent)."""
+        return self._counts.get(item, 0)
+
+    def items(self) -> List[Tuple[Any, int]]:
+        """Non-zero ``(item, count)`` pairs, sorted by item. O(n log n)."""
+        try:
+            return sorted(self._counts.items())
+        except TypeError:
+            return sorted(self._counts.items(), key=lambda kv: repr(kv[0]))
+
+    def __iter__(self) -> Iterator[Tuple[Any, int]]:
+        return iter(self.items())
+
+    def drain(self) -> List[Tuple[Any, int]]:
+        """Return the sorted non-zero pairs and empty the batch."""
+        out = self.items()
+        self._counts.clear()
+        return out
+
+    def drain_unsorted(self) -> List[Tuple[Any, int]]:
+        """Like :meth:`drain` without sorting (for hot paths where order does not matter)."""
+        out = list(self._counts.items())
+        self._counts.clear()
+        return out
+
+    def drain_into(self, other: "ChangeBatch") -> None:
+        """Move every change into ``other``."""
+        if self._counts:
+            other.extend(self._counts.items())
+            self._counts.clear()
+
+    def clear(self) -> None:
+        self._counts.clear()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ChangeBatch) and other._counts == self._counts
+
+    def __repr__(self) -> str:
+        return f"ChangeBatch({self.items()!r})"

@@ -1,0 +1,255 @@
+"""Antichains (frontiers) and MutableAntichain (counts of times, and the frontier they imply)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from ..order import less_equal as _generic_le
+
+__all__ = ["Antichain", "MutableAntichain", "antichain_join", "antichain_meet"]
+
+
+def _sorted_times(times: Iterable[Any]) -> List[Any]:
+    return sorted(times)
+
+
+class Antichain:
+    """A set of mutually incomparable times, kept minimal. Used as a frontier (lower bound).
+
+    ``Antichain([])`` is the empty frontier: "nothing can ever arrive" (the greatest
+    antichain). ``Antichain([min])`` is the least.
+
+    Comparisons follow seed 002: ``A.less_equal(t)`` means some ``a <= t`` ("t is at or beyond
+    the frontier"); ``A <= B`` (``A.dominates_or_equal``...) is :meth:`le`: every ``b`` has an
+    ``a <= b``.
+
+    >>> from timelypy.order import Product
+    >>> a = Antichain([Product(1, 2), Product(2, 1), Product(2, 2)])
+    >>> sorted(a)
+    [Product(1, 2), Product(2, 1)]
+    """
+
+    __slots__ = ("_elements", "_le")
+
+    def __init__(self, elements: Iterable[Any] = (), le: Optional[Callable] = None):
+        self._le = le or _generic_le
+        self._elements: List[Any] = []
+        for e in elements:
+            self.insert(e)
+
+    @classmethod
+    def from_elem(cls, t: Any, le: Optional[Callable] = None) -> "Antichain":
+        a = cls(le=le)
+        a._elements.append(t)
+        return a
+
+    def insert(self, t: Any) -> bool:
+        """Add ``t`` unless some element is ``<= t``; drop elements ``>= t``. O(len)."""
+        le = self._le
+        for e in self._elements:
+            if le(e, t):
+                return False
+        self._elements = [e for e in self._elements if not le(t, e)]
+        self._elements.append(t)
+        return True
+
+    def less_equal(self, t: Any) -> bool:
+        """Some element ``<= t``: ``t`` is at or beyond this frontier. O(len)."""
+        le = self._le
+        for e in self._elements:
+            if le(e, t):
+                return True
+        return False
+
+    def less_than(self, t: Any) -> bool:
+        """Some element ``< t`` (strictly). O(len)."""
+        le = self._le
+        for e in self._elements:
+            if e != t and le(e, t):
+                return True
+        return False
+
+    def le(self, other: "Antichain") -> bool:
+        """Antichain order: every element of ``other`` is at or beyond ``self``."""
+        return all(self.less_equal(b) for b in other._elements)
+
+    def dominates(self, other: "Antichain") -> bool:
+        """Alias of ``other.le(self)``: ``self`` is at or beyond ``other``."""
+        return other.le(self)
+
+    def is_empty(self) -> bool:
+        return not self._elements
+
+    def elements(self) -> List[Any]:
+        """The elements, sorted."""
+        return _sorted_times(self._elements)
+
+    def __iter__(self):
+        return iter(self._elements)
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __bool__(self) -> bool:
+        return bool(self._elements)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Antichain):
+            return set(self._elements) == set(other._elements)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._elements))
+
+    def __repr__(self) -> str:
+        return f"Antichain({self.elements()!r})"
+
+
+def antichain_meet(a: Iterable[Any], b: Iterable[Any], le: Optional[Callable] = None) -> Antichain:
+    """Greatest lower bound of two frontiers: the minimal elements of their union."""
+    out = Antichain(a, le=le)
+    for t in b:
+        out.insert(t)
+    return out
+
+
+def antichain_join(a: Iterable[Any], b: Iterable[Any], join: Callable,
+                   le: Optional[Callable] = None) -> Antichain:
+    """Least upper bound of two frontiers: the minimal elements of all pairwise joins."""
+    out = Antichain(le=le)
+    b = list(b)
+    for x in a:
+        for y in b:
+            out.insert(join(x, y))
+    return out
+
+
+class MutableAntichain:
+    """A multiset of times with the frontier of those whose count is positive.
+
+    :meth:`update_iter` applies count changes and returns the *changes to the frontier* as
+    ``(time, +1)`` (entered) and ``(time, -1)`` (left). Negative counts are allowed
+    transiently and are ignored by the frontier.
+
+    Costs: an update that cannot move the frontier is O(len(frontier)); one that can causes a
+    rebuild, O(n log n) in the number of distinct times with non-zero counts.
+
+    >>> m = MutableAntichain(); m.update_iter([(3, 1), (5, 1)])
+    [(3, 1)]
+    >>> m.update_iter([(3, -1)])
+    [(3, -1), (5, 1)]
+    """
+
+    __slots__ = ("_counts", "_frontier", "_le")
+
+    def __init__(self, le: Optional[Callable] = None):
+        self._le = le or _generic_le
+        self._counts: Dict[Any, int] = {}
+        self._frontier: List[Any] = []
+
+    @classmethod
+    def from_elem(cls, t: Any, le: Optional[Callable] = None) -> "MutableAntichain":
+        m = cls(le)
+        m._counts[t] = 1
+        m._frontier = [t]
+        return m
+
+    @property
+    def frontier(self) -> List[Any]:
+        """The current frontier (do not mutate)."""
+        return self._frontier
+
+    def antichain(self) -> Antichain:
+        a = Antichain(le=self._le)
+        a._elements = list(self._frontier)
+        return a
+
+    def update_iter(self, updates: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
+        """Apply count changes; return the resulting frontier changes."""
+        le = self._le
+        counts = self._counts
+        frontier = self._frontier
+        rebuild = False
+        for t, d in updates:
+            if not d:
+                continue
+            c = counts.get(t, 0) + d
+            if c:
+                counts[t] = c
+            else:
+                del counts[t]
+            if rebuild:
+                continue
+            if d > 0:
+                # Positive at or beyond a frontier element cannot change the frontier.
+                for f in frontier:
+                    if le(f, t):
+                        break
+                else:
+                    rebuild = True
+            else:
+                # Negative only matters at a frontier element.
+                if t in frontier:
+                    rebuild = True
+        if not rebuild:
+            return []
+        return self._rebuild()
+
+    def update(self, t: Any, d: int) -> List[Tuple[Any, int]]:
+        """Apply one count change; return the frontier changes."""
+        return self.update_iter(((t, d),))
+
+    def _rebuild(self) -> List[Tuple[Any, int]]:
+        le = self._le
+        old = self._frontier
+        new: List[Any] = []
+        for t in sorted(t for t, c in self._counts.items() if c > 0):
+            for f in new:
+                if le(f, t):
+                    break
+            else:
+                new.append(t)
+        self._frontier = new
+        if old == new:
+            return []
+        old_set, new_set = set(old), set(new)
+        changes = [(t, -1) for t in old if t not in new_set]
+        changes.extend((t, 1) for t in new if t not in old_set)
+        return changes
+
+    def less_equal(self, t: Any) -> bool:
+        """Some frontier element ``<= t``."""
+        le = self._le
+        for f in self._frontier:
+            if le(f, t):
+                return True
+        return False
+
+    def less_than(self, t: Any) -> bool:
+        """Some frontier element ``< t``."""
+        le = self._le
+        for f in self._frontier:
+            if f != t and le(f, t):
+                return True
+        return False
+
+    def count_for(self, t: Any) -> int:
+        return self._counts.get(t, 0)
+
+    def is_empty(self) -> bool:
+        """The frontier is empty (no time with a positive count)."""
+        return not self._frontier
+
+    def counts(self) -> Dict[Any, int]:
+        return dict(self._counts)
+
+    def _check(self) -> None:
+        """Assert the invariant: the frontier is the minimal elements of positive-count times."""
+        positive = [t for t, c in self._counts.items() if c > 0]
+        le = self._le
+        minimal = {t for t in positive if not any(u != t and le(u, t) for u in positive)}
+        assert set(self._frontier) == minimal, (self._frontier, minimal)
+        assert len(self._frontier) == len(minimal)
+
+    def __repr__(self) -> str:
+        return f"MutableAntichain(frontier={sorted(self._frontier)!r})"

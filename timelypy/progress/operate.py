@@ -1,0 +1,94 @@
+"""The operator interface seen by a scope, in the style of timely's Scope trait (seed 004).
+
+An operator presents itself to its scope through four calls:
+
+* ``get_internal_summary()`` -> (``summary[input][output]``: antichains of path summaries,
+  ``initial[output]``: ChangeBatch of initial capabilities);
+* ``push_external_progress(frontier_changes[input])``: the scope pushes input-frontier changes;
+* ``pull_internal_progress(consumed[input], internal[output], produced[output])``: the scope
+  pulls the operator's consumed message counts, capability changes and produced counts;
+* ``schedule()``: run; returns True while the operator has work that does not show up in its
+  capabilities.
+
+The reports live in a :class:`SharedProgress` so the calls are cheap buffer moves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Sequence, Tuple
+
+from .change_batch import ChangeBatch
+from .frontier import MutableAntichain
+
+__all__ = ["SharedProgress", "Operate"]
+
+
+class SharedProgress:
+    """Buffers shared by a scope and one child operator.
+
+    ``frontiers[i]``: input frontier changes written by the scope, drained by the child.
+    ``consumeds[i]``, ``internals[o]``, ``produceds[o]``: written by the child, drained by the
+    scope.
+    """
+
+    __slots__ = ("frontiers", "consumeds", "internals", "produceds")
+
+    def __init__(self, inputs: int, outputs: int):
+        self.frontiers = [ChangeBatch() for _ in range(inputs)]
+        self.consumeds = [ChangeBatch() for _ in range(inputs)]
+        self.internals = [ChangeBatch() for _ in range(outputs)]
+        self.produceds = [ChangeBatch() for _ in range(outputs)]
+
+    def grow(self, inputs: int, outputs: int) -> None:
+        while len(self.frontiers) < inputs:
+            self.frontiers.append(ChangeBatch())
+            self.consumeds.append(ChangeBatch())
+        while len(self.internals) < outputs:
+            self.internals.append(ChangeBatch())
+            self.produceds.append(ChangeBatch())
+
+
+class Operate:
+    """Base class of everything a scope schedules: operators and nested scopes.
+
+    Subclasses set ``name``, ``inputs``, ``outputs``, override :meth:`get_internal_summary`
+    and :meth:`schedule`, and write their reports into ``self.shared``.
+    ``local`` is False for nested scopes, whose reports already cover every worker.
+    """
+
+    name: str = "operator"
+    local: bool = True
+
+    def __init__(self, name: str, inputs: int, outputs: int):
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+        self.shared = SharedProgress(inputs, outputs)
+        self.index = -1  # position in the parent scope, set when added
+        self.input_frontiers: List[MutableAntichain] = []
+
+    # -- Scope trait -----------------------------------------------------------------
+    def get_internal_summary(self) -> Tuple[List[List[List[Any]]], List[ChangeBatch]]:
+        raise NotImplementedError
+
+    def push_external_progress(self, frontier_changes: Sequence[List[Tuple[Any, int]]]) -> None:
+        for i, changes in enumerate(frontier_changes):
+            if changes:
+                self.shared.frontiers[i].extend(changes)
+
+    def pull_internal_progress(self, consumed: Sequence[ChangeBatch], internal: Sequence[ChangeBatch],
+                               produced: Sequence[ChangeBatch]) -> bool:
+        sp = self.shared
+        for i, batch in enumerate(sp.consumeds):
+            batch.drain_into(consumed[i])
+        for o, batch in enumerate(sp.internals):
+            batch.drain_into(internal[o])
+        for o, batch in enumerate(sp.produceds):
+            batch.drain_into(produced[o])
+        return self.schedule()
+
+    def schedule(self) -> bool:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} #{self.index}>"

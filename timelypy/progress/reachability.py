@@ -1,0 +1,343 @@
+"""Reachability: path summaries between all ports of a scope, and the progress tracker.
+
+Vocabulary (seed 004, engine-brief section 3): a *location* is an operator port. A *source* is an
+operator output, a *target* an operator input. Node 0 is the scope's boundary seen from inside:
+``Source(0, i)`` is scope input ``i`` and ``Target(0, j)`` is scope output ``j``.
+
+:class:`ReachabilityBuilder` collects each operator's internal summaries and the edges, rejects
+cycles along which time does not strictly advance, and computes, for every location, the
+antichain of path summaries to every target it can reach (the "all pairs" formulation: memory
+quadratic in ports, which is small for dataflow graphs).
+
+:class:`ReachabilityTracker` keeps pointstamp counts per location and the *implications* at
+every target: the frontier of times that may still arrive there.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..errors import CycleError
+from ..order import PathSummary
+from .change_batch import ChangeBatch
+from .frontier import MutableAntichain
+
+__all__ = [
+    "Location",
+    "Source",
+    "Target",
+    "ReachabilityBuilder",
+    "ReachabilityTracker",
+    "insert_summary",
+]
+
+
+class Location(NamedTuple):
+    """A port: ``node`` index in its scope, ``port`` index, and whether it is a source."""
+
+    node: int
+    port: int
+    is_source: bool
+
+    def __repr__(self) -> str:
+        kind = "Source" if self.is_source else "Target"
+        return f"{kind}({self.node}, {self.port})"
+
+
+def Source(node: int, port: int) -> Location:
+    """An operator output (or scope input ``port`` when ``node == 0``)."""
+    return Location(node, port, True)
+
+
+def Target(node: int, port: int) -> Location:
+    """An operator input (or scope output ``port`` when ``node == 0``)."""
+    return Location(node, port, False)
+
+
+def insert_summary(antichain: List[PathSummary], summary: PathSummary) -> bool:
+    """Insert into a list kept as an antichain of summaries; False if already dominated."""
+    for s in antichain:
+        if s.less_equal(summary):
+            return False
+    antichain[:] = [s for s in antichain if not summary.less_equal(s)]
+    antichain.append(summary)
+    return True
+
+
+class _Node:
+    __slots__ = ("index", "name", "inputs", "outputs", "summary")
+
+    def __init__(self, index, name, inputs, outputs, summary):
+        self.index = index
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+        self.summary = summary
+
+
+class ReachabilityBuilder:
+    """Collects nodes and edges of one scope and computes all path summaries.
+
+    ``summary[i][o]`` is the list (antichain) of path summaries from input ``i`` to output ``o``
+    of a node; an empty list means output ``o`` does not depend on input ``i``.
+    """
+
+    def __init__(self, identity: PathSummary):
+        self.identity = identity
+        self.nodes: Dict[int, _Node] = {}
+        self.edges: Dict[Location, List[Location]] = {}
+        self._reverse: Dict[Location, Location] = {}
+
+    def add_node(self, index: int, inputs: int, outputs: int,
+                 summary: Sequence[Sequence[Sequence[PathSummary]]], name: str = "") -> None:
+        if len(summary) != inputs or any(len(row) != outputs for row in summary):
+            raise ValueError(f"node {index} ({name}): summary must be {inputs} x {outputs}")
+        self.nodes[index] = _Node(index, name or f"node{index}", inputs, outputs,
+                                  [[list(cell) for cell in row] for row in summary])
+
+    def add_edge(self, source: Location, target: Location) -> None:
+        if not source.is_source or target.is_source:
+            raise ValueError(f"edges go from a source to a target, got {source} -> {target}")
+        if target in self._reverse:
+            raise ValueError(f"{target} already has an incoming edge (use concat to merge streams)")
+        self._reverse[target] = source
+        self.edges.setdefault(source, []).append(target)
+
+    def name_of(self, node: int) -> str:
+        n = self.nodes.get(node)
+        return n.name if n else f"node{node}"
+
+    # ---------------------------------------------------------------- cycle check
+    def check_acyclic(self) -> None:
+        """Raise :class:`CycleError` naming the operators on a cycle that does not advance time.
+
+        Kahn's algorithm over locations, with every edge and every internal link whose
+        antichain contains the identity summary.
+        """
+        succ: Dict[Location, List[Location]] = {}
+        indeg: Dict[Location, int] = {}
+
+        def add(a: Location, b: Location) -> None:
+            succ.setdefault(a, []).append(b)
+            indeg[b] = indeg.get(b, 0) + 1
+            indeg.setdefault(a, indeg.get(a, 0))
+
+        for src, tgts in self.edges.items():
+            for t in tgts:
+                add(src, t)
+        for node in self.nodes.values():
+            for i, row in enumerate(node.summary):
+                for o, cell in enumerate(row):
+                    if any(s.is_identity() for s in cell):
+                        add(Target(node.index, i), Source(node.index, o))
+        ready = deque(loc for loc, d in indeg.items() if d == 0)
+        remaining = dict(indeg)
+        while ready:
+            loc = ready.popleft()
+            del remaining[loc]
+            for nxt in succ.get(loc, ()):
+                remaining[nxt] -= 1
+                if remaining[nxt] == 0:
+                    ready.append(nxt)
+        if not remaining:
+            return
+        # Walk predecessors inside the remaining set until a location repeats: that is a cycle.
+        pred: Dict[Location, Location] = {}
+        for a, bs in succ.items():
+            for b in bs:
+                if a in remaining and b in remaining:
+                    pred.setdefault(b, a)
+        loc = next(iter(remaining))
+        seen: Dict[Location, int] = {}
+        path: List[Location] = []
+        while loc not in seen:
+            seen[loc] = len(path)
+            path.append(loc)
+            loc = pred[loc]
+        cycle = list(reversed(path[seen[loc]:]))
+        names: List[str] = []
+        for l in cycle:
+            nm = self.name_of(l.node) if l.node != 0 else "scope boundary"
+            if not names or names[-1] != nm:
+                names.append(nm)
+        raise CycleError(
+            "dataflow cycle along which time does not strictly advance (a loop needs a "
+            "feedback operator with a summary that advances time): "
+            + " -> ".join(names + names[:1])
+        )
+
+    # ---------------------------------------------------------------- summaries
+    def summaries_from(self, start: Location) -> Dict[Location, List[PathSummary]]:
+        """Antichains of path summaries from ``start`` to every target it reaches.
+
+        A target reaches itself with the identity summary.
+        """
+        result: Dict[Location, List[PathSummary]] = {}
+        work: deque = deque()
+        if start.is_source:
+            for t in self.edges.get(start, ()):
+                if insert_summary(result.setdefault(t, []), self.identity):
+                    work.append((t, self.identity))
+        else:
+            result[start] = [self.identity]
+            work.append((start, self.identity))
+        while work:
+            tgt, s = work.popleft()
+            if tgt.node == 0:
+                continue  # a scope output: no path leads through the outside world
+            node = self.nodes[tgt.node]
+            for o, cell in enumerate(node.summary[tgt.port]):
+                for s_op in cell:
+                    c = s.followed_by(s_op)
+                    if c is None:
+                        continue
+                    for t2 in self.edges.get(Source(tgt.node, o), ()):
+                        if insert_summary(result.setdefault(t2, []), c):
+                            work.append((t2, c))
+        return result
+
+    def locations(self) -> List[Location]:
+        locs: List[Location] = []
+        for node in self.nodes.values():
+            locs.extend(Target(node.index, i) for i in range(node.inputs))
+            locs.extend(Source(node.index, o) for o in range(node.outputs))
+        return locs
+
+    def scope_summary(self, inputs: int, outputs: int) -> List[List[List[PathSummary]]]:
+        """Summaries from each scope input ``Source(0, i)`` to each scope output ``Target(0, j)``."""
+        out: List[List[List[PathSummary]]] = []
+        for i in range(inputs):
+            reach = self.summaries_from(Source(0, i))
+            out.append([list(reach.get(Target(0, j), [])) for j in range(outputs)])
+        return out
+
+    def build(self, le: Callable) -> "ReachabilityTracker":
+        self.check_acyclic()
+        return ReachabilityTracker(self, le)
+
+
+class ReachabilityTracker:
+    """Pointstamp counts per location and implications (frontiers) at every target.
+
+    :meth:`update` stages a count change; :meth:`propagate_all` applies the staged changes and
+    returns the implication frontier changes per target. Only *frontier changes* of each
+    location's own counts travel along paths (as in timely), so transiently negative counts
+    at one location can never cancel a positive count at another.
+
+    ``output_changes[j]`` accumulates the implications at scope output ``j`` caused by
+    locations other than node 0 (used by a nested scope to report its output capabilities).
+    """
+
+    def __init__(self, builder: ReachabilityBuilder, le: Callable):
+        self._le = le
+        self.builder = builder
+        self.reach: Dict[Location, List[Tuple[Location, List[PathSummary]]]] = {}
+        self.output_reach: Dict[Location, List[Tuple[int, List[PathSummary]]]] = {}
+        locations = builder.locations()
+        scope = builder.nodes.get(0)
+        if scope is not None:
+            locations.extend(Source(0, i) for i in range(scope.outputs))
+        for loc in locations:
+            if loc.node == 0 and not loc.is_source:
+                continue
+            sums = builder.summaries_from(loc)
+            self.reach[loc] = [(t, s) for t, s in sums.items() if t.node != 0]
+            if loc.node != 0:
+                self.output_reach[loc] = [(t.port, s) for t, s in sums.items() if t.node == 0]
+        self.pointstamps: Dict[Location, MutableAntichain] = {}
+        self.implications: Dict[Location, MutableAntichain] = {
+            loc: MutableAntichain(le) for loc in locations if not loc.is_source and loc.node != 0
+        }
+        self.output_changes: Dict[int, ChangeBatch] = {}
+        self._staged: Dict[Location, List[Tuple[Any, int]]] = {}
+        self.total_counts = 0
+        self.cap_counts: Dict[int, int] = {}
+
+    def update(self, loc: Location, time: Any, delta: int) -> None:
+        """Stage a pointstamp count change at ``loc``."""
+        if delta:
+            staged = self._staged.get(loc)
+            if staged is None:
+                self._staged[loc] = [(time, delta)]
+            else:
+                staged.append((time, delta))
+
+    def update_source(self, node: int, port: int, time: Any, delta: int) -> None:
+        self.update(Location(node, port, True), time, delta)
+
+    def update_target(self, node: int, port: int, time: Any, delta: int) -> None:
+        self.update(Location(node, port, False), time, delta)
+
+    def has_staged(self) -> bool:
+        return bool(self._staged)
+
+    def propagate_all(self) -> Dict[Location, List[Tuple[Any, int]]]:
+        """Apply staged changes; return implication frontier changes per target."""
+        if not self._staged:
+            return {}
+        staged, self._staged = self._staged, {}
+        le = self._le
+        pending: Dict[Location, List[Tuple[Any, int]]] = {}
+        for loc, changes in staged.items():
+            ps = self.pointstamps.get(loc)
+            if ps is None:
+                ps = self.pointstamps[loc] = MutableAntichain(le)
+            for _, d in changes:
+                self.total_counts += d
+                if loc.is_source:
+                    self.cap_counts[loc.node] = self.cap_counts.get(loc.node, 0) + d
+            frontier_changes = ps.update_iter(changes)
+            if not frontier_changes:
+                continue
+            for tgt, sums in self.reach.get(loc, ()):
+                bucket = pending.get(tgt)
+                if bucket is None:
+                    bucket = pending[tgt] = []
+                for t, d in frontier_changes:
+                    for s in sums:
+                        u = s.results_in(t)
+                        if u is not None:
+                            bucket.append((u, d))
+            for j, sums in self.output_reach.get(loc, ()):
+                oc = self.output_changes.get(j)
+                if oc is None:
+                    oc = self.output_changes[j] = ChangeBatch()
+                for t, d in frontier_changes:
+                    for s in sums:
+                        u = s.results_in(t)
+                        if u is not None:
+                            oc.update(u, d)
+        pushed: Dict[Location, List[Tuple[Any, int]]] = {}
+        for tgt, changes in pending.items():
+            fc = self.implications[tgt].update_iter(changes)
+            if fc:
+                pushed[tgt] = fc
+        return pushed
+
+    def frontier_at(self, target: Location) -> List[Any]:
+        return self.implications[target].frontier
+
+    def tracking_anything(self) -> bool:
+        return bool(self._staged) or self.total_counts > 0
+
+    def holds_capabilities(self, node: int) -> bool:
+        return self.cap_counts.get(node, 0) > 0
+
+    def _check(self) -> None:
+        """Assert every implication equals the brute-force minimum over all pointstamps."""
+        from .frontier import Antichain
+
+        for tgt, imp in self.implications.items():
+            expected = Antichain(le=self._le)
+            for loc, ps in self.pointstamps.items():
+                for src_tgt, sums in self.reach.get(loc, ()):
+                    if src_tgt != tgt:
+                        continue
+                    for t, c in ps.counts().items():
+                        if c > 0:
+                            for s in sums:
+                                u = s.results_in(t)
+                                if u is not None:
+                                    expected.insert(u)
+            assert set(imp.frontier) == set(expected), (tgt, imp.frontier, expected)

@@ -1,0 +1,303 @@
+"""Subgraph: a scope that schedules child operators and tracks their progress.
+
+A subgraph is itself an operator of its parent (``local = False``): it summarises the paths from
+its inputs to its outputs, reports its output capabilities (the frontier of everything inside that
+can still produce output), and reports records consumed at its inputs and produced at its outputs.
+
+Per schedule (engine-brief section 4.3): accept input frontiers from the parent, harvest records
+that entered, receive every worker's progress batches, propagate, schedule active children,
+collect their progress, and broadcast this worker's progress batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..order import PathSummary, TimeOrder
+from .change_batch import ChangeBatch
+from .frontier import MutableAntichain
+from .operate import Operate
+from .reachability import Location, ReachabilityBuilder, ReachabilityTracker
+
+__all__ = ["Subgraph", "Progcaster"]
+
+log = logging.getLogger("timelypy.progress")
+
+
+class Progcaster:
+    """Broadcasts one subgraph's progress batches to every worker, this one included.
+
+    ``send(batch)`` pushes ``[((location, time), delta), ...]`` as one message; ``recv()``
+    returns the batches received since the last call, FIFO per sender.
+    """
+
+    def __init__(self, channel: int, fabric: Any):
+        self.channel = channel
+        self.fabric = fabric
+        self.inbox: List[List[Tuple[Tuple[Location, Any], int]]] = []
+
+    def send(self, batch: List[Tuple[Tuple[Location, Any], int]]) -> None:
+        self.fabric.broadcast(("p", self.channel, batch))
+
+    def recv(self) -> List[List[Tuple[Tuple[Location, Any], int]]]:
+        inbox, self.inbox = self.inbox, []
+        return inbox
+
+
+def _identity(t: Any) -> Any:
+    return t
+
+
+class Subgraph(Operate):
+    """A scope: children, edges, a reachability tracker and the progress protocol."""
+
+    local = False
+
+    def __init__(self, name: str, order: TimeOrder, *, peers: int = 1,
+                 to_inner: Callable = _identity, to_outer: Callable = _identity,
+                 summarize: Callable[[PathSummary], Optional[PathSummary]] = _identity,
+                 progcaster: Optional[Progcaster] = None, path: Tuple[int, ...] = ()):
+        super().__init__(name, 0, 0)
+        self.order = order
+        self.peers = peers
+        self.to_inner = to_inner
+        self.to_outer = to_outer
+        self.summarize = summarize
+        self.progcaster = progcaster
+        self.path = path
+        self.children: List[Optional[Operate]] = [None]  # index 0 is the boundary
+        self.edges_from: Dict[Location, List[Location]] = {}
+        self._edges: List[Tuple[Location, Location]] = []
+        self.ingress_counts: List[ChangeBatch] = []
+        self.local_progress = ChangeBatch()
+        self.final_progress = ChangeBatch()
+        self.tracker: Optional[ReachabilityTracker] = None
+        self.output_capabilities: List[MutableAntichain] = []
+        self._summary: List[List[List[PathSummary]]] = []
+        self._initial: List[ChangeBatch] = []
+        self._active: List[bool] = [False]
+        self._incomplete: List[bool] = [False]
+        self.finalized = False
+        self.parent: Optional["Subgraph"] = None
+
+    def wake(self) -> None:
+        """Make sure this scope (and its ancestors) run at the next step."""
+        p, idx = self.parent, self.index
+        while p is not None:
+            p._active[idx] = True
+            p, idx = p.parent, p.index
+
+    # ------------------------------------------------------------------ building
+    def add_child(self, op: Operate) -> int:
+        if self.finalized:
+            raise RuntimeError(f"scope {self.name!r} is already built; add operators inside it")
+        op.index = len(self.children)
+        self.children.append(op)
+        if isinstance(op, Subgraph):
+            op.parent = self
+        self._active.append(True)  # every operator runs once at start
+        self._incomplete.append(True)
+        return op.index
+
+    def add_edge(self, source: Location, target: Location) -> None:
+        if self.finalized:
+            raise RuntimeError(f"scope {self.name!r} is already built")
+        self._edges.append((source, target))
+        self.edges_from.setdefault(source, []).append(target)
+
+    def new_input(self) -> int:
+        if self.finalized:
+            raise RuntimeError(f"scope {self.name!r} is already built; enter it from inside")
+        self.inputs += 1
+        self.ingress_counts.append(ChangeBatch())
+        self.shared.grow(self.inputs, self.outputs)
+        return self.inputs - 1
+
+    def new_output(self) -> int:
+        if self.finalized:
+            raise RuntimeError(f"scope {self.name!r} is already built; leave it from inside")
+        self.outputs += 1
+        self.shared.grow(self.inputs, self.outputs)
+        return self.outputs - 1
+
+    def activate(self, index: int) -> None:
+        self._active[index] = True
+
+    def finalize(self) -> None:
+        """Build reachability, reject cycles that do not advance time, seed initial capabilities."""
+        if self.finalized:
+            return
+        builder = ReachabilityBuilder(self.order.identity)
+        builder.add_node(0, self.outputs, self.inputs, [[] for _ in range(self.outputs)]
+                         if self.inputs == 0 else [[[] for _ in range(self.inputs)]
+                                                   for _ in range(self.outputs)], name=self.name)
+        initial: List[Tuple[Location, Any, int]] = []
+        for op in self.children[1:]:
+            if isinstance(op, Subgraph):
+                op.finalize()
+            summary, caps = op.get_internal_summary()
+            builder.add_node(op.index, op.inputs, op.outputs, summary, name=op.name)
+            for o, batch in enumerate(caps):
+                for t, c in batch.items():
+                    initial.append((Location(op.index, o, True), t, c))
+        for s, t in self._edges:
+            builder.add_edge(s, t)
+        self.tracker = builder.build(self.order.le)
+        # Summaries of this scope for its parent, mapped to outer time.
+        summary = builder.scope_summary(self.inputs, self.outputs)
+        self._summary = [[[m for m in (self.summarize(s) for s in cell) if m is not None]
+                          for cell in row] for row in summary]
+        self.output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
+        for loc, t, c in initial:
+            self.tracker.update(loc, t, c)
+        self.finalized = True
+        self._propagate()
+        self._initial = [ChangeBatch() for _ in range(self.outputs)]
+        for j in range(self.outputs):
+            self.shared.internals[j].drain_into(self._initial[j])
+
+    def get_internal_summary(self):
+        return self._summary, self._initial
+
+    # ------------------------------------------------------------------ running
+    def _propagate(self) -> None:
+        tracker = self.tracker
+        final = self.final_progress
+        if final:
+            to_outer = self.to_outer
+            shared = self.shared
+            for (loc, t), d in final.drain_unsorted():
+                if loc[0] == 0:
+                    if loc[2]:
+                        shared.consumeds[loc[1]].update(to_outer(t), -d)
+                    else:
+                        shared.produceds[loc[1]].update(to_outer(t), d)
+                else:
+                    tracker.update(loc if type(loc) is Location else Location(*loc), t, d)
+        if not tracker.has_staged():
+            return
+        pushed = tracker.propagate_all()
+        children = self.children
+        active = self._active
+        for tgt, changes in pushed.items():
+            children[tgt.node].shared.frontiers[tgt.port].extend(changes)
+            active[tgt.node] = True
+        if tracker.output_changes:
+            to_outer = self.to_outer
+            for j, oc in tracker.output_changes.items():
+                if oc:
+                    changes = [(to_outer(t), d) for t, d in oc.drain_unsorted()]
+                    fc = self.output_capabilities[j].update_iter(changes)
+                    if fc:
+                        self.shared.internals[j].extend(fc)
+
+    def schedule(self) -> bool:
+        tracker = self.tracker
+        to_inner = self.to_inner
+        # 1. The parent's frontier at our inputs.
+        for i, fb in enumerate(self.shared.frontiers):
+            if fb:
+                for t, d in fb.drain_unsorted():
+                    tracker.update(Location(0, i, True), to_inner(t), d)
+        # 2. Records that entered through our inputs.
+        local = self.local_progress
+        for i, ic in enumerate(self.ingress_counts):
+            if ic:
+                src = Location(0, i, True)
+                targets = self.edges_from.get(src, ())
+                for t, n in ic.drain_unsorted():
+                    local.update((src, t), -n)
+                    for tgt in targets:
+                        local.update((tgt, t), n)
+        # 3. Every worker's progress batches.
+        if self.progcaster is not None:
+            for batch in self.progcaster.recv():
+                self.final_progress.extend(batch)
+        self._send_progress()
+        # 4. Propagate and push frontiers.
+        self._propagate()
+        # 5. Run active children, collecting their progress.
+        children = self.children
+        active = self._active
+        incomplete = self._incomplete
+        edges_from = self.edges_from
+        final = self.final_progress
+        for idx in range(1, len(children)):
+            if not active[idx]:
+                if not incomplete[idx] or not isinstance(children[idx], Subgraph):
+                    continue
+            active[idx] = False
+            child = children[idx]
+            sp = child.shared
+            incomplete[idx] = child.schedule()
+            sink = local if child.local else final
+            for i, b in enumerate(sp.consumeds):
+                if b:
+                    loc = Location(idx, i, False)
+                    for t, d in b.drain_unsorted():
+                        sink.update((loc, t), -d)
+            for o, b in enumerate(sp.internals):
+                if b:
+                    loc = Location(idx, o, True)
+                    for t, d in b.drain_unsorted():
+                        sink.update((loc, t), d)
+            for o, b in enumerate(sp.produceds):
+                if b:
+                    targets = edges_from.get(Location(idx, o, True), ())
+                    for t, d in b.drain_unsorted():
+                        for tgt in targets:
+                            sink.update((tgt, t), d)
+        # 6. Share this worker's progress; 7. propagate again so frontiers are current.
+        self._send_progress()
+        self._propagate()
+        return self.incomplete()
+
+    def _send_progress(self) -> None:
+        local = self.local_progress
+        if not local:
+            return
+        if self.progcaster is None:
+            local.drain_into(self.final_progress)
+        else:
+            self.progcaster.send(local.drain_unsorted())
+
+    def incomplete(self) -> bool:
+        return (
+            any(self._incomplete[1:])
+            or any(self._active[1:])
+            or self.tracker.tracking_anything()
+            or bool(self.final_progress)
+            or bool(self.local_progress)
+        )
+
+    # ------------------------------------------------------------------ introspection
+    def capability_holders(self) -> List[str]:
+        """Names of children that still hold capabilities (for stall diagnostics)."""
+        out: List[str] = []
+        tracker = self.tracker
+        if tracker is None:
+            return out
+        for loc, ps in tracker.pointstamps.items():
+            if loc.node != 0 and ps.frontier:
+                kind = "output" if loc.is_source else "input"
+                out.append(f"{self.children[loc.node].name!r} {kind} {loc.port} at "
+                           f"{sorted(ps.frontier)}")
+        for child in self.children[1:]:
+            if isinstance(child, Subgraph):
+                out.extend(f"{self.name}/{h}" for h in child.capability_holders())
+        return out
+
+    def describe(self, indent: int = 0) -> str:
+        """A text picture of the scope's operators and edges."""
+        pad = "  " * indent
+        lines = [f"{pad}scope {self.name!r} ({self.inputs} in, {self.outputs} out)"]
+        for child in self.children[1:]:
+            if isinstance(child, Subgraph):
+                lines.append(f"{pad}  [{child.index}] subgraph:")
+                lines.append(child.describe(indent + 2))
+            else:
+                lines.append(f"{pad}  [{child.index}] {child.name}")
+        for s, t in self._edges:
+            lines.append(f"{pad}  {s} -> {t}")
+        return "\n".join(lines)

@@ -1,0 +1,193 @@
+"""The worker: builds dataflows, steps their operators, and talks to its peers via a fabric."""
+
+from __future__ import annotations
+
+import logging
+import time as _time
+from typing import Any, Callable, Dict, List, Optional
+
+from ..errors import TimelyError, WaitTimeoutError
+from ..order import INT_ORDER
+from ..progress.reachability import Location
+from ..progress.subgraph import Progcaster, Subgraph
+
+__all__ = ["Worker", "StallError"]
+
+log = logging.getLogger("timelypy.workers")
+
+
+class StallError(WaitTimeoutError):
+    """Stepping made no progress: operators hold capabilities nothing will release."""
+
+
+class Worker:
+    """One worker of a computation (SPMD: every worker builds the same dataflows).
+
+    ``index`` and ``peers`` are this worker's number and the number of workers. Use
+    :meth:`dataflow` to build, :meth:`step` to do work, and :meth:`step_until` /
+    :meth:`step_while` to wait for probes.
+    """
+
+    def __init__(self, index: int = 0, peers: int = 1, fabric: Any = None):
+        if peers > 1 and fabric is None:
+            raise ValueError("a worker with peers > 1 needs a fabric")
+        self.index = index
+        self.peers = peers
+        self.fabric = fabric
+        self._next_id = 0
+        self._dataflows: List[Subgraph] = []
+        self._dataflow_count = 0
+        self._inputs: List[Any] = []
+        self._channels: Dict[int, Any] = {}
+        self._progcasters: Dict[int, tuple] = {}
+        self._building = False
+
+    # ----------------------------------------------------------------- identifiers
+    def new_identifier(self) -> int:
+        """A worker-wide counter: identical on every worker when construction is identical."""
+        self._next_id += 1
+        return self._next_id
+
+    def _register_channel(self, channel: int, target: Any) -> None:
+        self._channels[channel] = target
+
+    def _register_progcaster(self, progcaster: Progcaster, subgraph: Subgraph) -> None:
+        self._progcasters[progcaster.channel] = (progcaster, subgraph)
+
+    def _register_input(self, handle: Any) -> None:
+        self._inputs.append(handle)
+
+    # ----------------------------------------------------------------- building
+    def dataflow(self, fn: Callable[[Any], Any], name: Optional[str] = None) -> Any:
+        """Build a dataflow: calls ``fn(scope)`` on a new root scope and returns its result."""
+        from ..dataflow.scope import Scope
+
+        if self._building:
+            raise TimelyError("worker.dataflow cannot be nested; use scope.iterative")
+        self._dataflow_count += 1
+        name = name or f"dataflow{self._dataflow_count}"
+        progcaster = Progcaster(self.new_identifier(), self.fabric) if self.peers > 1 else None
+        root = Subgraph(name, INT_ORDER, peers=self.peers, progcaster=progcaster,
+                        path=(self._dataflow_count,))
+        if progcaster is not None:
+            self._register_progcaster(progcaster, root)
+        scope = Scope(self, root, INT_ORDER)
+        self._building = True
+        try:
+            result = fn(scope)
+        finally:
+            self._building = False
+        root.finalize()
+        self._dataflows.append(root)
+        return result
+
+    def dataflows(self) -> List[Subgraph]:
+        return list(self._dataflows)
+
+    def has_dataflows(self) -> bool:
+        return bool(self._dataflows)
+
+    # ----------------------------------------------------------------- running
+    def _receive(self) -> None:
+        fabric = self.fabric
+        if fabric is None:
+            return
+        for _source, msg in fabric.recv_nowait():
+            kind = msg[0]
+            if kind == "d":
+                _, channel, time, data = msg
+                self._channels[channel].push(time, list(data) if type(data) is not list else data)
+            elif kind == "p":
+                _, channel, batch = msg
+                entry = self._progcasters.get(channel)
+                if entry is None:
+                    continue  # a dataflow that already completed here
+                progcaster, subgraph = entry
+                progcaster.inbox.append([((Location(*loc), t), d) for (loc, t), d in batch])
+                subgraph.wake()
+            else:  # pragma: no cover - defensive
+                log.warning("worker %d: unknown message kind %r", self.index, kind)
+
+    def step(self) -> bool:
+        """Do one round of work on every dataflow; returns whether any dataflow is incomplete."""
+        for handle in self._inputs:
+            handle.flush()
+        self._receive()
+        if self._dataflows:
+            done = []
+            for df in self._dataflows:
+                if not df.schedule():
+                    done.append(df)
+            for df in done:
+                self._dataflows.remove(df)
+                if df.progcaster is not None:
+                    self._progcasters.pop(df.progcaster.channel, None)
+            if done:
+                self._inputs = [h for h in self._inputs if not h.closed]
+        if self.fabric is not None:
+            self.fabric.flush()
+        return bool(self._dataflows)
+
+    def step_while(self, condition: Callable[[], bool], timeout: Optional[float] = None,
+                   max_steps: Optional[int] = None) -> int:
+        """Step while ``condition()`` holds; returns the number of steps.
+
+        Raises :class:`~timelypy.errors.WaitTimeoutError` after ``timeout`` seconds or
+        ``max_steps`` steps, and :class:`StallError` if all work is done and the condition
+        still holds (it can never become false).
+        """
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        steps = 0
+        while condition():
+            busy = self.step()
+            steps += 1
+            if not busy and condition() and self.fabric is None:
+                raise StallError(f"worker {self.index}: no dataflow has work left but the wait "
+                                 f"condition still holds")
+            if max_steps is not None and steps >= max_steps:
+                raise WaitTimeoutError(f"worker {self.index}: condition still holds after "
+                                       f"{steps} steps")
+            if deadline is not None and (steps & 63) == 0 and _time.monotonic() > deadline:
+                raise WaitTimeoutError(
+                    f"worker {self.index}: condition still holds after {timeout} s; operators "
+                    f"holding capabilities: {self.capability_holders()}")
+        return steps
+
+    def step_until(self, probe: Any, time: Any, timeout: Optional[float] = None) -> int:
+        """Step until ``probe`` has passed every time before ``time`` (``not probe.less_than(time)``)."""
+        return self.step_while(lambda: probe.less_than(time), timeout=timeout)
+
+    def step_until_done(self, timeout: Optional[float] = None, stall_steps: int = 100_000) -> None:
+        """Step until every dataflow completes (close your inputs first)."""
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        steps = 0
+        while self.step():
+            steps += 1
+            if deadline is not None and (steps & 63) == 0 and _time.monotonic() > deadline:
+                raise WaitTimeoutError(
+                    f"worker {self.index}: dataflows incomplete after {timeout} s; operators "
+                    f"holding capabilities: {self.capability_holders()}")
+            if self.fabric is None and steps >= stall_steps and self._stalled():
+                raise StallError(
+                    f"worker {self.index}: dataflows cannot complete; operators holding "
+                    f"capabilities: {self.capability_holders()}")
+
+    def _stalled(self) -> bool:
+        for df in self._dataflows:
+            if any(df._active[1:]) or df.final_progress or df.local_progress:
+                return False
+        return True
+
+    def close_inputs(self) -> None:
+        """Close every input handle of this worker (done automatically by ``execute``)."""
+        for handle in self._inputs:
+            handle.close()
+
+    def capability_holders(self) -> List[str]:
+        out: List[str] = []
+        for df in self._dataflows:
+            out.extend(f"{df.name}: {h}" for h in df.capability_holders())
+        return out
+
+    def __repr__(self) -> str:
+        return f"Worker(index={self.index}, peers={self.peers})"
