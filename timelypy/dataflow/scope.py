@@ -79,6 +79,23 @@ class Scope:
         handle.close()
         return stream
 
+    def new_collection(self, name: str = "Input"):
+        """A new differential input: returns ``(InputSession, Collection)``."""
+        from ..differential.input import new_collection
+
+        return new_collection(self, name)
+
+    def new_collection_from(self, records: Iterable[Any], name: str = "Input"):
+        """A new differential input holding ``records`` at the minimum time:
+        returns ``(InputSession, Collection)``."""
+        from ..differential.input import new_collection_from
+
+        return new_collection_from(self, records, name)
+
+    def import_trace(self, trace: Any, name: str = "Import"):
+        """Bring a trace handle exported from another dataflow into this one."""
+        return trace.import_(self, name)
+
     def feedback(self, summary: Optional[PathSummary] = None, name: str = "Feedback",
                  max_iterations: Optional[int] = None) -> Tuple[LoopHandle, Stream]:
         """A feedback operator: returns ``(handle, stream)``; later ``s.connect_loop(handle)``.

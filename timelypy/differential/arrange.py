@@ -1,0 +1,455 @@
+"""Arrangements: a collection indexed by key into a shared trace, and the operators reading it.
+
+``arrange_by_key`` exchanges updates ``((key, val), time, diff)`` by key, batches them as the
+input frontier advances, inserts each batch into a :class:`~.trace.Spine` and sends it
+downstream. :class:`Arranged` is the pair (stream of batches, trace): joins, semijoins and
+reductions read it instead of building their own indexes, and several of them can share it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from ..dataflow.capability import CapabilitySet
+from ..dataflow.channels import Exchange
+from ..dataflow.operator import OperatorCore, user_error
+from ..dataflow.stream import Stream
+from ..errors import TimelyError
+from ..progress.frontier import Antichain
+from .trace import Batch, Spine, TraceHandle
+
+__all__ = ["Arranged", "ArrangeOperator", "JoinOperator", "arrange", "import_trace"]
+
+
+def _key_of_update(u):
+    return u[0][0]
+
+
+class ArrangeOperator(OperatorCore):
+    """Turns a stream of ``((key, val), time, diff)`` into batches in a trace.
+
+    Holds one capability per minimal pending time; when the input frontier passes a
+    capability, the updates it covers are consolidated into a batch, inserted into the spine,
+    and sent at that capability.
+    """
+
+    def __init__(self, scope: Any, name: str):
+        super().__init__(scope, name, 1, 1, initial_capabilities=False)
+        self.spine = Spine(self.order, name)
+        self._pending: List[Tuple[Any, Any, int]] = []
+        self._caps = CapabilitySet(self.order.le)
+        self._queue = self.input_ports[0].queue
+        self._consumed = self.shared.consumeds[0]
+        self._out = self.output_ports[0]
+
+    def schedule(self) -> bool:
+        changed = self._apply_frontiers()
+        q = self._queue
+        if q:
+            consumed = self._consumed
+            pending = self._pending
+            caps = self._caps
+            internal = self.shared.internals[0]
+            le = self.order.le
+            from ..dataflow.capability import Capability
+            while q:
+                time, data = q.popleft()
+                consumed.update(time, len(data))
+                if caps.find(time) is None:
+                    caps.insert(Capability(time, internal, le, 0, self.name))
+                pending.extend(data)
+        if changed:
+            self._seal()
+        return False
+
+    def _seal(self) -> None:
+        frontier = list(self.input_frontiers[0].frontier)
+        le = self.order.le
+        caps = self._caps
+        spine = self.spine
+
+        def beyond(t):
+            for f in frontier:
+                if le(f, t):
+                    return True
+            return False
+
+        ready_caps = sorted((c for c in caps if not beyond(c.time)), key=lambda c: c.time)
+        if not ready_caps:
+            if frontier != spine.upper:
+                spine.seal(frontier)
+            spine.advance_writer(frontier)
+            return
+        remaining = self._pending
+        for i, cap in enumerate(ready_caps):
+            upper = Antichain(frontier, le=le)
+            for later in ready_caps[i + 1:]:
+                upper.insert(later.time)
+            upper_elems = list(upper)
+            ready: Dict[Any, Dict[Tuple[Any, Any], int]] = {}
+            keep = []
+            if self.order.is_total and len(upper_elems) == 1:
+                u0 = upper_elems[0]
+                for upd in remaining:
+                    t = upd[1]
+                    if t < u0:
+                        (k, v), _, r = upd
+                        d = ready.get(k)
+                        if d is None:
+                            ready[k] = d = {}
+                        vt = (v, t)
+                        d[vt] = d.get(vt, 0) + r
+                    else:
+                        keep.append(upd)
+            else:
+                for upd in remaining:
+                    t = upd[1]
+                    if not any(le(u, t) for u in upper_elems):
+                        (k, v), _, r = upd
+                        d = ready.get(k)
+                        if d is None:
+                            ready[k] = d = {}
+                        vt = (v, t)
+                        d[vt] = d.get(vt, 0) + r
+                    else:
+                        keep.append(upd)
+            remaining = keep
+            data: Dict[Any, List[Tuple[Any, Any, int]]] = {}
+            count = 0
+            for k, d in ready.items():
+                vals = [(v, t, r) for (v, t), r in d.items() if r]
+                if vals:
+                    data[k] = vals
+                    count += len(vals)
+            batch = spine.new_batch(data, upper_elems, count)
+            if count:
+                self._out.push(cap.time, [batch])
+        self._pending = remaining
+        # Hold capabilities only for the minimal times still pending.
+        pending_frontier = Antichain(le=le)
+        for upd in remaining:
+            pending_frontier.insert(upd[1])
+        caps.downgrade(list(pending_frontier))
+        spine.advance_writer(frontier)
+
+
+class Arranged:
+    """An arranged collection: ``stream`` of batches plus the shared ``spine``.
+
+    ``pred`` (a filter wrapper) and ``time_map`` (an ``enter`` wrapper) apply to every read,
+    so wrappers never build a new index.
+    """
+
+    def __init__(self, scope: Any, stream: Stream, spine: Spine, *, by_self: bool = False,
+                 pred: Optional[Callable] = None, time_map: Optional[Callable] = None,
+                 frontier_unmap: Optional[Callable] = None):
+        self.scope = scope
+        self.stream = stream
+        self.spine = spine
+        self.by_self = by_self
+        self.pred = pred
+        self.time_map = time_map
+        self.frontier_unmap = frontier_unmap
+
+    # ------------------------------------------------------------------ sharing
+    @property
+    def trace(self) -> TraceHandle:
+        """A new reader handle on the trace (it holds back compaction until advanced/closed)."""
+        return self.spine.handle(through_seq=float("inf"))
+
+    def filter(self, pred: Callable[[Any, Any], bool]) -> "Arranged":
+        """The same arrangement seen through ``pred(key, val)`` (no new index)."""
+        old = self.pred
+        new_pred = pred if old is None else (lambda k, v: old(k, v) and pred(k, v))
+        return Arranged(self.scope, self.stream, self.spine, by_self=self.by_self, pred=new_pred,
+                        time_map=self.time_map, frontier_unmap=self.frontier_unmap)
+
+    def enter(self, child: Any) -> "Arranged":
+        """The arrangement inside the nested scope ``child``, times read as ``Product(t, 0)``."""
+        from ..order import Product
+
+        inner_stream = self.stream.enter(child)
+        old_map, old_unmap = self.time_map, self.frontier_unmap
+        if old_map is None:
+            time_map = lambda t: Product(t, 0)  # noqa: E731
+            unmap = lambda t: t[0]  # noqa: E731
+        else:
+            time_map = lambda t: Product(old_map(t), 0)  # noqa: E731
+            unmap = lambda t: old_unmap(t[0])  # noqa: E731
+        return Arranged(child, inner_stream, self.spine, by_self=self.by_self, pred=self.pred,
+                        time_map=time_map, frontier_unmap=unmap)
+
+    def read_batch(self, batch: Batch) -> Iterable[Tuple[Any, List[Tuple[Any, Any, int]]]]:
+        """``(key, [(val, time, diff)])`` of ``batch`` through this view's wrappers."""
+        pred, tm = self.pred, self.time_map
+        if pred is None and tm is None:
+            return batch.data.items()
+        return _wrap_items(batch.data.items(), pred, tm)
+
+    # ------------------------------------------------------------------ operators
+    def as_collection(self, f: Optional[Callable[[Any, Any], Any]] = None) -> Any:
+        """The arranged updates as a collection; ``f(key, val)`` makes each record (default
+        ``(key, val)``, or ``key`` for an arrangement by self)."""
+        from .collection import Collection
+
+        view = self
+        if f is None:
+            f = (lambda k, v: k) if self.by_self else (lambda k, v: (k, v))
+
+        def flatten(batches):
+            out = []
+            for b in batches:
+                for k, vals in view.read_batch(b):
+                    for v, t, r in vals:
+                        out.append((f(k, v), t, r))
+            return out
+
+        return Collection(self.scope, self.stream.map_batch(flatten, name="AsCollection"))
+
+    def join_core(self, other: "Arranged", logic: Callable[[Any, Any, Any], Iterable[Any]],
+                  name: str = "JoinCore") -> Any:
+        """For every pair of matching keys, the records ``logic(key, val1, val2)`` (an
+        iterable) at the join of the two times with the product of the diffs."""
+        return _join(self, other, "core", logic, name)
+
+    def join_map(self, other: "Arranged", f: Callable[[Any, Any, Any], Any],
+                 name: str = "JoinMap") -> Any:
+        return _join(self, other, "map", f, name)
+
+    def join(self, other: "Arranged", name: str = "Join") -> Any:
+        return _join(self, other, "join", None, name)
+
+    def semijoin(self, keys: Any, name: str = "Semijoin") -> Any:
+        """The ``(key, val)`` records whose key is in ``keys`` (a collection or arrangement by
+        self), with multiplicities multiplied."""
+        if not isinstance(keys, Arranged):
+            keys = keys.arrange_by_self()
+        return _join(self, keys, "semijoin", None, name)
+
+    def reduce(self, logic: Callable[[Any, List[Tuple[Any, int]]], List[Tuple[Any, int]]],
+               name: str = "Reduce") -> Any:
+        """Per key: ``logic(key, [(val, count)])`` returns ``[(out_val, count)]``; the output
+        collection holds ``(key, out_val)`` with those counts at every time."""
+        from .reduce import reduce_arranged
+
+        return reduce_arranged(self, logic, name)
+
+
+def _wrap_items(items, pred, tm):
+    for k, vals in items:
+        if pred is not None:
+            vals = [(v, t, r) for v, t, r in vals if pred(k, v)]
+            if not vals:
+                continue
+        if tm is not None:
+            vals = [(v, tm(t), r) for v, t, r in vals]
+        yield k, vals
+
+
+def arrange(collection: Any, by_self: bool = False, name: Optional[str] = None) -> Arranged:
+    """Arrange ``collection`` (of ``(key, val)``, or of keys when ``by_self``)."""
+    scope = collection.scope
+    name = name or ("ArrangeBySelf" if by_self else "ArrangeByKey")
+    updates = collection.inner
+    if by_self:
+        updates = updates.map_batch(lambda data: [((d, ()), t, r) for d, t, r in data],
+                                    name="AsKeys")
+    op = ArrangeOperator(scope, name)
+    scope._connect(updates, op.index, 0, op.input_ports[0], Exchange(_key_of_update))
+    return Arranged(scope, Stream(scope, op.output_ports[0]), op.spine, by_self=by_self)
+
+
+class JoinOperator(OperatorCore):
+    """Joins two arrangements: each new batch of one input against the other's trace as
+    accepted so far, so that every pair of updates is joined exactly once."""
+
+    def __init__(self, scope: Any, a: Arranged, b: Arranged, mode: str, logic: Optional[Callable],
+                 name: str):
+        super().__init__(scope, name, 2, 1, initial_capabilities=False)
+        self.a, self.b = a, b
+        self.mode = mode
+        self.logic = logic
+        self.ha = a.spine.handle()
+        self.hb = b.spine.handle()
+        self.ack_a = 0
+        self.ack_b = 0
+        self._out = self.output_ports[0]
+
+    def schedule(self) -> bool:
+        self._apply_frontiers()
+        out = self._out
+        for side in (0, 1):
+            q = self.input_ports[side].queue
+            if not q:
+                continue
+            consumed = self.shared.consumeds[side]
+            while q:
+                time, batches = q.popleft()
+                consumed.update(time, len(batches))
+                for batch in batches:
+                    try:
+                        result = self._join_batch(side, batch)
+                    except TimelyError:
+                        raise
+                    except Exception as exc:
+                        raise user_error(self, exc, f"a batch at time {time!r}") from exc
+                    if side == 0:
+                        self.ack_a = batch.seq
+                    else:
+                        self.ack_b = batch.seq
+                    if result:
+                        out.push(time, result)
+        self.ha.acknowledge(self.ack_a)
+        self.hb.acknowledge(self.ack_b)
+        # Trace a is only ever joined with future b updates, and vice versa.
+        fa, fb = self.input_frontiers[0].frontier, self.input_frontiers[1].frontier
+        self.ha.set_logical_compaction(self._unmap(self.a, fb) if fb else [])
+        self.hb.set_logical_compaction(self._unmap(self.b, fa) if fa else [])
+        if not fa and not fb:
+            self.ha.close()
+            self.hb.close()
+        else:
+            self.a.spine.maintain()
+            self.b.spine.maintain()
+        return False
+
+    @staticmethod
+    def _unmap(arr: Arranged, frontier: List[Any]) -> List[Any]:
+        if arr.frontier_unmap is None:
+            return list(frontier)
+        return [arr.frontier_unmap(t) for t in frontier]
+
+    def _join_batch(self, side: int, batch: Batch) -> List[Any]:
+        if side == 0:
+            mine, other, ack = self.a, self.b, self.ack_b
+        else:
+            mine, other, ack = self.b, self.a, self.ack_a
+        others = other.spine.batches_through(ack)
+        if not others:
+            return []
+        opred, otm = other.pred, other.time_map
+        out: List[Any] = []
+        append = out.append
+        total = self.order.is_total
+        tjoin = self.order.join
+        mode = self.mode
+        logic = self.logic
+        for key, vals in mine.read_batch(batch):
+            lists = []
+            for ob in others:
+                ov = ob.data.get(key)
+                if ov:
+                    lists.append(ov)
+            if not lists:
+                continue
+            if opred is not None or otm is not None:
+                lists = [ov for _, ov in _wrap_items([(key, l) for l in lists], opred, otm)]
+            for v, t, r in vals:
+                for ov in lists:
+                    for v2, t2, r2 in ov:
+                        if total:
+                            tt = t if t >= t2 else t2
+                        else:
+                            tt = tjoin(t, t2)
+                        if side == 0:
+                            va, vb = v, v2
+                        else:
+                            va, vb = v2, v
+                        rr = r * r2
+                        if mode == "join":
+                            append(((key, (va, vb)), tt, rr))
+                        elif mode == "semijoin":
+                            append(((key, va), tt, rr))
+                        elif mode == "map":
+                            append((logic(key, va, vb), tt, rr))
+                        else:
+                            for x in logic(key, va, vb):
+                                append((x, tt, rr))
+        return out
+
+
+def _join(a: Arranged, b: Arranged, mode: str, logic: Optional[Callable], name: str) -> Any:
+    from .collection import Collection
+
+    if a.scope.subgraph is not b.scope.subgraph:
+        raise TimelyError(f"{name}: arrangements are in different scopes; use enter")
+    scope = a.scope
+    op = JoinOperator(scope, a, b, mode, logic, name)
+    a.stream._connect(op, 0)
+    b.stream._connect(op, 1)
+    return Collection(scope, Stream(scope, op.output_ports[0]))
+
+
+class _ImportListener:
+    def __init__(self, op: "ImportOperator"):
+        self.op = op
+
+    def notify(self, batch: Batch) -> None:
+        self.op.queue.append(("batch", batch))
+        self.op.wake()
+
+    def notify_upper(self, upper: List[Any]) -> None:
+        self.op.queue.append(("upper", list(upper)))
+        self.op.wake()
+
+
+class ImportOperator(OperatorCore):
+    """Replays a trace from another dataflow: a snapshot of its current contents, then every
+    new batch, downgrading its capability as the trace's upper frontier advances."""
+
+    def __init__(self, scope: Any, handle: TraceHandle, name: str):
+        super().__init__(scope, name, 0, 1)
+        from ..dataflow.capability import Capability
+
+        self.handle = handle
+        spine = handle.spine
+        self.queue: List[Tuple[str, Any]] = []
+        self.cap = Capability(self.order.minimum, self.shared.internals[0], self.order.le, 0,
+                              name, record=False)
+        snapshot: Dict[Any, List[Tuple[Any, Any, int]]] = {}
+        for b in spine.batches:
+            for k, vals in b.data.items():
+                snapshot.setdefault(k, []).extend(vals)
+        if snapshot:
+            self.queue.append(("batch", Batch(snapshot, [self.order.minimum], list(spine.upper),
+                                              spine.seq)))
+        self.queue.append(("upper", list(spine.upper)))
+        self.listener = _ImportListener(self)
+        spine.listeners.append(self.listener)
+
+    def wake(self) -> None:
+        self.activate()
+        if self.subgraph.parent is not None:
+            self.subgraph.wake()
+
+    def schedule(self) -> bool:
+        cap = self.cap
+        out = self.output_ports[0]
+        for kind, item in self.queue:
+            if not cap.valid:
+                break
+            if kind == "batch":
+                if item.count:
+                    out.push(cap.time, [item])
+            else:
+                if not item:
+                    cap.drop()
+                else:
+                    t = item[0]
+                    for u in item[1:]:
+                        t = self.order.meet(t, u)
+                    if self.order.le(cap.time, t):
+                        cap.downgrade(t)
+        self.queue = []
+        if not cap.valid and self.listener in self.handle.spine.listeners:
+            self.handle.spine.listeners.remove(self.listener)
+        return False
+
+
+def import_trace(handle: TraceHandle, scope: Any, name: str = "Import") -> Arranged:
+    """An :class:`Arranged` in ``scope`` (another dataflow on the same worker) reading
+    ``handle``'s trace."""
+    if handle.closed:
+        raise TimelyError("import: the trace handle is closed")
+    op = ImportOperator(scope, handle, name)
+    return Arranged(scope, Stream(scope, op.output_ports[0]), handle.spine)

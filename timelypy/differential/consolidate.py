@@ -1,0 +1,93 @@
+"""Consolidate: sum updates per ``(data, time)`` and emit each time once it is complete."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from ..dataflow.capability import Capability, CapabilitySet
+from ..dataflow.channels import Exchange
+from ..dataflow.operator import OperatorCore
+from ..dataflow.stream import Stream
+from ..progress.frontier import Antichain
+
+__all__ = ["ConsolidateOperator", "consolidate_stream"]
+
+
+def _data_of(u):
+    return u[0]
+
+
+class ConsolidateOperator(OperatorCore):
+    """Buffers updates (exchanged by record) and, when the input frontier passes a held
+    capability, emits the consolidated updates it covers at that capability."""
+
+    def __init__(self, scope: Any, name: str):
+        super().__init__(scope, name, 1, 1, initial_capabilities=False)
+        self._pending: Dict[Tuple[Any, Any], int] = {}
+        self._caps = CapabilitySet(self.order.le)
+        self._queue = self.input_ports[0].queue
+        self._consumed = self.shared.consumeds[0]
+        self._out = self.output_ports[0]
+
+    def schedule(self) -> bool:
+        changed = self._apply_frontiers()
+        q = self._queue
+        if q:
+            pending = self._pending
+            caps = self._caps
+            internal = self.shared.internals[0]
+            le = self.order.le
+            while q:
+                time, data = q.popleft()
+                self._consumed.update(time, len(data))
+                if caps.find(time) is None:
+                    caps.insert(Capability(time, internal, le, 0, self.name))
+                for d, t, r in data:
+                    k = (d, t)
+                    pending[k] = pending.get(k, 0) + r
+        if changed and self._caps:
+            self._flush()
+        return False
+
+    def _flush(self) -> None:
+        frontier = list(self.input_frontiers[0].frontier)
+        le = self.order.le
+
+        def beyond(t):
+            for f in frontier:
+                if le(f, t):
+                    return True
+            return False
+
+        caps = self._caps
+        ready_caps = sorted((c for c in caps if not beyond(c.time)), key=lambda c: c.time)
+        if not ready_caps:
+            return
+        buckets: Dict[Any, List[Tuple[Any, Any, int]]] = {}
+        keep: Dict[Tuple[Any, Any], int] = {}
+        for (d, t), r in self._pending.items():
+            if not r:
+                continue
+            if beyond(t):
+                keep[(d, t)] = r
+                continue
+            for c in ready_caps:
+                if le(c.time, t):
+                    buckets.setdefault(c.time, []).append((d, t, r))
+                    break
+        for c in ready_caps:
+            data = buckets.get(c.time)
+            if data:
+                self._out.push(c.time, data)
+        self._pending = keep
+        remaining = Antichain(le=le)
+        for (_, t) in keep:
+            remaining.insert(t)
+        caps.downgrade(list(remaining))
+
+
+def consolidate_stream(collection: Any, name: str = "Consolidate") -> Stream:
+    scope = collection.scope
+    op = ConsolidateOperator(scope, name)
+    scope._connect(collection.inner, op.index, 0, op.input_ports[0], Exchange(_data_of))
+    return Stream(scope, op.output_ports[0])

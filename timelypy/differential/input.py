@@ -1,0 +1,136 @@
+"""InputSession: change a collection by inserting and removing records at logical times."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Tuple
+
+from ..dataflow.input import InputHandle
+from ..errors import InputClosedError, TimeOrderError, UnhashableDataError
+
+__all__ = ["InputSession", "new_collection", "new_collection_from"]
+
+
+class InputSession:
+    """Changes to one input collection (seed 003's InputSession).
+
+    ``insert``, ``remove`` and ``update`` change records at the session's current ``time``;
+    ``update_at`` at a time at or after it. ``advance_to(t)`` promises no more changes before
+    ``t``; it takes effect (the dataflow learns of it) at ``flush()``, so it can be called per
+    record cheaply. Changes are buffered until ``flush()`` (or a large buffer, or a worker step).
+    """
+
+    BUFFER = 4096
+
+    def __init__(self, handle: InputHandle, name: str = "input"):
+        self._handle = handle
+        self._name = name
+        self._time = handle.time
+        self._buffer: List[Tuple[Any, Any, int]] = []
+        self._le = handle._le
+
+    @property
+    def time(self) -> Any:
+        """The session's current time."""
+        return self._time
+
+    def _check(self, data: Any) -> None:
+        if self._handle.closed:
+            raise InputClosedError(f"input session {self._name!r}: used after close()")
+        try:
+            hash(data)
+        except TypeError:
+            raise UnhashableDataError(
+                f"input session {self._name!r}: records must be hashable (use tuples, not "
+                f"lists or dicts), got {data!r}") from None
+
+    def insert(self, data: Any) -> None:
+        """Add one copy of ``data`` at the current time."""
+        self.update(data, 1)
+
+    def remove(self, data: Any) -> None:
+        """Remove one copy of ``data`` at the current time."""
+        self.update(data, -1)
+
+    def update(self, data: Any, diff: int) -> None:
+        """Add ``diff`` copies (negative: remove) of ``data`` at the current time."""
+        self._check(data)
+        if diff:
+            self._buffer.append((data, self._time, diff))
+            if len(self._buffer) >= self.BUFFER:
+                self._send()
+
+    def update_at(self, data: Any, time: Any, diff: int) -> None:
+        """Change ``data`` by ``diff`` at ``time``, which must be at or after the session time."""
+        self._check(data)
+        if not self._le(self._time, time):
+            raise TimeOrderError(
+                f"input session {self._name!r}: update_at time {time!r} is before the session "
+                f"time {self._time!r} (record {data!r})")
+        if diff:
+            self._buffer.append((data, time, diff))
+            if len(self._buffer) >= self.BUFFER:
+                self._send()
+
+    def insert_many(self, records: Iterable[Any]) -> None:
+        """Insert every record of ``records`` at the current time."""
+        t = self._time
+        buf = self._buffer
+        closed = self._handle.closed
+        if closed:
+            raise InputClosedError(f"input session {self._name!r}: used after close()")
+        for d in records:
+            buf.append((d, t, 1))
+        if len(buf) >= self.BUFFER:
+            self._send()
+
+    def advance_to(self, time: Any) -> None:
+        """Move the session time forward (effective at the next ``flush``)."""
+        if self._handle.closed:
+            raise InputClosedError(f"input session {self._name!r}: used after close()")
+        if not self._le(self._time, time):
+            raise TimeOrderError(
+                f"input session {self._name!r}: cannot advance to {time!r}, before the current "
+                f"time {self._time!r}")
+        self._time = time
+
+    def _send(self) -> None:
+        if self._buffer:
+            data, self._buffer = self._buffer, []
+            self._handle.send_batch(data)
+
+    def flush(self) -> None:
+        """Send buffered changes and let the dataflow know the session's time."""
+        self._send()
+        if self._time != self._handle.time:
+            self._handle.advance_to(self._time)
+        else:
+            self._handle.flush()
+
+    def close(self) -> None:
+        """Flush and close: the collection will not change again. Idempotent."""
+        if self._handle.closed:
+            return
+        self._send()
+        self._handle.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._handle.closed
+
+
+def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Any]:
+    """A new input collection in ``scope``: returns ``(session, collection)``."""
+    from .collection import Collection
+
+    handle, stream = scope.new_input(name)
+    session = InputSession(handle, name)
+    handle._session = session
+    return session, Collection(scope, stream)
+
+
+def new_collection_from(scope: Any, records: Iterable[Any], name: str = "Input") -> Tuple[InputSession, Any]:
+    """Like :func:`new_collection`, with ``records`` inserted at the minimum time."""
+    session, coll = new_collection(scope, name)
+    for r in records:
+        session.insert(r)
+    return session, coll
