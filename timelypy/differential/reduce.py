@@ -178,7 +178,7 @@ class ReduceOperator(OperatorCore):
                         if d:
                             self._emit(key, v, t, d, out_hist, output)
                 for v, r in desired.items():
-                    if v not in current and r:
+                    if not current.get(v):
                         self._emit(key, v, t, r, out_hist, output)
         # Compact both histories to the frontier: every later evaluation is at or beyond it.
         self._compact(key, frontier)

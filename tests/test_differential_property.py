@@ -1,0 +1,53 @@
+"""The backbone: random programs and random update streams against a from-scratch reference.
+
+Every generated program (compositions of map, filter, flat_map, negate, concat, consolidate,
+join, semijoin, antijoin, reduce, count, distinct, threshold and iterate-based reachability)
+is run incrementally under a random driver script (insertions and retractions, update_at into
+the future, uneven advance_to, steps), and at every time its accumulated output must equal the
+program evaluated from scratch on the accumulated input (contract 6).
+
+Longer run: ``TIMELYPY_EXAMPLES=2000 python -m pytest tests/test_differential_property.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+try:
+    import strategies as strat
+    from differential_harness import run_and_check
+except ModuleNotFoundError:  # pragma: no cover
+    from tests import strategies as strat
+    from tests.differential_harness import run_and_check
+
+EXAMPLES = int(os.environ.get("TIMELYPY_EXAMPLES", "150"))
+
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@st.composite
+def program_and_script(draw, program_strategy=None):
+    program = draw(program_strategy or strat.programs(max_depth=4))
+    n_inputs = program.n_inputs
+    script = draw(strat.update_streams(n_inputs, max_actions=30))
+    return program, script, n_inputs
+
+
+@SETTINGS
+@given(program_and_script())
+def test_random_programs_one_worker(case):
+    program, script, n_inputs = case
+    run_and_check(program, script, n_inputs, workers=1)
+
+
+@settings(max_examples=max(20, EXAMPLES // 3), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program_and_script(strat.iterative_programs(max_depth=3)))
+def test_random_iterative_programs_one_worker(case):
+    program, script, n_inputs = case
+    run_and_check(program, script, n_inputs, workers=1)
