@@ -274,7 +274,17 @@ class LinearOperator(OperatorCore):
                 except TimelyError:
                     raise
                 except Exception as exc:
-                    raise user_error(self, exc, f"a batch at time {time!r}") from exc
+                    raise user_error(self, exc, _offending(fn, data, time)) from exc
                 if result:
                     out.push(time, result)
         return False
+
+
+def _offending(batch_fn: Callable, data: List[Any], time: Any) -> str:
+    """Describe the first record of ``data`` on which ``batch_fn`` fails (re-run one by one)."""
+    for record in data:
+        try:
+            batch_fn([record])
+        except Exception:
+            return f"record {record!r} at time {time!r}"
+    return f"a batch of {len(data)} records at time {time!r}"

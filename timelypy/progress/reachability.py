@@ -161,10 +161,12 @@ class ReachabilityBuilder:
             nm = self.name_of(l.node) if l.node != 0 else "scope boundary"
             if not names or names[-1] != nm:
                 names.append(nm)
+        if len(names) > 1 and names[-1] == names[0]:
+            names.pop()
         raise CycleError(
             "dataflow cycle along which time does not strictly advance (a loop needs a "
             "feedback operator with a summary that advances time): "
-            + " -> ".join(names + names[:1])
+            + " -> ".join(names + ([names[0]] if len(names) > 1 and names[-1] != names[0] else []))
         )
 
     # ---------------------------------------------------------------- summaries

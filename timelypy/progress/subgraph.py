@@ -153,6 +153,10 @@ class Subgraph(Operate):
             self.tracker.update(loc, t, c)
         self.finalized = True
         self._propagate()
+        for child in self.children[1:]:
+            if isinstance(child, Subgraph):
+                child._accept_frontier()
+                child._propagate()
         self._initial = [ChangeBatch() for _ in range(self.outputs)]
         for j in range(self.outputs):
             self.shared.internals[j].drain_into(self._initial[j])
@@ -192,14 +196,17 @@ class Subgraph(Operate):
                     if fc:
                         self.shared.internals[j].extend(fc)
 
-    def schedule(self) -> bool:
+    def _accept_frontier(self) -> None:
         tracker = self.tracker
         to_inner = self.to_inner
-        # 1. The parent's frontier at our inputs.
         for i, fb in enumerate(self.shared.frontiers):
             if fb:
                 for t, d in fb.drain_unsorted():
                     tracker.update(Location(0, i, True), to_inner(t), d)
+
+    def schedule(self) -> bool:
+        # 1. The parent's frontier at our inputs.
+        self._accept_frontier()
         # 2. Records that entered through our inputs.
         local = self.local_progress
         for i, ic in enumerate(self.ingress_counts):
@@ -230,7 +237,15 @@ class Subgraph(Operate):
             active[idx] = False
             child = children[idx]
             sp = child.shared
-            incomplete[idx] = child.schedule()
+            try:
+                incomplete[idx] = child.schedule()
+            except BaseException:
+                # Keep the operator scheduled so messages queued behind the failing one are
+                # still delivered if the caller carries on, and report what it consumed.
+                active[idx] = True
+                self._collect(idx, child, local if child.local else final)
+                self._send_progress()
+                raise
             sink = local if child.local else final
             for i, b in enumerate(sp.consumeds):
                 if b:
@@ -252,6 +267,25 @@ class Subgraph(Operate):
         self._send_progress()
         self._propagate()
         return self.incomplete()
+
+    def _collect(self, idx: int, child: Operate, sink: ChangeBatch) -> None:
+        sp = child.shared
+        for i, b in enumerate(sp.consumeds):
+            if b:
+                loc = Location(idx, i, False)
+                for t, d in b.drain_unsorted():
+                    sink.update((loc, t), -d)
+        for o, b in enumerate(sp.internals):
+            if b:
+                loc = Location(idx, o, True)
+                for t, d in b.drain_unsorted():
+                    sink.update((loc, t), d)
+        for o, b in enumerate(sp.produceds):
+            if b:
+                targets = self.edges_from.get(Location(idx, o, True), ())
+                for t, d in b.drain_unsorted():
+                    for tgt in targets:
+                        sink.update((tgt, t), d)
 
     def _send_progress(self) -> None:
         local = self.local_progress

@@ -1,0 +1,319 @@
+"""The wire codec between worker processes: msgpack with a few extension types, plus framing.
+
+What crosses a process boundary is a *batch* (usually a list of ``(data, time, diff)`` tuples),
+a progress update, or a small control message. :func:`encode` turns one such object into bytes and
+:func:`decode` turns the bytes back into an equal object:
+
+* ``None``, ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes`` and ``dict`` travel as
+  themselves (``bytearray`` and ``memoryview`` arrive as ``bytes``).
+* Every sequence (``tuple`` or ``list``) arrives as a ``tuple``: records are hashable on both sides.
+* :class:`timelypy.order.Product` arrives as a ``Product`` (nested Products too).
+* ``set`` and ``frozenset`` arrive as themselves.
+* Anything else msgpack cannot carry exactly (user classes, subclasses of builtins such as named
+  tuples or ``IntEnum``, functions and lambdas, datetimes, ...) travels as a cloudpickle payload
+  inside a msgpack extension. Plain data never touches pickle.
+
+>>> from timelypy.order import Product
+>>> decode(encode([(1, "a"), (Product(2, 3), {4, 5})]))
+((1, 'a'), (Product(2, 3), {4, 5}))
+
+Why ``strict_types``: a non-strict msgpack packer sends any tuple subclass as a plain array, so a
+``Product`` would silently come back as a ``tuple``. With ``strict_types=True`` the packer only
+handles exact builtin types and hands everything else - including every plain tuple - to
+``_default``. Plain tuples cost one Python call each (they are returned as lists); see
+``benchmarks/`` and the transport report for the measured price (roughly 1.5-2x the encode time of
+a non-strict packer, decode unchanged).
+
+Framing: :func:`frame` prefixes a payload with its length (8 bytes, little-endian) and
+:class:`FrameReader` reassembles payloads from a byte stream delivered in arbitrary chunks.
+
+Security note: decoding may unpickle (the cloudpickle extension), so only decode bytes from an
+authenticated peer. :class:`timelypy.workers.mesh.SocketMesh` authenticates every connection with
+the job's secret before reading a single frame from it.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Any, Dict, List, Optional
+
+import cloudpickle
+import msgpack
+
+from timelypy.order import Product
+
+__all__ = [
+    "encode",
+    "decode",
+    "frame",
+    "FrameReader",
+    "HEADER_SIZE",
+    "EXT_PRODUCT",
+    "EXT_PRODUCT_INTS",
+    "EXT_BIGINT",
+    "EXT_SET",
+    "EXT_FROZENSET",
+    "EXT_PICKLE",
+]
+
+# msgpack extension type codes (0..127 are free for applications; -1 is msgpack's Timestamp).
+EXT_PRODUCT = 1
+"""``Product(outer, inner)``; payload is the msgpack array ``[outer, inner]``."""
+EXT_PRODUCT_INTS = 2
+"""``Product(int, int)`` with both coordinates in int64; payload is 16 bytes (two ``<q``)."""
+EXT_BIGINT = 3
+"""An ``int`` outside the 64-bit range msgpack carries; payload is little-endian two's complement."""
+EXT_SET = 4
+"""A ``set``; payload is the msgpack array of its elements."""
+EXT_FROZENSET = 5
+"""A ``frozenset``; payload is the msgpack array of its elements."""
+EXT_PICKLE = 6
+"""Anything else; payload is a cloudpickle pickle."""
+
+_INT_PAIR = struct.Struct("<qq")
+_HEADER = struct.Struct("<Q")
+HEADER_SIZE = _HEADER.size
+"""Size in bytes of the length prefix written by :func:`frame`."""
+
+
+# --------------------------------------------------------------------------------------
+# Encoding
+
+
+class _PackerPool(threading.local):
+    """Per-thread msgpack packers, one per nesting depth.
+
+    A ``Product``, a set or a big container inside ``_default`` must be packed *while* the outer
+    packer is in the middle of ``pack`` - and a msgpack ``Packer`` is not reentrant (reusing it
+    corrupts its buffer). So depth ``d`` uses its own packer ``packers[d]``. The pool is
+    thread-local because a packer is not thread-safe either.
+    """
+
+    def __init__(self) -> None:
+        self.packers: List[msgpack.Packer] = []
+        self.depth = 0
+
+
+_pool = _PackerPool()
+
+
+def _pack(obj: Any) -> bytes:
+    """Pack ``obj`` with the packer of the current nesting depth."""
+    pool = _pool
+    depth = pool.depth
+    packers = pool.packers
+    if depth == len(packers):
+        # The outermost packer keeps msgpack's default 256 KiB buffer; nested ones pack small
+        # values (one Product, one set) and start small.
+        packers.append(
+            msgpack.Packer(
+                default=_default,
+                use_bin_type=True,
+                strict_types=True,
+                buf_size=1 << 18 if depth == 0 else 256,
+            )
+        )
+    pool.depth = depth + 1
+    try:
+        return packers[depth].pack(obj)
+    finally:
+        pool.depth = depth
+
+
+_new_tuple = tuple.__new__
+_ExtType = msgpack.ExtType
+
+# Times repeat a lot inside a batch (often one time per batch), so the extension encoding of a
+# Product whose leaves are all ints is cached, and so is the decoded Product. Only int-leaved
+# Products are cached: ``Product(1, 2) == Product(1.0, 2)``, so a cache keyed by value must not
+# see other leaf types. The caches are plain dicts (atomic under the GIL), cleared when full.
+_CACHE_LIMIT = 1 << 16
+_encode_cache: Dict[Product, msgpack.ExtType] = {}
+_decode_int_pairs: Dict[bytes, Product] = {}
+_decode_nested: Dict[bytes, Product] = {}
+
+
+def _ext(code: int, data: bytes) -> msgpack.ExtType:
+    # ExtType's own __new__ validates in Python and costs ~3x this.
+    return _new_tuple(_ExtType, (code, data))
+
+
+def _int_leaves(t: Any) -> bool:
+    """Whether ``t`` is an int or a (nested) Product of ints - the shape of every time."""
+    cls = type(t)
+    return cls is int or (cls is Product and _int_leaves(t[0]) and _int_leaves(t[1]))
+
+
+def _remember(obj: Product, ext: msgpack.ExtType) -> msgpack.ExtType:
+    if len(_encode_cache) >= _CACHE_LIMIT:
+        _encode_cache.clear()
+    _encode_cache[obj] = ext
+    return ext
+
+
+def _encode_product(obj: Product) -> msgpack.ExtType:
+    """The extension of a Product; cached when its leaves are ints (every time is)."""
+    outer, inner = obj
+    if type(inner) is int:
+        if type(outer) is int:
+            ext = _encode_cache.get(obj)
+            if ext is not None:
+                return ext
+            try:
+                return _remember(obj, _ext(EXT_PRODUCT_INTS, _INT_PAIR.pack(outer, inner)))
+            except struct.error:
+                pass  # a coordinate beyond int64: the general form carries big ints
+            return _remember(obj, _ext(EXT_PRODUCT, _pack([outer, inner])))
+        if _int_leaves(outer):
+            ext = _encode_cache.get(obj)
+            if ext is not None:
+                return ext
+            return _remember(obj, _ext(EXT_PRODUCT, _pack([outer, inner])))
+    return _ext(EXT_PRODUCT, _pack([outer, inner]))
+
+
+def _default(obj: Any) -> Any:
+    """msgpack's fallback under ``strict_types``: everything that is not an exact builtin.
+
+    Ordered by frequency: plain tuples first (they are most of every batch).
+    """
+    cls = type(obj)
+    if cls is tuple:
+        return list(obj)
+    if cls is Product:
+        return _encode_product(obj)
+    if cls is int:
+        # Only reached when the int does not fit msgpack's 64-bit encodings.
+        size = obj.bit_length() // 8 + 1
+        return _ext(EXT_BIGINT, obj.to_bytes(size, "little", signed=True))
+    if cls is set:
+        return _ext(EXT_SET, _pack(list(obj)))
+    if cls is frozenset:
+        return _ext(EXT_FROZENSET, _pack(list(obj)))
+    return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
+
+
+def encode(obj: Any) -> bytes:
+    """Serialize ``obj`` to bytes for another worker; :func:`decode` reverses it.
+
+    Cost: one C-level pass plus one Python call per tuple, Product, set, big int and pickled
+    value. Raises whatever cloudpickle raises for an object that cannot be pickled at all.
+
+    >>> decode(encode({"k": [1, 2]}))
+    {'k': (1, 2)}
+    """
+    return _pack(obj)
+
+
+# --------------------------------------------------------------------------------------
+# Decoding
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == EXT_PRODUCT_INTS:
+        product = _decode_int_pairs.get(data)
+        if product is None:
+            product = _new_tuple(Product, _INT_PAIR.unpack(data))
+            if len(_decode_int_pairs) >= _CACHE_LIMIT:
+                _decode_int_pairs.clear()
+            _decode_int_pairs[data] = product
+        return product
+    if code == EXT_PRODUCT:
+        product = _decode_nested.get(data)
+        if product is None:
+            product = _new_tuple(Product, _unpack(data))
+            if _int_leaves(product):  # otherwise it may hold mutable values: never share it
+                if len(_decode_nested) >= _CACHE_LIMIT:
+                    _decode_nested.clear()
+                _decode_nested[data] = product
+        return product
+    if code == EXT_BIGINT:
+        return int.from_bytes(data, "little", signed=True)
+    if code == EXT_SET:
+        return set(_unpack(data))
+    if code == EXT_FROZENSET:
+        return frozenset(_unpack(data))
+    if code == EXT_PICKLE:
+        return cloudpickle.loads(data)
+    raise ValueError(f"timelypy wire: unknown msgpack extension type {code}")
+
+
+def _unpack(data: Any) -> Any:
+    return msgpack.unpackb(
+        data, use_list=False, raw=False, strict_map_key=False, ext_hook=_ext_hook
+    )
+
+
+def decode(data: Any) -> Any:
+    """Rebuild the object :func:`encode` serialized. ``data`` is any bytes-like object.
+
+    Sequences come back as tuples. Only decode data from a trusted (authenticated) peer: the
+    pickle extension can run code.
+    """
+    return _unpack(data)
+
+
+# --------------------------------------------------------------------------------------
+# Framing
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` prefixed by its length as 8 little-endian bytes.
+
+    >>> frame(b"abc")
+    b'\\x03\\x00\\x00\\x00\\x00\\x00\\x00\\x00abc'
+    """
+    return _HEADER.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Reassembles framed payloads from a byte stream that arrives in arbitrary chunks.
+
+    >>> r = FrameReader()
+    >>> data = frame(b"one") + frame(b"two")
+    >>> r.feed(data[:5]), r.feed(data[5:13]), r.feed(data[13:])
+    ([], [b'one'], [b'two'])
+
+    ``max_frame`` (bytes) rejects absurd length prefixes with ``ValueError`` instead of trying to
+    buffer them. Each payload is copied once out of the internal buffer; the buffer is compacted
+    once per :meth:`feed`, so the cost is linear in the bytes fed.
+    """
+
+    __slots__ = ("_buf", "max_frame")
+
+    def __init__(self, max_frame: Optional[int] = None) -> None:
+        self._buf = bytearray()
+        self.max_frame = max_frame
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet form a complete payload."""
+        return len(self._buf)
+
+    def feed(self, chunk: Any) -> List[bytes]:
+        """Append ``chunk`` (bytes-like) and return every payload now complete, in order."""
+        buf = self._buf
+        buf += chunk
+        size = len(buf)
+        if size < HEADER_SIZE:
+            return []
+        out: List[bytes] = []
+        pos = 0
+        header = _HEADER
+        max_frame = self.max_frame
+        with memoryview(buf) as view:
+            while size - pos >= HEADER_SIZE:
+                (length,) = header.unpack_from(view, pos)
+                if max_frame is not None and length > max_frame:
+                    raise ValueError(
+                        f"frame of {length} bytes exceeds the limit of {max_frame} bytes"
+                    )
+                end = pos + HEADER_SIZE + length
+                if end > size:
+                    break
+                out.append(bytes(view[pos + HEADER_SIZE:end]))
+                pos = end
+        if pos:
+            del buf[:pos]
+        return out
