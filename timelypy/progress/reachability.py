@@ -166,7 +166,7 @@ class ReachabilityBuilder:
         raise CycleError(
             "dataflow cycle along which time does not strictly advance (a loop needs a "
             "feedback operator with a summary that advances time): "
-            + " -> ".join(names + ([names[0]] if len(names) > 1 and names[-1] != names[0] else []))
+            + " -> ".join(names + names[:1])
         )
 
     # ---------------------------------------------------------------- summaries
