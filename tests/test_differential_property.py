@@ -51,3 +51,12 @@ def test_random_programs_one_worker(case):
 def test_random_iterative_programs_one_worker(case):
     program, script, n_inputs = case
     run_and_check(program, script, n_inputs, workers=1)
+
+
+@settings(max_examples=max(20, EXAMPLES // 2), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program_and_script(), st.sampled_from([2, 3]))
+def test_random_programs_inline_workers(case, workers):
+    """The same programs on 2 and 3 inline workers: identical accumulated output."""
+    program, script, n_inputs = case
+    run_and_check(program, script, n_inputs, workers=workers, backend="inline")

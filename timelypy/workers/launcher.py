@@ -324,7 +324,12 @@ def run_in_processes(
     """
     if peers < 1:
         raise ValueError(f"peers must be at least 1, got {peers}")
-    payload = cloudpickle.dumps(worker_main)
+    try:
+        payload = cloudpickle.dumps(worker_main)
+    except Exception as exc:
+        exc.add_note("timelypy: worker_main must be picklable with cloudpickle to reach the "
+                     "worker processes")
+        raise
     secret = secrets.token_bytes(32)
     ctx = _context(start_method)
     start = time.monotonic()
