@@ -8,6 +8,7 @@ from ..errors import TimelyError
 from .capture import CaptureOperator, Captured
 from .channels import Exchange, OutputPort, Pipeline
 from .feedback import LoopHandle
+from .fusion import fuse_records
 from .operator import GenericOperator, LinearOperator, OperatorCore, user_error
 from .probe import ProbeHandle, ProbeOperator
 
@@ -37,14 +38,31 @@ class ConcatOperator(OperatorCore):
 class Stream:
     """A stream of ``(time, records)`` messages from one operator output in one scope.
 
-    Methods add operators to the stream's scope and return their output streams.
+    Methods add operators to the stream's scope and return their output streams. Chains of
+    ``map`` / ``filter`` / ``flat_map`` are fused into one operator (one pass per batch, see
+    :mod:`timelypy.dataflow.fusion`); it is built when the chain is first consumed.
     """
 
-    __slots__ = ("scope", "port")
+    __slots__ = ("scope", "_port", "_base", "_chain")
 
-    def __init__(self, scope: Any, port: OutputPort):
+    def __init__(self, scope: Any, port: Optional[OutputPort] = None, *,
+                 base: Optional["Stream"] = None, chain: Optional[List] = None):
         self.scope = scope
-        self.port = port
+        self._port = port
+        self._base = base
+        self._chain = chain or []
+
+    @property
+    def port(self) -> OutputPort:
+        """The operator output this stream reads (building a pending fused chain)."""
+        if self._port is None:
+            names = ">".join(kind for kind, _, _ in self._chain)
+            fn = fuse_records([(kind, f) for kind, f, _ in self._chain])
+            label = self._chain[0][2] if len(self._chain) == 1 else f"Linear[{names}]"
+            op = LinearOperator(self.scope, label, fn)
+            self._base._connect(op, 0)
+            self._port = op.output_ports[0]
+        return self._port
 
     def _connect(self, op: OperatorCore, input_index: int, pact: Any = None) -> None:
         self.scope._connect(self, op.index, input_index, op.input_ports[input_index], pact)
@@ -54,24 +72,23 @@ class Stream:
         self._connect(op, 0, pact)
         return Stream(self.scope, op.output_ports[0])
 
+    def _then(self, kind: str, f: Callable, name: str) -> "Stream":
+        if self._port is not None:
+            return Stream(self.scope, base=self, chain=[(kind, f, name)])
+        return Stream(self.scope, base=self._base, chain=self._chain + [(kind, f, name)])
+
     # ----------------------------------------------------------------- stateless
     def map(self, f: Callable[[Any], Any], name: str = "Map") -> "Stream":
         """Apply ``f`` to every record."""
-        return self._linear(name, lambda data: list(map(f, data)))
+        return self._then("map", f, name)
 
     def filter(self, predicate: Callable[[Any], bool], name: str = "Filter") -> "Stream":
         """Keep the records for which ``predicate`` is true."""
-        return self._linear(name, lambda data: list(filter(predicate, data)))
+        return self._then("filter", predicate, name)
 
     def flat_map(self, f: Callable[[Any], Iterable[Any]], name: str = "FlatMap") -> "Stream":
         """Replace every record by the records of the iterable ``f(record)``."""
-        def batch(data):
-            out: List[Any] = []
-            extend = out.extend
-            for r in data:
-                extend(f(r))
-            return out
-        return self._linear(name, batch)
+        return self._then("flat_map", f, name)
 
     def map_batch(self, f: Callable[[List[Any]], List[Any]], name: str = "MapBatch") -> "Stream":
         """Apply ``f`` to each whole message's list of records (must not mutate it)."""
@@ -180,7 +197,9 @@ class Stream:
         self._connect(op, 0)
 
     def __repr__(self) -> str:
-        return f"Stream({self.scope.subgraph.name}:{self.port.node}.{self.port.port})"
+        if self._port is None:
+            return f"Stream({self.scope.subgraph.name}: pending {len(self._chain)} fused stages)"
+        return f"Stream({self.scope.subgraph.name}:{self._port.node}.{self._port.port})"
 
 
 def _identity_batch(data):

@@ -12,48 +12,13 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from ..dataflow.capture import Captured
 from ..dataflow.channels import Exchange
+from ..dataflow.fusion import fuse_updates
 from ..dataflow.probe import ProbeHandle
 from ..dataflow.stream import Stream
 from ..errors import TimelyError
 from .arrange import Arranged, arrange
 
 __all__ = ["Collection", "CapturedCollection", "concatenate"]
-
-
-def _fuse(stages: List[Tuple[str, Callable]], tjoin: Callable) -> Callable:
-    """One function applying every linear stage to a whole batch."""
-
-    def run(data):
-        for kind, f in stages:
-            if kind == "map":
-                data = [(f(d), t, r) for d, t, r in data]
-            elif kind == "filter":
-                data = [u for u in data if f(u[0])]
-            elif kind == "flat_map":
-                data = [(x, t, r) for d, t, r in data for x in f(d)]
-            elif kind == "explode":
-                data = [(x, t, r * r2) for d, t, r in data for x, r2 in f(d)]
-            elif kind == "join_function":
-                data = [(x, tjoin(t, t2), r * r2) for d, t, r in data for x, t2, r2 in f(d)]
-            elif kind == "negate":
-                data = [(d, t, -r) for d, t, r in data]
-            elif kind == "time":
-                data = [(d, f(t), r) for d, t, r in data]
-            elif kind == "results_in":
-                out = []
-                for d, t, r in data:
-                    t2 = f(t)
-                    if t2 is not None:
-                        out.append((d, t2, r))
-                data = out
-            elif kind == "inspect":
-                for u in data:
-                    f(u)
-            if not data:
-                return data
-        return data
-
-    return run
 
 
 class Collection:
@@ -79,7 +44,7 @@ class Collection:
         if self._stream is None:
             base = self._base.inner
             names = ">".join(kind for kind, _ in self._stages)
-            fn = _fuse(list(self._stages), self.scope.order.join)
+            fn = fuse_updates(list(self._stages), self.scope.order.join)
             self._stream = base.map_batch(fn, name=f"Linear[{names}]")
         return self._stream
 
