@@ -618,11 +618,12 @@ def test_probe_inside_an_iterative_scope_sees_product_frontiers():
         inp.advance_to(1)
         inp.send(1)
         inp.close()
-        history = []
+        history = [probe.frontier]
         while worker.step():
             history.append(probe.frontier)
             if len(history) > 10_000:
                 raise AssertionError("did not finish")
+        history.append(probe.frontier)
         return history, probe.done()
 
     (history, done), = tp.execute(build)

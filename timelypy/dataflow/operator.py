@@ -49,7 +49,8 @@ class OperatorCore(Operate):
                                              for _ in range(inputs)]
         self.output_ports: List[OutputPort] = [
             OutputPort(self.index, o, self.shared.produceds[o]) for o in range(outputs)]
-        self.input_frontiers = [MutableAntichain(self.order.le) for _ in range(inputs)]
+        self.input_frontiers = [MutableAntichain(self.order.le, self.order.is_total)
+                                for _ in range(inputs)]
 
     def get_internal_summary(self):
         if self._summary is not None:
@@ -70,9 +71,9 @@ class OperatorCore(Operate):
     def _apply_frontiers(self) -> bool:
         changed = False
         for i, fb in enumerate(self.shared.frontiers):
-            if fb:
-                self.input_frontiers[i].update_iter(fb.drain_unsorted())
-                changed = True
+            if fb._counts:
+                if self.input_frontiers[i].update_iter(fb.drain_unsorted()):
+                    changed = True
         return changed
 
     def schedule(self) -> bool:

@@ -21,8 +21,8 @@ class ProbeHandle:
 
     __slots__ = ("_frontier",)
 
-    def __init__(self, le=None):
-        self._frontier = MutableAntichain(le)
+    def __init__(self, le=None, total: bool = False):
+        self._frontier = MutableAntichain(le, total)
 
     def less_than(self, t: Any) -> bool:
         return self._frontier.less_than(t)

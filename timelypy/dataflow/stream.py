@@ -126,7 +126,7 @@ class Stream:
     # ----------------------------------------------------------------- observing
     def probe(self, name: str = "Probe") -> ProbeHandle:
         """A :class:`ProbeHandle` reporting this stream's frontier."""
-        handle = ProbeHandle(self.scope.order.le)
+        handle = ProbeHandle(self.scope.order.le, self.scope.order.is_total)
         self.probe_with(handle, name)
         return handle
 

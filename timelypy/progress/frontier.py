@@ -140,12 +140,13 @@ class MutableAntichain:
     [(3, -1), (5, 1)]
     """
 
-    __slots__ = ("_counts", "_frontier", "_le")
+    __slots__ = ("_counts", "_frontier", "_le", "_total")
 
-    def __init__(self, le: Optional[Callable] = None):
+    def __init__(self, le: Optional[Callable] = None, total: bool = False):
         self._le = le or _generic_le
         self._counts: Dict[Any, int] = {}
         self._frontier: List[Any] = []
+        self._total = total
 
     @classmethod
     def from_elem(cls, t: Any, le: Optional[Callable] = None) -> "MutableAntichain":
@@ -166,6 +167,8 @@ class MutableAntichain:
 
     def update_iter(self, updates: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
         """Apply count changes; return the resulting frontier changes."""
+        if self._total:
+            return self._update_total(updates)
         le = self._le
         counts = self._counts
         frontier = self._frontier
@@ -194,6 +197,40 @@ class MutableAntichain:
         if not rebuild:
             return []
         return self._rebuild()
+
+    def _update_total(self, updates: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
+        # Totally ordered times: the frontier is the least time with a positive count.
+        counts = self._counts
+        frontier = self._frontier
+        old = frontier[0] if frontier else None
+        rebuild = False
+        for t, d in updates:
+            if not d:
+                continue
+            c = counts.get(t, 0) + d
+            if c:
+                counts[t] = c
+            else:
+                del counts[t]
+            if old is None or t <= old:
+                rebuild = True
+        if not rebuild:
+            return []
+        new = None
+        for t, c in counts.items():
+            if c > 0 and (new is None or t < new):
+                new = t
+        if new == old:
+            return []
+        changes = []
+        if old is not None:
+            changes.append((old, -1))
+        if new is not None:
+            changes.append((new, 1))
+            self._frontier = [new]
+        else:
+            self._frontier = []
+        return changes
 
     def update(self, t: Any, d: int) -> List[Tuple[Any, int]]:
         """Apply one count change; return the frontier changes."""

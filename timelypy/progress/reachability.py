@@ -214,9 +214,9 @@ class ReachabilityBuilder:
             out.append([list(reach.get(Target(0, j), [])) for j in range(outputs)])
         return out
 
-    def build(self, le: Callable) -> "ReachabilityTracker":
+    def build(self, le: Callable, total: bool = False) -> "ReachabilityTracker":
         self.check_acyclic()
-        return ReachabilityTracker(self, le)
+        return ReachabilityTracker(self, le, total)
 
 
 class ReachabilityTracker:
@@ -231,8 +231,9 @@ class ReachabilityTracker:
     locations other than node 0 (used by a nested scope to report its output capabilities).
     """
 
-    def __init__(self, builder: ReachabilityBuilder, le: Callable):
+    def __init__(self, builder: ReachabilityBuilder, le: Callable, total: bool = False):
         self._le = le
+        self._total = total
         self.builder = builder
         self.reach: Dict[Location, List[Tuple[Location, List[PathSummary]]]] = {}
         self.output_reach: Dict[Location, List[Tuple[int, List[PathSummary]]]] = {}
@@ -249,7 +250,7 @@ class ReachabilityTracker:
                 self.output_reach[loc] = [(t.port, s) for t, s in sums.items() if t.node == 0]
         self.pointstamps: Dict[Location, MutableAntichain] = {}
         self.implications: Dict[Location, MutableAntichain] = {
-            loc: MutableAntichain(le) for loc in locations if not loc.is_source and loc.node != 0
+            loc: MutableAntichain(le, total) for loc in locations if not loc.is_source and loc.node != 0
         }
         self.output_changes: Dict[int, ChangeBatch] = {}
         self._staged: Dict[Location, List[Tuple[Any, int]]] = {}
@@ -284,7 +285,7 @@ class ReachabilityTracker:
         for loc, changes in staged.items():
             ps = self.pointstamps.get(loc)
             if ps is None:
-                ps = self.pointstamps[loc] = MutableAntichain(le)
+                ps = self.pointstamps[loc] = MutableAntichain(le, self._total)
             for _, d in changes:
                 self.total_counts += d
                 if loc.is_source:

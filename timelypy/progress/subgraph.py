@@ -77,6 +77,7 @@ class Subgraph(Operate):
         self._summary: List[List[List[PathSummary]]] = []
         self._initial: List[ChangeBatch] = []
         self._active: List[bool] = [False]
+        self._ports: List[Any] = [None]
         self._incomplete: List[bool] = [False]
         self.finalized = False
         self.parent: Optional["Subgraph"] = None
@@ -143,12 +144,17 @@ class Subgraph(Operate):
                     initial.append((Location(op.index, o, True), t, c))
         for s, t in self._edges:
             builder.add_edge(s, t)
-        self.tracker = builder.build(self.order.le)
+        self._ports = [None] + [
+            ([Location(op.index, i, False) for i in range(op.inputs)],
+             [Location(op.index, o, True) for o in range(op.outputs)],
+             [self.edges_from.get(Location(op.index, o, True), []) for o in range(op.outputs)])
+            for op in self.children[1:]]
+        self.tracker = builder.build(self.order.le, self.order.is_total)
         # Summaries of this scope for its parent, mapped to outer time.
         summary = builder.scope_summary(self.inputs, self.outputs)
         self._summary = [[[m for m in (self.summarize(s) for s in cell) if m is not None]
                           for cell in row] for row in summary]
-        self.output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
+        self.output_capabilities = [MutableAntichain() for _ in range(self.outputs)]  # outer times
         for loc, t, c in initial:
             self.tracker.update(loc, t, c)
         self.finalized = True
@@ -224,19 +230,31 @@ class Subgraph(Operate):
         self._send_progress()
         # 4. Propagate and push frontiers.
         self._propagate()
-        # 5. Run active children, collecting their progress.
+        # 5-7. Run active children, share progress, propagate; on one worker repeat while
+        # the new frontiers activated children (bounded, so a step stays short).
+        rounds = 1 if self.progcaster is not None else self.max_rounds
+        for _ in range(rounds):
+            self._run_children(local)
+            self._send_progress()
+            self._propagate()
+            if not any(self._active):
+                break
+        return self.incomplete()
+
+    max_rounds = 8
+
+    def _run_children(self, local: ChangeBatch) -> None:
         children = self.children
         active = self._active
         incomplete = self._incomplete
-        edges_from = self.edges_from
         final = self.final_progress
+        ports = self._ports
         for idx in range(1, len(children)):
             if not active[idx]:
                 if not incomplete[idx] or not isinstance(children[idx], Subgraph):
                     continue
             active[idx] = False
             child = children[idx]
-            sp = child.shared
             try:
                 incomplete[idx] = child.schedule()
             except BaseException:
@@ -246,27 +264,26 @@ class Subgraph(Operate):
                 self._collect(idx, child, local if child.local else final)
                 self._send_progress()
                 raise
+            sp = child.shared
             sink = local if child.local else final
+            update = sink.update
+            consumed_locs, internal_locs, produced_targets = ports[idx]
             for i, b in enumerate(sp.consumeds):
-                if b:
-                    loc = Location(idx, i, False)
+                if b._counts:
+                    loc = consumed_locs[i]
                     for t, d in b.drain_unsorted():
-                        sink.update((loc, t), -d)
+                        update((loc, t), -d)
             for o, b in enumerate(sp.internals):
-                if b:
-                    loc = Location(idx, o, True)
+                if b._counts:
+                    loc = internal_locs[o]
                     for t, d in b.drain_unsorted():
-                        sink.update((loc, t), d)
+                        update((loc, t), d)
             for o, b in enumerate(sp.produceds):
-                if b:
-                    targets = edges_from.get(Location(idx, o, True), ())
+                if b._counts:
+                    targets = produced_targets[o]
                     for t, d in b.drain_unsorted():
                         for tgt in targets:
-                            sink.update((tgt, t), d)
-        # 6. Share this worker's progress; 7. propagate again so frontiers are current.
-        self._send_progress()
-        self._propagate()
-        return self.incomplete()
+                            update((tgt, t), d)
 
     def _collect(self, idx: int, child: Operate, sink: ChangeBatch) -> None:
         sp = child.shared
@@ -298,8 +315,8 @@ class Subgraph(Operate):
 
     def incomplete(self) -> bool:
         return (
-            any(self._incomplete[1:])
-            or any(self._active[1:])
+            any(self._incomplete)
+            or any(self._active)
             or self.tracker.tracking_anything()
             or bool(self.final_progress)
             or bool(self.local_progress)

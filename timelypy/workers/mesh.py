@@ -210,6 +210,7 @@ class SocketMesh:
         self._inbox: Deque[Tuple[int, Any]] = deque()
         self._failures: Dict[int, WorkerError] = {}
         self._pending_handshakes: set = set()
+        self._claimed: set = set()  # peer indices whose handshake has passed
         self._closing = False
         self._closed = False
         self.refused = 0
@@ -384,10 +385,11 @@ class SocketMesh:
                 reason = "the mesh is closing"
             elif not self.index < j < self.peers:
                 reason = f"authenticated but claims unexpected worker index {j}"
-            elif j in self._peers:
+            elif j in self._peers or j in self._claimed:
                 reason = f"authenticated but worker {j} is already connected"
             else:
                 reason = ""
+                self._claimed.add(j)
         if reason:
             self._refuse(sock, peer, reason)
             return
