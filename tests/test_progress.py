@@ -26,9 +26,7 @@ from progress_strategies import (
     identity_graph,
     is_antichain,
     minimal_elements,
-    ps_key,
     reachable_sets,
-    shaped_times,
     times_of_shape,
     upset,
 )
@@ -38,7 +36,6 @@ from timelypy.order import (
     MAX_INT_TIME,
     IntSummary,
     Product,
-    ProductSummary,
     join,
     less_equal,
 )
@@ -54,8 +51,6 @@ from timelypy.progress import (
 )
 
 FAST = settings(max_examples=150, deadline=None)
-MEDIUM = settings(max_examples=80, deadline=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 SMALL_GRIDS = {"int": grid("int", 4), "p": grid("p", 3), "pp": grid("pp", 2),
                "p_inner": grid("p_inner", 2)}
@@ -72,9 +67,6 @@ def grid_sets(draw, n_sets=2, max_size=5):
 
 # ======================================================================================
 # ChangeBatch
-
-
-_cb_items = st.one_of(st.integers(0, 6), st.builds(Product, st.integers(0, 3), st.integers(0, 3)))
 
 
 @FAST
@@ -120,8 +112,7 @@ def test_change_batch_drain_into_and_unsorted(a, b):
     assert x.is_empty()
     assert dict(y.items()) == {i: c for i, c in expected.items() if c}
     z = ChangeBatch(b)
-    assert sorted(z.drain_unsorted()) == sorted((i, c) for i, c in Counter(
-        {k: v for k, v in _acc(b).items() if v}).items())
+    assert sorted(z.drain_unsorted()) == sorted((i, c) for i, c in _acc(b).items() if c)
     assert z.is_empty()
 
 
@@ -431,10 +422,13 @@ def _assert_message_names_a_cycle(spec: GraphSpec, msg: str):
     nodes = [int(n[2:]) for n in names]
     on_cycles = identity_cycle_nodes(spec)
     assert set(nodes) <= on_cycles, (msg, on_cycles)
+    # the cyclic sequence of operators (consecutive repeats merged, closing repeat dropped)
+    seq = [n for k, n in enumerate(nodes) if k == 0 or n != nodes[k - 1]]
+    if len(seq) > 1 and seq[-1] == seq[0]:
+        seq.pop()
     edge_pairs = {(s.node, t.node) for s, t in spec.edges}
-    for a, b in zip(nodes, nodes[1:] + nodes[:1]):
-        if a != b:
-            assert (a, b) in edge_pairs, (msg, a, b)
+    for a, b in zip(seq, seq[1:] + seq[:1]):  # a one-operator cycle needs a self edge
+        assert (a, b) in edge_pairs, (msg, a, b)
     # and all of them lie on one identity cycle (same strongly connected component)
     reach = reachable_sets(identity_graph(spec))
     cyc = [loc for loc, r in reach.items() if loc in r]
@@ -445,7 +439,7 @@ def _assert_message_names_a_cycle(spec: GraphSpec, msg: str):
     ), msg
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(graphs())
 def test_cycle_check_matches_brute_force(spec):
     on_cycle = identity_cycle_nodes(spec)
@@ -475,7 +469,7 @@ def _as_sets(d):
     return {loc: set(ss) for loc, ss in d.items()}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(_acyclic_graphs())
 def test_summaries_from_matches_path_enumeration(spec):
     b = spec.builder()
@@ -524,7 +518,7 @@ def _brute_implications(spec, summaries, counts, tgt, skip_node0=False):
     return minimal_elements(out)
 
 
-@settings(max_examples=80, deadline=None,
+@settings(max_examples=70, deadline=None,
           suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(_acyclic_graphs(), st.data())

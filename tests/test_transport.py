@@ -149,6 +149,11 @@ class TestCodec:
         value = {Product(frozenset({Product(1, 2)}), 3), (Product(4, frozenset({5})),)}
         assert same(roundtrip(value), value)
 
+    def test_encode_recovers_after_a_failure(self):
+        with pytest.raises(TypeError):
+            encode([(1, 2), Product(threading.Lock(), 1)])  # unpicklable, deep inside
+        assert same(roundtrip([(1, 2), Product(3, 4)]), ((1, 2), Product(3, 4)))
+
     def test_encode_from_threads(self):
         batch = [((k, str(k)), Product(k, k), 1) for k in range(500)]
         errors: List[BaseException] = []
@@ -451,12 +456,13 @@ def wait_until_peer_dies(mesh: SocketMesh, seconds: float = 30.0) -> None:
 
 @pytest.mark.processes
 class TestProcesses:
-    def test_three_workers_exchange_fifo(self, tmp_path):
+    @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+    def test_three_workers_exchange_fifo(self, tmp_path, start_method):
         def main(index, peers, mesh):
             write_pid(tmp_path, index)
             return exchange_worker(index, peers, mesh)
 
-        results = run_in_processes(main, 3, timeout=60)
+        results = run_in_processes(main, 3, timeout=60, start_method=start_method)
         assert len(results) == 3
         for index, got in enumerate(results):
             for src in range(3):

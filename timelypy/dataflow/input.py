@@ -39,7 +39,9 @@ class InputHandle:
         self._le = op.order.le
         self._now = op.order.minimum
         self._buffer: List[Any] = []
+        self._early: List[Any] = []  # messages sent while the dataflow is being built
         self._closed = False
+        self._session: Any = None
         op.scope.worker._register_input(self)
 
     @property
@@ -79,18 +81,33 @@ class InputHandle:
             self.flush()
             data = list(records)
             if data:
-                self._port.push(time, data)
-                self._op.activate()
+                self._deliver(time, data)
             return
         self._buffer.extend(records)
         if len(self._buffer) >= self.BUFFER:
             self.flush()
 
+    def _deliver(self, time: Any, data: List[Any]) -> None:
+        # Until the dataflow is built, its consumers may not be connected yet: hold messages.
+        if not self._op.subgraph.finalized:
+            self._early.append((time, data))
+            return
+        if self._early:
+            early, self._early = self._early, []
+            for t, d in early:
+                self._port.push(t, d)
+        self._port.push(time, data)
+        self._op.activate()
+
     def flush(self) -> None:
         """Push buffered records into the dataflow."""
         if self._buffer:
             data, self._buffer = self._buffer, []
-            self._port.push(self._now, data)
+            self._deliver(self._now, data)
+        elif self._early and self._op.subgraph.finalized:
+            early, self._early = self._early, []
+            for t, d in early:
+                self._port.push(t, d)
             self._op.activate()
 
     def advance_to(self, time: Any) -> None:

@@ -289,3 +289,18 @@ def _offending(batch_fn: Callable, data: List[Any], time: Any) -> str:
         except Exception:
             return f"record {record!r} at time {time!r}"
     return f"a batch of {len(data)} records at time {time!r}"
+
+
+def unhashable_error(op: Any, records: Any, what: str = "record") -> Exception:
+    """An :class:`~timelypy.errors.UnhashableDataError` naming ``op`` and the first record of
+    ``records`` that cannot be hashed (or a generic one if all can)."""
+    from ..errors import UnhashableDataError
+
+    for r in records:
+        try:
+            hash(r)
+        except TypeError:
+            return UnhashableDataError(
+                f"operator {op.name!r} on worker {op.worker_index}: {what} {r!r} is not hashable "
+                f"(use tuples, not lists, sets or dicts, for data that is grouped or keyed)")
+    return UnhashableDataError(f"operator {op.name!r}: unhashable data")

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
-from ..dataflow.operator import OperatorCore, user_error
+from ..dataflow.operator import OperatorCore, unhashable_error, user_error
 from ..dataflow.stream import Stream
 from ..errors import TimelyError
 from ..progress.frontier import Antichain
@@ -59,7 +59,10 @@ class ArrangeOperator(OperatorCore):
                     caps.insert(Capability(time, internal, le, 0, self.name))
                 pending.extend(data)
         if changed:
-            self._seal()
+            try:
+                self._seal()
+            except TypeError as exc:
+                raise unhashable_error(self, (u[0] for u in self._pending)) from exc
         return False
 
     def _seal(self) -> None:
@@ -155,7 +158,7 @@ class Arranged:
     @property
     def trace(self) -> TraceHandle:
         """A new reader handle on the trace (it holds back compaction until advanced/closed)."""
-        return self.spine.handle(through_seq=float("inf"))
+        return self.spine.handle(through_seq=float("inf"), explicit=True)
 
     def filter(self, pred: Callable[[Any, Any], bool]) -> "Arranged":
         """The same arrangement seen through ``pred(key, val)`` (no new index)."""
@@ -368,9 +371,11 @@ class JoinOperator(OperatorCore):
         return out
 
 
-def _join(a: Arranged, b: Arranged, mode: str, logic: Optional[Callable], name: str) -> Any:
+def _join(a: Arranged, b: Any, mode: str, logic: Optional[Callable], name: str) -> Any:
     from .collection import Collection
 
+    if not isinstance(b, Arranged):
+        b = b.arrange_by_self() if mode == "semijoin" else b.arrange_by_key()
     if a.scope.subgraph is not b.scope.subgraph:
         raise TimelyError(f"{name}: arrangements are in different scopes; use enter")
     scope = a.scope
@@ -386,6 +391,7 @@ class _ImportListener:
 
     def notify(self, batch: Batch) -> None:
         self.op.queue.append(("batch", batch))
+        self.op.queue.append(("upper", list(batch.upper)))
         self.op.wake()
 
     def notify_upper(self, upper: List[Any]) -> None:

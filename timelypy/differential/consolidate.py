@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Tuple
 
 from ..dataflow.capability import Capability, CapabilitySet
 from ..dataflow.channels import Exchange
-from ..dataflow.operator import OperatorCore
+from ..dataflow.operator import OperatorCore, unhashable_error
 from ..dataflow.stream import Stream
 from ..progress.frontier import Antichain
 
@@ -42,9 +42,12 @@ class ConsolidateOperator(OperatorCore):
                 self._consumed.update(time, len(data))
                 if caps.find(time) is None:
                     caps.insert(Capability(time, internal, le, 0, self.name))
-                for d, t, r in data:
-                    k = (d, t)
-                    pending[k] = pending.get(k, 0) + r
+                try:
+                    for d, t, r in data:
+                        k = (d, t)
+                        pending[k] = pending.get(k, 0) + r
+                except TypeError as exc:
+                    raise unhashable_error(self, (u[0] for u in data)) from exc
         if changed and self._caps:
             self._flush()
         return False

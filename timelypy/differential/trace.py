@@ -95,6 +95,8 @@ class Spine:
         self.handles: List["TraceHandle"] = []
         self.listeners: List[Any] = []
         self._compacted_at = 0
+        self._inserted = 0
+        self._force_compaction = False
         self.complete = False
 
     # ------------------------------------------------------------------ writing
@@ -108,6 +110,7 @@ class Spine:
 
     def insert(self, batch: Batch) -> None:
         self.batches.append(batch)
+        self._inserted += batch.count
         self.upper = batch.upper
         for listener in self.listeners:
             listener.notify(batch)
@@ -190,8 +193,30 @@ class Spine:
             merged = self._merge(batches[i - 1], batches[i])
             batches[i - 1:i + 1] = [merged]
             i -= 1
-        if batches and batches[0].owned and batches[0].count > 2 * self._compacted_at + 1024:
-            self._compact(batches[0])
+            m -= 1
+        # Amortised full compaction: once as many updates arrived as half of what is stored
+        # (each update pays for O(1) compaction work), or after a reader advanced its
+        # logical compaction explicitly.
+        stored = 0
+        for b in batches[:m]:
+            stored += b.count
+        if stored > 1024 and (self._inserted * 2 >= stored or self._force_compaction):
+            self._compact_prefix(m)
+
+    def _compact_prefix(self, m: int) -> None:
+        """Compact (advance to since, consolidate) every batch of the first ``m``."""
+        total = 0
+        for idx in range(m):
+            b = self.batches[idx]
+            if not b.owned:
+                b = Batch({k: list(v) for k, v in b.data.items()}, b.lower, b.upper, b.seq,
+                          b.count, owned=True)
+                self.batches[idx] = b
+            self._compact(b)
+            total += b.count
+        self._compacted_at = total
+        self._inserted = 0
+        self._force_compaction = False
 
     def maintain(self) -> None:
         """Merge what readers allow (called by readers after they acknowledge batches)."""
@@ -255,17 +280,23 @@ class Spine:
             else:
                 del data[key]
         batch.count = count
-        self._compacted_at = count
 
     def compact(self) -> None:
-        """Merge everything readers allow and compact it now (normally automatic)."""
+        """Merge what readers allow and compact every batch they have all seen, now
+        (normally automatic and amortised)."""
         self._maintain()
-        if self.batches and self.batches[0].owned:
-            self._compact(self.batches[0])
+        phys = self.physical_seq()
+        m = 0
+        while m < len(self.batches) and self.batches[m].seq <= phys:
+            m += 1
+        self._compact_prefix(m)
 
     # ------------------------------------------------------------------ readers
-    def handle(self, since: Optional[List[Any]] = None, through_seq: float = 0) -> "TraceHandle":
-        return TraceHandle(self, since, through_seq)
+    def handle(self, since: Optional[List[Any]] = None, through_seq: float = 0,
+               explicit: bool = False) -> "TraceHandle":
+        h = TraceHandle(self, since, through_seq)
+        h.explicit = explicit
+        return h
 
     def _check(self) -> None:
         """Assert the batches tile time and sequence numbers increase."""
@@ -289,6 +320,7 @@ class TraceHandle:
         self.since: List[Any] = list(spine.since if since is None else since)
         self.through_seq = through_seq
         self.closed = False
+        self.explicit = False  # set for handles given to users (their advances trigger compaction)
         spine._since.update_iter([(t, 1) for t in self.since])
         spine.handles.append(self)
 
@@ -314,7 +346,8 @@ class TraceHandle:
             return
         changes = [(t, 1) for t in new] + [(t, -1) for t in self.since]
         self.since = new
-        self.spine._since.update_iter(changes)
+        if self.spine._since.update_iter(changes) and self.explicit:
+            self.spine._force_compaction = True
 
     def set_physical_compaction(self, frontier: Sequence[Any]) -> None:
         """With an empty frontier, stop blocking merges of batches not yet acknowledged."""
@@ -345,7 +378,8 @@ class TraceHandle:
         if self.closed:
             return
         self.closed = True
-        self.spine._since.update_iter([(t, -1) for t in self.since])
+        if self.spine._since.update_iter([(t, -1) for t in self.since]) and self.explicit:
+            self.spine._force_compaction = True
         self.since = []
         if self in self.spine.handles:
             self.spine.handles.remove(self)

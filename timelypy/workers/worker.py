@@ -123,7 +123,7 @@ class Worker:
                 if df.progcaster is not None:
                     self._progcasters.pop(df.progcaster.channel, None)
             if done:
-                self._inputs = [h for h in self._inputs if not h.closed]
+                self._inputs = [h for h in self._inputs if not (h.closed and not h._early)]
         if self.fabric is not None:
             self.fabric.flush()
         return bool(self._dataflows)
@@ -181,7 +181,11 @@ class Worker:
     def close_inputs(self) -> None:
         """Close every input handle of this worker (done automatically by ``execute``)."""
         for handle in self._inputs:
-            handle.close()
+            session = getattr(handle, "_session", None)
+            if session is not None:
+                session.close()
+            else:
+                handle.close()
 
     def capability_holders(self) -> List[str]:
         out: List[str] = []

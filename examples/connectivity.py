@@ -1,0 +1,171 @@
+"""Graph connectivity by label propagation, with interactive queries (seed 003).
+
+Every node starts with its own name as label; in each iteration nodes propose their label to
+their neighbours and keep the smallest label they have seen. At the fixed point every node's
+label is the smallest node of its connected component (the book's code)::
+
+    labels = edges.map(lambda e: (e[0], e[0])).distinct()
+    labels.iterate(lambda inner:
+        inner.join(edges.enter(inner.scope))                 # (src, (lbl, dst))
+             .map(lambda kv: (kv[1][1], kv[1][0]))           # (dst, lbl)
+             .concat(labels.enter(inner.scope))
+             .reduce(lambda dst, lbls: [(min(l for l, _ in lbls), 1)]))
+
+A second input ``queries`` holds node ids; ``labels.semijoin(queries)`` is a standing query:
+it reports the label of each queried node, and every later change of it, until the query is
+removed. The graph (kept symmetric) and the queries change over several rounds; after each
+round the labels and the query answers are checked against a from-scratch union-find.
+
+Run it::
+
+    python examples/connectivity.py              # 60 nodes, 40 edges, 8 rounds
+    python examples/connectivity.py 500 300 20
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any, Dict, List, Set, Tuple
+
+import timelypy as tp
+
+Edge = Tuple[int, int]
+
+
+def connected_labels(edges: Any) -> Any:
+    """``(node, label)``: the smallest node reachable from ``node`` (``edges`` symmetric)."""
+    labels = edges.map(lambda e: (e[0], e[0])).distinct()
+
+    def body(inner):
+        edges_in = edges.enter(inner.scope)
+        labels_in = labels.enter(inner.scope)
+        return (inner.join(edges_in)
+                .map(lambda kv: (kv[1][1], kv[1][0]))
+                .concat(labels_in)
+                .reduce(lambda dst, lbls: [(min(l for l, _ in lbls), 1)], name="MinLabel"))
+
+    return labels.iterate(body)
+
+
+def union_find_labels(edges: Set[Edge]) -> Dict[int, int]:
+    """From scratch: ``{node: smallest node of its component}`` for every node with an edge."""
+    parent: Dict[int, int] = {}
+
+    def find(x: int) -> int:
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    for a, b in edges:
+        parent.setdefault(a, a)
+        parent.setdefault(b, b)
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            # The smaller root wins, so every root is its component's minimum.
+            if ra < rb:
+                parent[rb] = ra
+            else:
+                parent[ra] = rb
+    return {x: find(x) for x in parent}
+
+
+def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1) -> List[Dict[str, Any]]:
+    """Run ``rounds`` rounds of graph and query changes; return per round the query answers
+    and the inputs: ``{"time", "queries": {node: label}, "components", "graph": undirected
+    edges (a, b) with a <= b, "asked": query nodes}``. Raises ``AssertionError`` if the
+    labels or answers ever differ from union-find."""
+    rng = random.Random(seed)
+
+    def random_edge() -> Edge:
+        a, b = rng.randrange(nodes), rng.randrange(nodes)
+        return (a, b)
+
+    def build(worker: tp.Worker):
+        def dataflow(scope):
+            edge_session, edge_coll = scope.new_collection(name="edges")
+            query_session, queries = scope.new_collection(name="queries")
+            labels = connected_labels(edge_coll)
+            answers = labels.semijoin(queries)
+            probe = answers.probe()
+            labels.probe_with(probe)
+            return edge_session, query_session, labels.capture(), answers.capture(), probe
+
+        edge_session, query_session, cap_labels, cap_answers, probe = worker.dataflow(dataflow)
+        graph: Set[Edge] = set()     # undirected edges, stored as (min, max)
+        asked: Set[int] = set()
+        results: List[Dict[str, Any]] = []
+
+        def add(e: Edge) -> None:
+            a, b = min(e), max(e)
+            if (a, b) in graph:
+                return
+            graph.add((a, b))
+            edge_session.insert((a, b))
+            if a != b:
+                edge_session.insert((b, a))
+
+        def remove(e: Edge) -> None:
+            graph.discard(e)
+            a, b = e
+            edge_session.remove((a, b))
+            if a != b:
+                edge_session.remove((b, a))
+
+        for r in range(rounds + 1):
+            edge_session.advance_to(r)
+            query_session.advance_to(r)
+            if r == 0:
+                for _ in range(edges):
+                    add(random_edge())
+            else:
+                # A few edges come and go ...
+                for _ in range(3):
+                    if graph:
+                        remove(rng.choice(sorted(graph)))
+                for _ in range(3):
+                    add(random_edge())
+            # ... and queries are installed and uninstalled.
+            for _ in range(2):
+                q = rng.randrange(nodes)
+                if q not in asked:
+                    asked.add(q)
+                    query_session.insert(q)
+            if asked and r % 2 == 1:
+                q = rng.choice(sorted(asked))
+                asked.discard(q)
+                query_session.remove(q)
+            for s in (edge_session, query_session):
+                s.advance_to(r + 1)
+                s.flush()
+            worker.step_until(probe, r + 1, timeout=60)
+
+            directed = set(graph) | {(b, a) for a, b in graph}
+            expected = union_find_labels(directed)
+            got = cap_labels.at(r)
+            assert got == {(n, l): 1 for n, l in expected.items()}, f"round {r}: labels differ"
+            answers = cap_answers.at(r)
+            expected_answers = {(q, expected[q]): 1 for q in asked if q in expected}
+            assert answers == expected_answers, f"round {r}: query answers differ"
+            results.append({"time": r,
+                            "queries": dict(sorted(q for q in answers)),
+                            "components": len(set(expected.values())),
+                            "graph": frozenset(graph),
+                            "asked": frozenset(asked)})
+        edge_session.close()
+        query_session.close()
+        return results
+
+    (results,) = tp.execute(build)
+    return results
+
+
+if __name__ == "__main__":
+    args = [int(a) for a in sys.argv[1:4]]
+    for res in main(*args):
+        print(f"time {res['time']}: {res['components']} components; "
+              f"standing queries {res['queries']}")
