@@ -15,6 +15,14 @@ try:
 except ModuleNotFoundError:  # pragma: no cover
     from tests import reference as ref
 
+import cloudpickle
+
+# Worker processes and Ray actors do not have tests/ on their path: ship these modules by value.
+cloudpickle.register_pickle_by_value(ref)
+
+
+STEP_TIMEOUT = 120
+
 
 def make_build(program: Any, script: Sequence[tuple], n_inputs: int, check_promptly: bool):
     """A ``build(worker)`` that drives ``script`` and returns the worker's output updates.
@@ -71,7 +79,7 @@ def make_build(program: Any, script: Sequence[tuple], n_inputs: int, check_promp
                         checked_upto += 1
         for s in sessions:
             s.close()
-        worker.step_until_done(timeout=120)
+        worker.step_until_done(timeout=STEP_TIMEOUT)
         return captured.updates(), problems
 
     return build

@@ -60,3 +60,13 @@ def test_random_programs_inline_workers(case, workers):
     """The same programs on 2 and 3 inline workers: identical accumulated output."""
     program, script, n_inputs = case
     run_and_check(program, script, n_inputs, workers=workers, backend="inline")
+
+
+@pytest.mark.processes
+@settings(max_examples=max(10, EXAMPLES // 6), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program_and_script(), st.sampled_from([2, 3]))
+def test_random_programs_processes(case, workers):
+    """The same programs on 2 and 3 worker processes: identical accumulated output."""
+    program, script, n_inputs = case
+    run_and_check(program, script, n_inputs, workers=workers, backend="processes")

@@ -322,7 +322,17 @@ class ReachabilityTracker:
         return self.implications[target].frontier
 
     def tracking_anything(self) -> bool:
-        return bool(self._staged) or self.total_counts > 0
+        """Some change is staged or some pointstamp count is non-zero.
+
+        Not ``total_counts > 0``: on several workers a consumed count can arrive before the
+        produced count it cancels, and a transient -n elsewhere would hide a real +n.
+        """
+        if self._staged:
+            return True
+        for ps in self.pointstamps.values():
+            if ps._counts:
+                return True
+        return False
 
     def holds_capabilities(self, node: int) -> bool:
         return self.cap_counts.get(node, 0) > 0

@@ -221,6 +221,7 @@ class SocketMesh:
         self.dropped_after_bye = 0
         """Messages not sent because their destination had already closed its mesh."""
 
+        listener.settimeout(0.25)  # the accept loop notices close() even if accept() stays asleep
         self._acceptor = threading.Thread(
             target=self._accept_loop, name=f"timelypy-mesh-{index}-accept", daemon=True
         )
@@ -320,7 +321,6 @@ class SocketMesh:
 
     def _accept_loop(self) -> None:
         listener = self._listener
-        listener.settimeout(0.25)  # so that close() is noticed even where accept() is not woken
         while not self._closing:
             try:
                 sock, peer = listener.accept()
@@ -402,9 +402,13 @@ class SocketMesh:
         self._register(j, sock)
 
     def _register(self, j: int, sock: socket.socket) -> None:
-        _tune(sock)
-        # The timeout bounds sendall on a peer that stopped reading; the reader loops over it.
-        sock.settimeout(self.send_timeout)
+        try:
+            _tune(sock)
+            # The timeout bounds sendall on a peer that stopped reading; the reader loops over it.
+            sock.settimeout(self.send_timeout)
+        except OSError:  # closed under us by close()/abort()
+            sock.close()
+            return
         peer = _Peer(j, sock)
         reader = threading.Thread(
             target=self._read_loop, args=(peer,), name=f"timelypy-mesh-{self.index}-from-{j}",
@@ -416,8 +420,9 @@ class SocketMesh:
                 sock.close()
                 return
             self._peers[j] = peer
+            # Started under the lock, so close() never sees a registered peer without a reader.
+            reader.start()
             self._cond.notify_all()
-        reader.start()
 
     # ----------------------------------------------------------------------------------
     # receiving

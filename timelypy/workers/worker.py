@@ -88,11 +88,12 @@ class Worker:
         return bool(self._dataflows)
 
     # ----------------------------------------------------------------- running
-    def _receive(self) -> None:
+    def _receive(self) -> int:
         fabric = self.fabric
         if fabric is None:
-            return
-        for _source, msg in fabric.recv_nowait():
+            return 0
+        messages = fabric.recv_nowait()
+        for _source, msg in messages:
             kind = msg[0]
             if kind == "d":
                 _, channel, time, data = msg
@@ -107,12 +108,13 @@ class Worker:
                 subgraph.wake()
             else:  # pragma: no cover - defensive
                 log.warning("worker %d: unknown message kind %r", self.index, kind)
+        return len(messages)
 
     def step(self) -> bool:
         """Do one round of work on every dataflow; returns whether any dataflow is incomplete."""
         for handle in self._inputs:
             handle.flush()
-        self._receive()
+        received = self._receive()
         if self._dataflows:
             done = []
             for df in self._dataflows:
@@ -126,7 +128,19 @@ class Worker:
                 self._inputs = [h for h in self._inputs if not (h.closed and not h._early)]
         if self.fabric is not None:
             self.fabric.flush()
+            if not received and self._quiet():
+                # Nothing to do until a peer sends something: block briefly instead of spinning.
+                self.fabric.wait(self.idle_wait)
         return bool(self._dataflows)
+
+    idle_wait = 0.005
+    """Seconds an idle worker with peers blocks waiting for a message at the end of a step."""
+
+    def _quiet(self) -> bool:
+        for df in self._dataflows:
+            if any(df._active) or df.final_progress or df.local_progress:
+                return False
+        return True
 
     def step_while(self, condition: Callable[[], bool], timeout: Optional[float] = None,
                    max_steps: Optional[int] = None) -> int:
