@@ -23,13 +23,15 @@ from .dataflow import (Capability, CapabilitySet, Captured, Exchange, InputCapab
 from .order import (INT_ORDER, IntSummary, PathSummary, Product, ProductSummary, TimeOrder, join,
                     less_equal, less_than, meet)
 from .progress import Antichain, ChangeBatch, MutableAntichain
-from .workers import StallError, Worker, execute, stable_hash
+from .workers import DataflowSession, StallError, Worker, execute, open_session, stable_hash
 
 __version__ = "0.1.0"
 
 __all__ = [
     "errors",
     "execute",
+    "open_session",
+    "DataflowSession",
     "Worker",
     "StallError",
     "Scope",

@@ -27,8 +27,9 @@ class _Aborted(BaseException):
 class InlineFabric:
     """Mailboxes and the turn baton shared by the workers of one inline run."""
 
-    def __init__(self, peers: int):
+    def __init__(self, peers: int, baton: bool = True):
         self.peers = peers
+        self.baton = baton
         self.mailboxes: List[deque] = [deque() for _ in range(peers)]
         self._cond = threading.Condition()
         self._turn = 0
@@ -101,10 +102,12 @@ class InlineEndpoint:
         return out
 
     def flush(self) -> None:
-        self.fabric.pass_turn(self.index)
+        if self.fabric.baton:
+            self.fabric.pass_turn(self.index)
 
     def wait(self, timeout: float) -> bool:
-        self.fabric.pass_turn(self.index)
+        if self.fabric.baton:
+            self.fabric.pass_turn(self.index)
         return bool(self._mailbox)
 
 

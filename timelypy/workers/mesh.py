@@ -161,9 +161,12 @@ class SocketMesh:
     # construction
 
     @staticmethod
-    def listen(secret: bytes, backlog: int = 128) -> Tuple[socket.socket, Address]:
-        """Bind a listening socket on ``127.0.0.1`` (a free port) for one worker.
+    def listen(secret: bytes, backlog: int = 128,
+               host: str = _HOST) -> Tuple[socket.socket, Address]:
+        """Bind a listening socket on ``host`` (default ``127.0.0.1``; a free port) for one worker.
 
+        ``host`` is the IPv4 address to bind: keep the loopback default when all workers share a
+        machine; on a cluster pass this node's address (the Ray backend uses the node IP).
         ``secret`` is only checked here (it must be non-empty bytes); it is used by the mesh.
         Returns ``(listener, (host, port))``. Connections that arrive before the mesh is built wait
         in the backlog.
@@ -171,7 +174,7 @@ class SocketMesh:
         _check_secret(secret)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            listener.bind((_HOST, 0))
+            listener.bind((host, 0))
             listener.listen(backlog)
         except BaseException:
             listener.close()

@@ -41,6 +41,8 @@ class Worker:
         self._channels: Dict[int, Any] = {}
         self._progcasters: Dict[int, tuple] = {}
         self._building = False
+        self.control: List[Any] = []
+        """Control messages (``("c", payload)`` sent by a driver session), for its service loop."""
 
     # ----------------------------------------------------------------- identifiers
     def new_identifier(self) -> int:
@@ -98,6 +100,8 @@ class Worker:
             if kind == "d":
                 _, channel, time, data = msg
                 self._channels[channel].push(time, list(data) if type(data) is not list else data)
+            elif kind == "c":
+                self.control.append(msg[1])
             elif kind == "p":
                 _, channel, batch = msg
                 entry = self._progcasters.get(channel)
