@@ -43,7 +43,7 @@ class Batch:
     never sent as messages, and may be updated in place by later merges.
     """
 
-    __slots__ = ("data", "lower", "upper", "seq", "count", "owned")
+    __slots__ = ("data", "lower", "upper", "seq", "count", "owned", "_sorted", "_sorted_len")
 
     def __init__(self, data: Dict[Any, List[Tuple[Any, Any, int]]], lower: List[Any],
                  upper: List[Any], seq: int = 0, count: Optional[int] = None, owned: bool = False):
@@ -53,6 +53,15 @@ class Batch:
         self.seq = seq
         self.count = sum(map(len, data.values())) if count is None else count
         self.owned = owned
+        self._sorted: Optional[List[Any]] = None
+        self._sorted_len = -1
+
+    def sorted_keys(self) -> List[Any]:
+        """The keys in sorted order (cached; recomputed if an owned batch changed)."""
+        if self._sorted is None or self._sorted_len != len(self.data) or self.owned:
+            self._sorted = sorted(self.data)
+            self._sorted_len = len(self.data)
+        return self._sorted
 
     def updates(self) -> List[Tuple[Any, Any, Any, int]]:
         """Every ``(key, val, time, diff)``."""
@@ -169,6 +178,34 @@ class Spine:
             if le(t, time):
                 acc[v] = acc.get(v, 0) + r
         return {v: r for v, r in acc.items() if r}
+
+    def cursor(self, seq: float = _INF) -> Iterable[Tuple[Any, List[Tuple[Any, List[Tuple[Any, int]]]]]]:
+        """Sequential access by key, then value, then time (seed 000): yields
+        ``(key, [(val, [(time, diff), ...]), ...])`` in sorted order over the batches through
+        ``seq``. Keys must be mutually comparable. Cost: O(n log n) for the first pass over a
+        batch (its sorted key list is then cached until the batch changes), plus a k-way merge.
+        """
+        import heapq
+
+        batches = self.batches_through(seq)
+        key_lists = [b.sorted_keys() for b in batches]
+        previous = _NOKEY = object()
+        for key in heapq.merge(*key_lists):
+            if key == previous:
+                continue
+            previous = key
+            by_val: Dict[Any, Dict[Any, int]] = {}
+            for b in batches:
+                for v, t, r in b.data.get(key, ()):
+                    times = by_val.setdefault(v, {})
+                    times[t] = times.get(t, 0) + r
+            vals = []
+            for v in sorted(by_val):
+                times = sorted((t, r) for t, r in by_val[v].items() if r)
+                if times:
+                    vals.append((v, times))
+            if vals:
+                yield key, vals
 
     def keys(self) -> set:
         out: set = set()
@@ -368,6 +405,10 @@ class TraceHandle:
 
     def get(self, key: Any) -> List[Tuple[Any, Any, int]]:
         return self.spine.get(key)
+
+    def cursor(self):
+        """Sequential access by key, then value, then time (see :meth:`Spine.cursor`)."""
+        return self.spine.cursor()
 
     def accumulate(self, key: Any, time: Any) -> Dict[Any, int]:
         """Values of ``key`` with their counts at ``time`` (must be at or beyond ``since``)."""
