@@ -279,7 +279,7 @@ class JoinOperator(OperatorCore):
         self._out = self.output_ports[0]
 
     def schedule(self) -> bool:
-        self._apply_frontiers()
+        changed = self._apply_frontiers()
         out = self._out
         for side in (0, 1):
             q = self.input_ports[side].queue
@@ -302,18 +302,21 @@ class JoinOperator(OperatorCore):
                         self.ack_b = batch.seq
                     if result:
                         out.push(time, result)
+        acked = self.ack_a != self.ha.through_seq or self.ack_b != self.hb.through_seq
         self.ha.acknowledge(self.ack_a)
         self.hb.acknowledge(self.ack_b)
-        # Trace a is only ever joined with future b updates, and vice versa.
-        fa, fb = self.input_frontiers[0].frontier, self.input_frontiers[1].frontier
-        self.ha.set_logical_compaction(self._unmap(self.a, fb) if fb else [])
-        self.hb.set_logical_compaction(self._unmap(self.b, fa) if fa else [])
-        if not fa and not fb:
-            self.ha.close()
-            self.hb.close()
-        else:
+        if changed or acked:
+            # Trace a is only ever joined with future b updates, and vice versa.
+            fa, fb = self.input_frontiers[0].frontier, self.input_frontiers[1].frontier
+            if not fa and not fb:
+                self.ha.close()
+                self.hb.close()
+                return False
+            self.ha.set_logical_compaction(self._unmap(self.a, fb) if fb else [])
+            self.hb.set_logical_compaction(self._unmap(self.b, fa) if fa else [])
             self.a.spine.maintain()
-            self.b.spine.maintain()
+            if self.b.spine is not self.a.spine:
+                self.b.spine.maintain()
         return False
 
     @staticmethod
@@ -337,6 +340,7 @@ class JoinOperator(OperatorCore):
         tjoin = self.order.join
         mode = self.mode
         logic = self.logic
+        first = side == 0
         for key, vals in mine.read_batch(batch):
             lists = []
             for ob in others:
@@ -347,27 +351,47 @@ class JoinOperator(OperatorCore):
                 continue
             if opred is not None or otm is not None:
                 lists = [ov for _, ov in _wrap_items([(key, l) for l in lists], opred, otm)]
-            for v, t, r in vals:
+            if len(lists) > 1:
+                merged = []
                 for ov in lists:
-                    for v2, t2, r2 in ov:
-                        if total:
-                            tt = t if t >= t2 else t2
-                        else:
-                            tt = tjoin(t, t2)
-                        if side == 0:
-                            va, vb = v, v2
-                        else:
-                            va, vb = v2, v
-                        rr = r * r2
-                        if mode == "join":
-                            append(((key, (va, vb)), tt, rr))
-                        elif mode == "semijoin":
-                            append(((key, va), tt, rr))
-                        elif mode == "map":
-                            append((logic(key, va, vb), tt, rr))
-                        else:
-                            for x in logic(key, va, vb):
-                                append((x, tt, rr))
+                    merged.extend(ov)
+            else:
+                merged = lists[0]
+            # One comprehension per key and mode (the hot loop of every join).
+            if mode == "join":
+                if total:
+                    if first:
+                        out.extend([((key, (v, v2)), t if t >= t2 else t2, r * r2)
+                                    for v, t, r in vals for v2, t2, r2 in merged])
+                    else:
+                        out.extend([((key, (v2, v)), t if t >= t2 else t2, r * r2)
+                                    for v, t, r in vals for v2, t2, r2 in merged])
+                elif first:
+                    out.extend([((key, (v, v2)), tjoin(t, t2), r * r2)
+                                for v, t, r in vals for v2, t2, r2 in merged])
+                else:
+                    out.extend([((key, (v2, v)), tjoin(t, t2), r * r2)
+                                for v, t, r in vals for v2, t2, r2 in merged])
+            elif mode == "semijoin":
+                if first:
+                    out.extend([((key, v), tjoin(t, t2), r * r2)
+                                for v, t, r in vals for _, t2, r2 in merged])
+                else:
+                    out.extend([((key, v2), tjoin(t, t2), r * r2)
+                                for _, t, r in vals for v2, t2, r2 in merged])
+            elif mode == "map":
+                if first:
+                    out.extend([(logic(key, v, v2), tjoin(t, t2), r * r2)
+                                for v, t, r in vals for v2, t2, r2 in merged])
+                else:
+                    out.extend([(logic(key, v2, v), tjoin(t, t2), r * r2)
+                                for v, t, r in vals for v2, t2, r2 in merged])
+            else:
+                for v, t, r in vals:
+                    for v2, t2, r2 in merged:
+                        tt, rr = tjoin(t, t2), r * r2
+                        for x in (logic(key, v, v2) if first else logic(key, v2, v)):
+                            append((x, tt, rr))
         return out
 
 

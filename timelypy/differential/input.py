@@ -53,10 +53,16 @@ class InputSession:
 
     def update(self, data: Any, diff: int) -> None:
         """Add ``diff`` copies (negative: remove) of ``data`` at the current time."""
-        self._check(data)
+        try:
+            hash(data)
+        except TypeError:
+            self._check(data)
+        if self._handle._closed:
+            self._check(data)
         if diff:
-            self._buffer.append((data, self._time, diff))
-            if len(self._buffer) >= self.BUFFER:
+            buf = self._buffer
+            buf.append((data, self._time, diff))
+            if len(buf) >= self.BUFFER:
                 self._send()
 
     def update_at(self, data: Any, time: Any, diff: int) -> None:

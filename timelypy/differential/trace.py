@@ -301,11 +301,35 @@ class Spine:
     def _compact(self, batch: Batch) -> None:
         """Advance every time of ``batch`` to ``since`` and consolidate (O(batch size))."""
         since = list(self._since.frontier)
-        join, meet = self.order.join, self.order.meet
         data = batch.data
         count = 0
+        if self.order.is_total and len(since) <= 1:
+            if not since:
+                return
+            s0 = since[0]
+            for key in list(data):
+                vals = data[key]
+                if len(vals) == 1:
+                    v, t, r = vals[0]
+                    if t < s0:
+                        vals[0] = (v, s0, r)
+                    count += 1
+                    continue
+                acc: Dict[Tuple[Any, Any], int] = {}
+                for v, t, r in vals:
+                    k = (v, t if t >= s0 else s0)
+                    acc[k] = acc.get(k, 0) + r
+                new = [(v, t, r) for (v, t), r in acc.items() if r]
+                if new:
+                    data[key] = new
+                    count += len(new)
+                else:
+                    del data[key]
+            batch.count = count
+            return
+        join, meet = self.order.join, self.order.meet
         for key in list(data):
-            acc: Dict[Tuple[Any, Any], int] = {}
+            acc = {}
             for v, t, r in data[key]:
                 t = advance_time(t, since, join, meet)
                 k = (v, t)

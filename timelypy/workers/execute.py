@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+import contextlib
+import gc
+from typing import Any, Callable, Iterator, List, Optional
 
 from .worker import Worker
 
@@ -23,6 +25,30 @@ def execute(build: Callable[[Worker], Any], workers: int = 1, backend: str = "in
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    with tuned_gc():
+        return _execute(build, workers, backend, timeout, **options)
+
+
+GC_THRESHOLDS = (100_000, 50, 1000)
+"""Collector thresholds while a dataflow runs. Dataflows hold millions of small acyclic tuples;
+CPython's defaults then spend about half of a large load in full collections (measured: skip-level
+load of 3*10^5 people 3.6 s with the defaults, 1.6 s with these, 1.3 s with gc off)."""
+
+
+@contextlib.contextmanager
+def tuned_gc() -> Iterator[None]:
+    """Raise the garbage collector's thresholds for the duration (restored afterwards)."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], GC_THRESHOLDS[0]), max(old[1], GC_THRESHOLDS[1]),
+                     max(old[2], GC_THRESHOLDS[2]))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def _execute(build: Callable[[Worker], Any], workers: int, backend: str,
+             timeout: Optional[float], **options: Any) -> List[Any]:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
     if backend == "inline":
@@ -46,7 +72,8 @@ def execute(build: Callable[[Worker], Any], workers: int = 1, backend: str = "in
 
 def run_worker(worker: Worker, build: Callable[[Worker], Any], timeout: Optional[float] = None) -> Any:
     """The body every backend runs on each worker: build, close inputs, step to completion."""
-    result = build(worker)
-    worker.close_inputs()
-    worker.step_until_done(timeout=timeout)
+    with tuned_gc():
+        result = build(worker)
+        worker.close_inputs()
+        worker.step_until_done(timeout=timeout)
     return result
