@@ -181,9 +181,15 @@ class Collection:
 
     def count(self) -> "Collection":
         """``(record, count)`` for every record with a non-zero count."""
+        if self.scope.order.is_total:
+            return self.count_total()
         return self.arrange_by_self().reduce(_count_logic, "Count").map(_unwrap_key_value)
 
-    count_total = count
+    def count_total(self) -> "Collection":
+        """``count`` for totally ordered times: O(1) per update (no interesting times)."""
+        from .reduce import total_reduce
+
+        return total_reduce(self.arrange_by_self(), "count", None, "CountTotal")
 
     def sum(self) -> "Collection":
         """``(key, total)`` where ``total`` sums ``value * count`` over the key's values."""
@@ -191,17 +197,29 @@ class Collection:
 
     def distinct(self) -> "Collection":
         """Each record with a positive count, once (seed 000: non-positive counts vanish)."""
+        if self.scope.order.is_total:
+            return self.distinct_total()
         return self.arrange_by_self().reduce(_distinct_logic, "Distinct").map(_first)
+
+    def distinct_total(self) -> "Collection":
+        """``distinct`` for totally ordered times: O(1) per update."""
+        return self.threshold_total(_positive, name="DistinctTotal")
 
     def threshold(self, f: Callable[[Any, int], int]) -> "Collection":
         """Each record with count ``f(record, count)`` (``f`` is called for non-zero counts)."""
+        if self.scope.order.is_total:
+            return self.threshold_total(f)
+
         def logic(key, vals):
             c = f(key, vals[0][1])
             return [((), c)] if c else []
         return self.arrange_by_self().reduce(logic, "Threshold").map(_first)
 
-    threshold_total = threshold
-    distinct_total = distinct
+    def threshold_total(self, f: Callable[[Any, int], int], name: str = "ThresholdTotal") -> "Collection":
+        """``threshold`` for totally ordered times: O(1) per update."""
+        from .reduce import total_reduce
+
+        return total_reduce(self.arrange_by_self(), "threshold", f, name)
 
     # ------------------------------------------------------------------ observing
     def probe(self) -> ProbeHandle:
@@ -263,6 +281,10 @@ def _sum_logic(key, vals):
     for v, c in vals:
         total += v * c
     return [(total, 1)]
+
+
+def _positive(record, count):
+    return 1 if count > 0 else 0
 
 
 def _distinct_logic(key, vals):
