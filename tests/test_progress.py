@@ -555,7 +555,8 @@ def test_tracker_matches_brute_force(spec, data):
         for n in spec.nodes:
             caps = sum(c for (l, _), c in counts.items() if l.is_source and l.node == n)
             assert tracker.holds_capabilities(n) == (caps > 0)
-        assert tracker.tracking_anything() == (sum(counts.values()) > 0)
+        # Any non-zero count (a transient -n must not hide a real +n elsewhere).
+        assert tracker.tracking_anything() == any(c != 0 for c in counts.values())
 
     n_rounds = data.draw(st.integers(1, 6), label="rounds")
     for _ in range(n_rounds):

@@ -74,3 +74,22 @@ class WaitTimeoutError(TimelyError, TimeoutError):
 
 class AuthenticationError(TimelyError):
     """A peer failed the job-secret challenge."""
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder when the exception cannot be printed."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ raises
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def format_exception_safely(exc: BaseException) -> str:
+    """The traceback text of ``exc``, even when its message cannot be printed."""
+    import traceback
+
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:  # noqa: BLE001
+        lines = traceback.format_tb(exc.__traceback__)
+        return "".join(lines) + f"{type(exc).__name__}: {describe_exception(exc)}\n"

@@ -33,9 +33,12 @@ class ArrangeOperator(OperatorCore):
     and sent at that capability.
     """
 
-    def __init__(self, scope: Any, name: str):
+    def __init__(self, scope: Any, name: str, keep_trace: bool = True):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         self.spine = Spine(self.order, name)
+        # An arrangement private to one reducer that keeps its own state only batches updates:
+        # storing a trace nobody reads would be wasted work.
+        self.keep_trace = keep_trace
         self._pending: List[Tuple[Any, Any, int]] = []
         self._caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
@@ -124,7 +127,12 @@ class ArrangeOperator(OperatorCore):
                 if vals:
                     data[k] = vals
                     count += len(vals)
-            batch = spine.new_batch(data, upper_elems, count)
+            if self.keep_trace:
+                batch = spine.new_batch(data, upper_elems, count)
+            else:
+                spine.seq += 1
+                batch = Batch(data, spine.upper, upper_elems, spine.seq, count)
+                spine.upper = upper_elems
             if count:
                 self._out.push(cap.time, [batch])
         self._pending = remaining
@@ -249,15 +257,20 @@ def _wrap_items(items, pred, tm):
         yield k, vals
 
 
-def arrange(collection: Any, by_self: bool = False, name: Optional[str] = None) -> Arranged:
-    """Arrange ``collection`` (of ``(key, val)``, or of keys when ``by_self``)."""
+def arrange(collection: Any, by_self: bool = False, name: Optional[str] = None,
+            keep_trace: bool = True) -> Arranged:
+    """Arrange ``collection`` (of ``(key, val)``, or of keys when ``by_self``).
+
+    ``keep_trace=False`` makes a batcher only, for an arrangement private to an operator that
+    keeps its own state (reduce, count, distinct, threshold on a collection).
+    """
     scope = collection.scope
     name = name or ("ArrangeBySelf" if by_self else "ArrangeByKey")
     updates = collection.inner
     if by_self:
         updates = updates.map_batch(lambda data: [((d, ()), t, r) for d, t, r in data],
                                     name="AsKeys")
-    op = ArrangeOperator(scope, name)
+    op = ArrangeOperator(scope, name, keep_trace)
     scope._connect(updates, op.index, 0, op.input_ports[0], Exchange(_key_of_update))
     return Arranged(scope, Stream(scope, op.output_ports[0]), op.spine, by_self=by_self)
 

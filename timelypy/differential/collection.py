@@ -177,19 +177,19 @@ class Collection:
                name: str = "Reduce") -> "Collection":
         """Per key, ``logic(key, [(val, count), ...])`` (sorted by value, counts non-zero)
         returns ``[(out_val, count), ...]``; the result holds ``(key, out_val)``."""
-        return _arranged(self).reduce(logic, name)
+        return arrange(self, False, "ArrangeByKey", keep_trace=False).reduce(logic, name)
 
     def count(self) -> "Collection":
         """``(record, count)`` for every record with a non-zero count."""
         if self.scope.order.is_total:
             return self.count_total()
-        return self.arrange_by_self().reduce(_count_logic, "Count").map(_unwrap_key_value)
+        return self._private_by_self().reduce(_count_logic, "Count").map(_unwrap_key_value)
 
     def count_total(self) -> "Collection":
         """``count`` for totally ordered times: O(1) per update (no interesting times)."""
         from .reduce import total_reduce
 
-        return total_reduce(self.arrange_by_self(), "count", None, "CountTotal")
+        return total_reduce(self._private_by_self(), "count", None, "CountTotal")
 
     def sum(self) -> "Collection":
         """``(key, total)`` where ``total`` sums ``value * count`` over the key's values."""
@@ -199,7 +199,7 @@ class Collection:
         """Each record with a positive count, once (seed 000: non-positive counts vanish)."""
         if self.scope.order.is_total:
             return self.distinct_total()
-        return self.arrange_by_self().reduce(_distinct_logic, "Distinct").map(_first)
+        return self._private_by_self().reduce(_distinct_logic, "Distinct").map(_first)
 
     def distinct_total(self) -> "Collection":
         """``distinct`` for totally ordered times: O(1) per update."""
@@ -213,13 +213,16 @@ class Collection:
         def logic(key, vals):
             c = f(key, vals[0][1])
             return [((), c)] if c else []
-        return self.arrange_by_self().reduce(logic, "Threshold").map(_first)
+        return self._private_by_self().reduce(logic, "Threshold").map(_first)
 
     def threshold_total(self, f: Callable[[Any, int], int], name: str = "ThresholdTotal") -> "Collection":
         """``threshold`` for totally ordered times: O(1) per update."""
         from .reduce import total_reduce
 
-        return total_reduce(self.arrange_by_self(), "threshold", f, name)
+        return total_reduce(self._private_by_self(), "threshold", f, name)
+
+    def _private_by_self(self) -> Arranged:
+        return arrange(self, True, "ArrangeBySelf", keep_trace=False)
 
     # ------------------------------------------------------------------ observing
     def probe(self) -> ProbeHandle:

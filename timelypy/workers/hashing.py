@@ -13,6 +13,13 @@ __all__ = ["stable_hash"]
 _MASK = (1 << 64) - 1
 
 
+def _mix(h: int) -> int:
+    """A 64-bit finaliser (splitmix64): every input bit affects every output bit."""
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EB & _MASK
+    return h ^ (h >> 31)
+
+
 def stable_hash(value: Any) -> int:
     """A non-negative 64-bit hash of ``value`` that does not depend on ``PYTHONHASHSEED``.
 
@@ -31,7 +38,7 @@ def stable_hash(value: Any) -> int:
     if isinstance(value, tuple):
         h = 0x345678 + len(value)
         for item in value:
-            h = ((h * 1000003) ^ stable_hash(item)) & _MASK
+            h = _mix((h * 1000003 + stable_hash(item)) & _MASK)
         return h
     if t is bool:
         return int(value)
@@ -44,10 +51,10 @@ def stable_hash(value: Any) -> int:
     if t is bytes or t is bytearray:
         return crc32(bytes(value)) * 0xC2B2AE35 & _MASK
     if t is frozenset:
-        h = 0x1F3D5B79
+        h = 0x1F3D5B79 + len(value)
         for item in value:
-            h ^= stable_hash(item)
-        return h & _MASK
+            h = (h + _mix(stable_hash(item))) & _MASK  # order-independent
+        return _mix(h)
     if isinstance(value, int):
         return int(value) & _MASK
     if isinstance(value, str):

@@ -13,7 +13,8 @@ import traceback
 from collections import deque
 from typing import Any, Callable, List, Optional, Tuple
 
-from ..errors import WaitTimeoutError, WorkerError
+from ..errors import (WaitTimeoutError, WorkerError, describe_exception,
+                      format_exception_safely)
 from .execute import run_worker
 from .worker import Worker
 
@@ -128,7 +129,7 @@ def run_inline(build: Callable[[Worker], Any], peers: int, timeout: Optional[flo
         except _Aborted:
             pass
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
-            errors[i] = (exc, traceback.format_exc())
+            errors[i] = (exc, format_exception_safely(exc))
             fabric.abort()
         finally:
             fabric.retire(i)
@@ -150,6 +151,7 @@ def run_inline(build: Callable[[Worker], Any], peers: int, timeout: Optional[flo
     for i, err in enumerate(errors):
         if err is not None:
             exc, tb = err
-            raise WorkerError(f"worker {i} failed: {type(exc).__name__}: {exc}\n{tb}",
+            raise WorkerError(f"worker {i} failed: {type(exc).__name__}: "
+                              f"{describe_exception(exc)}\n{tb}",
                               worker=i, traceback_text=tb) from exc
     return results

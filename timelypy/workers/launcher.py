@@ -48,7 +48,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from timelypy.errors import WaitTimeoutError, WorkerDiedError, WorkerError
+from timelypy.errors import (WaitTimeoutError, WorkerDiedError, WorkerError, describe_exception,
+                             format_exception_safely)
 from timelypy.workers.mesh import SocketMesh
 
 __all__ = ["run_in_processes", "default_start_method", "WorkerMain"]
@@ -101,8 +102,8 @@ def _error_report(index: int, exc: BaseException) -> Dict[str, Any]:
         died_peer = exc.worker
     return {
         "type": type(exc).__qualname__,
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        "message": describe_exception(exc),
+        "traceback": format_exception_safely(exc),
         "died_peer": died_peer,
     }
 

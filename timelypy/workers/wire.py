@@ -111,6 +111,7 @@ def _pack(obj: Any) -> bytes:
                 default=_default,
                 use_bin_type=True,
                 strict_types=True,
+                unicode_errors="surrogatepass",
                 buf_size=1 << 18 if depth == 0 else 256,
             )
         )
@@ -241,7 +242,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
 
 def _unpack(data: Any) -> Any:
     return msgpack.unpackb(
-        data, use_list=False, raw=False, strict_map_key=False, ext_hook=_ext_hook
+        data, use_list=False, raw=False, strict_map_key=False, ext_hook=_ext_hook,
+        unicode_errors="surrogatepass",
     )
 
 
