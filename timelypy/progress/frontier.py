@@ -239,16 +239,27 @@ class MutableAntichain:
     def _rebuild(self) -> List[Tuple[Any, int]]:
         le = self._le
         old = self._frontier
-        new: List[Any] = []
-        for t in sorted(t for t, c in self._counts.items() if c > 0):
-            for f in new:
-                if le(f, t):
-                    break
-            else:
-                new.append(t)
+        positive = [t for t, c in self._counts.items() if c > 0]
+        if len(positive) <= 1:
+            new = positive
+        else:
+            # One pass in sorted order suffices: the sort order extends the partial order.
+            positive.sort()
+            new = []
+            for t in positive:
+                for f in new:
+                    if le(f, t):
+                        break
+                else:
+                    new.append(t)
         self._frontier = new
         if old == new:
             return []
+        if len(old) <= 1 and len(new) <= 1:
+            changes = [(old[0], -1)] if old else []
+            if new:
+                changes.append((new[0], 1))
+            return changes
         old_set, new_set = set(old), set(new)
         changes = [(t, -1) for t in old if t not in new_set]
         changes.extend((t, 1) for t in new if t not in old_set)

@@ -245,7 +245,9 @@ class ReachabilityTracker:
             if loc.node == 0 and not loc.is_source:
                 continue
             sums = builder.summaries_from(loc)
-            self.reach[loc] = [(t, s) for t, s in sums.items() if t.node != 0]
+            # ``None`` marks a path whose only summary is the identity (the common case).
+            self.reach[loc] = [(t, None if len(s) == 1 and s[0].is_identity() else s)
+                               for t, s in sums.items() if t.node != 0]
             if loc.node != 0:
                 self.output_reach[loc] = [(t.port, s) for t, s in sums.items() if t.node == 0]
         self.pointstamps: Dict[Location, MutableAntichain] = {}
@@ -297,6 +299,9 @@ class ReachabilityTracker:
                 bucket = pending.get(tgt)
                 if bucket is None:
                     bucket = pending[tgt] = []
+                if sums is None:
+                    bucket.extend(frontier_changes)
+                    continue
                 for t, d in frontier_changes:
                     for s in sums:
                         u = s.results_in(t)
@@ -347,6 +352,8 @@ class ReachabilityTracker:
                 for src_tgt, sums in self.reach.get(loc, ()):
                     if src_tgt != tgt:
                         continue
+                    if sums is None:
+                        sums = [self.builder.identity]
                     for t, c in ps.counts().items():
                         if c > 0:
                             for s in sums:
