@@ -19,6 +19,8 @@ class FeedbackOperator(OperatorCore):
     coordinate of Product times: passing it raises :class:`NotConvergedError`.
     """
 
+    frontier_interest = False
+
     def __init__(self, scope: Any, summary: PathSummary, name: str = "Feedback",
                  max_iterations: Optional[int] = None):
         super().__init__(scope, name, 1, 1, initial_capabilities=False,

@@ -251,6 +251,8 @@ class LinearOperator(OperatorCore):
     so the per-record cost is one C-level iteration plus the user's function.
     """
 
+    frontier_interest = False
+
     def __init__(self, scope: Any, name: str, batch_fn: Callable[[List[Any]], List[Any]],
                  time_fn: Optional[Callable] = None):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)

@@ -18,6 +18,8 @@ __all__ = ["Stream", "ConcatOperator"]
 class ConcatOperator(OperatorCore):
     """Merges several streams into one (no capabilities; identity summaries)."""
 
+    frontier_interest = False
+
     def __init__(self, scope: Any, inputs: int, name: str = "Concat"):
         super().__init__(scope, name, inputs, 1, initial_capabilities=False)
         self._out = self.output_ports[0]

@@ -249,6 +249,8 @@ class TotalReduceOperator(OperatorCore):
     ``f(old)`` to ``f(new)`` at that update's time. O(1) per update, no held capabilities.
     """
 
+    frontier_interest = False
+
     def __init__(self, scope: Any, arranged: Any, mode: str, f: Optional[Callable], name: str):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         if not scope.order.is_total:

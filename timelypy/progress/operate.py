@@ -58,6 +58,10 @@ class Operate:
 
     name: str = "operator"
     local: bool = True
+    frontier_interest: bool = True
+    """False for operators that never look at their input frontiers (map, concat, feedback):
+    the tracker then does not maintain implications at their inputs (timely's
+    ``FrontierInterest::Never``)."""
 
     def __init__(self, name: str, inputs: int, outputs: int):
         self.name = name

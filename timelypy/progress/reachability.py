@@ -214,9 +214,12 @@ class ReachabilityBuilder:
             out.append([list(reach.get(Target(0, j), [])) for j in range(outputs)])
         return out
 
-    def build(self, le: Callable, total: bool = False) -> "ReachabilityTracker":
+    def build(self, le: Callable, total: bool = False,
+              interested: Optional[set] = None) -> "ReachabilityTracker":
+        """Check cycles and make a tracker; ``interested`` limits the targets whose
+        implications are maintained (default: all)."""
         self.check_acyclic()
-        return ReachabilityTracker(self, le, total)
+        return ReachabilityTracker(self, le, total, interested)
 
 
 class ReachabilityTracker:
@@ -231,7 +234,8 @@ class ReachabilityTracker:
     locations other than node 0 (used by a nested scope to report its output capabilities).
     """
 
-    def __init__(self, builder: ReachabilityBuilder, le: Callable, total: bool = False):
+    def __init__(self, builder: ReachabilityBuilder, le: Callable, total: bool = False,
+                 interested: Optional[set] = None):
         self._le = le
         self._total = total
         self.builder = builder
@@ -247,12 +251,14 @@ class ReachabilityTracker:
             sums = builder.summaries_from(loc)
             # ``None`` marks a path whose only summary is the identity (the common case).
             self.reach[loc] = [(t, None if len(s) == 1 and s[0].is_identity() else s)
-                               for t, s in sums.items() if t.node != 0]
+                               for t, s in sums.items()
+                               if t.node != 0 and (interested is None or t in interested)]
             if loc.node != 0:
                 self.output_reach[loc] = [(t.port, s) for t, s in sums.items() if t.node == 0]
         self.pointstamps: Dict[Location, MutableAntichain] = {}
         self.implications: Dict[Location, MutableAntichain] = {
-            loc: MutableAntichain(le, total) for loc in locations if not loc.is_source and loc.node != 0
+            loc: MutableAntichain(le, total) for loc in locations
+            if not loc.is_source and loc.node != 0 and (interested is None or loc in interested)
         }
         self.output_changes: Dict[int, ChangeBatch] = {}
         self._staged: Dict[Location, List[Tuple[Any, int]]] = {}

@@ -149,7 +149,9 @@ class Subgraph(Operate):
              [Location(op.index, o, True) for o in range(op.outputs)],
              [self.edges_from.get(Location(op.index, o, True), []) for o in range(op.outputs)])
             for op in self.children[1:]]
-        self.tracker = builder.build(self.order.le, self.order.is_total)
+        interested = {Location(op.index, i, False) for op in self.children[1:]
+                      if op.frontier_interest for i in range(op.inputs)}
+        self.tracker = builder.build(self.order.le, self.order.is_total, interested)
         # Summaries of this scope for its parent, mapped to outer time.
         summary = builder.scope_summary(self.inputs, self.outputs)
         self._summary = [[[m for m in (self.summarize(s) for s in cell) if m is not None]
