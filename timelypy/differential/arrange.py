@@ -70,8 +70,11 @@ class ArrangeOperator(OperatorCore):
 
     def _seal(self) -> None:
         frontier = list(self.input_frontiers[0].frontier)
-        le = self.order.le
         caps = self._caps
+        if self.order.is_total and len(caps.caps) == 1:
+            self._seal_total(frontier, caps.caps[0])
+            return
+        le = self.order.le
         spine = self.spine
 
         def beyond(t):
@@ -141,6 +144,60 @@ class ArrangeOperator(OperatorCore):
         for upd in remaining:
             pending_frontier.insert(upd[1])
         caps.downgrade(list(pending_frontier))
+        spine.advance_writer(frontier)
+
+
+    def _seal_total(self, frontier: List[Any], cap: Any) -> None:
+        """The common case: totally ordered times and one held capability."""
+        spine = self.spine
+        f = frontier[0] if frontier else None
+        if f is not None and cap.time >= f:
+            if frontier != spine.upper:
+                spine.seal(frontier)
+            spine.advance_writer(frontier)
+            return
+        ready: Dict[Any, Dict[Tuple[Any, Any], int]] = {}
+        keep = []
+        for upd in self._pending:
+            t = upd[1]
+            if f is None or t < f:
+                (k, v), _, r = upd
+                d = ready.get(k)
+                if d is None:
+                    ready[k] = d = {}
+                vt = (v, t)
+                d[vt] = d.get(vt, 0) + r
+            else:
+                keep.append(upd)
+        data: Dict[Any, List[Tuple[Any, Any, int]]] = {}
+        count = 0
+        for k, d in ready.items():
+            if len(d) == 1:
+                (v, t), r = next(iter(d.items()))
+                if r:
+                    data[k] = [(v, t, r)]
+                    count += 1
+                continue
+            vals = [(v, t, r) for (v, t), r in d.items() if r]
+            if vals:
+                data[k] = vals
+                count += len(vals)
+        if self.keep_trace:
+            batch = spine.new_batch(data, frontier, count)
+        else:
+            spine.seq += 1
+            batch = Batch(data, spine.upper, frontier, spine.seq, count)
+            spine.upper = frontier
+        if count:
+            self._out.push(cap.time, [batch])
+        self._pending = keep
+        if keep:
+            m = min(u[1] for u in keep)
+            if m != cap.time:
+                cap.downgrade(m)
+        else:
+            cap.drop()
+            self._caps.caps = []
         spine.advance_writer(frontier)
 
 

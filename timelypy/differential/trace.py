@@ -136,6 +136,8 @@ class Spine:
 
     def advance_writer(self, frontier: List[Any]) -> None:
         """The arrange operator's own hold on compaction follows its input frontier."""
+        if frontier == self._writer_since:
+            return
         changes = [(t, 1) for t in frontier] + [(t, -1) for t in self._writer_since]
         self._writer_since = list(frontier)
         self._since.update_iter(changes)
@@ -412,6 +414,14 @@ class TraceHandle:
         if self.closed:
             return
         order = self.spine.order
+        if order.is_total and len(frontier) == 1 and len(self.since) == 1:
+            f, old = frontier[0], self.since[0]
+            if f <= old:
+                return
+            self.since = [f]
+            if self.spine._since.update_iter(((f, 1), (old, -1))) and self.explicit:
+                self.spine._force_compaction = True
+            return
         new: List[Any] = []
         from ..progress.frontier import Antichain
 
