@@ -22,6 +22,8 @@ from .dataflow import (Capability, CapabilitySet, Captured, Exchange, InputCapab
                        LoopHandle, Notificator, Pipeline, ProbeHandle, Scope, Stream)
 from .order import (INT_ORDER, IntSummary, PathSummary, Product, ProductSummary, TimeOrder, join,
                     less_equal, less_than, meet)
+from .differential import (Arranged, CapturedCollection, Collection, InputSession, TraceHandle,
+                           Variable, concatenate)
 from .progress import Antichain, ChangeBatch, MutableAntichain
 from .workers import DataflowSession, StallError, Worker, execute, open_session, stable_hash
 
@@ -36,6 +38,13 @@ __all__ = [
     "StallError",
     "Scope",
     "Stream",
+    "Collection",
+    "InputSession",
+    "Arranged",
+    "TraceHandle",
+    "Variable",
+    "CapturedCollection",
+    "concatenate",
     "InputHandle",
     "ProbeHandle",
     "Captured",
