@@ -156,32 +156,33 @@ class ArrangeOperator(OperatorCore):
                 spine.seal(frontier)
             spine.advance_writer(frontier)
             return
-        ready: Dict[Any, Dict[Tuple[Any, Any], int]] = {}
+        # Group by key first; consolidate only the keys that received several updates.
+        data: Dict[Any, List[Tuple[Any, Any, int]]] = {}
         keep = []
+        get = data.get
         for upd in self._pending:
-            t = upd[1]
+            kv, t, r = upd
             if f is None or t < f:
-                (k, v), _, r = upd
-                d = ready.get(k)
-                if d is None:
-                    ready[k] = d = {}
-                vt = (v, t)
-                d[vt] = d.get(vt, 0) + r
+                lst = get(kv[0])
+                if lst is None:
+                    data[kv[0]] = [(kv[1], t, r)]
+                else:
+                    lst.append((kv[1], t, r))
             else:
                 keep.append(upd)
-        data: Dict[Any, List[Tuple[Any, Any, int]]] = {}
         count = 0
-        for k, d in ready.items():
-            if len(d) == 1:
-                (v, t), r = next(iter(d.items()))
-                if r:
-                    data[k] = [(v, t, r)]
-                    count += 1
-                continue
-            vals = [(v, t, r) for (v, t), r in d.items() if r]
-            if vals:
-                data[k] = vals
-                count += len(vals)
+        for k, lst in list(data.items()):
+            if len(lst) > 1:
+                acc: Dict[Tuple[Any, Any], int] = {}
+                for v, t, r in lst:
+                    vt = (v, t)
+                    acc[vt] = acc.get(vt, 0) + r
+                lst = [(v, t, r) for (v, t), r in acc.items() if r]
+                if not lst:
+                    del data[k]
+                    continue
+                data[k] = lst
+            count += len(lst)
         if self.keep_trace:
             batch = spine.new_batch(data, frontier, count)
         else:

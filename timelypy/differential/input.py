@@ -45,11 +45,29 @@ class InputSession:
 
     def insert(self, data: Any) -> None:
         """Add one copy of ``data`` at the current time."""
-        self.update(data, 1)
+        try:
+            hash(data)
+        except TypeError:
+            self._check(data)
+        if self._handle._closed:
+            self._check(data)
+        buf = self._buffer
+        buf.append((data, self._time, 1))
+        if len(buf) >= self.BUFFER:
+            self._send()
 
     def remove(self, data: Any) -> None:
         """Remove one copy of ``data`` at the current time."""
-        self.update(data, -1)
+        try:
+            hash(data)
+        except TypeError:
+            self._check(data)
+        if self._handle._closed:
+            self._check(data)
+        buf = self._buffer
+        buf.append((data, self._time, -1))
+        if len(buf) >= self.BUFFER:
+            self._send()
 
     def update(self, data: Any, diff: int) -> None:
         """Add ``diff`` copies (negative: remove) of ``data`` at the current time."""

@@ -70,7 +70,7 @@ _POLL = 0.5
 """Longest single ``ray.wait`` of the driver: every wait is bounded."""
 
 _KILL_CONFIRM = 5.0
-"""Seconds :func:`run_ray` waits, after a failure, for Ray to confirm its actors are dead."""
+"""Seconds :func:`run_ray` waits (at most) for Ray to record its killed actors as dead."""
 
 _started_here = False  # this module called ray.init (and may call ray.shutdown)
 _actor_class: Any = None
@@ -174,9 +174,9 @@ def _ensure_ray(address: Optional[str], workers: int, init_kwargs: Dict[str, Any
     global _started_here
     ray = _ray()
     if ray.is_initialized():
-        if init_kwargs:
-            log.warning("Ray is already initialized; ignoring ray.init options %s",
-                        sorted(init_kwargs))
+        if init_kwargs or address is not None:
+            log.warning("Ray is already initialized in this process; using it and ignoring "
+                        "address=%r and ray.init options %s", address, sorted(init_kwargs))
         return ray
     kwargs: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     kwargs.update(init_kwargs)
@@ -248,9 +248,10 @@ class _Job:
         ray = self.ray
         if not pending:
             return []
-        ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=max(timeout, 0.0))
-        if not ready:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0)
+        refs = list(pending)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=max(timeout, 0.0))
+        if ready and len(refs) > 1:  # take in everything else that is already there
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         out = []
         for ref in ready:
             i = pending.pop(ref)
@@ -432,6 +433,7 @@ def run_ray(
                     f"{min(startup_timeout, timeout or startup_timeout)} s"
                 )
         addresses = [tuple(h["address"]) for h in job.hellos]  # type: ignore[index]
+        started = time.monotonic()
 
         # Phase 2: run; results (or errors) come back as the actors finish.
         payload_ref = ray.put(payload)
@@ -467,6 +469,8 @@ def run_ray(
                     worker=i,
                 ) from exc
         clean = True
+        log.debug("ray job of %d workers: %.3f s to start the actors, %.3f s to run",
+                  workers, started - start, time.monotonic() - started)
         return results
     finally:
         try:
