@@ -15,7 +15,8 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 BACKENDS = [("inline", 1), ("inline", 3),
             pytest.param("processes", 1, marks=pytest.mark.processes),
-            pytest.param("processes", 2, marks=pytest.mark.processes)]
+            pytest.param("processes", 2, marks=pytest.mark.processes),
+            pytest.param("ray", 2, marks=pytest.mark.ray)]
 
 
 def degree_dataflow(scope):
@@ -44,9 +45,16 @@ def connectivity_dataflow(scope):
             "probe": answers.probe(), "labels": labels.arrange_by_key()}
 
 
+@pytest.fixture
+def backend_ready(request, backend):
+    """Ray sessions use the suite's shared local Ray (tests/conftest.py)."""
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend,workers", BACKENDS)
-def test_session_updates_changes_and_lookups(backend, workers):
+def test_session_updates_changes_and_lookups(backend, workers, backend_ready):
     with tp.open_session(degree_dataflow, workers=workers, backend=backend, timeout=60) as s:
         s.insert("edges", (1, 2))
         s.insert("edges", (1, 3))
@@ -68,7 +76,7 @@ def test_session_updates_changes_and_lookups(backend, workers):
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("backend,workers", BACKENDS)
-def test_session_interactive_connectivity_queries(backend, workers):
+def test_session_interactive_connectivity_queries(backend, workers, backend_ready):
     with tp.open_session(connectivity_dataflow, workers=workers, backend=backend,
                          timeout=90) as s:
         for e in [(1, 2), (2, 3), (4, 5)]:

@@ -328,8 +328,9 @@ def run_in_processes(
     try:
         payload = cloudpickle.dumps(worker_main)
     except Exception as exc:
-        exc.add_note("timelypy: worker_main must be picklable with cloudpickle to reach the "
-                     "worker processes")
+        if hasattr(exc, "add_note"):  # Python >= 3.11
+            exc.add_note("timelypy: worker_main must be picklable with cloudpickle to reach the "
+                         "worker processes")
         raise
     secret = secrets.token_bytes(32)
     ctx = _context(start_method)

@@ -226,7 +226,7 @@ class _Job:
         self.hellos: List[Optional[Dict[str, Any]]] = [None] * workers
         self.results: Dict[int, bytes] = {}
         self.errors: List[Tuple[int, Dict[str, Any]]] = []  # in arrival order
-        self.deaths: List[Tuple[int, str]] = []
+        self.deaths: List[Tuple[int, str, str]] = []  # (index, short cause, Ray's full text)
         self.secondary_since: Optional[float] = None
 
     def describe(self, i: int) -> str:
@@ -238,7 +238,7 @@ class _Job:
     def died(self, i: int, exc: BaseException) -> None:
         first = str(exc).strip().splitlines()
         detail = first[0] if first else ""
-        self.deaths.append((i, f"{type(exc).__name__}: {detail}"))
+        self.deaths.append((i, f"{type(exc).__name__}: {detail}", str(exc)))
 
     def collect(self, pending: Dict[Any, int], timeout: float) -> List[Tuple[int, Any]]:
         """Wait up to ``timeout`` for any of ``pending``; return the ``(index, value)`` that came.
@@ -277,9 +277,10 @@ class _Job:
                     traceback_text=tb,
                 )
         if self.deaths:
-            i, cause = self.deaths[0]
+            i, cause, text = self.deaths[0]
             raise WorkerDiedError(
-                f"{self.describe(i)} died before returning a result ({cause})", worker=i
+                f"{self.describe(i)} died before returning a result ({cause})", worker=i,
+                traceback_text=text,
             )
         if self.errors and self.secondary_since is not None:
             if time.monotonic() - self.secondary_since >= _SECONDARY_GRACE:
@@ -351,7 +352,8 @@ def run_ray(
     Parameters:
         build: the dataflow-building function (cloudpickled; closures work).
         workers: number of workers (one actor each).
-        timeout: seconds for the whole job (``None``: no limit; every internal wait is bounded).
+        timeout: seconds for the whole job once Ray is up (``None``: no limit; every internal
+            wait is still bounded).
         address: Ray cluster to connect to (``"auto"``, ``"host:port"``, ``"ray://..."``) when
             this process is not connected yet; ``None``: ``RAY_ADDRESS`` or a new local Ray.
         num_cpus_per_worker: CPUs reserved per actor (fractional is fine; ``0`` reserves none).
@@ -373,11 +375,12 @@ def run_ray(
     try:
         payload = cloudpickle.dumps(build)
     except Exception as exc:
-        exc.add_note("timelypy: build must be picklable with cloudpickle to reach the Ray actors")
+        if hasattr(exc, "add_note"):  # Python >= 3.11
+            exc.add_note("timelypy: build must be picklable with cloudpickle to reach the Ray actors")
         raise
+    ray = _ensure_ray(address, workers, ray_init_kwargs)  # not counted in ``timeout``
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    ray = _ensure_ray(address, workers, ray_init_kwargs)
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -385,7 +388,6 @@ def run_ray(
     use_node_ip = _multi_node(ray)
     job = _Job(ray, workers)
     pg = None
-    clean = False
     startup_deadline = time.monotonic() + startup_timeout
     if deadline is not None:
         startup_deadline = min(startup_deadline, deadline)
@@ -468,7 +470,6 @@ def run_ray(
                     f"{type(exc).__name__}: {exc}",
                     worker=i,
                 ) from exc
-        clean = True
         log.debug("ray job of %d workers: %.3f s to start the actors, %.3f s to run",
                   workers, started - start, time.monotonic() - started)
         return results
