@@ -32,7 +32,7 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
 
 @st.composite
 def program_and_script(draw, program_strategy=None):
-    program = draw(program_strategy or strat.programs(max_depth=4))
+    program = draw(program_strategy if program_strategy is not None else strat.programs(max_depth=4))
     n_inputs = program.n_inputs
     script = draw(strat.update_streams(n_inputs, max_actions=30))
     return program, script, n_inputs
