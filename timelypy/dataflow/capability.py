@@ -118,6 +118,12 @@ class CapabilitySet:
         keep.append(cap)
         self.caps = keep
 
+    def retain(self, time: Any, internal: ChangeBatch, output: int = 0, operator: str = "") -> None:
+        """Hold a capability at ``time`` (the time of a message just consumed, which justifies
+        it) unless one at or before ``time`` is already held."""
+        if self.find(time) is None:
+            self.insert(Capability(time, internal, self._le, output, operator))
+
     def find(self, t: Any) -> Optional[Capability]:
         """A held capability at or before ``t``, or None."""
         le = self._le

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..errors import NotConvergedError, TimelyError
+from ..errors import NotConvergedError
 from ..order import PathSummary
 from .operator import OperatorCore
 

@@ -8,7 +8,7 @@ messages they consume in the same activation, which justifies the send to the pr
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional
 
 from ..errors import OperatorError, TimelyError
 from ..progress.change_batch import ChangeBatch

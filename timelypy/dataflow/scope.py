@@ -8,8 +8,7 @@ from ..errors import TimelyError
 from ..order import IntSummary, PathSummary, Product, ProductSummary, TimeOrder
 from ..progress.reachability import Location
 from ..progress.subgraph import Progcaster, Subgraph
-from .channels import (EgressPort, Exchange, ExchangePusher, IngressPort, OutputPort, Pipeline,
-                       PipelinePusher)
+from .channels import (EgressPort, Exchange, ExchangePusher, IngressPort, OutputPort, PipelinePusher)
 from .feedback import FeedbackOperator, LoopHandle
 from .input import InputHandle, InputOperator
 from .operator import GenericOperator

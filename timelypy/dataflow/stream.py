@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, List, Optional
 
 from ..errors import TimelyError
 from .capture import CaptureOperator, Captured
-from .channels import Exchange, OutputPort, Pipeline
+from .channels import Exchange, OutputPort
 from .feedback import LoopHandle
 from .fusion import fuse_records
-from .operator import GenericOperator, LinearOperator, OperatorCore, user_error
+from .operator import GenericOperator, LinearOperator, OperatorCore
 from .probe import ProbeHandle, ProbeOperator
 
 __all__ = ["Stream", "ConcatOperator"]

@@ -53,13 +53,10 @@ class ArrangeOperator(OperatorCore):
             pending = self._pending
             caps = self._caps
             internal = self.shared.internals[0]
-            le = self.order.le
-            from ..dataflow.capability import Capability
             while q:
                 time, data = q.popleft()
                 consumed.update(time, len(data))
-                if caps.find(time) is None:
-                    caps.insert(Capability(time, internal, le, 0, self.name))
+                caps.retain(time, internal, 0, self.name)
                 pending.extend(data)
         if changed:
             try:
@@ -130,14 +127,7 @@ class ArrangeOperator(OperatorCore):
                 if vals:
                     data[k] = vals
                     count += len(vals)
-            if self.keep_trace:
-                batch = spine.new_batch(data, upper_elems, count)
-            else:
-                spine.seq += 1
-                batch = Batch(data, spine.upper, upper_elems, spine.seq, count)
-                spine.upper = upper_elems
-            if count:
-                self._out.push(cap.time, [batch])
+            self._emit(data, upper_elems, count, cap.time)
         self._pending = remaining
         # Hold capabilities only for the minimal times still pending.
         pending_frontier = Antichain(le=le)
@@ -146,6 +136,19 @@ class ArrangeOperator(OperatorCore):
         caps.downgrade(list(pending_frontier))
         spine.advance_writer(frontier)
 
+
+    def _emit(self, data: Dict[Any, List[Tuple[Any, Any, int]]], upper: List[Any], count: int,
+              time: Any) -> None:
+        """Make the next batch (into the trace, unless private), send it at ``time``."""
+        spine = self.spine
+        if self.keep_trace:
+            batch = spine.new_batch(data, upper, count)
+        else:
+            spine.seq += 1
+            batch = Batch(data, spine.upper, upper, spine.seq, count)
+            spine.upper = upper
+        if count:
+            self._out.push(time, [batch])
 
     def _seal_total(self, frontier: List[Any], cap: Any) -> None:
         """The common case: totally ordered times and one held capability."""
@@ -183,14 +186,7 @@ class ArrangeOperator(OperatorCore):
                     continue
                 data[k] = lst
             count += len(lst)
-        if self.keep_trace:
-            batch = spine.new_batch(data, frontier, count)
-        else:
-            spine.seq += 1
-            batch = Batch(data, spine.upper, frontier, spine.seq, count)
-            spine.upper = frontier
-        if count:
-            self._out.push(cap.time, [batch])
+        self._emit(data, frontier, count, cap.time)
         self._pending = keep
         if keep:
             m = min(u[1] for u in keep)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..dataflow.capture import Captured
-from ..dataflow.channels import Exchange
 from ..dataflow.fusion import fuse_updates
 from ..dataflow.probe import ProbeHandle
 from ..dataflow.stream import Stream
@@ -111,7 +110,6 @@ class Collection:
     # ------------------------------------------------------------------ scopes
     def enter(self, child: Any) -> "Collection":
         """This collection inside the nested scope ``child`` (unchanging across iterations)."""
-        from ..order import Product
 
         return Collection(child, self.inner.enter(child)).map_times(_to_inner)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from ..dataflow.capability import Capability, CapabilitySet
+from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore, unhashable_error
 from ..dataflow.stream import Stream
@@ -36,12 +36,10 @@ class ConsolidateOperator(OperatorCore):
             pending = self._pending
             caps = self._caps
             internal = self.shared.internals[0]
-            le = self.order.le
             while q:
                 time, data = q.popleft()
                 self._consumed.update(time, len(data))
-                if caps.find(time) is None:
-                    caps.insert(Capability(time, internal, le, 0, self.name))
+                caps.retain(time, internal, 0, self.name)
                 try:
                     for d, t, r in data:
                         k = (d, t)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Tuple
 
 from ..dataflow.input import InputHandle
 from ..errors import InputClosedError, TimeOrderError, UnhashableDataError

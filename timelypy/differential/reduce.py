@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from ..dataflow.capability import Capability, CapabilitySet
+from ..dataflow.capability import CapabilitySet
 from ..dataflow.operator import OperatorCore, user_error
 from ..dataflow.stream import Stream
 from ..errors import ReduceOutputError, TimelyError
@@ -61,14 +61,12 @@ class ReduceOperator(OperatorCore):
             consumed = self._consumed
             caps = self.caps
             internal = self.shared.internals[0]
-            le = self.order.le
             inputs = self.in_hist
             read = self.arranged.read_batch
             while q:
                 time, batches = q.popleft()
                 consumed.update(time, len(batches))
-                if caps.find(time) is None:
-                    caps.insert(Capability(time, internal, le, 0, self.name))
+                caps.retain(time, internal, 0, self.name)
                 for batch in batches:
                     for key, vals in read(batch):
                         hist = inputs.get(key)
@@ -117,7 +115,7 @@ class ReduceOperator(OperatorCore):
 
     def _evaluate(self, key: Any, frontier: List[Any], beyond: Callable, output: Dict) -> None:
         order = self.order
-        le, tjoin, tmeet = order.le, order.join, order.meet
+        le, tjoin = order.le, order.join
         seeds = self.pending.pop(key)
         for t in seeds:
             keys = self.pending_times[t]

@@ -192,7 +192,7 @@ class Spine:
 
         batches = self.batches_through(seq)
         key_lists = [b.sorted_keys() for b in batches]
-        previous = _NOKEY = object()
+        previous = object()
         for key in heapq.merge(*key_lists):
             if key == previous:
                 continue

@@ -16,7 +16,7 @@ every target: the frontier of times that may still arrive there.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import CycleError
 from ..order import PathSummary

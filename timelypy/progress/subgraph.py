@@ -12,7 +12,7 @@ collect their progress, and broadcast this worker's progress batch.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..order import PathSummary, TimeOrder
 from .change_batch import ChangeBatch

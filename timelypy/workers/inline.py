@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time as _time
-import traceback
 from collections import deque
 from typing import Any, Callable, List, Optional, Tuple
 

@@ -43,7 +43,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
