@@ -301,6 +301,10 @@ class TimeOrder:
             return a[1] <= b[1] and outer_le(a[0], b[0])
 
         def join_fn(a, b):
+            if le(b, a):
+                return a
+            if le(a, b):
+                return b
             return Product(outer_join(a[0], b[0]), a[1] if a[1] >= b[1] else b[1])
 
         def meet_fn(a, b):

@@ -33,6 +33,7 @@ class ReduceOperator(OperatorCore):
         self.out_hist: Dict[Any, List[Tuple[Any, Any, int]]] = {}
         self.pending: Dict[Any, Set[Any]] = {}
         self.pending_times: Dict[Any, Set[Any]] = {}
+        self._compacted_sizes: Dict[Tuple[int, Any], int] = {}
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
@@ -134,14 +135,17 @@ class ReduceOperator(OperatorCore):
             while frontier_new:
                 fresh = set()
                 for c in frontier_new:
+                    # join(c, x) is c itself when x <= c: skip those (most of the history).
                     for x in history_times:
-                        j = tjoin(c, x)
-                        if j not in candidates:
-                            fresh.add(j)
+                        if not le(x, c):
+                            j = tjoin(c, x)
+                            if j not in candidates:
+                                fresh.add(j)
                     for x in candidates:
-                        j = tjoin(c, x)
-                        if j not in candidates:
-                            fresh.add(j)
+                        if not le(x, c):
+                            j = tjoin(c, x)
+                            if j not in candidates:
+                                fresh.add(j)
                 candidates |= fresh
                 frontier_new = fresh
         ready = sorted(t for t in candidates if not beyond(t))
@@ -208,11 +212,18 @@ class ReduceOperator(OperatorCore):
         return out
 
     def _compact(self, key: Any, frontier: List[Any]) -> None:
+        """Advance a key's histories to the frontier and consolidate them, once they have
+        doubled since the last time (amortised O(1) per update; keeps them proportional to the
+        live values)."""
         order = self.order
         single = frontier[0] if len(frontier) == 1 and order.is_total else None
-        for store in (self.in_hist, self.out_hist):
+        sizes = self._compacted_sizes
+        for which, store in enumerate((self.in_hist, self.out_hist)):
             hist = store.get(key)
             if hist is None:
+                continue
+            size_key = (which, key)
+            if len(hist) <= max(4, 2 * sizes.get(size_key, 0)):
                 continue
             acc: Dict[Tuple[Any, Any], int] = {}
             for v, t, r in hist:
@@ -226,8 +237,10 @@ class ReduceOperator(OperatorCore):
             new = [(v, t, r) for (v, t), r in acc.items() if r]
             if new:
                 store[key] = new
+                sizes[size_key] = len(new)
             else:
                 del store[key]
+                sizes.pop(size_key, None)
 
 
 def reduce_arranged(arranged: Any, logic: Callable, name: str = "Reduce") -> Any:

@@ -29,6 +29,8 @@ def advance_time(t: Any, frontier: Sequence[Any], join: Callable, meet: Callable
     """``advance_by``: the meet over ``f`` in ``frontier`` of ``join(t, f)`` (``t`` if empty)."""
     if not frontier:
         return t
+    if len(frontier) == 1:
+        return join(t, frontier[0])
     it = iter(frontier)
     result = join(t, next(it))
     for f in it:
