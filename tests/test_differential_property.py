@@ -6,7 +6,7 @@ is run incrementally under a random driver script (insertions and retractions, u
 the future, uneven advance_to, steps), and at every time its accumulated output must equal the
 program evaluated from scratch on the accumulated input (contract 6).
 
-Longer run: ``TIMELYPY_EXAMPLES=2000 python -m pytest tests/test_differential_property.py``.
+Longer run: ``TIMELYPY_EXAMPLES=5000 python -m pytest tests/test_differential_property.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ except ModuleNotFoundError:  # pragma: no cover
     from tests import strategies as strat
     from tests.differential_harness import run_and_check
 
-EXAMPLES = int(os.environ.get("TIMELYPY_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("TIMELYPY_EXAMPLES", "500"))
 
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
