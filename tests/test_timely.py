@@ -1048,3 +1048,24 @@ def test_step_until_a_time_that_never_comes_does_not_hang():
     inp.close()
     with pytest.raises(WaitTimeoutError, match="'hoarder'"):
         w.step_until(probe, 1, timeout=1)
+
+
+@pytest.mark.timeout(30)
+def test_waiting_on_an_input_that_was_never_advanced_fails_fast_with_a_hint():
+    """The book's classic mistake (no advance_to / flush): a clear error, not a hang."""
+    from timelypy.workers.worker import StallError
+
+    def build(worker):
+        def dataflow(scope):
+            inp, stream = scope.new_input(name="clicks")
+            return inp, stream.map(lambda x: x).probe()
+
+        inp, probe = worker.dataflow(dataflow)
+        inp.send(1)
+        with pytest.raises(StallError, match=r"'clicks' at 0.*advance_to"):
+            worker.step_until(probe, 1)
+        inp.advance_to(1)
+        worker.step_until(probe, 1)       # and it goes on once the input advances
+        return probe.frontier
+
+    assert tp.execute(build) == [[]]

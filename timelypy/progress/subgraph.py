@@ -315,6 +315,20 @@ class Subgraph(Operate):
         else:
             self.progcaster.send(local.drain_unsorted())
 
+    def has_work(self) -> bool:
+        """Something is scheduled or pending here or in a nested scope (the next step would do
+        something)."""
+        if any(self._active) or self.final_progress or self.local_progress:
+            return True
+        if self.tracker is not None and self.tracker.has_staged():
+            return True
+        for child in self.children[1:]:
+            if isinstance(child, Subgraph) and child.has_work():
+                return True
+            if isinstance(child, Subgraph) and any(child.ingress_counts):
+                return True
+        return False
+
     def incomplete(self) -> bool:
         return (
             any(self._incomplete)

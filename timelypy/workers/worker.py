@@ -142,9 +142,18 @@ class Worker:
 
     def _quiet(self) -> bool:
         for df in self._dataflows:
-            if any(df._active) or df.final_progress or df.local_progress:
+            if df.has_work():
+                return False
+        for handle in self._inputs:
+            if handle._buffer or handle._early:
                 return False
         return True
+
+    def _stall_hint(self) -> str:
+        times = [f"{h._op.name!r} at {h.time!r}" + (" (closed)" if h.closed else "")
+                 for h in self._inputs]
+        return (f"inputs: {', '.join(times) or 'none'}; operators holding capabilities: "
+                f"{self.capability_holders()}. Did you advance_to() and flush() the inputs?")
 
     def step_while(self, condition: Callable[[], bool], timeout: Optional[float] = None,
                    max_steps: Optional[int] = None) -> int:
@@ -156,12 +165,20 @@ class Worker:
         """
         deadline = None if timeout is None else _time.monotonic() + timeout
         steps = 0
+        quiet_steps = 0
         while condition():
             busy = self.step()
             steps += 1
             if not busy and condition() and self.fabric is None:
                 raise StallError(f"worker {self.index}: no dataflow has work left but the wait "
                                  f"condition still holds")
+            if self.fabric is None:
+                # One worker: a step after which nothing is scheduled or pending changes nothing,
+                # so the condition can only stay true. Fail fast instead of spinning forever.
+                quiet_steps = quiet_steps + 1 if self._quiet() else 0
+                if quiet_steps >= 3 and condition():
+                    raise StallError(f"worker {self.index}: waiting, but nothing can change: "
+                                     f"{self._stall_hint()}")
             if max_steps is not None and steps >= max_steps:
                 raise WaitTimeoutError(f"worker {self.index}: condition still holds after "
                                        f"{steps} steps")
