@@ -1068,4 +1068,4 @@ def test_waiting_on_an_input_that_was_never_advanced_fails_fast_with_a_hint():
         worker.step_until(probe, 1)       # and it goes on once the input advances
         return probe.frontier
 
-    assert tp.execute(build) == [[]]
+    assert tp.execute(build) == [[1]]
