@@ -55,6 +55,8 @@ class _CaptureFrontier(ChangeBatch):
 
 
 class CaptureOperator(OperatorCore):
+    wake_on_frontier = False
+
     def __init__(self, scope: Any, captured: Captured, name: str = "Capture"):
         super().__init__(scope, name, 1, 0, initial_capabilities=False)
         self.shared.frontiers[0] = _CaptureFrontier(captured)

@@ -59,6 +59,8 @@ class _FrontierSink(ChangeBatch):
 class ProbeOperator(OperatorCore):
     """Consumes its input (discarding data) and reports the input frontier to a handle."""
 
+    wake_on_frontier = False
+
     def __init__(self, scope: Any, handle: ProbeHandle, name: str = "Probe"):
         super().__init__(scope, name, 1, 0, initial_capabilities=False)
         self.shared.frontiers[0] = _FrontierSink(handle)

@@ -59,6 +59,9 @@ class Operate:
     name: str = "operator"
     local: bool = True
     frontier_interest: bool = True
+    wake_on_frontier: bool = True
+    """False for operators whose frontier changes are consumed without running them (probes and
+    captures write them straight into their handles)."""
     """False for operators that never look at their input frontiers (map, concat, feedback):
     the tracker then does not maintain implications at their inputs (timely's
     ``FrontierInterest::Never``)."""

@@ -193,8 +193,10 @@ class Subgraph(Operate):
         children = self.children
         active = self._active
         for tgt, changes in pushed.items():
-            children[tgt.node].shared.frontiers[tgt.port].extend(changes)
-            active[tgt.node] = True
+            child = children[tgt.node]
+            child.shared.frontiers[tgt.port].extend(changes)
+            if child.wake_on_frontier:
+                active[tgt.node] = True
         if tracker.output_changes:
             to_outer = self.to_outer
             for j, oc in tracker.output_changes.items():
