@@ -34,6 +34,7 @@ nothing from the launching process. As with ``spawn``, the launching script need
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -294,6 +295,23 @@ def _stop(processes: Sequence[Any], conns: Sequence[Any], grace: float, clean: b
             log.error("worker process %s (pid %d) could not be stopped", p.name, p.pid)
 
 
+@contextlib.contextmanager
+def _main_without_missing_file():
+    """Hide ``__main__.__file__`` while starting a process when it names no file (a program
+    read from standard input): multiprocessing would try to re-run it in the child and fail.
+    The build function travels by value (cloudpickle), so the child does not need it."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.exists(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
 def run_in_processes(
     worker_main: WorkerMain,
     peers: int,
@@ -349,7 +367,8 @@ def run_in_processes(
                 name=f"timelypy-worker-{i}",
             )
             processes.append(process)
-            process.start()
+            with _main_without_missing_file():
+                process.start()
             child_end.close()
         job = _Job(processes, conns)
 
