@@ -269,25 +269,46 @@ class Subgraph(Operate):
                 self._send_progress()
                 raise
             sp = child.shared
-            sink = local if child.local else final
-            update = sink.update
+            # Move the child's reports into the scope's batch (inlined ChangeBatch.update: this
+            # is the hottest loop of the progress layer).
+            counts = (local if child.local else final)._counts
             consumed_locs, internal_locs, produced_targets = ports[idx]
             for i, b in enumerate(sp.consumeds):
-                if b._counts:
+                bc = b._counts
+                if bc:
                     loc = consumed_locs[i]
-                    for t, d in b.drain_unsorted():
-                        update((loc, t), -d)
+                    for t, d in bc.items():
+                        k = (loc, t)
+                        c = counts.get(k, 0) - d
+                        if c:
+                            counts[k] = c
+                        else:
+                            del counts[k]
+                    bc.clear()
             for o, b in enumerate(sp.internals):
-                if b._counts:
+                bc = b._counts
+                if bc:
                     loc = internal_locs[o]
-                    for t, d in b.drain_unsorted():
-                        update((loc, t), d)
+                    for t, d in bc.items():
+                        k = (loc, t)
+                        c = counts.get(k, 0) + d
+                        if c:
+                            counts[k] = c
+                        else:
+                            del counts[k]
+                    bc.clear()
             for o, b in enumerate(sp.produceds):
-                if b._counts:
-                    targets = produced_targets[o]
-                    for t, d in b.drain_unsorted():
-                        for tgt in targets:
-                            update((tgt, t), d)
+                bc = b._counts
+                if bc:
+                    for tgt in produced_targets[o]:
+                        for t, d in bc.items():
+                            k = (tgt, t)
+                            c = counts.get(k, 0) + d
+                            if c:
+                                counts[k] = c
+                            else:
+                                del counts[k]
+                    bc.clear()
 
     def _collect(self, idx: int, child: Operate, sink: ChangeBatch) -> None:
         sp = child.shared
