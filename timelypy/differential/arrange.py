@@ -74,11 +74,7 @@ class ArrangeOperator(OperatorCore):
         le = self.order.le
         spine = self.spine
 
-        def beyond(t):
-            for f in frontier:
-                if le(f, t):
-                    return True
-            return False
+        beyond = self.input_frontiers[0].less_equal  # t is at or beyond the input frontier
 
         ready_caps = sorted((c for c in caps if not beyond(c.time)), key=lambda c: c.time)
         if not ready_caps:

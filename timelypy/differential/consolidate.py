@@ -51,14 +51,9 @@ class ConsolidateOperator(OperatorCore):
         return False
 
     def _flush(self) -> None:
-        frontier = list(self.input_frontiers[0].frontier)
         le = self.order.le
 
-        def beyond(t):
-            for f in frontier:
-                if le(f, t):
-                    return True
-            return False
+        beyond = self.input_frontiers[0].less_equal  # t is at or beyond the input frontier
 
         caps = self._caps
         ready_caps = sorted((c for c in caps if not beyond(c.time)), key=lambda c: c.time)

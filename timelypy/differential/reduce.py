@@ -85,11 +85,7 @@ class ReduceOperator(OperatorCore):
         frontier = list(self.input_frontiers[0].frontier)
         le = self.order.le
 
-        def beyond(t):
-            for f in frontier:
-                if le(f, t):
-                    return True
-            return False
+        beyond = self.input_frontiers[0].less_equal  # t is at or beyond the input frontier
 
         ready_keys: Set[Any] = set()
         for t, keys in self.pending_times.items():

@@ -312,6 +312,22 @@ def _main_without_missing_file():
         main.__file__ = path
 
 
+def unpickle_results(payloads: Dict[int, bytes], workers: int, where: str) -> List[Any]:
+    """The workers' cloudpickled results in index order; a WorkerError names a worker whose
+    result cannot be unpickled here."""
+    results = []
+    for i in range(workers):
+        try:
+            results.append(cloudpickle.loads(payloads[i]))
+        except Exception as exc:
+            raise WorkerError(
+                f"the result of worker {i} could not be unpickled in the {where}: "
+                f"{type(exc).__name__}: {exc}",
+                worker=i,
+            ) from exc
+    return results
+
+
 def run_in_processes(
     worker_main: WorkerMain,
     peers: int,
@@ -407,16 +423,7 @@ def run_in_processes(
             if job.secondary_since is not None:
                 wait = min(wait, 0.1)
             job.pump(wait)
-        results = []
-        for i in range(peers):
-            try:
-                results.append(cloudpickle.loads(job.results[i]))
-            except Exception as exc:
-                raise WorkerError(
-                    f"the result of worker {i} could not be unpickled in the launcher: "
-                    f"{type(exc).__name__}: {exc}",
-                    worker=i,
-                ) from exc
+        results = unpickle_results(job.results, peers, "launcher")
         clean = True
         return results
     finally:

@@ -55,6 +55,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import cloudpickle
 
 from timelypy.errors import WaitTimeoutError, WorkerDiedError, WorkerError
+from timelypy.workers.launcher import unpickle_results
 
 __all__ = ["run_ray", "shutdown", "ACTOR_CLASS_NAME"]
 
@@ -460,16 +461,7 @@ def run_ray(
             # Every run has answered: nothing more will come, report the first error now.
             job.secondary_since = float("-inf")
             job.check_failures()
-        results = []
-        for i in range(workers):
-            try:
-                results.append(cloudpickle.loads(job.results[i]))
-            except Exception as exc:
-                raise WorkerError(
-                    f"the result of worker {i} could not be unpickled in the driver: "
-                    f"{type(exc).__name__}: {exc}",
-                    worker=i,
-                ) from exc
+        results = unpickle_results(job.results, workers, "driver")
         log.debug("ray job of %d workers: %.3f s to start the actors, %.3f s to run",
                   workers, started - start, time.monotonic() - started)
         return results
