@@ -16,7 +16,7 @@ once, before the Ray runs, and its start-up is reported separately (``ray_init_s
 
 ``--transport`` also measures, between two Ray actors on this machine, the two transports the
 ray backend could use: a Ray actor call round trip, a round trip over the authenticated TCP mesh,
-and the throughput of 10^4-record batches (encoded with ``timelypy.workers.wire``, i.e.
+and the throughput of 10^4-record batches (encoded with ``timelypy.communication.wire``, i.e.
 msgpack) as Ray call arguments (bytes) and over the mesh, one way and both ways at once.
 
     python benchmarks/backends_skip_level.py --size 100000 --workers 1 2 --backends processes ray
@@ -146,7 +146,7 @@ def measure_transports(rounds: int = 2000, batches: int = 100,
     @ray.remote(num_cpus=0, max_concurrency=4)
     class Endpoint:
         def __init__(self, index: int, secret: bytes):
-            from timelypy.workers.mesh import SocketMesh
+            from timelypy.communication.mesh import SocketMesh
 
             self.index, self.secret = index, secret
             self.listener, self.address = SocketMesh.listen(secret)
@@ -159,7 +159,7 @@ def measure_transports(rounds: int = 2000, batches: int = 100,
             return None
 
         def consume(self, payload: bytes) -> int:
-            from timelypy.workers.wire import decode
+            from timelypy.communication.wire import decode
 
             return len(decode(payload))
 
@@ -176,7 +176,7 @@ def measure_transports(rounds: int = 2000, batches: int = 100,
             return out
 
         def ray_send(self, other, batches: int, records: int, raw: bool = False) -> float:
-            from timelypy.workers.wire import encode
+            from timelypy.communication.wire import encode
 
             batch = [((i, i % 7), 3, 1) for i in range(records)]
             method = other.consume_raw if raw else other.consume
@@ -192,7 +192,7 @@ def measure_transports(rounds: int = 2000, batches: int = 100,
             return time.perf_counter() - t
 
         def connect(self, addresses) -> bool:
-            from timelypy.workers.mesh import SocketMesh
+            from timelypy.communication.mesh import SocketMesh
 
             self.mesh = SocketMesh(self.index, 2, self.listener, addresses, self.secret)
             return True
@@ -216,7 +216,7 @@ def measure_transports(rounds: int = 2000, batches: int = 100,
 
         def mesh_stream(self, batches: int, records: int, send: bool, recv: bool,
                         raw: bool = False) -> float:
-            from timelypy.workers.wire import encode
+            from timelypy.communication.wire import encode
 
             m, other = self.mesh, 1 - self.index
             batch = [((i, i % 7), 3, 1) for i in range(records)]
@@ -237,7 +237,7 @@ def measure_transports(rounds: int = 2000, batches: int = 100,
             if self.mesh is not None:
                 self.mesh.close()
 
-    from timelypy.workers.wire import decode, encode
+    from timelypy.communication.wire import decode, encode
 
     batch = [((i, i % 7), 3, 1) for i in range(records)]
     best = float("inf")

@@ -28,7 +28,7 @@ except ImportError:  # running from a checkout without installing
 
 from timelypy.order import Product
 from timelypy.workers.launcher import run_in_processes
-from timelypy.workers.wire import decode, encode
+from timelypy.communication.wire import decode, encode
 
 
 def make_batches(records: int, batch: int, shape: str) -> List[list]:

@@ -28,8 +28,8 @@ from timelypy.errors import (
 )
 from timelypy.order import Product
 from timelypy.workers.launcher import run_in_processes
-from timelypy.workers.mesh import SocketMesh
-from timelypy.workers.wire import FrameReader, decode, encode, frame
+from timelypy.communication.mesh import SocketMesh
+from timelypy.communication.wire import FrameReader, decode, encode, frame
 
 # Worker functions defined here travel by value: children need not import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -14,6 +14,7 @@ __all__ = [
     "ReduceOutputError",
     "UnhashableDataError",
     "WaitTimeoutError",
+    "StallError",
     "AuthenticationError",
 ]
 
@@ -70,6 +71,10 @@ class UnhashableDataError(TimelyError, TypeError):
 
 class WaitTimeoutError(TimelyError, TimeoutError):
     """A bounded wait ran out (probe wait, worker start, shutdown)."""
+
+
+class StallError(WaitTimeoutError):
+    """Stepping made no progress: operators hold capabilities nothing will release."""
 
 
 class AuthenticationError(TimelyError):

@@ -31,6 +31,12 @@ class Captured:
             out.setdefault(t, []).extend(data)
         return dict(sorted(out.items()))
 
+    def changes_from(self, start: int) -> Tuple[List[Tuple[Any, Any]], int]:
+        """The ``(time, record)`` pairs of messages ``start`` onwards, and the next position
+        (for readers that poll, such as a driver session)."""
+        messages = self.messages
+        return [(t, r) for t, data in messages[start:] for r in data], len(messages)
+
     @property
     def frontier(self) -> List[Any]:
         return sorted(self._frontier.frontier)

@@ -15,7 +15,8 @@ from collections import deque
 from typing import Any, Callable, List, Optional
 
 from ..progress.change_batch import ChangeBatch
-from ..workers.hashing import stable_hash
+from ..communication.fabric import DATA
+from ..hashing import stable_hash
 
 __all__ = ["Pipeline", "Exchange", "InputPort", "OutputPort", "IngressPort", "EgressPort"]
 
@@ -32,7 +33,7 @@ class Pipeline:
 class Exchange:
     """Pact: route each record to worker ``stable_hash(key_fn(record)) % peers``.
 
-    ``key_fn`` must return a value :func:`~timelypy.workers.hashing.stable_hash` accepts (ints,
+    ``key_fn`` must return a value :func:`~timelypy.hashing.stable_hash` accepts (ints,
     strings, bytes, floats, None, bools, tuples of those, Products). The hash is the same in
     every process.
     """
@@ -49,19 +50,20 @@ class Exchange:
 class InputPort:
     """An operator input: a FIFO of messages; pushing activates the operator."""
 
-    __slots__ = ("queue", "subgraph", "node")
+    __slots__ = ("queue", "subgraph", "node", "_activations", "_nested")
 
     def __init__(self, subgraph: Any, node: int):
         self.queue: deque = deque()
         self.subgraph = subgraph
         self.node = node
+        self._activations = subgraph.activations
+        self._nested = subgraph.parent is not None
 
     def push(self, time: Any, data: List[Any]) -> None:
         self.queue.append((time, data))
-        sg = self.subgraph
-        sg._active[self.node] = True
-        if sg.parent is not None:
-            sg.wake()
+        self._activations[self.node] = True
+        if self._nested:
+            self.subgraph.wake()
 
 
 class OutputPort:
@@ -158,4 +160,4 @@ class ExchangePusher:
                 if dest == index:
                     self.target.push(time, part)
                 else:
-                    self.fabric.send(dest, ("d", self.channel, time, part))
+                    self.fabric.send(dest, (DATA, self.channel, time, part))

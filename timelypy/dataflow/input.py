@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional
+from typing import Any, Iterable, List, Optional, Tuple
 
 from ..errors import InputClosedError, TimeOrderError
 from .operator import OperatorCore
@@ -41,16 +41,39 @@ class InputHandle:
         self._buffer: List[Any] = []
         self._early: List[Any] = []  # messages sent while the dataflow is being built
         self._closed = False
-        self._session: Any = None
-        op.scope.worker._register_input(self)
 
     @property
     def time(self) -> Any:
         """The current time: records sent now carry it; earlier times are closed."""
         return self._now
 
-    def epoch(self) -> Any:
-        return self._now
+    @property
+    def order(self) -> Any:
+        """The :class:`~timelypy.order.TimeOrder` of the input's times."""
+        return self._op.order
+
+    @property
+    def name(self) -> str:
+        return self._op.name
+
+    def has_pending(self) -> bool:
+        """Records are buffered, or held until the dataflow is built."""
+        return bool(self._buffer or self._early)
+
+    def describe(self) -> str:
+        """The input's name and time (for stall diagnostics)."""
+        return f"{self._op.name!r} at {self._now!r}" + (" (closed)" if self._closed else "")
+
+    def send_updates(self, updates: Iterable[Tuple[Any, Any, int]]) -> None:
+        """Send ``(record, time, count)`` triples: ``count`` copies of each record at its time
+        (timely inputs carry no diffs, so ``count`` must be positive)."""
+        for record, time, count in updates:
+            if count < 1:
+                raise ValueError(
+                    f"input {self._op.name!r}: a timely input cannot retract {record!r} "
+                    f"(count {count}); use a differential input (scope.new_collection)")
+            for _ in range(count):
+                self.send(record, time)
 
     @property
     def closed(self) -> bool:

@@ -66,12 +66,12 @@ class OperatorCore(Operate):
 
     def activate(self) -> None:
         """Schedule this operator again at the next step."""
-        self.subgraph._active[self.index] = True
+        self.subgraph.activate(self.index)
 
     def _apply_frontiers(self) -> bool:
         changed = False
         for i, fb in enumerate(self.shared.frontiers):
-            if fb._counts:
+            if fb:
                 if self.input_frontiers[i].update_iter(fb.drain_unsorted()):
                     changed = True
         return changed
@@ -253,8 +253,7 @@ class LinearOperator(OperatorCore):
 
     frontier_interest = False
 
-    def __init__(self, scope: Any, name: str, batch_fn: Callable[[List[Any]], List[Any]],
-                 time_fn: Optional[Callable] = None):
+    def __init__(self, scope: Any, name: str, batch_fn: Callable[[List[Any]], List[Any]]):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         self._batch_fn = batch_fn
         self._queue = self.input_ports[0].queue

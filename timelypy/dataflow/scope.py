@@ -7,12 +7,13 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 from ..errors import TimelyError
 from ..order import IntSummary, PathSummary, Product, ProductSummary, TimeOrder
 from ..progress.reachability import Location
-from ..progress.subgraph import Progcaster, Subgraph
+from ..progress.subgraph import Subgraph
 from .channels import (EgressPort, Exchange, ExchangePusher, IngressPort, OutputPort, PipelinePusher)
 from .feedback import FeedbackOperator, LoopHandle
 from .input import InputHandle, InputOperator
 from .operator import GenericOperator
 from .stream import Stream
+from .worker_interface import AsWorker
 
 __all__ = ["Scope"]
 
@@ -36,7 +37,7 @@ class Scope:
     time ``Product(T, int)``.
     """
 
-    def __init__(self, worker: Any, subgraph: Subgraph, order: TimeOrder,
+    def __init__(self, worker: AsWorker, subgraph: Subgraph, order: TimeOrder,
                  parent: Optional["Scope"] = None):
         self.worker = worker
         self.subgraph = subgraph
@@ -64,12 +65,20 @@ class Scope:
         return self.subgraph.describe()
 
     # ----------------------------------------------------------------- sources
-    def new_input(self, name: str = "Input") -> Tuple[InputHandle, Stream]:
-        """A new input: returns ``(handle, stream)``. Only in scopes with int times."""
+    def new_input(self, name: str = "Input", register: bool = True) -> Tuple[InputHandle, Stream]:
+        """A new input: returns ``(handle, stream)``. Only in scopes with int times.
+
+        The worker flushes the handle at every step and closes it when ``build`` returns;
+        ``register=False`` leaves that to a wrapper that registers itself instead (as the
+        differential ``InputSession`` does).
+        """
         if not self.order.is_total:
             raise TimelyError("inputs can only be created in a root scope (totally ordered time)")
         op = InputOperator(self, name)
-        return InputHandle(op), Stream(self, op.output_ports[0])
+        handle = InputHandle(op)
+        if register:
+            self.worker.register_input(handle)
+        return handle, Stream(self, op.output_ports[0])
 
     def input_from(self, records: Iterable[Any], name: str = "InputFrom") -> Stream:
         """A stream holding ``records`` at the minimum time (then complete)."""
@@ -79,7 +88,12 @@ class Scope:
         return stream
 
     def new_collection(self, name: str = "Input"):
-        """A new differential input: returns ``(InputSession, Collection)``."""
+        """A new differential input: returns ``(InputSession, Collection)``.
+
+        The one deliberate upward reference of the timely layer (as differential dataflow's
+        ``Input`` trait extends a timely scope): the import is local, so the timely layer does
+        not load the differential layer until this is called.
+        """
         from ..differential.input import new_collection
 
         return new_collection(self, name)
@@ -117,26 +131,22 @@ class Scope:
         """
         op = GenericOperator(self, name, len(inputs), outputs, factory, summary=summary)
         for i, (stream, pact) in enumerate(inputs):
-            stream._connect(op, i, pact)
+            stream.connect_to(op, i, pact)
         return [Stream(self, p) for p in op.output_ports]
 
     # ----------------------------------------------------------------- nesting
     def iterative(self, fn: Callable[["Scope"], Any], name: str = "Iterate") -> Any:
         """Build a nested scope with ``Product(outer, int)`` times; returns ``fn(child)``."""
         worker = self.worker
-        progcaster = Progcaster(worker.new_identifier(), worker.fabric) if worker.peers > 1 else None
         sub = Subgraph(name, self.order.nested(), peers=worker.peers, to_inner=_to_inner,
-                       to_outer=_to_outer, summarize=_summarize, progcaster=progcaster,
-                       path=self.subgraph.path + (len(self.subgraph.children),))
+                       to_outer=_to_outer, summarize=_summarize)
+        sub.instruments = worker.instruments
         self.subgraph.add_child(sub)
-        if progcaster is not None:
-            worker._register_progcaster(progcaster, sub)
+        sub.progcaster = worker.new_progcaster(sub)
         child = Scope(worker, sub, sub.order, parent=self)
         result = fn(child)
         sub.finalize()
         return result
-
-    scoped = iterative
 
     def _enter(self, stream: Stream) -> Stream:
         if self.parent is None or stream.scope.subgraph is not self.parent.subgraph:
@@ -145,7 +155,7 @@ class Scope:
         i = sub.new_input()
         inner_port = OutputPort(0, i, None, counted=False)
         ingress = IngressPort(sub, i, inner_port)
-        stream.scope._connect(stream, sub.index, i, ingress, None)
+        stream.scope.connect(stream, sub.index, i, ingress, None)
         return Stream(self, inner_port)
 
     def _leave(self, stream: Stream) -> Stream:
@@ -155,11 +165,13 @@ class Scope:
         j = sub.new_output()
         outer_port = OutputPort(sub.index, j, None, counted=False)
         egress = EgressPort(sub, outer_port)
-        self._connect(stream, 0, j, egress, None)
+        self.connect(stream, 0, j, egress, None)
         return Stream(self.parent, outer_port)
 
     # ----------------------------------------------------------------- wiring
-    def _connect(self, stream: Stream, node: int, port: int, target: Any, pact: Any) -> None:
+    def connect(self, stream: Stream, node: int, port: int, target: Any, pact: Any) -> None:
+        """Connect ``stream`` to input ``port`` of child ``node``, whose messages go to
+        ``target``, under ``pact`` (None: pipeline). Records the edge for progress tracking."""
         if stream.scope.subgraph is not self.subgraph:
             raise TimelyError(
                 f"stream from scope {stream.scope.subgraph.name!r} used in scope "
@@ -171,7 +183,7 @@ class Scope:
         if isinstance(pact, Exchange) and worker.peers > 1:
             pusher = ExchangePusher(target, pact.key_fn, worker.peers, worker.index,
                                     worker.fabric, channel)
-            worker._register_channel(channel, target)
+            worker.register_channel(channel, target)
         else:
             pusher = PipelinePusher(target)
         stream.port.pushers.append(pusher)

@@ -62,16 +62,18 @@ class Stream:
             fn = fuse_records([(kind, f) for kind, f, _ in self._chain])
             label = self._chain[0][2] if len(self._chain) == 1 else f"Linear[{names}]"
             op = LinearOperator(self.scope, label, fn)
-            self._base._connect(op, 0)
+            self._base.connect_to(op, 0)
             self._port = op.output_ports[0]
         return self._port
 
-    def _connect(self, op: OperatorCore, input_index: int, pact: Any = None) -> None:
-        self.scope._connect(self, op.index, input_index, op.input_ports[input_index], pact)
+    def connect_to(self, op: OperatorCore, input_index: int, pact: Any = None) -> None:
+        """Feed this stream into input ``input_index`` of ``op`` under ``pact`` (None:
+        pipeline; an :class:`Exchange` routes records between workers)."""
+        self.scope.connect(self, op.index, input_index, op.input_ports[input_index], pact)
 
     def _linear(self, name: str, batch_fn: Callable, pact: Any = None) -> "Stream":
         op = LinearOperator(self.scope, name, batch_fn)
-        self._connect(op, 0, pact)
+        self.connect_to(op, 0, pact)
         return Stream(self.scope, op.output_ports[0])
 
     def _then(self, kind: str, f: Callable, name: str) -> "Stream":
@@ -107,7 +109,7 @@ class Stream:
     def inspect_batch(self, f: Callable[[Any, List[Any]], Any], name: str = "InspectBatch") -> "Stream":
         """Call ``f(time, records)`` for every message; pass it through."""
         op = GenericOperator(self.scope, name, 1, 1, _inspect_batch_factory(f))
-        self._connect(op, 0)
+        self.connect_to(op, 0)
         return Stream(self.scope, op.output_ports[0])
 
     def exchange(self, key_fn: Callable[[Any], Any], name: str = "Exchange") -> "Stream":
@@ -122,7 +124,7 @@ class Stream:
                 raise TimelyError("concat: streams belong to different scopes; use enter/leave")
         op = ConcatOperator(self.scope, len(streams), name)
         for i, s in enumerate(streams):
-            s._connect(op, i)
+            s.connect_to(op, i)
         return Stream(self.scope, op.output_ports[0])
 
     # ----------------------------------------------------------------- observing
@@ -135,14 +137,14 @@ class Stream:
     def probe_with(self, handle: ProbeHandle, name: str = "Probe") -> "Stream":
         """Add this stream's frontier to an existing probe handle; returns this stream."""
         op = ProbeOperator(self.scope, handle, name)
-        self._connect(op, 0)
+        self.connect_to(op, 0)
         return self
 
     def capture(self, name: str = "Capture") -> Captured:
         """Record every message and the frontier (see :class:`Captured`)."""
         captured = Captured(self.scope.order.le)
         op = CaptureOperator(self.scope, captured, name)
-        self._connect(op, 0)
+        self.connect_to(op, 0)
         return captured
 
     # ----------------------------------------------------------------- generic operators
@@ -156,10 +158,8 @@ class Stream:
         """
         op = GenericOperator(self.scope, name, 1, 1, lambda caps, info: factory(caps[0], info),
                              adapt=lambda logic, ins, outs: logic(ins[0], outs[0]))
-        self._connect(op, 0, pact)
+        self.connect_to(op, 0, pact)
         return Stream(self.scope, op.output_ports[0])
-
-    unary_frontier = unary
 
     def binary(self, other: "Stream", factory: Callable, pact1: Any = None, pact2: Any = None,
                name: str = "Binary") -> "Stream":
@@ -167,17 +167,15 @@ class Stream:
         ``logic(input1, input2, output)``."""
         op = GenericOperator(self.scope, name, 2, 1, lambda caps, info: factory(caps[0], info),
                              adapt=lambda logic, ins, outs: logic(ins[0], ins[1], outs[0]))
-        self._connect(op, 0, pact1)
-        other._connect(op, 1, pact2)
+        self.connect_to(op, 0, pact1)
+        other.connect_to(op, 1, pact2)
         return Stream(self.scope, op.output_ports[0])
-
-    binary_frontier = binary
 
     def sink(self, factory: Callable, pact: Any = None, name: str = "Sink") -> None:
         """One input, no outputs: ``factory(info)`` returns ``logic(input)``."""
         op = GenericOperator(self.scope, name, 1, 0, lambda caps, info: factory(info),
                              adapt=lambda logic, ins, outs: logic(ins[0]))
-        self._connect(op, 0, pact)
+        self.connect_to(op, 0, pact)
 
     # ----------------------------------------------------------------- scopes and loops
     def enter(self, child: Any) -> "Stream":
@@ -196,7 +194,7 @@ class Stream:
         if op.subgraph is not self.scope.subgraph:
             raise TimelyError("connect_loop: the stream and the feedback are in different scopes")
         op.connected = True
-        self._connect(op, 0)
+        self.connect_to(op, 0)
 
     def __repr__(self) -> str:
         if self._port is None:

@@ -212,6 +212,14 @@ class Arranged:
         self.time_map = time_map
         self.frontier_unmap = frontier_unmap
 
+    def lookup(self, key: Any) -> Dict[Any, int]:
+        """The values of ``key`` accumulated over every time in the trace, with their non-zero
+        counts (an interactive query, as in the book's "interactive queries")."""
+        acc: Dict[Any, int] = {}
+        for v, _t, r in self.spine.get(key):
+            acc[v] = acc.get(v, 0) + r
+        return {v: r for v, r in acc.items() if r}
+
     # ------------------------------------------------------------------ sharing
     @property
     def trace(self) -> TraceHandle:
@@ -330,7 +338,7 @@ def arrange(collection: Any, by_self: bool = False, name: Optional[str] = None,
         updates = updates.map_batch(lambda data: [((d, ()), t, r) for d, t, r in data],
                                     name="AsKeys")
     op = ArrangeOperator(scope, name, keep_trace)
-    scope._connect(updates, op.index, 0, op.input_ports[0], Exchange(_key_of_update))
+    updates.connect_to(op, 0, Exchange(_key_of_update))
     return Arranged(scope, Stream(scope, op.output_ports[0]), op.spine, by_self=by_self)
 
 

@@ -305,7 +305,14 @@ class CapturedCollection:
         self._le = le
 
     def updates(self) -> List[Tuple[Any, Any, int]]:
+        """Every ``(data, time, diff)`` in arrival order."""
         return [u for _, data in self.captured.messages for u in data]
+
+    def changes_from(self, start: int) -> Tuple[List[Tuple[Any, Any, int]], int]:
+        """The updates of messages ``start`` onwards, and the next position (for polling
+        readers such as a driver session)."""
+        messages = self.captured.messages
+        return [u for _, data in messages[start:] for u in data], len(messages)
 
     def consolidated(self) -> List[Tuple[Any, Any, int]]:
         acc: Dict[Tuple[Any, Any], int] = {}

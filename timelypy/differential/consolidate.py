@@ -85,5 +85,5 @@ class ConsolidateOperator(OperatorCore):
 def consolidate_stream(collection: Any, name: str = "Consolidate") -> Stream:
     scope = collection.scope
     op = ConsolidateOperator(scope, name)
-    scope._connect(collection.inner, op.index, 0, op.input_ports[0], Exchange(_data_of))
+    collection.inner.connect_to(op, 0, Exchange(_data_of))
     return Stream(scope, op.output_ports[0])

@@ -26,7 +26,7 @@ class InputSession:
         self._name = name
         self._time = handle.time
         self._buffer: List[Tuple[Any, Any, int]] = []
-        self._le = handle._le
+        self._le = handle.order.le
 
     @property
     def time(self) -> Any:
@@ -49,7 +49,7 @@ class InputSession:
             hash(data)
         except TypeError:
             self._check(data)
-        if self._handle._closed:
+        if self._handle.closed:
             self._check(data)
         buf = self._buffer
         buf.append((data, self._time, 1))
@@ -62,7 +62,7 @@ class InputSession:
             hash(data)
         except TypeError:
             self._check(data)
-        if self._handle._closed:
+        if self._handle.closed:
             self._check(data)
         buf = self._buffer
         buf.append((data, self._time, -1))
@@ -75,7 +75,7 @@ class InputSession:
             hash(data)
         except TypeError:
             self._check(data)
-        if self._handle._closed:
+        if self._handle.closed:
             self._check(data)
         if diff:
             buf = self._buffer
@@ -94,6 +94,11 @@ class InputSession:
             self._buffer.append((data, time, diff))
             if len(self._buffer) >= self.BUFFER:
                 self._send()
+
+    def send_updates(self, updates: Iterable[Tuple[Any, Any, int]]) -> None:
+        """Apply ``(data, time, diff)`` updates, each at a time at or after the session time."""
+        for data, time, diff in updates:
+            self.update_at(data, time, diff)
 
     def insert_many(self, records: Iterable[Any]) -> None:
         """Insert every record of ``records`` at the current time."""
@@ -124,6 +129,9 @@ class InputSession:
 
     def flush(self) -> None:
         """Send buffered changes and let the dataflow know the session's time."""
+        if self._handle.closed:
+            self._handle.flush()  # only messages held while the dataflow was being built
+            return
         self._send()
         if self._time != self._handle.time:
             self._handle.advance_to(self._time)
@@ -141,14 +149,22 @@ class InputSession:
     def closed(self) -> bool:
         return self._handle.closed
 
+    def has_pending(self) -> bool:
+        """Changes are buffered here or in the input handle."""
+        return bool(self._buffer) or self._handle.has_pending()
+
+    def describe(self) -> str:
+        """The session's name and time (for stall diagnostics)."""
+        return f"{self._name!r} at {self._time!r}" + (" (closed)" if self.closed else "")
+
 
 def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Any]:
     """A new input collection in ``scope``: returns ``(session, collection)``."""
     from .collection import Collection
 
-    handle, stream = scope.new_input(name)
+    handle, stream = scope.new_input(name, register=False)
     session = InputSession(handle, name)
-    handle._session = session
+    scope.worker.register_input(session)
     return session, Collection(scope, stream)
 
 

@@ -161,6 +161,6 @@ def join_arranged(a: Arranged, b: Any, mode: str, logic: Optional[Callable], nam
         raise TimelyError(f"{name}: arrangements are in different scopes; use enter")
     scope = a.scope
     op = JoinOperator(scope, a, b, mode, logic, name)
-    a.stream._connect(op, 0)
-    b.stream._connect(op, 1)
+    a.stream.connect_to(op, 0)
+    b.stream.connect_to(op, 1)
     return Collection(scope, Stream(scope, op.output_ports[0]))

@@ -244,7 +244,7 @@ def reduce_arranged(arranged: Any, logic: Callable, name: str = "Reduce") -> Any
 
     scope = arranged.scope
     op = ReduceOperator(scope, arranged, logic, name)
-    arranged.stream._connect(op, 0)
+    arranged.stream.connect_to(op, 0)
     return Collection(scope, Stream(scope, op.output_ports[0]))
 
 
@@ -328,5 +328,5 @@ def total_reduce(arranged: Any, mode: str, f: Optional[Callable], name: str) -> 
 
     scope = arranged.scope
     op = TotalReduceOperator(scope, arranged, mode, f, name)
-    arranged.stream._connect(op, 0)
+    arranged.stream.connect_to(op, 0)
     return Collection(scope, Stream(scope, op.output_ports[0]))

@@ -1,10 +1,11 @@
-"""Progress tracking: change batches, antichains, reachability, the tracker and subgraphs."""
+"""Progress tracking: change batches, antichains, reachability, the tracker, subgraphs and the broadcaster."""
 
 from .change_batch import ChangeBatch
 from .frontier import Antichain, MutableAntichain, antichain_join, antichain_meet
 from .operate import Operate, SharedProgress
 from .reachability import Location, ReachabilityBuilder, ReachabilityTracker, Source, Target
-from .subgraph import Progcaster, Subgraph
+from .broadcast import Progcaster
+from .subgraph import Subgraph
 
 __all__ = [
     "ChangeBatch",

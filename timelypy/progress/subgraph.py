@@ -4,45 +4,23 @@ A subgraph is itself an operator of its parent (``local = False``): it summarise
 its inputs to its outputs, reports its output capabilities (the frontier of everything inside that
 can still produce output), and reports records consumed at its inputs and produced at its outputs.
 
-Per schedule (engine-brief section 4.3): accept input frontiers from the parent, harvest records
+Per schedule: accept input frontiers from the parent, harvest records
 that entered, receive every worker's progress batches, propagate, schedule active children,
 collect their progress, and broadcast this worker's progress batch.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..order import PathSummary, TimeOrder
+from .broadcast import Progcaster
 from .change_batch import ChangeBatch
 from .frontier import MutableAntichain
 from .operate import Operate
 from .reachability import Location, ReachabilityBuilder, ReachabilityTracker
 
-__all__ = ["Subgraph", "Progcaster"]
-
-log = logging.getLogger("timelypy.progress")
-
-
-class Progcaster:
-    """Broadcasts one subgraph's progress batches to every worker, this one included.
-
-    ``send(batch)`` pushes ``[((location, time), delta), ...]`` as one message; ``recv()``
-    returns the batches received since the last call, FIFO per sender.
-    """
-
-    def __init__(self, channel: int, fabric: Any):
-        self.channel = channel
-        self.fabric = fabric
-        self.inbox: List[List[Tuple[Tuple[Location, Any], int]]] = []
-
-    def send(self, batch: List[Tuple[Tuple[Location, Any], int]]) -> None:
-        self.fabric.broadcast(("p", self.channel, batch))
-
-    def recv(self) -> List[List[Tuple[Tuple[Location, Any], int]]]:
-        inbox, self.inbox = self.inbox, []
-        return inbox
+__all__ = ["Subgraph"]
 
 
 def _identity(t: Any) -> Any:
@@ -57,7 +35,7 @@ class Subgraph(Operate):
     def __init__(self, name: str, order: TimeOrder, *, peers: int = 1,
                  to_inner: Callable = _identity, to_outer: Callable = _identity,
                  summarize: Callable[[PathSummary], Optional[PathSummary]] = _identity,
-                 progcaster: Optional[Progcaster] = None, path: Tuple[int, ...] = ()):
+                 progcaster: Optional[Progcaster] = None):
         super().__init__(name, 0, 0)
         self.order = order
         self.peers = peers
@@ -65,7 +43,6 @@ class Subgraph(Operate):
         self.to_outer = to_outer
         self.summarize = summarize
         self.progcaster = progcaster
-        self.path = path
         self.children: List[Optional[Operate]] = [None]  # index 0 is the boundary
         self.edges_from: Dict[Location, List[Location]] = {}
         self._edges: List[Tuple[Location, Location]] = []
@@ -76,7 +53,9 @@ class Subgraph(Operate):
         self.output_capabilities: List[MutableAntichain] = []
         self._summary: List[List[List[PathSummary]]] = []
         self._initial: List[ChangeBatch] = []
-        self._active: List[bool] = [False]
+        self.activations: List[bool] = [False]
+        """One flag per child (index 0 is the boundary): run it at the next schedule. Ports and
+        operators of this scope set their flag (timely's activations)."""
         self._ports: List[Any] = [None]
         self._incomplete: List[bool] = [False]
         self.finalized = False
@@ -86,7 +65,7 @@ class Subgraph(Operate):
         """Make sure this scope (and its ancestors) run at the next step."""
         p, idx = self.parent, self.index
         while p is not None:
-            p._active[idx] = True
+            p.activations[idx] = True
             p, idx = p.parent, p.index
 
     # ------------------------------------------------------------------ building
@@ -97,7 +76,7 @@ class Subgraph(Operate):
         self.children.append(op)
         if isinstance(op, Subgraph):
             op.parent = self
-        self._active.append(True)  # every operator runs once at start
+        self.activations.append(True)  # every operator runs once at start
         self._incomplete.append(True)
         return op.index
 
@@ -123,7 +102,14 @@ class Subgraph(Operate):
         return self.outputs - 1
 
     def activate(self, index: int) -> None:
-        self._active[index] = True
+        """Schedule child ``index`` at the next step (and this scope within its parents)."""
+        self.activations[index] = True
+        if self.parent is not None:
+            self.wake()
+
+    def quiet(self) -> bool:
+        """No child is scheduled and no progress is pending here (nested scopes aside)."""
+        return not (any(self.activations[1:]) or self.final_progress or self.local_progress)
 
     def finalize(self) -> None:
         """Build reachability, reject cycles that do not advance time, seed initial capabilities."""
@@ -191,7 +177,7 @@ class Subgraph(Operate):
             return
         pushed = tracker.propagate_all()
         children = self.children
-        active = self._active
+        active = self.activations
         for tgt, changes in pushed.items():
             child = children[tgt.node]
             child.shared.frontiers[tgt.port].extend(changes)
@@ -241,7 +227,7 @@ class Subgraph(Operate):
             self._run_children(local)
             self._send_progress()
             self._propagate()
-            if not any(self._active):
+            if not any(self.activations):
                 break
         return self.incomplete()
 
@@ -249,7 +235,7 @@ class Subgraph(Operate):
 
     def _run_children(self, local: ChangeBatch) -> None:
         children = self.children
-        active = self._active
+        active = self.activations
         incomplete = self._incomplete
         final = self.final_progress
         ports = self._ports
@@ -341,7 +327,7 @@ class Subgraph(Operate):
     def has_work(self) -> bool:
         """Something is scheduled or pending here or in a nested scope (the next step would do
         something)."""
-        if any(self._active) or self.final_progress or self.local_progress:
+        if any(self.activations) or self.final_progress or self.local_progress:
             return True
         if self.tracker is not None and self.tracker.has_staged():
             return True
@@ -355,7 +341,7 @@ class Subgraph(Operate):
     def incomplete(self) -> bool:
         return (
             any(self._incomplete)
-            or any(self._active)
+            or any(self.activations)
             or self.tracker.tracking_anything()
             or bool(self.final_progress)
             or bool(self.local_progress)

@@ -2,7 +2,8 @@
 
 from .execute import execute
 from .session import DataflowSession, open_session
-from .hashing import stable_hash
-from .worker import StallError, Worker
+from ..errors import StallError
+from ..hashing import stable_hash
+from .worker import Worker
 
 __all__ = ["execute", "open_session", "DataflowSession", "stable_hash", "StallError", "Worker"]

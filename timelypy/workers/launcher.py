@@ -50,7 +50,7 @@ import cloudpickle
 
 from timelypy.errors import (WaitTimeoutError, WorkerDiedError, WorkerError, describe_exception,
                              format_exception_safely)
-from timelypy.workers.mesh import SocketMesh
+from timelypy.communication.mesh import SocketMesh
 
 __all__ = ["run_in_processes", "default_start_method", "WorkerMain"]
 

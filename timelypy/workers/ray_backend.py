@@ -27,7 +27,7 @@ Lifecycle:
    ``num_cpus_per_worker=0``, no group and the ``SPREAD`` scheduling strategy.
 3. Actors start, listen, report ``(host, port)``; the driver sends everyone the addresses, the
    build and the secret; each actor forms the mesh, runs
-   :func:`~timelypy.workers.execute.run_worker` and returns its result.
+   :func:`~timelypy.workers.worker.run_worker` and returns its result.
 4. The driver waits with bounded ``ray.wait`` calls. A worker that raises ->
    :class:`~timelypy.errors.WorkerError` naming it, with its traceback; an actor that dies
    (killed, crashed, node lost) -> :class:`~timelypy.errors.WorkerDiedError` naming it; its peers'
@@ -123,9 +123,9 @@ class TimelypyWorker:
     def run(self, payload: bytes, addresses: List[Tuple[str, int]], timeout: Optional[float],
             connect_timeout: float) -> Tuple[str, Any]:
         """Form the mesh, run the worker; ``("ok", pickled result)`` or ``("error", report)``."""
-        from timelypy.workers.execute import run_worker
+        from timelypy.workers.worker import run_worker
         from timelypy.workers.mesh import SocketMesh
-        from timelypy.workers.processes import MeshFabric
+        from timelypy.communication.mesh import MeshFabric
         from timelypy.workers.worker import Worker
 
         mesh = None

@@ -32,7 +32,7 @@ from multiprocessing.connection import Client, Listener
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import TimelyError, WaitTimeoutError, WorkerDiedError, WorkerError
-from .hashing import stable_hash
+from ..hashing import stable_hash
 from .worker import Worker
 
 __all__ = ["open_session", "DataflowSession"]
@@ -196,7 +196,7 @@ class DataflowSession:
 
     # -- start-up ---------------------------------------------------------------------
     def _start_inline(self, dataflow: Callable) -> None:
-        from .inline import InlineFabric
+        from ..communication.inline import InlineFabric
 
         self._remote = False
         if self.workers == 1:

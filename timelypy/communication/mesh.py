@@ -15,7 +15,7 @@ Life of a mesh:
    closed, and the mesh keeps waiting for the real peer. The listener stays open for the mesh's
    life, refusing (and logging) every later connection.
 3. :meth:`~SocketMesh.send` / :meth:`~SocketMesh.broadcast` encode with
-   :mod:`timelypy.workers.wire` and write whole frames from the calling thread. One reader thread
+   :mod:`timelypy.communication.wire` and write whole frames from the calling thread. One reader thread
    per peer decodes frames into a shared inbox; :meth:`~SocketMesh.recv_nowait` drains it and
    :meth:`~SocketMesh.wait` blocks (bounded) until something arrives.
 4. :meth:`~SocketMesh.close` says goodbye to every peer (an orderly close). A peer whose connection
@@ -47,10 +47,10 @@ import time
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from timelypy.errors import AuthenticationError, WaitTimeoutError, WorkerDiedError, WorkerError
-from timelypy.workers.wire import HEADER_SIZE, FrameReader, decode, encode
+from ..errors import AuthenticationError, WaitTimeoutError, WorkerDiedError, WorkerError
+from .wire import HEADER_SIZE, FrameReader, decode, encode
 
-__all__ = ["SocketMesh", "Address"]
+__all__ = ["SocketMesh", "MeshFabric", "Address"]
 
 log = logging.getLogger("timelypy.workers")
 
@@ -708,3 +708,21 @@ class SocketMesh:
 def _check_secret(secret: Any) -> None:
     if not isinstance(secret, (bytes, bytearray)) or not secret:
         raise TypeError("the job secret must be non-empty bytes")
+
+
+class MeshFabric:
+    """Adapts a :class:`SocketMesh` to the worker's fabric interface."""
+
+    __slots__ = ("mesh", "index", "peers", "send", "broadcast", "recv_nowait", "wait")
+
+    def __init__(self, mesh: SocketMesh):
+        self.mesh = mesh
+        self.index = mesh.index
+        self.peers = mesh.peers
+        self.send = mesh.send
+        self.broadcast = mesh.broadcast
+        self.recv_nowait = mesh.recv_nowait
+        self.wait = mesh.wait
+
+    def flush(self) -> None:
+        """Frames are written as they are sent; nothing is buffered."""

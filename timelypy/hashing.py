@@ -6,7 +6,7 @@ import struct
 from typing import Any
 from zlib import crc32
 
-from ..errors import UnhashableDataError
+from .errors import UnhashableDataError
 
 __all__ = ["stable_hash"]
 

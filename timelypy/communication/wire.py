@@ -13,7 +13,7 @@ a progress update, or a small control message. :func:`encode` turns one such obj
   tuples or ``IntEnum``, functions and lambdas, datetimes, ...) travels as a cloudpickle payload
   inside a msgpack extension. Plain data never touches pickle.
 
->>> from timelypy.order import Product
+>>> from ..order import Product
 >>> decode(encode([(1, "a"), (Product(2, 3), {4, 5})]))
 ((1, 'a'), (Product(2, 3), {4, 5}))
 
@@ -28,7 +28,7 @@ Framing: :func:`frame` prefixes a payload with its length (8 bytes, little-endia
 :class:`FrameReader` reassembles payloads from a byte stream delivered in arbitrary chunks.
 
 Security note: decoding may unpickle (the cloudpickle extension), so only decode bytes from an
-authenticated peer. :class:`timelypy.workers.mesh.SocketMesh` authenticates every connection with
+authenticated peer. :class:`timelypy.communication.mesh.SocketMesh` authenticates every connection with
 the job's secret before reading a single frame from it.
 """
 
@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional
 import cloudpickle
 import msgpack
 
-from timelypy.order import Product
+from ..order import Product
 
 __all__ = [
     "encode",
