@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 __all__ = [
     "TimelyError",
     "TimeOrderError",
@@ -16,6 +18,8 @@ __all__ = [
     "WaitTimeoutError",
     "StallError",
     "AuthenticationError",
+    "user_error",
+    "unhashable_error",
 ]
 
 
@@ -98,3 +102,26 @@ def format_exception_safely(exc: BaseException) -> str:
     except Exception:  # noqa: BLE001
         lines = traceback.format_tb(exc.__traceback__)
         return "".join(lines) + f"{type(exc).__name__}: {describe_exception(exc)}\n"
+
+
+def user_error(op: Any, exc: BaseException, what: str = "") -> OperatorError:
+    """Wrap an exception raised by user code, naming the operator and worker."""
+    worker = getattr(op, "worker_index", None)
+    where = f"operator {op.name!r}" + (f" on worker {worker}" if worker is not None else "")
+    detail = f" while processing {what}" if what else ""
+    err = OperatorError(f"{where} raised {type(exc).__name__}: {exc}{detail}",
+                        operator=op.name, worker=worker)
+    return err
+
+
+def unhashable_error(op: Any, records: Iterable[Any], what: str = "record") -> Exception:
+    """An :class:`~timelypy.errors.UnhashableDataError` naming ``op`` and the first record of
+    ``records`` that cannot be hashed (or a generic one if all can)."""
+    for r in records:
+        try:
+            hash(r)
+        except TypeError:
+            return UnhashableDataError(
+                f"operator {op.name!r} on worker {op.worker_index}: {what} {r!r} is not hashable "
+                f"(use tuples, not lists, sets or dicts, for data that is grouped or keyed)")
+    return UnhashableDataError(f"operator {op.name!r}: unhashable data")

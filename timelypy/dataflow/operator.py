@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
-from ..errors import OperatorError, TimelyError
+from ..errors import TimelyError, user_error
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
 from ..progress.operate import Operate
@@ -18,17 +18,7 @@ from .capability import Capability, InputCapability
 from .channels import InputPort, OutputPort
 
 __all__ = ["OperatorCore", "OperatorInput", "OperatorOutput", "OperatorInfo", "GenericOperator",
-           "LinearOperator", "user_error"]
-
-
-def user_error(op: Any, exc: BaseException, what: str = "") -> OperatorError:
-    """Wrap an exception raised by user code, naming the operator and worker."""
-    worker = getattr(op, "worker_index", None)
-    where = f"operator {op.name!r}" + (f" on worker {worker}" if worker is not None else "")
-    detail = f" while processing {what}" if what else ""
-    err = OperatorError(f"{where} raised {type(exc).__name__}: {exc}{detail}",
-                        operator=op.name, worker=worker)
-    return err
+           "LinearOperator"]
 
 
 class OperatorCore(Operate):
@@ -290,18 +280,3 @@ def _offending(batch_fn: Callable, data: List[Any], time: Any) -> str:
         except Exception:
             return f"record {record!r} at time {time!r}"
     return f"a batch of {len(data)} records at time {time!r}"
-
-
-def unhashable_error(op: Any, records: Any, what: str = "record") -> Exception:
-    """An :class:`~timelypy.errors.UnhashableDataError` naming ``op`` and the first record of
-    ``records`` that cannot be hashed (or a generic one if all can)."""
-    from ..errors import UnhashableDataError
-
-    for r in records:
-        try:
-            hash(r)
-        except TypeError:
-            return UnhashableDataError(
-                f"operator {op.name!r} on worker {op.worker_index}: {what} {r!r} is not hashable "
-                f"(use tuples, not lists, sets or dicts, for data that is grouped or keyed)")
-    return UnhashableDataError(f"operator {op.name!r}: unhashable data")

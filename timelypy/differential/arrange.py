@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
-from ..dataflow.operator import OperatorCore, unhashable_error
+from ..dataflow.operator import OperatorCore
+from ..errors import unhashable_error
 from ..dataflow.stream import Stream
 from ..errors import TimelyError
 from ..progress.frontier import Antichain

@@ -6,7 +6,8 @@ from typing import Any, Dict, List, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
-from ..dataflow.operator import OperatorCore, unhashable_error
+from ..dataflow.operator import OperatorCore
+from ..errors import unhashable_error
 from ..dataflow.stream import Stream
 from ..progress.frontier import Antichain
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
-from ..dataflow.operator import OperatorCore, user_error
+from ..dataflow.operator import OperatorCore
+from ..errors import user_error
 from ..dataflow.stream import Stream
 from ..errors import TimelyError
 from .arrange import Arranged, wrap_items

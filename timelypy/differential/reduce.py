@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..dataflow.capability import CapabilitySet
-from ..dataflow.operator import OperatorCore, user_error
+from ..dataflow.operator import OperatorCore
+from ..errors import user_error
 from ..dataflow.stream import Stream
 from ..errors import ReduceOutputError, TimelyError
 from ..progress.frontier import Antichain
