@@ -317,13 +317,17 @@ class TestMeshInProcess:
         finally:
             close_all(meshes)
 
-    def test_send_many_and_large_batch(self):
+    def test_large_batch_and_link_statistics(self):
         m0, m1 = build_meshes(2)
         try:
             big = [(k, str(k)) for k in range(200_000)]
-            m0.send_many(1, [[(1,)], big, [(2,)]])
+            for obj in ([(1,)], big, [(2,)]):
+                m0.send(1, obj)
             got = drain(m1, 3)
             assert [obj for _, obj in got] == [((1,),), tuple(big), ((2,),)]
+            sent, received, frames_sent, frames_received = m0.link_statistics()[1]
+            assert frames_sent == 3 and sent > 200_000 * 3 and (received, frames_received) == (0, 0)
+            assert m1.link_statistics()[0] == (0, sent, 0, 3)
         finally:
             close_all([m0, m1])
 

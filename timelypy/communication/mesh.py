@@ -37,9 +37,7 @@ Example (two workers in one process, for illustration; normally one per process)
 
 from __future__ import annotations
 
-import hmac
 import logging
-import os
 import socket
 import struct
 import threading
@@ -47,7 +45,9 @@ import time
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..errors import AuthenticationError, WaitTimeoutError, WorkerDiedError, WorkerError
+from ..errors import WaitTimeoutError, WorkerDiedError, WorkerError
+from .handshake import (HandshakeRefused, accept_claim, describe_address, greet_as_connector,
+                        read_claim)
 from .wire import HEADER_SIZE, FrameReader, decode, encode
 
 __all__ = ["SocketMesh", "MeshFabric", "Address"]
@@ -58,20 +58,6 @@ Address = Tuple[str, int]
 """A worker's listening address: ``("127.0.0.1", port)``."""
 
 _HOST = "127.0.0.1"
-
-# --- handshake --------------------------------------------------------------------------
-# acceptor  -> connector : MAGIC (8) + nonce_a (32)
-# connector -> acceptor  : nonce_c (32) + index_c (4) + HMAC(secret, "connect"|nonce_a|nonce_c|index_c)
-# acceptor  -> connector : index_a (4) + HMAC(secret, "accept"|nonce_a|nonce_c|index_c|index_a)
-# Each side proves knowledge of the secret over a nonce the *other* side chose; the two MACs
-# carry different labels, so one side's answer can never be replayed as the other's.
-_MAGIC = b"TPYMESH1"
-_NONCE = 32
-_DIGEST = 32
-_INDEX = struct.Struct("<I")
-_HELLO_SIZE = len(_MAGIC) + _NONCE
-_CLAIM_SIZE = _NONCE + _INDEX.size + _DIGEST
-_REPLY_SIZE = _INDEX.size + _DIGEST
 
 # --- frames after the handshake ---------------------------------------------------------
 # A frame's payload starts with one kind byte.
@@ -86,27 +72,6 @@ _RECV_CHUNK = 1 << 20
 _SOCKET_BUFFER = 4 << 20
 
 
-def _mac(secret: bytes, *parts: bytes) -> bytes:
-    return hmac.new(secret, b"".join(parts), "sha256").digest()
-
-
-def _recv_exact(sock: socket.socket, size: int, deadline: float) -> bytes:
-    """Read exactly ``size`` bytes before ``deadline`` (``time.monotonic``)."""
-    chunks: List[bytes] = []
-    missing = size
-    while missing:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise socket.timeout(f"timed out after {size - missing} of {size} bytes")
-        sock.settimeout(remaining)
-        chunk = sock.recv(missing)
-        if not chunk:
-            raise ConnectionError(f"connection closed after {size - missing} of {size} bytes")
-        chunks.append(chunk)
-        missing -= len(chunk)
-    return b"".join(chunks)
-
-
 def _tune(sock: socket.socket) -> None:
     # Small frames (progress updates) must not wait for Nagle's algorithm.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -117,17 +82,16 @@ def _tune(sock: socket.socket) -> None:
             pass
 
 
-def _describe(peer: Any) -> str:
-    try:
-        return f"{peer[0]}:{peer[1]}"
-    except Exception:  # pragma: no cover - unix sockets, odd families
-        return repr(peer)
+def _data_frame(payload: bytes) -> bytes:
+    """A data frame: ``wire.frame`` of the kind byte followed by ``payload``."""
+    return b"".join((_FRAME_HEADER.pack(len(payload) + 1), _DATA_TAG, payload))
 
 
 class _Peer:
     """One remote worker: its socket, send lock, reader thread and state."""
 
-    __slots__ = ("index", "sock", "send_lock", "reader", "said_bye", "ended")
+    __slots__ = ("index", "sock", "send_lock", "reader", "said_bye", "ended", "bytes_sent",
+                 "frames_sent", "bytes_received", "frames_received")
 
     def __init__(self, index: int, sock: socket.socket) -> None:
         self.index = index
@@ -136,6 +100,7 @@ class _Peer:
         self.reader: Optional[threading.Thread] = None
         self.said_bye = False  # the peer closed its mesh in an orderly way
         self.ended = False  # our reader has stopped
+        self.bytes_sent = self.frames_sent = self.bytes_received = self.frames_received = 0
 
 
 class SocketMesh:
@@ -264,7 +229,7 @@ class SocketMesh:
             if remaining <= 0:
                 raise WaitTimeoutError(
                     f"worker {self.index}: could not connect to worker {j} at "
-                    f"{_describe(address)} within {self.connect_timeout} s"
+                    f"{describe_address(address)} within {self.connect_timeout} s"
                 )
             try:
                 sock = socket.create_connection(address, timeout=remaining)
@@ -273,54 +238,12 @@ class SocketMesh:
                 delay = min(delay * 2, 0.5)
                 continue
             try:
-                self._handshake_as_connector(sock, j, deadline)
+                greet_as_connector(sock, self._secret, self.index, j, self.addresses[j],
+                                   deadline, self.connect_timeout)
             except BaseException:
                 sock.close()
                 raise
             return sock
-
-    def _handshake_as_connector(self, sock: socket.socket, j: int, deadline: float) -> None:
-        try:
-            hello = _recv_exact(sock, _HELLO_SIZE, deadline)
-        except socket.timeout:
-            raise WaitTimeoutError(
-                f"worker {self.index}: worker {j} did not greet us within {self.connect_timeout} s"
-            ) from None
-        except OSError as exc:
-            raise WorkerDiedError(
-                f"worker {self.index}: connection to worker {j} failed during the handshake: "
-                f"{exc}",
-                worker=j,
-            ) from exc
-        if hello[: len(_MAGIC)] != _MAGIC:
-            raise AuthenticationError(
-                f"worker {self.index}: the listener of worker {j} at "
-                f"{_describe(self.addresses[j])} is not a timelypy mesh"
-            )
-        nonce_a = hello[len(_MAGIC):]
-        nonce_c = os.urandom(_NONCE)
-        me = _INDEX.pack(self.index)
-        claim = nonce_c + me + _mac(self._secret, b"connect", nonce_a, nonce_c, me)
-        try:
-            sock.sendall(claim)
-            reply = _recv_exact(sock, _REPLY_SIZE, deadline)
-        except (OSError, socket.timeout) as exc:
-            raise AuthenticationError(
-                f"worker {self.index}: worker {j} rejected our handshake or went away ({exc})"
-            ) from exc
-        them = reply[: _INDEX.size]
-        expected = _mac(self._secret, b"accept", nonce_a, nonce_c, me, them)
-        if not hmac.compare_digest(reply[_INDEX.size:], expected):
-            raise AuthenticationError(
-                f"worker {self.index}: the listener at {_describe(self.addresses[j])} failed the "
-                f"challenge for worker {j} (wrong job secret?)"
-            )
-        (claimed,) = _INDEX.unpack(them)
-        if claimed != j:
-            raise AuthenticationError(
-                f"worker {self.index}: expected worker {j} at {_describe(self.addresses[j])}, "
-                f"found worker {claimed}"
-            )
 
     def _accept_loop(self) -> None:
         listener = self._listener
@@ -348,7 +271,7 @@ class SocketMesh:
             self.refused += 1
         if not self._closing:
             log.warning(
-                "worker %d: refused connection from %s: %s", self.index, _describe(peer), reason
+                "worker %d: refused connection from %s: %s", self.index, describe_address(peer), reason
             )
         sock.close()
 
@@ -357,32 +280,19 @@ class SocketMesh:
         try:
             self._accept_handshake(sock, peer)
         except BaseException:  # pragma: no cover - a bug, not a bad client
-            log.exception("worker %d: handshake with %s crashed", self.index, _describe(peer))
+            log.exception("worker %d: handshake with %s crashed", self.index, describe_address(peer))
             sock.close()
         finally:
             with self._cond:
                 self._pending_handshakes.discard(sock)
 
     def _accept_handshake(self, sock: socket.socket, peer: Any) -> None:
-        deadline = time.monotonic() + self.handshake_timeout
-        nonce_a = os.urandom(_NONCE)
         try:
-            sock.settimeout(self.handshake_timeout)
-            sock.sendall(_MAGIC + nonce_a)
-            claim = _recv_exact(sock, _CLAIM_SIZE, deadline)
-        except socket.timeout:
-            self._refuse(sock, peer, f"no handshake within {self.handshake_timeout} s")
+            claim = read_claim(sock, self._secret, self.handshake_timeout)
+        except HandshakeRefused as refused:
+            self._refuse(sock, peer, str(refused))
             return
-        except OSError as exc:
-            self._refuse(sock, peer, f"connection ended during the handshake ({exc})")
-            return
-        nonce_c = claim[:_NONCE]
-        them = claim[_NONCE:_NONCE + _INDEX.size]
-        expected = _mac(self._secret, b"connect", nonce_a, nonce_c, them)
-        if not hmac.compare_digest(claim[_NONCE + _INDEX.size:], expected):
-            self._refuse(sock, peer, "failed authentication (wrong or missing job secret)")
-            return
-        (j,) = _INDEX.unpack(them)
+        j = claim.index
         with self._cond:
             if self._closing:
                 reason = "the mesh is closing"
@@ -396,9 +306,8 @@ class SocketMesh:
         if reason:
             self._refuse(sock, peer, reason)
             return
-        me = _INDEX.pack(self.index)
         try:
-            sock.sendall(me + _mac(self._secret, b"accept", nonce_a, nonce_c, them, me))
+            accept_claim(sock, self._secret, self.index, claim)
         except OSError as exc:
             self._refuse(sock, peer, f"worker {j} went away during the handshake ({exc})")
             return
@@ -464,6 +373,7 @@ class SocketMesh:
                         )
                     return
                 messages = []
+                peer.bytes_received += n
                 for payload in frames.feed(view[:n]):
                     kind = payload[0]
                     if kind == _KIND_DATA:
@@ -485,6 +395,7 @@ class SocketMesh:
                         )
                         return
                 if messages:
+                    peer.frames_received += len(messages)
                     with cond:
                         inbox.extend(messages)
                         self.messages_received += len(messages)
@@ -529,11 +440,10 @@ class SocketMesh:
                 self._raise_failure()
             return bool(self._inbox)
 
-    @property
-    def failed_workers(self) -> List[int]:
-        """Indices of peers that died (or sent something undecodable)."""
-        with self._cond:
-            return sorted(self._failures)
+    def link_statistics(self) -> Dict[int, Tuple[int, int, int, int]]:
+        """Per peer: ``(bytes_sent, bytes_received, frames_sent, frames_received)`` so far."""
+        return {j: (p.bytes_sent, p.bytes_received, p.frames_sent, p.frames_received)
+                for j, p in list(self._peers.items())}
 
     # ----------------------------------------------------------------------------------
     # sending
@@ -581,6 +491,8 @@ class SocketMesh:
             ) from exc
         self.messages_sent += count
         self.bytes_sent += len(data)
+        peer.frames_sent += count
+        peer.bytes_sent += len(data)
 
     def send(self, dest: int, obj: Any) -> None:
         """Send ``obj`` to worker ``dest`` (FIFO with everything else this worker sends it).
@@ -592,32 +504,12 @@ class SocketMesh:
         if dest == self.index:
             self._deliver_local((obj,))
             return
-        peer = self._peer(dest)
-        payload = encode(obj)
-        self._send_frames(
-            peer, b"".join((_FRAME_HEADER.pack(len(payload) + 1), _DATA_TAG, payload)), 1
-        )
-
-    def send_many(self, dest: int, objs: Iterable[Any]) -> None:
-        """Send several objects to ``dest`` in one write; same semantics as :meth:`send`."""
-        objs = list(objs)
-        if not objs:
-            return
-        if dest == self.index:
-            self._deliver_local(objs)
-            return
-        peer = self._peer(dest)
-        parts: List[bytes] = []
-        for obj in objs:
-            payload = encode(obj)
-            parts += (_FRAME_HEADER.pack(len(payload) + 1), _DATA_TAG, payload)
-        self._send_frames(peer, b"".join(parts), len(objs))
+        self._send_frames(self._peer(dest), _data_frame(encode(obj)), 1)
 
     def broadcast(self, obj: Any) -> None:
         """Send ``obj`` to every worker, this one included (encoded once)."""
         if self.peers > 1:
-            payload = encode(obj)
-            data = b"".join((_FRAME_HEADER.pack(len(payload) + 1), _DATA_TAG, payload))
+            data = _data_frame(encode(obj))
             for j in range(self.peers):
                 if j != self.index:
                     self._send_frames(self._peer(j), data, 1)
@@ -713,7 +605,8 @@ def _check_secret(secret: Any) -> None:
 class MeshFabric:
     """Adapts a :class:`SocketMesh` to the worker's fabric interface."""
 
-    __slots__ = ("mesh", "index", "peers", "send", "broadcast", "recv_nowait", "wait")
+    __slots__ = ("mesh", "index", "peers", "send", "broadcast", "recv_nowait", "wait",
+                 "link_statistics")
 
     def __init__(self, mesh: SocketMesh):
         self.mesh = mesh
@@ -723,6 +616,7 @@ class MeshFabric:
         self.broadcast = mesh.broadcast
         self.recv_nowait = mesh.recv_nowait
         self.wait = mesh.wait
+        self.link_statistics = mesh.link_statistics
 
     def flush(self) -> None:
         """Frames are written as they are sent; nothing is buffered."""

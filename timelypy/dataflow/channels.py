@@ -15,8 +15,9 @@ from collections import deque
 from typing import Any, Callable, List, Optional
 
 from ..progress.change_batch import ChangeBatch
-from ..communication.fabric import DATA
+from ..communication.fabric import DATA, Fabric
 from ..hashing import stable_hash
+from ..instrument import BatchProduced, ChannelSent, Instruments
 
 __all__ = ["Pipeline", "Exchange", "InputPort", "OutputPort", "IngressPort", "EgressPort"]
 
@@ -69,20 +70,25 @@ class InputPort:
 class OutputPort:
     """An operator output: counts produced records and hands messages to every pusher."""
 
-    __slots__ = ("pushers", "produced", "node", "port", "counted")
+    __slots__ = ("pushers", "produced", "node", "port", "counted", "instruments")
 
-    def __init__(self, node: int, port: int, produced: Optional[ChangeBatch], counted: bool = True):
+    def __init__(self, node: int, port: int, produced: Optional[ChangeBatch], counted: bool = True,
+                 instruments: Optional[Instruments] = None):
         self.pushers: List[Any] = []
         self.produced = produced
         self.node = node
         self.port = port
         self.counted = counted
+        self.instruments = instruments if instruments is not None else Instruments()
 
     def push(self, time: Any, data: List[Any]) -> None:
         if not data:
             return
         if self.counted:
             self.produced.update(time, len(data))
+        if self.instruments.enabled:
+            self.instruments.emit(BatchProduced(self.instruments.worker, self.node, self.port,
+                                                time, len(data)))
         for p in self.pushers:
             p.push(time, data)
 
@@ -137,16 +143,17 @@ class ExchangePusher:
     """Partitions each message by key hash; the local part is pushed directly, the rest goes
     through the fabric as one message per destination worker."""
 
-    __slots__ = ("target", "key_fn", "peers", "index", "fabric", "channel")
+    __slots__ = ("target", "key_fn", "peers", "index", "fabric", "channel", "instruments")
 
-    def __init__(self, target: Any, key_fn: Callable, peers: int, index: int, fabric: Any,
-                 channel: int):
+    def __init__(self, target: Any, key_fn: Callable, peers: int, index: int, fabric: Fabric,
+                 channel: int, instruments: Optional[Instruments] = None):
         self.target = target
         self.key_fn = key_fn
         self.peers = peers
         self.index = index
         self.fabric = fabric
         self.channel = channel
+        self.instruments = instruments if instruments is not None else Instruments(index)
 
     def push(self, time: Any, data: List[Any]) -> None:
         peers = self.peers
@@ -155,9 +162,17 @@ class ExchangePusher:
         for record in data:
             parts[stable_hash(key_fn(record)) % peers].append(record)
         index = self.index
+        if self.instruments.enabled:
+            self._emit_sent(time, parts)
         for dest, part in enumerate(parts):
             if part:
                 if dest == index:
                     self.target.push(time, part)
                 else:
                     self.fabric.send(dest, (DATA, self.channel, time, part))
+
+    def _emit_sent(self, time: Any, parts: List[List[Any]]) -> None:
+        instruments = self.instruments
+        for dest, part in enumerate(parts):
+            if part:
+                instruments.emit(ChannelSent(self.index, self.channel, dest, time, len(part)))

@@ -38,7 +38,8 @@ class OperatorCore(Operate):
         self.input_ports: List[InputPort] = [InputPort(self.subgraph, self.index)
                                              for _ in range(inputs)]
         self.output_ports: List[OutputPort] = [
-            OutputPort(self.index, o, self.shared.produceds[o]) for o in range(outputs)]
+            OutputPort(self.index, o, self.shared.produceds[o],
+                       instruments=scope.worker.instruments) for o in range(outputs)]
         self.input_frontiers = [MutableAntichain(self.order.le, self.order.is_total)
                                 for _ in range(inputs)]
 

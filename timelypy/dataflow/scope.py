@@ -182,7 +182,7 @@ class Scope:
                                Location(node, port, False))
         if isinstance(pact, Exchange) and worker.peers > 1:
             pusher = ExchangePusher(target, pact.key_fn, worker.peers, worker.index,
-                                    worker.fabric, channel)
+                                    worker.fabric, channel, worker.instruments)
             worker.register_channel(channel, target)
         else:
             pusher = PipelinePusher(target)

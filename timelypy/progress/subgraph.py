@@ -11,8 +11,10 @@ collect their progress, and broadcast this worker's progress batch.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from time import perf_counter
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..instrument import FrontierChanged, Instruments, OperatorFinished, OperatorScheduled
 from ..order import PathSummary, TimeOrder
 from .broadcast import Progcaster
 from .change_batch import ChangeBatch
@@ -25,6 +27,21 @@ __all__ = ["Subgraph"]
 
 def _identity(t: Any) -> Any:
     return t
+
+
+def _move_counts(source: Dict[Any, int], locations: Sequence[Location], counts: Dict[Any, int],
+                 sign: int) -> None:
+    """Add ``sign * delta`` at ``(location, time)`` to ``counts`` for every location and every
+    ``time: delta`` of ``source``, then clear ``source``."""
+    for loc in locations:
+        for t, d in source.items():
+            k = (loc, t)
+            c = counts.get(k, 0) + sign * d
+            if c:
+                counts[k] = c
+            else:
+                del counts[k]
+    source.clear()
 
 
 class Subgraph(Operate):
@@ -60,6 +77,8 @@ class Subgraph(Operate):
         self._incomplete: List[bool] = [False]
         self.finalized = False
         self.parent: Optional["Subgraph"] = None
+        self.instruments: Optional[Instruments] = None
+        """The worker's instrument hub (set by the dataflow layer); None: no events."""
 
     def wake(self) -> None:
         """Make sure this scope (and its ancestors) run at the next step."""
@@ -178,11 +197,16 @@ class Subgraph(Operate):
         pushed = tracker.propagate_all()
         children = self.children
         active = self.activations
+        instruments = self.instruments
+        listening = instruments is not None and instruments.enabled
         for tgt, changes in pushed.items():
             child = children[tgt.node]
             child.shared.frontiers[tgt.port].extend(changes)
             if child.wake_on_frontier:
                 active[tgt.node] = True
+            if listening:
+                instruments.emit(FrontierChanged(instruments.worker, self.name, tgt.node,
+                                                 tgt.port, tuple(changes)))
         if tracker.output_changes:
             to_outer = self.to_outer
             for j, oc in tracker.output_changes.items():
@@ -239,12 +263,17 @@ class Subgraph(Operate):
         incomplete = self._incomplete
         final = self.final_progress
         ports = self._ports
+        instruments = self.instruments
+        listening = instruments is not None and instruments.enabled
         for idx in range(1, len(children)):
             if not active[idx]:
                 if not incomplete[idx] or not isinstance(children[idx], Subgraph):
                     continue
             active[idx] = False
             child = children[idx]
+            if listening:
+                instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
+                started = perf_counter()
             try:
                 incomplete[idx] = child.schedule()
             except BaseException:
@@ -254,66 +283,33 @@ class Subgraph(Operate):
                 self._collect(idx, child, local if child.local else final)
                 self._send_progress()
                 raise
+            if listening:
+                instruments.emit(OperatorFinished(instruments.worker, self.name, idx, child.name,
+                                                  perf_counter() - started))
+            # Move the child's reports into the scope's batch. This is the hottest loop of the
+            # progress layer: the dictionaries are updated in place, without ChangeBatch calls.
             sp = child.shared
-            # Move the child's reports into the scope's batch (inlined ChangeBatch.update: this
-            # is the hottest loop of the progress layer).
             counts = (local if child.local else final)._counts
             consumed_locs, internal_locs, produced_targets = ports[idx]
             for i, b in enumerate(sp.consumeds):
-                bc = b._counts
-                if bc:
-                    loc = consumed_locs[i]
-                    for t, d in bc.items():
-                        k = (loc, t)
-                        c = counts.get(k, 0) - d
-                        if c:
-                            counts[k] = c
-                        else:
-                            del counts[k]
-                    bc.clear()
+                if b._counts:
+                    _move_counts(b._counts, (consumed_locs[i],), counts, -1)
             for o, b in enumerate(sp.internals):
-                bc = b._counts
-                if bc:
-                    loc = internal_locs[o]
-                    for t, d in bc.items():
-                        k = (loc, t)
-                        c = counts.get(k, 0) + d
-                        if c:
-                            counts[k] = c
-                        else:
-                            del counts[k]
-                    bc.clear()
+                if b._counts:
+                    _move_counts(b._counts, (internal_locs[o],), counts, 1)
             for o, b in enumerate(sp.produceds):
-                bc = b._counts
-                if bc:
-                    for tgt in produced_targets[o]:
-                        for t, d in bc.items():
-                            k = (tgt, t)
-                            c = counts.get(k, 0) + d
-                            if c:
-                                counts[k] = c
-                            else:
-                                del counts[k]
-                    bc.clear()
+                if b._counts:
+                    _move_counts(b._counts, produced_targets[o], counts, 1)
 
     def _collect(self, idx: int, child: Operate, sink: ChangeBatch) -> None:
-        sp = child.shared
-        for i, b in enumerate(sp.consumeds):
-            if b:
-                loc = Location(idx, i, False)
-                for t, d in b.drain_unsorted():
-                    sink.update((loc, t), -d)
-        for o, b in enumerate(sp.internals):
-            if b:
-                loc = Location(idx, o, True)
-                for t, d in b.drain_unsorted():
-                    sink.update((loc, t), d)
-        for o, b in enumerate(sp.produceds):
-            if b:
-                targets = self.edges_from.get(Location(idx, o, True), ())
-                for t, d in b.drain_unsorted():
-                    for tgt in targets:
-                        sink.update((tgt, t), d)
+        counts = sink._counts
+        consumed_locs, internal_locs, produced_targets = self._ports[idx]
+        for i, b in enumerate(child.shared.consumeds):
+            _move_counts(b._counts, (consumed_locs[i],), counts, -1)
+        for o, b in enumerate(child.shared.internals):
+            _move_counts(b._counts, (internal_locs[o],), counts, 1)
+        for o, b in enumerate(child.shared.produceds):
+            _move_counts(b._counts, produced_targets[o], counts, 1)
 
     def _send_progress(self) -> None:
         local = self.local_progress
