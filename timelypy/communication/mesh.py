@@ -14,10 +14,10 @@ Life of a mesh:
    client, a wrong secret, garbage, silence - is logged on the ``timelypy.workers`` logger and
    closed, and the mesh keeps waiting for the real peer. The listener stays open for the mesh's
    life, refusing (and logging) every later connection.
-3. :meth:`~SocketMesh.send` / :meth:`~SocketMesh.broadcast` encode with
-   :mod:`timelypy.communication.wire` and write whole frames from the calling thread. One reader thread
-   per peer decodes frames into a shared inbox; :meth:`~SocketMesh.recv_nowait` drains it and
-   :meth:`~SocketMesh.wait` blocks (bounded) until something arrives.
+3. :meth:`~SocketMesh.send` / :meth:`~SocketMesh.broadcast` encode with :mod:`.wire` and
+   write whole frames from the calling thread. One reader thread per peer decodes frames into a
+   shared inbox; :meth:`~SocketMesh.recv_nowait` drains it and :meth:`~SocketMesh.wait` blocks
+   (bounded) until something arrives.
 4. :meth:`~SocketMesh.close` says goodbye to every peer (an orderly close). A peer whose connection
    ends *without* a goodbye has died: from then on :meth:`~SocketMesh.recv_nowait` and
    :meth:`~SocketMesh.wait` raise :class:`~timelypy.errors.WorkerDiedError` naming it.
@@ -25,13 +25,10 @@ Life of a mesh:
 Messages to oneself never leave the process and are not copied: after ``send(self.index, batch)``
 the receiver gets the very same object, so a sender must not mutate a batch once sent.
 
-Example (two workers in one process, for illustration; normally one per process)::
+Example, two workers (normally one per process; the constructors run in two threads)::
 
-    secret = secrets.token_bytes(32)
     (l0, a0), (l1, a1) = SocketMesh.listen(secret), SocketMesh.listen(secret)
-    # in two threads:
-    m0 = SocketMesh(0, 2, l0, [a0, a1], secret)
-    m1 = SocketMesh(1, 2, l1, [a0, a1], secret)
+    m0, m1 = SocketMesh(0, 2, l0, [a0, a1], secret), SocketMesh(1, 2, l1, [a0, a1], secret)
     m0.send(1, [(1, 2)]); m1.wait(5.0); m1.recv_nowait()   # -> [(0, ((1, 2),))]
 """
 
@@ -372,28 +369,10 @@ class SocketMesh:
                             worker=j,
                         )
                     return
-                messages = []
                 peer.bytes_received += n
-                for payload in frames.feed(view[:n]):
-                    kind = payload[0]
-                    if kind == _KIND_DATA:
-                        try:
-                            messages.append((j, decode(memoryview(payload)[1:])))
-                        except Exception as exc:
-                            failure = WorkerError(
-                                f"worker {self.index} could not decode a message from worker "
-                                f"{j}: {type(exc).__name__}: {exc}",
-                                worker=j,
-                            )
-                            return
-                    elif kind == _KIND_BYE:
-                        peer.said_bye = True
-                    else:
-                        failure = WorkerError(
-                            f"worker {self.index}: unknown frame kind {kind} from worker {j}",
-                            worker=j,
-                        )
-                        return
+                messages, failure = self._decode(peer, frames.feed(view[:n]))
+                if failure is not None:
+                    return
                 if messages:
                     peer.frames_received += len(messages)
                     with cond:
@@ -407,6 +386,27 @@ class SocketMesh:
                 if failure is not None and not self._closing:
                     self._failures.setdefault(j, failure)
                 cond.notify_all()
+
+    def _decode(self, peer: _Peer, payloads: Iterable[bytes]
+                ) -> Tuple[List[Tuple[int, Any]], Optional[WorkerError]]:
+        """Decode the frames of one read: ``(messages, failure)``; a goodbye marks the peer."""
+        j = peer.index
+        messages = []
+        for payload in payloads:
+            kind = payload[0]
+            if kind == _KIND_DATA:
+                try:
+                    messages.append((j, decode(memoryview(payload)[1:])))
+                except Exception as exc:
+                    return messages, WorkerError(
+                        f"worker {self.index} could not decode a message from worker {j}: "
+                        f"{type(exc).__name__}: {exc}", worker=j)
+            elif kind == _KIND_BYE:
+                peer.said_bye = True
+            else:
+                return messages, WorkerError(
+                    f"worker {self.index}: unknown frame kind {kind} from worker {j}", worker=j)
+        return messages, None
 
     def _raise_failure(self) -> None:
         # Called with the condition held. A fresh exception per call keeps tracebacks short.

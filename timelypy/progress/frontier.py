@@ -9,18 +9,39 @@ from ..order import less_equal as _generic_le
 __all__ = ["Antichain", "MutableAntichain", "antichain_join", "antichain_meet"]
 
 
-def _sorted_times(times: Iterable[Any]) -> List[Any]:
-    return sorted(times)
+class _FrontierQueries:
+    """``less_equal`` / ``less_than`` of a frontier held in ``self._elements`` (shared by
+    :class:`Antichain` and :class:`MutableAntichain`)."""
+
+    __slots__ = ()
+    _elements: List[Any]
+    _le: Callable[[Any, Any], bool]
+
+    def less_equal(self, t: Any) -> bool:
+        """Some element ``<= t``: ``t`` is at or beyond this frontier. O(len)."""
+        le = self._le
+        for e in self._elements:
+            if le(e, t):
+                return True
+        return False
+
+    def less_than(self, t: Any) -> bool:
+        """Some element ``< t`` (strictly): times before ``t`` may still arrive. O(len)."""
+        le = self._le
+        for e in self._elements:
+            if e != t and le(e, t):
+                return True
+        return False
 
 
-class Antichain:
+class Antichain(_FrontierQueries):
     """A set of mutually incomparable times, kept minimal. Used as a frontier (lower bound).
 
     ``Antichain([])`` is the empty frontier: "nothing can ever arrive" (the greatest
     antichain). ``Antichain([min])`` is the least.
 
-    Comparisons follow seed 002: ``A.less_equal(t)`` means some ``a <= t`` ("t is at or beyond
-    the frontier"); ``A <= B`` (``A.dominates_or_equal``...) is :meth:`le`: every ``b`` has an
+    Comparisons, as in the Differential Dataflow book: ``A.less_equal(t)`` means some ``a <= t`` ("t is at or beyond
+    the frontier"); ``A <= B`` is :meth:`le`: every ``b`` has an
     ``a <= b``.
 
     >>> from timelypy.order import Product
@@ -53,36 +74,16 @@ class Antichain:
         self._elements.append(t)
         return True
 
-    def less_equal(self, t: Any) -> bool:
-        """Some element ``<= t``: ``t`` is at or beyond this frontier. O(len)."""
-        le = self._le
-        for e in self._elements:
-            if le(e, t):
-                return True
-        return False
-
-    def less_than(self, t: Any) -> bool:
-        """Some element ``< t`` (strictly). O(len)."""
-        le = self._le
-        for e in self._elements:
-            if e != t and le(e, t):
-                return True
-        return False
-
     def le(self, other: "Antichain") -> bool:
         """Antichain order: every element of ``other`` is at or beyond ``self``."""
         return all(self.less_equal(b) for b in other._elements)
-
-    def dominates(self, other: "Antichain") -> bool:
-        """Alias of ``other.le(self)``: ``self`` is at or beyond ``other``."""
-        return other.le(self)
 
     def is_empty(self) -> bool:
         return not self._elements
 
     def elements(self) -> List[Any]:
         """The elements, sorted."""
-        return _sorted_times(self._elements)
+        return sorted(self._elements)
 
     def __iter__(self):
         return iter(self._elements)
@@ -124,7 +125,7 @@ def antichain_join(a: Iterable[Any], b: Iterable[Any], join: Callable,
     return out
 
 
-class MutableAntichain:
+class MutableAntichain(_FrontierQueries):
     """A multiset of times with the frontier of those whose count is positive.
 
     :meth:`update_iter` applies count changes and returns the *changes to the frontier* as
@@ -140,29 +141,29 @@ class MutableAntichain:
     [(3, -1), (5, 1)]
     """
 
-    __slots__ = ("_counts", "_frontier", "_le", "_total")
+    __slots__ = ("_counts", "_elements", "_le", "_total")
 
     def __init__(self, le: Optional[Callable] = None, total: bool = False):
         self._le = le or _generic_le
         self._counts: Dict[Any, int] = {}
-        self._frontier: List[Any] = []
+        self._elements: List[Any] = []
         self._total = total
 
     @classmethod
     def from_elem(cls, t: Any, le: Optional[Callable] = None) -> "MutableAntichain":
         m = cls(le)
         m._counts[t] = 1
-        m._frontier = [t]
+        m._elements = [t]
         return m
 
     @property
     def frontier(self) -> List[Any]:
         """The current frontier (do not mutate)."""
-        return self._frontier
+        return self._elements
 
     def antichain(self) -> Antichain:
         a = Antichain(le=self._le)
-        a._elements = list(self._frontier)
+        a._elements = list(self._elements)
         return a
 
     def update_iter(self, updates: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
@@ -171,7 +172,7 @@ class MutableAntichain:
             return self._update_total(updates)
         le = self._le
         counts = self._counts
-        frontier = self._frontier
+        frontier = self._elements
         rebuild = False
         for t, d in updates:
             if not d:
@@ -201,7 +202,7 @@ class MutableAntichain:
     def _update_total(self, updates: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
         # Totally ordered times: the frontier is the least time with a positive count.
         counts = self._counts
-        frontier = self._frontier
+        frontier = self._elements
         old = frontier[0] if frontier else None
         rebuild = False
         for t, d in updates:
@@ -227,9 +228,9 @@ class MutableAntichain:
             changes.append((old, -1))
         if new is not None:
             changes.append((new, 1))
-            self._frontier = [new]
+            self._elements = [new]
         else:
-            self._frontier = []
+            self._elements = []
         return changes
 
     def update(self, t: Any, d: int) -> List[Tuple[Any, int]]:
@@ -238,7 +239,7 @@ class MutableAntichain:
 
     def _rebuild(self) -> List[Tuple[Any, int]]:
         le = self._le
-        old = self._frontier
+        old = self._elements
         positive = [t for t, c in self._counts.items() if c > 0]
         if len(positive) <= 1:
             new = positive
@@ -252,7 +253,7 @@ class MutableAntichain:
                         break
                 else:
                     new.append(t)
-        self._frontier = new
+        self._elements = new
         if old == new:
             return []
         if len(old) <= 1 and len(new) <= 1:
@@ -265,28 +266,12 @@ class MutableAntichain:
         changes.extend((t, 1) for t in new if t not in old_set)
         return changes
 
-    def less_equal(self, t: Any) -> bool:
-        """Some frontier element ``<= t``."""
-        le = self._le
-        for f in self._frontier:
-            if le(f, t):
-                return True
-        return False
-
-    def less_than(self, t: Any) -> bool:
-        """Some frontier element ``< t``."""
-        le = self._le
-        for f in self._frontier:
-            if f != t and le(f, t):
-                return True
-        return False
-
     def count_for(self, t: Any) -> int:
         return self._counts.get(t, 0)
 
     def is_empty(self) -> bool:
         """The frontier is empty (no time with a positive count)."""
-        return not self._frontier
+        return not self._elements
 
     def counts(self) -> Dict[Any, int]:
         return dict(self._counts)
@@ -296,8 +281,8 @@ class MutableAntichain:
         positive = [t for t, c in self._counts.items() if c > 0]
         le = self._le
         minimal = {t for t in positive if not any(u != t and le(u, t) for u in positive)}
-        assert set(self._frontier) == minimal, (self._frontier, minimal)
-        assert len(self._frontier) == len(minimal)
+        assert set(self._elements) == minimal, (self._elements, minimal)
+        assert len(self._elements) == len(minimal)
 
     def __repr__(self) -> str:
-        return f"MutableAntichain(frontier={sorted(self._frontier)!r})"
+        return f"MutableAntichain(frontier={sorted(self._elements)!r})"

@@ -1,4 +1,4 @@
-"""The operator interface seen by a scope, in the style of timely's Scope trait (seed 004).
+"""The operator interface seen by a scope, in the style of timely dataflow's ``Operate`` trait.
 
 An operator presents itself to its scope through four calls:
 
@@ -59,12 +59,12 @@ class Operate:
     name: str = "operator"
     local: bool = True
     frontier_interest: bool = True
-    wake_on_frontier: bool = True
-    """False for operators whose frontier changes are consumed without running them (probes and
-    captures write them straight into their handles)."""
     """False for operators that never look at their input frontiers (map, concat, feedback):
     the tracker then does not maintain implications at their inputs (timely's
     ``FrontierInterest::Never``)."""
+    wake_on_frontier: bool = True
+    """False for operators whose frontier changes are consumed without running them (probes and
+    captures write them straight into their handles)."""
 
     def __init__(self, name: str, inputs: int, outputs: int):
         self.name = name

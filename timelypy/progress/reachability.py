@@ -1,6 +1,6 @@
 """Reachability: path summaries between all ports of a scope, and the progress tracker.
 
-Vocabulary (seed 004, engine-brief section 3): a *location* is an operator port. A *source* is an
+Vocabulary (timely dataflow's progress tracking, as on the timely wiki): a *location* is an operator port. A *source* is an
 operator output, a *target* an operator input. Node 0 is the scope's boundary seen from inside:
 ``Source(0, i)`` is scope input ``i`` and ``Target(0, j)`` is scope output ``j``.
 
@@ -29,7 +29,6 @@ __all__ = [
     "Target",
     "ReachabilityBuilder",
     "ReachabilityTracker",
-    "insert_summary",
 ]
 
 
