@@ -61,6 +61,7 @@ class InputPort:
         self._nested = subgraph.parent is not None
 
     def push(self, time: Any, data: List[Any]) -> None:
+        """Queue one message and activate the operator. O(1)."""
         self.queue.append((time, data))
         self._activations[self.node] = True
         if self._nested:
@@ -82,6 +83,7 @@ class OutputPort:
         self.instruments = instruments if instruments is not None else Instruments()
 
     def push(self, time: Any, data: List[Any]) -> None:
+        """Count ``data`` as produced at ``time`` and hand it to every pusher (not copied)."""
         if not data:
             return
         if self.counted:
@@ -105,6 +107,7 @@ class IngressPort:
         self.inner_port = inner_port
 
     def push(self, time: Any, data: List[Any]) -> None:
+        """Forward a message entering the scope, at the inner time."""
         sg = self.subgraph
         t = sg.to_inner(time)
         sg.ingress_counts[self.input].update(t, len(data))
@@ -124,18 +127,22 @@ class EgressPort:
         self.outer_port = outer_port
 
     def push(self, time: Any, data: List[Any]) -> None:
+        """Forward a message leaving the scope, at the outer time."""
         t = self.subgraph.to_outer(time)
         for p in self.outer_port.pushers:
             p.push(t, data)
 
 
 class PipelinePusher:
+    """Delivers every message to its target on this worker."""
+
     __slots__ = ("target",)
 
     def __init__(self, target: Any):
         self.target = target
 
     def push(self, time: Any, data: List[Any]) -> None:
+        """Deliver the message as it is."""
         self.target.push(time, data)
 
 
@@ -156,6 +163,7 @@ class ExchangePusher:
         self.instruments = instruments if instruments is not None else Instruments(index)
 
     def push(self, time: Any, data: List[Any]) -> None:
+        """Split ``data`` by owner; push this worker's part, send the others'. O(len(data))."""
         peers = self.peers
         key_fn = self.key_fn
         parts: List[List[Any]] = [[] for _ in range(peers)]

@@ -18,6 +18,7 @@ class InputOperator(OperatorCore):
         super().__init__(scope, name, 0, 1)
 
     def schedule(self) -> bool:
+        """Nothing to do: the handle writes records and progress directly."""
         return False
 
 
@@ -54,6 +55,7 @@ class InputHandle:
 
     @property
     def name(self) -> str:
+        """The input operator's name."""
         return self._op.name
 
     def has_pending(self) -> bool:
@@ -77,6 +79,7 @@ class InputHandle:
 
     @property
     def closed(self) -> bool:
+        """``close()`` was called: nothing more can be sent."""
         return self._closed
 
     def _check_open(self, what: str) -> None:

@@ -8,7 +8,7 @@ messages they consume in the same activation, which justifies the send to the pr
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from ..errors import TimelyError, user_error
 from ..progress.change_batch import ChangeBatch
@@ -43,7 +43,9 @@ class OperatorCore(Operate):
         self.input_frontiers = [MutableAntichain(self.order.le, self.order.is_total)
                                 for _ in range(inputs)]
 
-    def get_internal_summary(self):
+    def get_internal_summary(self) -> Tuple[List[List[List[Any]]], List[ChangeBatch]]:
+        """Identity summaries from every input to every output (unless given), and ``peers``
+        initial capabilities at the minimum time per output (unless disabled)."""
         if self._summary is not None:
             summary = self._summary
         else:
@@ -68,6 +70,7 @@ class OperatorCore(Operate):
         return changed
 
     def schedule(self) -> bool:
+        """Run the operator; True while it has work its capabilities do not show."""
         raise NotImplementedError
 
 
@@ -105,6 +108,7 @@ class OperatorInput:
         return InputCapability(time, self._op), data
 
     def pending(self) -> bool:
+        """Messages are waiting on this input."""
         return bool(self._port.queue)
 
 
@@ -177,18 +181,22 @@ class OperatorInfo:
 
     @property
     def name(self) -> str:
+        """The operator's name."""
         return self._op.name
 
     @property
     def index(self) -> int:
+        """The operator's index in its scope."""
         return self._op.index
 
     @property
     def worker_index(self) -> int:
+        """The index of the worker running it."""
         return self._op.worker_index
 
     @property
     def peers(self) -> int:
+        """The number of workers."""
         return self._op.peers
 
     def activate(self) -> None:
@@ -222,6 +230,7 @@ class GenericOperator(OperatorCore):
             raise user_error(self, exc, "its construction") from exc
 
     def schedule(self) -> bool:
+        """Apply frontier changes and run the user's logic on the inputs and outputs."""
         self._apply_frontiers()
         try:
             if self._adapt is not None:
@@ -253,6 +262,7 @@ class LinearOperator(OperatorCore):
         self._frontier_buf = self.shared.frontiers[0]
 
     def schedule(self) -> bool:
+        """Apply the batch function to every waiting message, keeping its time."""
         self._frontier_buf.clear()
         q = self._queue
         if q:

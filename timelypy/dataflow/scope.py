@@ -54,10 +54,12 @@ class Scope:
 
     @property
     def peers(self) -> int:
+        """The number of workers (as in timely's ``scope.peers()``)."""
         return self.worker.peers
 
     @property
     def name(self) -> str:
+        """The scope's name (the dataflow's name for a root scope)."""
         return self.subgraph.name
 
     def describe(self) -> str:

@@ -25,6 +25,7 @@ class ConcatOperator(OperatorCore):
         self._out = self.output_ports[0]
 
     def schedule(self) -> bool:
+        """Forward every waiting message of every input to the one output."""
         out = self._out
         for i, port in enumerate(self.input_ports):
             self.shared.frontiers[i].clear()

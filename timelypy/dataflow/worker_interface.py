@@ -21,7 +21,8 @@ __all__ = ["AsWorker", "InputSource", "ChannelTarget"]
 class ChannelTarget(Protocol):
     """Where records arriving on an exchange channel from another worker are pushed."""
 
-    def push(self, time: Any, data: list) -> None: ...
+    def push(self, time: Any, data: list) -> None:
+        """Take one message of ``data`` records at ``time``."""
 
 
 @runtime_checkable
@@ -29,7 +30,8 @@ class InputSource(Protocol):
     """An input the worker flushes at every step and closes when its ``build`` returns."""
 
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """The input was closed."""
 
     def flush(self) -> None:
         """Push what was sent so far into the dataflow."""

@@ -101,9 +101,11 @@ class Worker:
         return result
 
     def dataflows(self) -> List[Subgraph]:
+        """The dataflows still running on this worker (their root subgraphs)."""
         return list(self._dataflows)
 
     def has_dataflows(self) -> bool:
+        """Some dataflow has not completed yet."""
         return bool(self._dataflows)
 
     # ----------------------------------------------------------------- running
@@ -248,6 +250,7 @@ class Worker:
             source.close()
 
     def capability_holders(self) -> List[str]:
+        """Which operators still hold capabilities, and at which times (for diagnostics)."""
         out: List[str] = []
         for df in self._dataflows:
             out.extend(f"{df.name}: {h}" for h in df.capability_holders())
