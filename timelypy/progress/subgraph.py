@@ -12,7 +12,7 @@ collect their progress, and broadcast this worker's progress batch.
 from __future__ import annotations
 
 from time import perf_counter
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..instrument import FrontierChanged, Instruments, OperatorFinished, OperatorScheduled
 from ..order import PathSummary, TimeOrder
@@ -29,21 +29,6 @@ def _identity(t: Any) -> Any:
     return t
 
 
-def _move_counts(source: Dict[Any, int], locations: Sequence[Location], counts: Dict[Any, int],
-                 sign: int) -> None:
-    """Add ``sign * delta`` at ``(location, time)`` to ``counts`` for every location and every
-    ``time: delta`` of ``source``, then clear ``source``."""
-    for loc in locations:
-        for t, d in source.items():
-            k = (loc, t)
-            c = counts.get(k, 0) + sign * d
-            if c:
-                counts[k] = c
-            else:
-                del counts[k]
-    source.clear()
-
-
 class Subgraph(Operate):
     """A scope: children, edges, a reachability tracker and the progress protocol."""
 
@@ -52,7 +37,7 @@ class Subgraph(Operate):
     def __init__(self, name: str, order: TimeOrder, *, peers: int = 1,
                  to_inner: Callable = _identity, to_outer: Callable = _identity,
                  summarize: Callable[[PathSummary], Optional[PathSummary]] = _identity,
-                 progcaster: Optional[Progcaster] = None):
+                 progcaster: Optional[Progcaster] = None) -> None:
         super().__init__(name, 0, 0)
         self.order = order
         self.peers = peers
@@ -73,7 +58,7 @@ class Subgraph(Operate):
         self.activations: List[bool] = [False]
         """One flag per child (index 0 is the boundary): run it at the next schedule. Ports and
         operators of this scope set their flag (timely's activations)."""
-        self._ports: List[Any] = [None]
+        self._moves: List[Any] = [None]
         self._incomplete: List[bool] = [False]
         self.finalized = False
         self.parent: Optional["Subgraph"] = None
@@ -89,6 +74,8 @@ class Subgraph(Operate):
 
     # ------------------------------------------------------------------ building
     def add_child(self, op: Operate) -> int:
+        """Add ``op`` as the next child, set its ``index`` and return it; it runs at the first
+        step. RuntimeError once the scope is built."""
         if self.finalized:
             raise RuntimeError(f"scope {self.name!r} is already built; add operators inside it")
         op.index = len(self.children)
@@ -100,12 +87,15 @@ class Subgraph(Operate):
         return op.index
 
     def add_edge(self, source: Location, target: Location) -> None:
+        """Connect ``source`` (a child output or ``Source(0, i)``, scope input ``i``) to
+        ``target`` (a child input or ``Target(0, j)``, scope output ``j``)."""
         if self.finalized:
             raise RuntimeError(f"scope {self.name!r} is already built")
         self._edges.append((source, target))
         self.edges_from.setdefault(source, []).append(target)
 
     def new_input(self) -> int:
+        """Add a scope input and return its index ``i`` (``Source(0, i)`` inside)."""
         if self.finalized:
             raise RuntimeError(f"scope {self.name!r} is already built; enter it from inside")
         self.inputs += 1
@@ -114,6 +104,7 @@ class Subgraph(Operate):
         return self.inputs - 1
 
     def new_output(self) -> int:
+        """Add a scope output and return its index ``j`` (``Target(0, j)`` inside)."""
         if self.finalized:
             raise RuntimeError(f"scope {self.name!r} is already built; leave it from inside")
         self.outputs += 1
@@ -149,11 +140,7 @@ class Subgraph(Operate):
                     initial.append((Location(op.index, o, True), t, c))
         for s, t in self._edges:
             builder.add_edge(s, t)
-        self._ports = [None] + [
-            ([Location(op.index, i, False) for i in range(op.inputs)],
-             [Location(op.index, o, True) for o in range(op.outputs)],
-             [self.edges_from.get(Location(op.index, o, True), []) for o in range(op.outputs)])
-            for op in self.children[1:]]
+        self._moves = [None] + [self._report_moves(op) for op in self.children[1:]]
         interested = {Location(op.index, i, False) for op in self.children[1:]
                       if op.frontier_interest for i in range(op.inputs)}
         self.tracker = builder.build(self.order.le, self.order.is_total, interested)
@@ -174,7 +161,9 @@ class Subgraph(Operate):
         for j in range(self.outputs):
             self.shared.internals[j].drain_into(self._initial[j])
 
-    def get_internal_summary(self):
+    def get_internal_summary(self) -> Tuple[List[List[List[PathSummary]]], List[ChangeBatch]]:
+        """The input-to-output summaries in outer time and the initial output capabilities,
+        both computed by :meth:`finalize`."""
         return self._summary, self._initial
 
     # ------------------------------------------------------------------ running
@@ -225,6 +214,8 @@ class Subgraph(Operate):
                     tracker.update(Location(0, i, True), to_inner(t), d)
 
     def schedule(self) -> bool:
+        """One step of the progress protocol around the active children; True while anything
+        inside is incomplete."""
         # 1. The parent's frontier at our inputs.
         self._accept_frontier()
         # 2. Records that entered through our inputs.
@@ -256,13 +247,27 @@ class Subgraph(Operate):
         return self.incomplete()
 
     max_rounds = 8
+    """Rounds of children per :meth:`schedule` on a single worker (with several, one round)."""
+
+    def _report_moves(self, op: Operate) -> Tuple[Tuple[Dict[Any, int], Tuple[Location, ...], int], ...]:
+        """Where a child's reports go: ``(counts of one report buffer, locations, sign)`` for
+        each consumed (at its input, negated), internal (at its output) and produced (at every
+        target of its output) buffer."""
+        sp = op.shared
+        moves = [(b._counts, (Location(op.index, i, False),), -1)
+                 for i, b in enumerate(sp.consumeds)]
+        moves += [(b._counts, (Location(op.index, o, True),), 1)
+                  for o, b in enumerate(sp.internals)]
+        moves += [(b._counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
+                  for o, b in enumerate(sp.produceds)]
+        return tuple(moves)
 
     def _run_children(self, local: ChangeBatch) -> None:
         children = self.children
         active = self.activations
         incomplete = self._incomplete
         final = self.final_progress
-        ports = self._ports
+        all_moves = self._moves
         instruments = self.instruments
         listening = instruments is not None and instruments.enabled
         for idx in range(1, len(children)):
@@ -271,45 +276,45 @@ class Subgraph(Operate):
                     continue
             active[idx] = False
             child = children[idx]
-            if listening:
-                instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
-                started = perf_counter()
+            failure = None
             try:
-                incomplete[idx] = child.schedule()
-            except BaseException:
+                if listening:
+                    incomplete[idx] = self._schedule_observed(idx, child)
+                else:
+                    incomplete[idx] = child.schedule()
+            except BaseException as exc:
                 # Keep the operator scheduled so messages queued behind the failing one are
-                # still delivered if the caller carries on, and report what it consumed.
+                # still delivered if the caller carries on; report what it consumed first.
                 active[idx] = True
-                self._collect(idx, child, local if child.local else final)
-                self._send_progress()
-                raise
-            if listening:
-                instruments.emit(OperatorFinished(instruments.worker, self.name, idx, child.name,
-                                                  perf_counter() - started))
+                failure = exc
             # Move the child's reports into the scope's batch. This is the hottest loop of the
             # progress layer: the dictionaries are updated in place, without ChangeBatch calls.
-            sp = child.shared
             counts = (local if child.local else final)._counts
-            consumed_locs, internal_locs, produced_targets = ports[idx]
-            for i, b in enumerate(sp.consumeds):
-                if b._counts:
-                    _move_counts(b._counts, (consumed_locs[i],), counts, -1)
-            for o, b in enumerate(sp.internals):
-                if b._counts:
-                    _move_counts(b._counts, (internal_locs[o],), counts, 1)
-            for o, b in enumerate(sp.produceds):
-                if b._counts:
-                    _move_counts(b._counts, produced_targets[o], counts, 1)
+            for source, locations, sign in all_moves[idx]:
+                if source:
+                    for loc in locations:
+                        for t, d in source.items():
+                            k = (loc, t)
+                            c = counts.get(k, 0) + sign * d
+                            if c:
+                                counts[k] = c
+                            else:
+                                del counts[k]
+                    source.clear()
+            if failure is not None:
+                self._send_progress()
+                raise failure
 
-    def _collect(self, idx: int, child: Operate, sink: ChangeBatch) -> None:
-        counts = sink._counts
-        consumed_locs, internal_locs, produced_targets = self._ports[idx]
-        for i, b in enumerate(child.shared.consumeds):
-            _move_counts(b._counts, (consumed_locs[i],), counts, -1)
-        for o, b in enumerate(child.shared.internals):
-            _move_counts(b._counts, (internal_locs[o],), counts, 1)
-        for o, b in enumerate(child.shared.produceds):
-            _move_counts(b._counts, produced_targets[o], counts, 1)
+    def _schedule_observed(self, idx: int, child: Operate) -> bool:
+        """``child.schedule()`` between an :class:`OperatorScheduled` and an
+        :class:`OperatorFinished` event."""
+        instruments = self.instruments
+        instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
+        started = perf_counter()
+        result = child.schedule()
+        instruments.emit(OperatorFinished(instruments.worker, self.name, idx, child.name,
+                                          perf_counter() - started))
+        return result
 
     def _send_progress(self) -> None:
         local = self.local_progress
@@ -335,6 +340,7 @@ class Subgraph(Operate):
         return False
 
     def incomplete(self) -> bool:
+        """Some child is incomplete or scheduled, or some pointstamp or progress is pending."""
         return (
             any(self._incomplete)
             or any(self.activations)
