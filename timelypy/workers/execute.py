@@ -1,14 +1,13 @@
-"""``timelypy.execute``: run a dataflow-building function on one or more workers."""
+"""``timelypy.execute``: run a dataflow-building function on the workers of a registered backend."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
+from .backends import get_backend
 from .worker import Worker, tuned_gc
 
-__all__ = ["execute", "BACKENDS"]
-
-BACKENDS = ("inline", "processes", "ray")
+__all__ = ["execute"]
 
 
 def execute(build: Callable[[Worker], Any], workers: int = 1, backend: str = "inline",
@@ -18,33 +17,13 @@ def execute(build: Callable[[Worker], Any], workers: int = 1, backend: str = "in
     After ``build`` returns, the worker's inputs are closed and it steps until every dataflow
     completes (as timely does when the closure exits).
 
-    ``backend``: ``"inline"`` (workers in this process; the default), ``"processes"`` (one OS
-    process per worker) or ``"ray"`` (one Ray actor per worker).
+    ``backend`` names a registered backend (:mod:`timelypy.workers.backends`): ``"inline"``
+    (workers in this process; the default), ``"processes"`` (one OS process per worker),
+    ``"ray"`` (one Ray actor per worker), or one added with ``register_backend``. ``options``
+    go to the backend; an unknown backend name raises :class:`ValueError` listing the others.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    runner = get_backend(backend)
     with tuned_gc():
-        return _execute(build, workers, backend, timeout, **options)
-
-
-def _execute(build: Callable[[Worker], Any], workers: int, backend: str,
-             timeout: Optional[float], **options: Any) -> List[Any]:
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
-    if backend == "inline":
-        if workers == 1:
-            worker = Worker(0, 1)
-            result = build(worker)
-            worker.close_inputs()
-            worker.step_until_done(timeout=timeout)
-            return [result]
-        from .inline import run_inline
-
-        return run_inline(build, workers, timeout=timeout)
-    if backend == "processes":
-        from .processes import run_processes
-
-        return run_processes(build, workers, timeout=timeout, **options)
-    from .ray_backend import run_ray
-
-    return run_ray(build, workers, timeout=timeout, **options)
+        return runner.run(build, workers, timeout=timeout, **options)

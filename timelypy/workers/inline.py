@@ -1,8 +1,10 @@
-"""The inline backend: several workers in one process, stepped in a fixed round-robin order.
+"""The inline backend: workers in this process, stepped in a fixed round-robin order.
 
-Each worker runs the user's ``build`` in its own thread, but only one thread runs at a time: a
+One worker runs in the calling thread. With several, each worker runs the user's ``build`` in its own thread, but only one thread runs at a time: a
 worker passes the turn to the next one at the end of every ``step()``. The interleaving, and so
 every output, is deterministic. Messages move between workers by reference (no serialisation).
+
+A driver session steps inline workers itself (:func:`local_workers`): no threads, no turns.
 """
 
 from __future__ import annotations
@@ -14,10 +16,31 @@ from typing import Any, Callable, List, Optional, Tuple
 from ..errors import (WaitTimeoutError, WorkerError, describe_exception,
                       format_exception_safely)
 from ..communication.inline import Aborted, InlineFabric
-from .worker import run_worker
-from .worker import Worker
+from .worker import Worker, run_worker
 
-__all__ = ["run_inline"]
+__all__ = ["run_inline", "run_inline_backend", "local_workers"]
+
+
+def run_inline_backend(build: Callable[[Worker], Any], workers: int,
+                       timeout: Optional[float] = None, **options: Any) -> List[Any]:
+    """The inline backend's run: one worker in this thread, several with :func:`run_inline`.
+
+    The inline backend has no options.
+    """
+    if options:
+        raise TypeError(f"the inline backend takes no options, got {sorted(options)}")
+    if workers == 1:
+        return [run_worker(Worker(0, 1), build, timeout=timeout)]
+    return run_inline(build, workers, timeout=timeout)
+
+
+def local_workers(workers: int) -> List[Worker]:
+    """``workers`` workers of one process for a driver that steps them itself, round-robin
+    (their fabric passes no turns)."""
+    if workers == 1:
+        return [Worker(0, 1)]
+    fabric = InlineFabric(workers, baton=False)
+    return [Worker(i, workers, fabric.endpoint(i)) for i in range(workers)]
 
 
 def run_inline(build: Callable[[Worker], Any], peers: int, timeout: Optional[float] = None) -> List[Any]:

@@ -1,4 +1,4 @@
-"""Run one function on ``peers`` local OS processes connected by a :class:`SocketMesh`.
+"""The process launcher: one function on ``peers`` local OS processes joined by a :class:`SocketMesh`.
 
 :func:`run_in_processes` is the process launcher of the ``processes`` backend::
 
@@ -14,11 +14,13 @@ What it guarantees:
 * Each worker runs in a fresh process (``forkserver`` on Linux by default, else ``spawn``).
   ``worker_main`` travels with cloudpickle, so closures and lambdas work; the return value comes
   back with cloudpickle too.
-* All connections are authenticated with a random per-job secret (see :mod:`.mesh`).
+* All connections are authenticated with a random per-job secret (see
+  :mod:`timelypy.communication.mesh`).
 * If a worker raises, :class:`~timelypy.errors.WorkerError` names it and carries its traceback.
   If a worker process dies without a result (killed, crashed, ``os._exit``),
   :class:`~timelypy.errors.WorkerDiedError` names it within a fraction of a second. Either way the
-  other workers are terminated (their meshes also report the dead peer).
+  other workers are terminated (their meshes also report the dead peer). The worker body and the
+  choice of the failure to raise are shared with the Ray backend (:mod:`.supervise`).
 * No worker process outlives the call: every path out of it (result, error, timeout,
   ``KeyboardInterrupt``) terminates and then kills what is left, and each worker exits by itself
   if the launching process vanishes.
@@ -44,25 +46,25 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from timelypy.errors import (WaitTimeoutError, WorkerDiedError, WorkerError, describe_exception,
-                             format_exception_safely)
-from timelypy.communication.mesh import SocketMesh
+from ..communication.mesh import Address, SocketMesh
+from ..errors import WaitTimeoutError
+from .supervise import (Outcome, Supervisor, WorkerMain, error_outcome, pickle_for_workers,
+                        run_worker_main)
 
 __all__ = ["run_in_processes", "default_start_method", "WorkerMain"]
 
 log = logging.getLogger("timelypy.workers")
 
-WorkerMain = Callable[[int, int, SocketMesh], Any]
-"""``worker_main(index, peers, mesh) -> result``."""
-
-_SECONDARY_GRACE = 1.0
-"""Seconds to wait for the root cause once a worker reports that a *peer* died."""
-
 _EXIT_PARENT_GONE = 70
+
+_ADDRESS = "address"
+"""Tag of a worker's first message to the launcher: ``(_ADDRESS, (host, port))``."""
+_ADDRESSES = "addresses"
+"""Tag of the launcher's answer: ``(_ADDRESSES, [address of every worker])``."""
 
 
 def default_start_method() -> str:
@@ -96,65 +98,49 @@ def _watch_parent(conn: multiprocessing.connection.Connection) -> None:
     os._exit(_EXIT_PARENT_GONE)
 
 
-def _error_report(index: int, exc: BaseException) -> Dict[str, Any]:
-    died_peer = None
-    if isinstance(exc, WorkerDiedError) and exc.worker is not None and exc.worker != index:
-        died_peer = exc.worker
-    return {
-        "type": type(exc).__qualname__,
-        "message": describe_exception(exc),
-        "traceback": format_exception_safely(exc),
-        "died_peer": died_peer,
-    }
+def _send(conn: multiprocessing.connection.Connection, message: Any) -> None:
+    try:
+        conn.send_bytes(cloudpickle.dumps(message))
+    except OSError:
+        pass  # the launcher is gone; the watchdog ends this process
 
 
-def _child_main(
-    index: int,
-    peers: int,
-    conn: multiprocessing.connection.Connection,
-    payload: bytes,
-    secret: bytes,
-    sys_path: List[str],
-    connect_timeout: float,
-    startup_timeout: float,
-) -> None:
+def _join_launcher(index: int, conn: multiprocessing.connection.Connection, secret: bytes,
+                   startup_timeout: float) -> Tuple[Any, List[Address]]:
+    """Listen, tell the launcher where, and receive every worker's address."""
+    listener, address = SocketMesh.listen(secret)
+    conn.send_bytes(cloudpickle.dumps((_ADDRESS, address)))
+    if not conn.poll(startup_timeout):
+        listener.close()
+        raise WaitTimeoutError(
+            f"worker {index}: no peer addresses from the launcher within {startup_timeout} s")
+    tag, addresses = conn.recv()
+    if tag != _ADDRESSES:  # pragma: no cover - protocol bug
+        raise RuntimeError(f"worker {index}: unexpected launcher message {tag!r}")
+    return listener, addresses
+
+
+def _child_main(index: int, peers: int, conn: multiprocessing.connection.Connection,
+                payload: bytes, secret: bytes, sys_path: List[str], connect_timeout: float,
+                startup_timeout: float) -> None:
     """Entry point of one worker process (runs in the child)."""
     # Ctrl-C goes to the whole process group; the launcher decides how its workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.path[:] = sys_path  # so that functions pickled by reference import as in the parent
-    mesh: Optional[SocketMesh] = None
+
+    def report(outcome: Outcome) -> None:
+        _send(conn, outcome)
+
     try:
-        listener, address = SocketMesh.listen(secret)
-        conn.send(("address", address))
-        if not conn.poll(startup_timeout):
-            raise WaitTimeoutError(
-                f"worker {index}: no peer addresses from the launcher within {startup_timeout} s"
-            )
-        tag, addresses = conn.recv()
-        if tag != "addresses":  # pragma: no cover - protocol bug
-            raise RuntimeError(f"worker {index}: unexpected launcher message {tag!r}")
-        threading.Thread(target=_watch_parent, args=(conn,), name="timelypy-watch-parent",
-                         daemon=True).start()
-        worker_main = cloudpickle.loads(payload)
-        mesh = SocketMesh(index, peers, listener, addresses, secret, connect_timeout)
-        result = worker_main(index, peers, mesh)
-        data = cloudpickle.dumps(result)
-    except BaseException as exc:  # noqa: BLE001 - everything is reported to the launcher
-        report = _error_report(index, exc)
-        try:
-            conn.send(("error", report))
-        except OSError:
-            pass
-        if mesh is not None:
-            # After the report: peers then see this worker die, and their own (secondary) errors
-            # reach the launcher after this root cause.
-            mesh.abort()
+        listener, addresses = _join_launcher(index, conn, secret, startup_timeout)
+    except BaseException as exc:  # noqa: BLE001 - reported to the launcher
+        report(error_outcome(index, exc))
         sys.exit(1)
-    try:
-        conn.send_bytes(cloudpickle.dumps(("ok", data)))
-    except OSError:
-        pass  # the launcher is gone; the watchdog ends this process
-    mesh.close()
+    threading.Thread(target=_watch_parent, args=(conn,), name="timelypy-watch-parent",
+                     daemon=True).start()
+    if not run_worker_main(index, peers, listener, addresses, secret, connect_timeout, payload,
+                           report):
+        sys.exit(1)
 
 
 # ------------------------------------------------------------------------------------------
@@ -174,51 +160,36 @@ def _describe_exit(process: multiprocessing.process.BaseProcess) -> str:
     return f"exited with code {code}"
 
 
-class _Job:
-    """The launcher's view of the worker processes: messages received, exits observed."""
+class _Processes:
+    """The launcher's view of the worker processes: their pipes, addresses and exits."""
 
     def __init__(self, processes: List[Any], conns: List[Any]) -> None:
         self.processes = processes
         self.conns = conns
         n = len(processes)
-        self.addresses: List[Optional[Tuple[str, int]]] = [None] * n
-        self.results: Dict[int, bytes] = {}
-        self.errors: List[Tuple[int, Dict[str, Any]]] = []  # in arrival order
-        self.deaths: List[int] = []  # in observation order
-        self.secondary_since: Optional[float] = None
+        self.supervisor = Supervisor(n)
+        self.addresses: List[Optional[Address]] = [None] * n
         self.open = set(range(n))  # pipes still readable
         self.running = set(range(n))  # processes not yet seen to exit
 
     def _handle(self, i: int, message: Any) -> None:
-        tag = message[0]
-        if tag == "address":
+        if message[0] == _ADDRESS:
             self.addresses[i] = message[1]
-        elif tag == "ok":
-            self.results[i] = message[1]
-        elif tag == "error":
-            report = message[1]
-            self.errors.append((i, report))
-            if report["died_peer"] is not None and self.secondary_since is None:
-                self.secondary_since = time.monotonic()
-        else:  # pragma: no cover - protocol bug
-            raise RuntimeError(f"unexpected message {tag!r} from worker {i}")
+        else:
+            self.supervisor.take(i, message)
 
     def _drain(self, i: int) -> None:
         conn = self.conns[i]
         try:
             while i in self.open and conn.poll():
-                raw = conn.recv_bytes()
-                self._handle(i, cloudpickle.loads(raw))
+                self._handle(i, cloudpickle.loads(conn.recv_bytes()))
         except (EOFError, OSError):
             self.open.discard(i)
 
     def pump(self, timeout: float) -> None:
         """Wait up to ``timeout`` for any message or exit, then take in everything available."""
-        waitables: List[Any] = []
-        for i in self.open:
-            waitables.append(self.conns[i])
-        for i in self.running:
-            waitables.append(self.processes[i].sentinel)
+        waitables: List[Any] = [self.conns[i] for i in self.open]
+        waitables += [self.processes[i].sentinel for i in self.running]
         if waitables:
             multiprocessing.connection.wait(waitables, max(timeout, 0.0))
         for i in sorted(self.open):
@@ -228,44 +199,18 @@ class _Job:
             if process.exitcode is not None or not process.is_alive():
                 self._drain(i)  # a final message written just before exiting
                 self.running.discard(i)
-                if i not in self.results and not any(j == i for j, _ in self.errors):
-                    self.deaths.append(i)
+                self.supervisor.died(i, f"worker {i} (pid {process.pid}) "
+                                        f"{_describe_exit(process)} before returning a result")
 
-    def finished(self, i: int) -> bool:
-        return i in self.results
+    def missing_addresses(self) -> List[int]:
+        return [i for i, a in enumerate(self.addresses) if a is None]
 
-    def check_failures(self) -> None:
-        """Raise the error of the first failing worker, preferring root causes."""
-        for i, report in self.errors:
-            if report["died_peer"] is None:
-                raise _worker_error(i, report)
-        if self.deaths:
-            i = self.deaths[0]
-            process = self.processes[i]
-            raise WorkerDiedError(
-                f"worker {i} (pid {process.pid}) {_describe_exit(process)} before returning "
-                f"a result",
-                worker=i,
-            )
-        if self.errors and self.secondary_since is not None:
-            if time.monotonic() - self.secondary_since >= _SECONDARY_GRACE:
-                reporter, report = self.errors[0]
-                dead = report["died_peer"]
-                raise WorkerDiedError(
-                    f"worker {dead} died (reported by worker {reporter}: {report['message']})",
-                    worker=dead,
-                    traceback_text=report["traceback"],
-                )
-
-
-def _worker_error(i: int, report: Dict[str, Any]) -> WorkerError:
-    tb = report["traceback"]
-    return WorkerError(
-        f"worker {i} failed: {report['type']}: {report['message']}\n"
-        f"--- traceback in worker {i} ---\n{tb.rstrip()}",
-        worker=i,
-        traceback_text=tb,
-    )
+    def send_addresses(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send((_ADDRESSES, list(self.addresses)))
+            except OSError:
+                pass  # that worker died; the next pump notices
 
 
 def _stop(processes: Sequence[Any], conns: Sequence[Any], grace: float, clean: bool) -> None:
@@ -296,7 +241,7 @@ def _stop(processes: Sequence[Any], conns: Sequence[Any], grace: float, clean: b
 
 
 @contextlib.contextmanager
-def _main_without_missing_file():
+def _main_without_missing_file() -> Iterator[None]:
     """Hide ``__main__.__file__`` while starting a process when it names no file (a program
     read from standard input): multiprocessing would try to re-run it in the child and fail.
     The build function travels by value (cloudpickle), so the child does not need it."""
@@ -312,20 +257,38 @@ def _main_without_missing_file():
         main.__file__ = path
 
 
-def unpickle_results(payloads: Dict[int, bytes], workers: int, where: str) -> List[Any]:
-    """The workers' cloudpickled results in index order; a WorkerError names a worker whose
-    result cannot be unpickled here."""
-    results = []
-    for i in range(workers):
-        try:
-            results.append(cloudpickle.loads(payloads[i]))
-        except Exception as exc:
-            raise WorkerError(
-                f"the result of worker {i} could not be unpickled in the {where}: "
-                f"{type(exc).__name__}: {exc}",
-                worker=i,
-            ) from exc
-    return results
+def _start(ctx: Any, peers: int, payload: bytes, secret: bytes, connect_timeout: float,
+           startup_timeout: float, processes: List[Any], conns: List[Any]) -> None:
+    """Start the worker processes, appending each (and its pipe) as soon as it exists."""
+    for i in range(peers):
+        parent_end, child_end = ctx.Pipe(duplex=True)
+        conns.append(parent_end)
+        process = ctx.Process(
+            target=_child_main,
+            args=(i, peers, child_end, payload, secret, list(sys.path), connect_timeout,
+                  startup_timeout),
+            name=f"timelypy-worker-{i}",
+        )
+        processes.append(process)
+        with _main_without_missing_file():
+            process.start()
+        child_end.close()
+
+
+def _gather_addresses(job: _Processes, deadline: float, limit: float) -> None:
+    """Wait until every worker reported its listening address; hand all of them to everyone."""
+    job.supervisor.wait(job.pump, lambda: not job.missing_addresses(), deadline,
+                        lambda: f"workers {job.missing_addresses()} did not start within "
+                                f"{limit} s")
+    job.send_addresses()
+
+
+def _gather_outcomes(job: _Processes, deadline: Optional[float], timeout: Optional[float]) -> None:
+    """Wait until every worker returned, raised or died (raising failures as they appear)."""
+    supervisor = job.supervisor
+    supervisor.wait(job.pump, supervisor.all_answered, deadline,
+                    lambda: f"workers {supervisor.unanswered()} did not finish within "
+                            f"{timeout} s")
 
 
 def run_in_processes(
@@ -358,72 +321,22 @@ def run_in_processes(
     """
     if peers < 1:
         raise ValueError(f"peers must be at least 1, got {peers}")
-    try:
-        payload = cloudpickle.dumps(worker_main)
-    except Exception as exc:
-        if hasattr(exc, "add_note"):  # Python >= 3.11
-            exc.add_note("timelypy: worker_main must be picklable with cloudpickle to reach the "
-                         "worker processes")
-        raise
+    payload = pickle_for_workers(worker_main, "worker_main", "the worker processes")
     secret = secrets.token_bytes(32)
     ctx = _context(start_method)
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
+    startup_deadline = start + startup_timeout if deadline is None else min(
+        start + startup_timeout, deadline)
     processes: List[Any] = []
     conns: List[Any] = []
     clean = False
     try:
-        for i in range(peers):
-            parent_end, child_end = ctx.Pipe(duplex=True)
-            conns.append(parent_end)
-            process = ctx.Process(
-                target=_child_main,
-                args=(i, peers, child_end, payload, secret, list(sys.path), connect_timeout,
-                      startup_timeout),
-                name=f"timelypy-worker-{i}",
-            )
-            processes.append(process)
-            with _main_without_missing_file():
-                process.start()
-            child_end.close()
-        job = _Job(processes, conns)
-
-        # Phase 1: every worker reports its listening address.
-        startup_deadline = start + startup_timeout
-        if deadline is not None:
-            startup_deadline = min(startup_deadline, deadline)
-        while any(a is None for a in job.addresses):
-            job.check_failures()
-            remaining = startup_deadline - time.monotonic()
-            if remaining <= 0:
-                missing = [i for i, a in enumerate(job.addresses) if a is None]
-                raise WaitTimeoutError(
-                    f"workers {missing} did not start within "
-                    f"{min(startup_timeout, timeout or startup_timeout)} s"
-                )
-            job.pump(min(remaining, 0.5))
-        for conn in conns:
-            try:
-                conn.send(("addresses", list(job.addresses)))
-            except OSError:
-                pass  # that worker died; the next pump notices
-
-        # Phase 2: results.
-        while len(job.results) < peers:
-            job.check_failures()
-            wait = 0.5
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    missing = [i for i in range(peers) if i not in job.results]
-                    raise WaitTimeoutError(
-                        f"workers {missing} did not finish within {timeout} s"
-                    )
-                wait = min(wait, remaining)
-            if job.secondary_since is not None:
-                wait = min(wait, 0.1)
-            job.pump(wait)
-        results = unpickle_results(job.results, peers, "launcher")
+        _start(ctx, peers, payload, secret, connect_timeout, startup_timeout, processes, conns)
+        job = _Processes(processes, conns)
+        _gather_addresses(job, startup_deadline, min(startup_timeout, timeout or startup_timeout))
+        _gather_outcomes(job, deadline, timeout)
+        results = job.supervisor.results_in_order("launcher")
         clean = True
         return results
     finally:

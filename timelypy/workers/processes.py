@@ -1,22 +1,21 @@
 """The processes backend: one OS process per worker, talking over authenticated loopback TCP.
 
 The user's ``build`` travels to every process with cloudpickle; data and progress batches move
-as length-prefixed msgpack frames (see :mod:`timelypy.communication.wire` and :mod:`timelypy.communication.mesh`); the launcher
-(:mod:`.launcher`) starts, watches and stops the processes.
+as length-prefixed msgpack frames (see :mod:`timelypy.communication.wire` and
+:mod:`timelypy.communication.mesh`); the launcher (:mod:`.launcher`) starts, watches and stops
+the processes, with the supervision shared with the Ray backend (:mod:`.supervise`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
-from ..communication.mesh import MeshFabric
-from .worker import run_worker
-from .worker import Worker
+from .supervise import BuildOnMesh
 
 __all__ = ["run_processes"]
 
 
-def run_processes(build: Callable[[Worker], Any], workers: int, timeout: Optional[float] = None,
+def run_processes(build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None,
                   **options: Any) -> List[Any]:
     """Run ``build`` on ``workers`` worker processes; return their results in index order.
 
@@ -25,8 +24,4 @@ def run_processes(build: Callable[[Worker], Any], workers: int, timeout: Optiona
     """
     from .launcher import run_in_processes
 
-    def worker_main(index: int, peers: int, mesh: Any) -> Any:
-        worker = Worker(index, peers, MeshFabric(mesh))
-        return run_worker(worker, build, timeout=timeout)
-
-    return run_in_processes(worker_main, workers, timeout=timeout, **options)
+    return run_in_processes(BuildOnMesh(build, timeout), workers, timeout=timeout, **options)
