@@ -129,7 +129,7 @@ class Instruments:
 
     __slots__ = ("worker", "enabled", "_sinks")
 
-    def __init__(self, worker: int = 0):
+    def __init__(self, worker: int = 0) -> None:
         self.worker = worker
         self.enabled = False
         self._sinks: List[Sink] = []
@@ -151,6 +151,7 @@ class Instruments:
 
     @property
     def sinks(self) -> Tuple[Sink, ...]:
+        """The registered sinks, in registration order."""
         return tuple(self._sinks)
 
     def emit(self, event: Any) -> None:
@@ -163,7 +164,8 @@ class EventLog:
     """A thread-safe sink that keeps the most recent ``limit`` events of the given ``kinds``
     (all kinds when None). ``events`` is a list copy; :meth:`of` filters by type."""
 
-    def __init__(self, kinds: Optional[Iterable[Type[Any]]] = None, limit: int = 100_000):
+    def __init__(self, kinds: Optional[Iterable[Type[Any]]] = None,
+                 limit: int = 100_000) -> None:
         if limit < 1:
             raise ValueError(f"EventLog: limit must be >= 1, got {limit}")
         self.kinds = tuple(kinds) if kinds is not None else None
@@ -182,6 +184,7 @@ class EventLog:
 
     @property
     def events(self) -> List[Any]:
+        """A copy of the kept events, oldest first."""
         with self._lock:
             return list(self._events)
 
@@ -190,6 +193,7 @@ class EventLog:
         return [e for e in self.events if isinstance(e, kind)]
 
     def clear(self) -> None:
+        """Forget the kept events (``dropped`` keeps its count)."""
         with self._lock:
             self._events.clear()
 
@@ -198,7 +202,8 @@ class LoggingSink:
     """A sink that writes each event to a :mod:`logging` logger (``timelypy.events`` at DEBUG
     by default)."""
 
-    def __init__(self, logger: Optional[logging.Logger] = None, level: int = logging.DEBUG):
+    def __init__(self, logger: Optional[logging.Logger] = None,
+                 level: int = logging.DEBUG) -> None:
         self.logger = logger or logging.getLogger("timelypy.events")
         self.level = level
 

@@ -15,7 +15,7 @@ composes two paths.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 __all__ = [
     "Product",
@@ -52,15 +52,17 @@ class Product(tuple):
     def __new__(cls, outer: Any, inner: Any) -> "Product":
         return tuple.__new__(cls, (outer, inner))
 
-    def __getnewargs__(self):
+    def __getnewargs__(self) -> Tuple[Any, Any]:
         return (self[0], self[1])
 
     @property
     def outer(self) -> Any:
+        """The first coordinate: the time in the enclosing scope."""
         return self[0]
 
     @property
     def inner(self) -> Any:
+        """The second coordinate: the round (iteration) counter of the nested scope."""
         return self[1]
 
     def __repr__(self) -> str:
@@ -107,22 +109,26 @@ def minimum_like(t: Any) -> Any:
 class PathSummary:
     """What a path through the dataflow does to a timestamp.
 
-    Subclasses implement :meth:`results_in`, :meth:`followed_by` and :meth:`less_equal`.
-    Summaries are immutable, hashable and compare by value.
+    Subclasses implement :meth:`results_in`, :meth:`followed_by`, :meth:`less_equal` and
+    :meth:`is_identity`. Summaries are immutable, hashable and compare by value.
     """
 
     __slots__ = ()
 
     def results_in(self, t: Any) -> Optional[Any]:  # pragma: no cover - abstract
+        """The time ``t`` advanced along this path, or None if it leaves the valid range."""
         raise NotImplementedError
 
     def followed_by(self, other: "PathSummary") -> Optional["PathSummary"]:  # pragma: no cover
+        """The summary of this path then ``other``, or None if it overflows every time."""
         raise NotImplementedError
 
     def less_equal(self, other: "PathSummary") -> bool:  # pragma: no cover
+        """The summary order: ``self`` advances every time no further than ``other`` does."""
         raise NotImplementedError
 
     def is_identity(self) -> bool:  # pragma: no cover
+        """True when the summary leaves every time unchanged (a path that does not advance time)."""
         raise NotImplementedError
 
 
@@ -131,25 +137,29 @@ class IntSummary(PathSummary):
 
     __slots__ = ("delta",)
 
-    def __init__(self, delta: int = 0):
+    def __init__(self, delta: int = 0) -> None:
         if delta < 0:
             raise ValueError(f"IntSummary delta must be >= 0, got {delta}")
         self.delta = delta
 
     def results_in(self, t: int) -> Optional[int]:
+        """``t + delta``, or None past :data:`MAX_INT_TIME`. O(1)."""
         r = t + self.delta
         return r if r <= MAX_INT_TIME else None
 
     def followed_by(self, other: PathSummary) -> Optional[PathSummary]:
+        """The sum of the deltas (None past :data:`MAX_INT_TIME`); another kind is composed."""
         if not isinstance(other, IntSummary):
             return _Compose(self, other).simplify()
         d = self.delta + other.delta
         return IntSummary(d) if d <= MAX_INT_TIME else None
 
     def less_equal(self, other: PathSummary) -> bool:
+        """``self.delta <= other.delta``; False against a summary of another kind."""
         return isinstance(other, IntSummary) and self.delta <= other.delta
 
     def is_identity(self) -> bool:
+        """``delta == 0``."""
         return self.delta == 0
 
     def __eq__(self, other: object) -> bool:
@@ -170,11 +180,13 @@ class ProductSummary(PathSummary):
 
     __slots__ = ("outer", "inner")
 
-    def __init__(self, outer: PathSummary, inner: PathSummary):
+    def __init__(self, outer: PathSummary, inner: PathSummary) -> None:
         self.outer = outer
         self.inner = inner
 
     def results_in(self, t: Product) -> Optional[Product]:
+        """``Product(outer.results_in(t.outer), inner.results_in(t.inner))``; None if either
+        is None."""
         o = self.outer.results_in(t[0])
         if o is None:
             return None
@@ -184,6 +196,7 @@ class ProductSummary(PathSummary):
         return Product(o, i)
 
     def followed_by(self, other: PathSummary) -> Optional[PathSummary]:
+        """Composes coordinate-wise; None if either coordinate overflows."""
         if not isinstance(other, ProductSummary):
             return _Compose(self, other).simplify()
         o = self.outer.followed_by(other.outer)
@@ -193,6 +206,7 @@ class ProductSummary(PathSummary):
         return ProductSummary(o, i)
 
     def less_equal(self, other: PathSummary) -> bool:
+        """Coordinate-wise summary order; False against a summary of another kind."""
         return (
             isinstance(other, ProductSummary)
             and self.outer.less_equal(other.outer)
@@ -200,6 +214,7 @@ class ProductSummary(PathSummary):
         )
 
     def is_identity(self) -> bool:
+        """Both coordinate summaries are identities."""
         return self.outer.is_identity() and self.inner.is_identity()
 
     def __eq__(self, other: object) -> bool:
@@ -221,19 +236,22 @@ class _Compose(PathSummary):
 
     __slots__ = ("parts",)
 
-    def __init__(self, *parts: PathSummary):
+    def __init__(self, *parts: PathSummary) -> None:
         flat: list = []
         for p in parts:
             flat.extend(p.parts if isinstance(p, _Compose) else (p,))
         self.parts = tuple(flat)
 
     def simplify(self) -> PathSummary:
+        """Without its identity parts: the one part left, a shorter composition, or (all parts
+        identities) the first part."""
         parts = [p for p in self.parts if not p.is_identity()]
         if not parts:
             return self.parts[0]
         return parts[0] if len(parts) == 1 else _Compose(*parts)
 
     def results_in(self, t: Any) -> Optional[Any]:
+        """Applies the parts in order; None as soon as one leaves the valid range. O(parts)."""
         for p in self.parts:
             t = p.results_in(t)
             if t is None:
@@ -241,12 +259,15 @@ class _Compose(PathSummary):
         return t
 
     def followed_by(self, other: PathSummary) -> Optional[PathSummary]:
+        """The flattened composition of these parts then ``other``."""
         return _Compose(self, other).simplify()
 
     def less_equal(self, other: PathSummary) -> bool:
+        """Equality only: a conservative order, so distinct compositions are incomparable."""
         return self == other
 
     def is_identity(self) -> bool:
+        """Every part is an identity."""
         return all(p.is_identity() for p in self.parts)
 
     def __eq__(self, other: object) -> bool:
@@ -275,12 +296,18 @@ class TimeOrder:
 
     Each scope has one; operators take ``order.le`` / ``order.join`` once and call them on
     their hot paths, so that int times pay no type dispatch.
+
+    Attributes: ``minimum`` (the least time), ``le`` / ``join`` / ``meet`` (two-argument
+    functions), ``identity`` (the identity path summary), ``depth`` (0 for root-scope ints, +1
+    per nested scope), ``outer`` (the order of the enclosing scope, None at the root) and
+    ``is_total`` (True only at the root, where times are totally ordered).
     """
 
     __slots__ = ("minimum", "le", "join", "meet", "identity", "depth", "outer", "is_total")
 
-    def __init__(self, minimum: Any, le: Callable, join_fn: Callable, meet_fn: Callable,
-                 identity: PathSummary, depth: int, outer: Optional["TimeOrder"]):
+    def __init__(self, minimum: Any, le: Callable[[Any, Any], bool],
+                 join_fn: Callable[[Any, Any], Any], meet_fn: Callable[[Any, Any], Any],
+                 identity: PathSummary, depth: int, outer: Optional["TimeOrder"]) -> None:
         self.minimum = minimum
         self.le = le
         self.join = join_fn
@@ -291,6 +318,7 @@ class TimeOrder:
         self.is_total = outer is None
 
     def lt(self, a: Any, b: Any) -> bool:
+        """``a < b`` in this type's partial order: ``a <= b`` and ``a != b``."""
         return a != b and self.le(a, b)
 
     def nested(self) -> "TimeOrder":

@@ -35,6 +35,7 @@ PROGRESS = "p"
 CONTROL = "c"
 """Kind of a control message: ``(CONTROL, payload)``."""
 MESSAGE_KINDS = (DATA, PROGRESS, CONTROL)
+"""Every message kind."""
 
 
 def data_message(channel: int, time: Any, records: List[Any]) -> Tuple[str, int, Any, List[Any]]:
@@ -59,12 +60,23 @@ class Fabric(Protocol):
     index: int
     peers: int
 
-    def send(self, dest: int, message: Any) -> None: ...
+    def send(self, dest: int, message: Any) -> None:
+        """Deliver ``message`` to worker ``dest`` (FIFO per sender and receiver)."""
+        ...
 
-    def broadcast(self, message: Any) -> None: ...
+    def broadcast(self, message: Any) -> None:
+        """Deliver ``message`` to every worker, this one included."""
+        ...
 
-    def recv_nowait(self) -> List[Tuple[int, Any]]: ...
+    def recv_nowait(self) -> List[Tuple[int, Any]]:
+        """The ``(source, message)`` pairs that have arrived, in order per sender; never blocks."""
+        ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """End of a worker step: push buffered frames (the inline fabric passes the turn)."""
+        ...
 
-    def wait(self, timeout: float) -> bool: ...
+    def wait(self, timeout: float) -> bool:
+        """Block until something arrives or ``timeout`` seconds pass; True if something is
+        waiting."""
+        ...

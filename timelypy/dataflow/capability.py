@@ -5,10 +5,13 @@ Python has no destructors to rely on: :meth:`Capability.drop` is explicit and id
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional
 
 from ..errors import TimeOrderError
 from ..progress.change_batch import ChangeBatch
+
+if TYPE_CHECKING:
+    from .operator import OperatorCore
 
 __all__ = ["Capability", "InputCapability", "CapabilitySet"]
 
@@ -17,12 +20,13 @@ class Capability:
     """Permission to send data at ``time`` (or later) on one output of one operator.
 
     Creating or cloning a capability records ``+1`` at its time, dropping it ``-1``.
+    ``output`` is the output port index; ``valid`` turns False once dropped.
     """
 
     __slots__ = ("time", "_internal", "_le", "output", "_operator", "valid")
 
-    def __init__(self, time: Any, internal: ChangeBatch, le: Callable, output: int = 0,
-                 operator: str = "", record: bool = True):
+    def __init__(self, time: Any, internal: ChangeBatch, le: Callable[[Any, Any], bool],
+                 output: int = 0, operator: str = "", record: bool = True) -> None:
         self.time = time
         self._internal = internal
         self._le = le
@@ -42,7 +46,8 @@ class Capability:
                 f"{t!r}: the new time must be at or after the held one")
 
     def delayed(self, t: Any) -> "Capability":
-        """A new capability at ``t >= self.time``."""
+        """A new capability at ``t >= self.time`` on the same output; TimeOrderError if
+        ``t`` is not at or after it or this one was dropped."""
         self._check(t, "delay")
         return Capability(t, self._internal, self._le, self.output, self._operator)
 
@@ -71,7 +76,7 @@ class InputCapability:
 
     __slots__ = ("time", "_op")
 
-    def __init__(self, time: Any, op: Any):
+    def __init__(self, time: Any, op: "OperatorCore") -> None:
         self.time = time
         self._op = op
 
@@ -97,13 +102,15 @@ class CapabilitySet:
 
     __slots__ = ("caps", "_le")
 
-    def __init__(self, le: Callable, caps: Iterable[Capability] = ()):
+    def __init__(self, le: Callable[[Any, Any], bool], caps: Iterable[Capability] = ()) -> None:
         self._le = le
         self.caps: List[Capability] = []
         for c in caps:
             self.insert(c)
 
     def insert(self, cap: Capability) -> None:
+        """Take ownership of ``cap``, keeping an antichain: drop ``cap`` if a held capability is
+        at or before it, else drop the held ones at or after it. O(len)."""
         le = self._le
         for c in self.caps:
             if le(c.time, cap.time):
@@ -120,12 +127,12 @@ class CapabilitySet:
 
     def retain(self, time: Any, internal: ChangeBatch, output: int = 0, operator: str = "") -> None:
         """Hold a capability at ``time`` (the time of a message just consumed, which justifies
-        it) unless one at or before ``time`` is already held."""
+        it) unless one at or before ``time`` is already held. O(len)."""
         if self.find(time) is None:
             self.insert(Capability(time, internal, self._le, output, operator))
 
     def find(self, t: Any) -> Optional[Capability]:
-        """A held capability at or before ``t``, or None."""
+        """A held capability at or before ``t``, or None. O(len)."""
         le = self._le
         for c in self.caps:
             if le(c.time, t):
@@ -133,6 +140,8 @@ class CapabilitySet:
         return None
 
     def delayed(self, t: Any) -> Capability:
+        """A new capability at ``t`` derived from a held one at or before ``t``; TimeOrderError
+        if none is held. O(len)."""
         c = self.find(t)
         if c is None:
             raise TimeOrderError(f"no held capability at or before {t!r} (held: {self.times()})")
@@ -148,9 +157,11 @@ class CapabilitySet:
         self.caps = new
 
     def times(self) -> List[Any]:
+        """The times of the held capabilities, sorted."""
         return sorted(c.time for c in self.caps)
 
     def drop_all(self) -> None:
+        """Drop every held capability and empty the set."""
         for c in self.caps:
             c.drop()
         self.caps = []
@@ -161,5 +172,5 @@ class CapabilitySet:
     def __len__(self) -> int:
         return len(self.caps)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Capability]:
         return iter(self.caps)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
@@ -13,9 +13,10 @@ __all__ = ["Captured", "CaptureOperator"]
 
 class Captured:
     """What a captured stream delivered: ``messages`` as ``(time, list of records)`` in arrival
-    order, and the frontier of the stream (``frontier``, ``done()``)."""
+    order, and the frontier of the stream (``frontier``, ``done()``); ``frontier_history`` lists
+    every frontier the stream has had, in order."""
 
-    def __init__(self, le=None):
+    def __init__(self, le: Optional[Callable[[Any, Any], bool]] = None) -> None:
         self.messages: List[Tuple[Any, List[Any]]] = []
         self._frontier = MutableAntichain(le)
         self.frontier_history: List[List[Any]] = []
@@ -39,31 +40,38 @@ class Captured:
 
     @property
     def frontier(self) -> List[Any]:
+        """The stream's current frontier, sorted (empty once the stream is complete)."""
         return sorted(self._frontier.frontier)
 
     def done(self) -> bool:
+        """The frontier is empty: nothing more can arrive."""
         return self._frontier.is_empty()
 
     def less_than(self, t: Any) -> bool:
+        """Some time strictly before ``t`` may still arrive. O(len(frontier))."""
         return self._frontier.less_than(t)
 
 
 class _CaptureFrontier(ChangeBatch):
     __slots__ = ("_cap",)
 
-    def __init__(self, captured: Captured):
+    def __init__(self, captured: Captured) -> None:
         super().__init__()
         self._cap = captured
 
-    def extend(self, pairs) -> None:
+    def extend(self, pairs: Iterable[Tuple[Any, int]]) -> None:
+        """Apply frontier changes to the captured frontier, recording each new frontier."""
         if self._cap._frontier.update_iter(pairs):
             self._cap.frontier_history.append(sorted(self._cap._frontier.frontier))
 
 
 class CaptureOperator(OperatorCore):
+    """Consumes its input into a :class:`Captured`; the scope's frontier changes at the input go
+    straight into the captured frontier, without running the operator."""
+
     wake_on_frontier = False
 
-    def __init__(self, scope: Any, captured: Captured, name: str = "Capture"):
+    def __init__(self, scope: Any, captured: Captured, name: str = "Capture") -> None:
         super().__init__(scope, name, 1, 0, initial_capabilities=False)
         self.shared.frontiers[0] = _CaptureFrontier(captured)
         self._captured = captured
@@ -71,6 +79,7 @@ class CaptureOperator(OperatorCore):
         self._consumed = self.shared.consumeds[0]
 
     def schedule(self) -> bool:
+        """Append queued messages to the captured ones and report them consumed; returns False."""
         q = self._queue
         while q:
             time, data = q.popleft()

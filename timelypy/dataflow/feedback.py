@@ -22,7 +22,7 @@ class FeedbackOperator(OperatorCore):
     frontier_interest = False
 
     def __init__(self, scope: Any, summary: PathSummary, name: str = "Feedback",
-                 max_iterations: Optional[int] = None):
+                 max_iterations: Optional[int] = None) -> None:
         super().__init__(scope, name, 1, 1, initial_capabilities=False,
                          summary=[[[summary]]])
         self.summary = summary
@@ -33,6 +33,8 @@ class FeedbackOperator(OperatorCore):
         self._out = self.output_ports[0]
 
     def schedule(self) -> bool:
+        """Forward queued messages at their advanced times and report them consumed; returns
+        False. NotConvergedError past ``max_iterations``."""
         self.shared.frontiers[0].clear()
         q = self._queue
         results_in = self.summary.results_in
@@ -57,7 +59,7 @@ class LoopHandle:
 
     __slots__ = ("op",)
 
-    def __init__(self, op: FeedbackOperator):
+    def __init__(self, op: FeedbackOperator) -> None:
         self.op = op
 
     def __repr__(self) -> str:

@@ -20,13 +20,16 @@ class Notificator:
 
     __slots__ = ("_pending",)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._pending: List[Capability] = []
 
     def notify_at(self, cap: Capability) -> None:
+        """Hold ``cap`` (taking ownership) until every input frontier has passed its time. O(1)."""
         self._pending.append(cap)
 
     def available(self, frontiers: Sequence[Any]) -> List[Capability]:
+        """Release the held capabilities whose time no frontier of ``frontiers`` (antichains)
+        can still reach, one per time, in time order. O(pending * total frontier size)."""
         ready: dict = {}
         keep: List[Capability] = []
         for cap in self._pending:
@@ -41,6 +44,7 @@ class Notificator:
         return [ready[t] for t in sorted(ready)]
 
     def pending_times(self) -> List[Any]:
+        """The distinct times still held, sorted."""
         return sorted({c.time for c in self._pending})
 
     def __len__(self) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
@@ -21,16 +21,20 @@ class ProbeHandle:
 
     __slots__ = ("_frontier",)
 
-    def __init__(self, le=None, total: bool = False):
+    def __init__(self, le: Optional[Callable[[Any, Any], bool]] = None,
+                 total: bool = False) -> None:
         self._frontier = MutableAntichain(le, total)
 
     def less_than(self, t: Any) -> bool:
+        """Some time strictly before ``t`` may still appear. O(len(frontier))."""
         return self._frontier.less_than(t)
 
     def less_equal(self, t: Any) -> bool:
+        """``t`` itself (or a time before it) may still appear. O(len(frontier))."""
         return self._frontier.less_equal(t)
 
     def done(self) -> bool:
+        """The frontier is empty: nothing more can appear."""
         return self._frontier.is_empty()
 
     @property
@@ -48,11 +52,12 @@ class _FrontierSink(ChangeBatch):
 
     __slots__ = ("_handle",)
 
-    def __init__(self, handle: ProbeHandle):
+    def __init__(self, handle: ProbeHandle) -> None:
         super().__init__()
         self._handle = handle
 
-    def extend(self, pairs) -> None:
+    def extend(self, pairs: Iterable[Tuple[Any, int]]) -> None:
+        """Apply frontier changes to the handle's frontier."""
         self._handle._frontier.update_iter(pairs)
 
 
@@ -61,13 +66,14 @@ class ProbeOperator(OperatorCore):
 
     wake_on_frontier = False
 
-    def __init__(self, scope: Any, handle: ProbeHandle, name: str = "Probe"):
+    def __init__(self, scope: Any, handle: ProbeHandle, name: str = "Probe") -> None:
         super().__init__(scope, name, 1, 0, initial_capabilities=False)
         self.shared.frontiers[0] = _FrontierSink(handle)
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
 
     def schedule(self) -> bool:
+        """Discard queued messages and report them consumed; returns False."""
         q = self._queue
         consumed = self._consumed
         while q:

@@ -25,7 +25,7 @@ class Progcaster:
 
     __slots__ = ("channel", "_broadcast", "_inbox")
 
-    def __init__(self, channel: int, broadcast: Callable[[ProgressBatch], None]):
+    def __init__(self, channel: int, broadcast: Callable[[ProgressBatch], None]) -> None:
         self.channel = channel
         self._broadcast = broadcast
         self._inbox: List[ProgressBatch] = []

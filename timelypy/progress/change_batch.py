@@ -20,7 +20,7 @@ class ChangeBatch:
 
     __slots__ = ("_counts",)
 
-    def __init__(self, pairs: Iterable[Tuple[Any, int]] = ()):
+    def __init__(self, pairs: Iterable[Tuple[Any, int]] = ()) -> None:
         self._counts: Dict[Any, int] = {}
         for item, delta in pairs:
             self.update(item, delta)
@@ -57,7 +57,7 @@ class ChangeBatch:
         return len(self._counts)
 
     def get(self, item: Any) -> int:
-        """The current count of ``item`` (0 if absent)."""
+        """The current count of ``item`` (0 if absent). O(1)."""
         return self._counts.get(item, 0)
 
     def items(self) -> List[Tuple[Any, int]]:
@@ -71,24 +71,25 @@ class ChangeBatch:
         return iter(self.items())
 
     def drain(self) -> List[Tuple[Any, int]]:
-        """Return the sorted non-zero pairs and empty the batch."""
+        """Return the sorted non-zero pairs and empty the batch. O(n log n)."""
         out = self.items()
         self._counts.clear()
         return out
 
     def drain_unsorted(self) -> List[Tuple[Any, int]]:
-        """Like :meth:`drain` without sorting (for hot paths where order does not matter)."""
+        """Like :meth:`drain` without sorting (for hot paths where order does not matter). O(n)."""
         out = list(self._counts.items())
         self._counts.clear()
         return out
 
     def drain_into(self, other: "ChangeBatch") -> None:
-        """Move every change into ``other``."""
+        """Move every change into ``other``, leaving this batch empty. O(n)."""
         if self._counts:
             other.extend(self._counts.items())
             self._counts.clear()
 
     def clear(self) -> None:
+        """Discard every change."""
         self._counts.clear()
 
     def __eq__(self, other: object) -> bool:

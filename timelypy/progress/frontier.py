@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..order import less_equal as _generic_le
 
@@ -52,14 +52,16 @@ class Antichain(_FrontierQueries):
 
     __slots__ = ("_elements", "_le")
 
-    def __init__(self, elements: Iterable[Any] = (), le: Optional[Callable] = None):
+    def __init__(self, elements: Iterable[Any] = (),
+                 le: Optional[Callable[[Any, Any], bool]] = None) -> None:
         self._le = le or _generic_le
         self._elements: List[Any] = []
         for e in elements:
             self.insert(e)
 
     @classmethod
-    def from_elem(cls, t: Any, le: Optional[Callable] = None) -> "Antichain":
+    def from_elem(cls, t: Any, le: Optional[Callable[[Any, Any], bool]] = None) -> "Antichain":
+        """The single-element frontier ``{t}``. O(1)."""
         a = cls(le=le)
         a._elements.append(t)
         return a
@@ -75,17 +77,19 @@ class Antichain(_FrontierQueries):
         return True
 
     def le(self, other: "Antichain") -> bool:
-        """Antichain order: every element of ``other`` is at or beyond ``self``."""
+        """Antichain order: every element of ``other`` is at or beyond ``self``.
+        O(len(self) * len(other))."""
         return all(self.less_equal(b) for b in other._elements)
 
     def is_empty(self) -> bool:
+        """The empty frontier: no time can still arrive. O(1)."""
         return not self._elements
 
     def elements(self) -> List[Any]:
-        """The elements, sorted."""
+        """The elements, sorted. O(len log len)."""
         return sorted(self._elements)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._elements)
 
     def __len__(self) -> int:
@@ -106,17 +110,20 @@ class Antichain(_FrontierQueries):
         return f"Antichain({self.elements()!r})"
 
 
-def antichain_meet(a: Iterable[Any], b: Iterable[Any], le: Optional[Callable] = None) -> Antichain:
-    """Greatest lower bound of two frontiers: the minimal elements of their union."""
+def antichain_meet(a: Iterable[Any], b: Iterable[Any],
+                   le: Optional[Callable[[Any, Any], bool]] = None) -> Antichain:
+    """Greatest lower bound of two frontiers: the minimal elements of their union.
+    O((len(a) + len(b)) ** 2)."""
     out = Antichain(a, le=le)
     for t in b:
         out.insert(t)
     return out
 
 
-def antichain_join(a: Iterable[Any], b: Iterable[Any], join: Callable,
-                   le: Optional[Callable] = None) -> Antichain:
-    """Least upper bound of two frontiers: the minimal elements of all pairwise joins."""
+def antichain_join(a: Iterable[Any], b: Iterable[Any], join: Callable[[Any, Any], Any],
+                   le: Optional[Callable[[Any, Any], bool]] = None) -> Antichain:
+    """Least upper bound of two frontiers: the minimal elements of all pairwise joins.
+    O(len(a) * len(b) * len(result))."""
     out = Antichain(le=le)
     b = list(b)
     for x in a:
@@ -143,14 +150,17 @@ class MutableAntichain(_FrontierQueries):
 
     __slots__ = ("_counts", "_elements", "_le", "_total")
 
-    def __init__(self, le: Optional[Callable] = None, total: bool = False):
+    def __init__(self, le: Optional[Callable[[Any, Any], bool]] = None,
+                 total: bool = False) -> None:
         self._le = le or _generic_le
         self._counts: Dict[Any, int] = {}
         self._elements: List[Any] = []
         self._total = total
 
     @classmethod
-    def from_elem(cls, t: Any, le: Optional[Callable] = None) -> "MutableAntichain":
+    def from_elem(cls, t: Any,
+                  le: Optional[Callable[[Any, Any], bool]] = None) -> "MutableAntichain":
+        """Holds ``t`` once, so the frontier is ``{t}`` (partial-order mode). O(1)."""
         m = cls(le)
         m._counts[t] = 1
         m._elements = [t]
@@ -158,16 +168,21 @@ class MutableAntichain(_FrontierQueries):
 
     @property
     def frontier(self) -> List[Any]:
-        """The current frontier (do not mutate)."""
+        """The current frontier: the minimal times with a positive count (do not mutate)."""
         return self._elements
 
     def antichain(self) -> Antichain:
+        """A copy of the current frontier as an :class:`Antichain`. O(len(frontier))."""
         a = Antichain(le=self._le)
         a._elements = list(self._elements)
         return a
 
     def update_iter(self, updates: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
-        """Apply count changes; return the resulting frontier changes."""
+        """Apply count changes; return the resulting frontier changes.
+
+        O(len(frontier)) per change that cannot move the frontier, plus one rebuild (see the
+        class docstring) if any change can.
+        """
         if self._total:
             return self._update_total(updates)
         le = self._le
@@ -234,7 +249,7 @@ class MutableAntichain(_FrontierQueries):
         return changes
 
     def update(self, t: Any, d: int) -> List[Tuple[Any, int]]:
-        """Apply one count change; return the frontier changes."""
+        """Apply one count change; return the frontier changes (costs as :meth:`update_iter`)."""
         return self.update_iter(((t, d),))
 
     def _rebuild(self) -> List[Tuple[Any, int]]:
@@ -267,13 +282,15 @@ class MutableAntichain(_FrontierQueries):
         return changes
 
     def count_for(self, t: Any) -> int:
+        """The count of ``t`` (0 if absent; transiently negative counts show as such). O(1)."""
         return self._counts.get(t, 0)
 
     def is_empty(self) -> bool:
-        """The frontier is empty (no time with a positive count)."""
+        """The frontier is empty (no time with a positive count). O(1)."""
         return not self._elements
 
     def counts(self) -> Dict[Any, int]:
+        """A copy of the non-zero counts, ``{time: count}``. O(n)."""
         return dict(self._counts)
 
     def _check(self) -> None:

@@ -33,13 +33,15 @@ class SharedProgress:
 
     __slots__ = ("frontiers", "consumeds", "internals", "produceds")
 
-    def __init__(self, inputs: int, outputs: int):
+    def __init__(self, inputs: int, outputs: int) -> None:
         self.frontiers = [ChangeBatch() for _ in range(inputs)]
         self.consumeds = [ChangeBatch() for _ in range(inputs)]
         self.internals = [ChangeBatch() for _ in range(outputs)]
         self.produceds = [ChangeBatch() for _ in range(outputs)]
 
     def grow(self, inputs: int, outputs: int) -> None:
+        """Add empty buffers up to ``inputs`` inputs and ``outputs`` outputs (a nested scope
+        gains ports while it is being built)."""
         while len(self.frontiers) < inputs:
             self.frontiers.append(ChangeBatch())
             self.consumeds.append(ChangeBatch())
@@ -66,7 +68,7 @@ class Operate:
     """False for operators whose frontier changes are consumed without running them (probes and
     captures write them straight into their handles)."""
 
-    def __init__(self, name: str, inputs: int, outputs: int):
+    def __init__(self, name: str, inputs: int, outputs: int) -> None:
         self.name = name
         self.inputs = inputs
         self.outputs = outputs
@@ -76,15 +78,22 @@ class Operate:
 
     # -- Scope trait -----------------------------------------------------------------
     def get_internal_summary(self) -> Tuple[List[List[List[Any]]], List[ChangeBatch]]:
+        """``(summary, initial)``: ``summary[i][o]`` is the antichain of path summaries from
+        input ``i`` to output ``o`` (empty: not connected), ``initial[o]`` the capabilities the
+        operator holds at output ``o`` at start. Called once, when the scope is built."""
         raise NotImplementedError
 
     def push_external_progress(self, frontier_changes: Sequence[List[Tuple[Any, int]]]) -> None:
+        """Append ``frontier_changes[i]``, the changes of input ``i``'s frontier, to
+        ``shared.frontiers[i]``."""
         for i, changes in enumerate(frontier_changes):
             if changes:
                 self.shared.frontiers[i].extend(changes)
 
     def pull_internal_progress(self, consumed: Sequence[ChangeBatch], internal: Sequence[ChangeBatch],
                                produced: Sequence[ChangeBatch]) -> bool:
+        """Drain the operator's consumed, capability and produced counts into the given
+        batches, then :meth:`schedule` it and return what that returns."""
         sp = self.shared
         for i, batch in enumerate(sp.consumeds):
             batch.drain_into(consumed[i])
@@ -95,6 +104,7 @@ class Operate:
         return self.schedule()
 
     def schedule(self) -> bool:
+        """Run the operator once; True while it has work that its capabilities do not show."""
         raise NotImplementedError
 
     def __repr__(self) -> str:

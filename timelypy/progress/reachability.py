@@ -16,7 +16,7 @@ every target: the frontier of times that may still arrive there.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ..errors import CycleError
 from ..order import PathSummary
@@ -55,7 +55,8 @@ def Target(node: int, port: int) -> Location:
 
 
 def insert_summary(antichain: List[PathSummary], summary: PathSummary) -> bool:
-    """Insert into a list kept as an antichain of summaries; False if already dominated."""
+    """Insert into a list kept as an antichain of summaries; False if already dominated.
+    O(len(antichain))."""
     for s in antichain:
         if s.less_equal(summary):
             return False
@@ -82,7 +83,7 @@ class ReachabilityBuilder:
     of a node; an empty list means output ``o`` does not depend on input ``i``.
     """
 
-    def __init__(self, identity: PathSummary):
+    def __init__(self, identity: PathSummary) -> None:
         self.identity = identity
         self.nodes: Dict[int, _Node] = {}
         self.edges: Dict[Location, List[Location]] = {}
@@ -90,12 +91,16 @@ class ReachabilityBuilder:
 
     def add_node(self, index: int, inputs: int, outputs: int,
                  summary: Sequence[Sequence[Sequence[PathSummary]]], name: str = "") -> None:
+        """Register node ``index`` with its ``inputs`` x ``outputs`` internal summaries (copied);
+        ValueError if the shape does not match."""
         if len(summary) != inputs or any(len(row) != outputs for row in summary):
             raise ValueError(f"node {index} ({name}): summary must be {inputs} x {outputs}")
         self.nodes[index] = _Node(index, name or f"node{index}", inputs, outputs,
                                   [[list(cell) for cell in row] for row in summary])
 
     def add_edge(self, source: Location, target: Location) -> None:
+        """Connect ``source`` to ``target``; ValueError unless it goes from a source to a
+        target that has no incoming edge yet."""
         if not source.is_source or target.is_source:
             raise ValueError(f"edges go from a source to a target, got {source} -> {target}")
         if target in self._reverse:
@@ -104,6 +109,7 @@ class ReachabilityBuilder:
         self.edges.setdefault(source, []).append(target)
 
     def name_of(self, node: int) -> str:
+        """The name of node ``node`` (``node<index>`` if it is not registered)."""
         n = self.nodes.get(node)
         return n.name if n else f"node{node}"
 
@@ -199,6 +205,7 @@ class ReachabilityBuilder:
         return result
 
     def locations(self) -> List[Location]:
+        """Every port of every registered node: its targets (inputs), then its sources."""
         locs: List[Location] = []
         for node in self.nodes.values():
             locs.extend(Target(node.index, i) for i in range(node.inputs))
@@ -213,8 +220,8 @@ class ReachabilityBuilder:
             out.append([list(reach.get(Target(0, j), [])) for j in range(outputs)])
         return out
 
-    def build(self, le: Callable, total: bool = False,
-              interested: Optional[set] = None) -> "ReachabilityTracker":
+    def build(self, le: Callable[[Any, Any], bool], total: bool = False,
+              interested: Optional[Set[Location]] = None) -> "ReachabilityTracker":
         """Check cycles and make a tracker; ``interested`` limits the targets whose
         implications are maintained (default: all)."""
         self.check_acyclic()
@@ -233,8 +240,8 @@ class ReachabilityTracker:
     locations other than node 0 (used by a nested scope to report its output capabilities).
     """
 
-    def __init__(self, builder: ReachabilityBuilder, le: Callable, total: bool = False,
-                 interested: Optional[set] = None):
+    def __init__(self, builder: ReachabilityBuilder, le: Callable[[Any, Any], bool],
+                 total: bool = False, interested: Optional[Set[Location]] = None) -> None:
         self._le = le
         self._total = total
         self.builder = builder
@@ -265,7 +272,7 @@ class ReachabilityTracker:
         self.cap_counts: Dict[int, int] = {}
 
     def update(self, loc: Location, time: Any, delta: int) -> None:
-        """Stage a pointstamp count change at ``loc``."""
+        """Stage a pointstamp count change at ``loc``. O(1)."""
         if delta:
             staged = self._staged.get(loc)
             if staged is None:
@@ -274,16 +281,23 @@ class ReachabilityTracker:
                 staged.append((time, delta))
 
     def update_source(self, node: int, port: int, time: Any, delta: int) -> None:
+        """Stage a capability count change at output ``port`` of ``node``. O(1)."""
         self.update(Location(node, port, True), time, delta)
 
     def update_target(self, node: int, port: int, time: Any, delta: int) -> None:
+        """Stage a count change of messages in flight to input ``port`` of ``node``. O(1)."""
         self.update(Location(node, port, False), time, delta)
 
     def has_staged(self) -> bool:
+        """Some count change is staged and not yet propagated. O(1)."""
         return bool(self._staged)
 
     def propagate_all(self) -> Dict[Location, List[Tuple[Any, int]]]:
-        """Apply staged changes; return implication frontier changes per target."""
+        """Apply staged changes; return implication frontier changes per target.
+
+        Cost: each location's count changes, then each change of its frontier once per target
+        it reaches and per path summary to that target.
+        """
         if not self._staged:
             return {}
         staged, self._staged = self._staged, {}
@@ -329,6 +343,8 @@ class ReachabilityTracker:
         return pushed
 
     def frontier_at(self, target: Location) -> List[Any]:
+        """The implication frontier at ``target``: the times that may still arrive there (do not
+        mutate). KeyError for a target whose implications are not maintained."""
         return self.implications[target].frontier
 
     def tracking_anything(self) -> bool:
@@ -345,6 +361,7 @@ class ReachabilityTracker:
         return False
 
     def holds_capabilities(self, node: int) -> bool:
+        """The counts at ``node``'s outputs sum to more than zero. O(1)."""
         return self.cap_counts.get(node, 0) > 0
 
     def _check(self) -> None:
