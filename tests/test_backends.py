@@ -10,8 +10,7 @@ from typing import Any, List, Optional
 import pytest
 
 import timelypy as tp
-from timelypy.errors import TimelyError
-from timelypy.order import Product
+from timelypy.errors import TimelyError, WorkerError
 from timelypy.workers.backends import (Backend, backend_names, get_backend, register_backend,
                                        unregister_backend)
 from timelypy.workers.handles import Changes, Input, Lookup, Probe
@@ -136,6 +135,15 @@ def test_handles_of_the_wrong_kind_are_named():
             s.wait("by_node")
 
 
+@pytest.mark.timeout(60)
+def test_remote_workers_name_a_handle_of_the_wrong_kind(toy_backends):
+    with tp.open_session(degree_dataflow, workers=2, backend="toy-remote", timeout=30) as s:
+        with pytest.raises(WorkerError, match=r"handle 'probe' is a ProbeHandle, expected an "
+                                              r"arrangement"):
+            s.lookup("probe", 1)
+        drive_degrees(s)  # the session goes on
+
+
 def test_timely_input_and_capture_through_a_session():
     def dataflow(scope):
         handle, stream = scope.new_input()
@@ -163,11 +171,3 @@ def test_session_times_use_the_partial_order():
         with pytest.raises(TimelyError, match="not at or after"):
             s.update_at("in", "x", 1, 1)
         s.update_at("in", "x", 3, 1)
-    # Product times are only partially ordered: neither is before the other.
-    from timelypy.workers.session import DataflowSession
-    session = DataflowSession.__new__(DataflowSession)
-    session._time, session._buffers, session._closed = Product(1, 2), {}, False
-    with pytest.raises(TimelyError):
-        session.update("in", "x", 1, Product(2, 1))
-    session.update("in", "x", 1, Product(1, 3))
-    assert session._buffers["in"] == [("x", Product(1, 3), 1)]

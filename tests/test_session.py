@@ -27,7 +27,7 @@ def degree_dataflow(scope):
 
 
 def connectivity_dataflow(scope):
-    """Seed 003: label propagation plus interactive queries through semijoin."""
+    """Connectivity by label propagation, with interactive queries through semijoin."""
     edges_in, edges = scope.new_collection()
     queries_in, queries = scope.new_collection()
     both = edges.concat(edges.map(lambda e: (e[1], e[0])))

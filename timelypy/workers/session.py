@@ -146,7 +146,10 @@ class RemoteClient:
                         f"worker {index} failed building the dataflow:\n{text}", worker=index,
                         traceback_text=text))
                     return
-                assert kind == HELLO, kind
+                if kind != HELLO:  # pragma: no cover - protocol bug
+                    self._job_error.append(TimelyError(f"session: worker {index} greeted "
+                                                       f"with {kind!r}"))
+                    return
                 self._conns[index] = conn
                 accepted[0] += 1
 
@@ -244,6 +247,7 @@ class DataflowSession:
         runner = get_backend(backend)
         self._client: WorkerClient
         if runner.local_workers is not None:
+            options = {k: v for k, v in options.items() if k != "driver_host"}  # no connections
             if options:
                 raise TypeError(f"the {backend} backend's sessions take no options, got "
                                 f"{sorted(options)}")
