@@ -203,9 +203,11 @@ class _Processes:
                                         f"{_describe_exit(process)} before returning a result")
 
     def missing_addresses(self) -> List[int]:
+        """The workers that have not reported their listening address yet."""
         return [i for i, a in enumerate(self.addresses) if a is None]
 
     def send_addresses(self) -> None:
+        """Hand every worker the addresses of all of them (the mesh then forms)."""
         for conn in self.conns:
             try:
                 conn.send((_ADDRESSES, list(self.addresses)))

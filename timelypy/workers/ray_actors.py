@@ -190,6 +190,7 @@ class _Actors:
         self.supervisor = Supervisor(workers, self.describe)
 
     def describe(self, i: int) -> str:
+        """Worker ``i`` for messages, with its pid and node once it said hello."""
         hello = self.hellos[i]
         if hello is None:
             return f"worker {i}"
@@ -270,19 +271,22 @@ def _place(ray: Any, workers: int, num_cpus: float, strategy: str, deadline: flo
     from ray.util.placement_group import placement_group
 
     pg = placement_group([{"CPU": num_cpus}] * workers, strategy=strategy)
-    ready_ref = pg.ready()
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            _remove_placement_group(pg)
-            raise WaitTimeoutError(
-                f"Ray could not place {workers} workers with {num_cpus} CPU each ({strategy}) "
-                f"within {startup_timeout} s; available resources: "
-                f"{ray.available_resources()}")
-        done, _ = ray.wait([ready_ref], timeout=min(remaining, POLL))
-        if done:
-            ray.get(ready_ref)
-            return pg
+    try:
+        ready_ref = pg.ready()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WaitTimeoutError(
+                    f"Ray could not place {workers} workers with {num_cpus} CPU each "
+                    f"({strategy}) within {startup_timeout} s; available resources: "
+                    f"{ray.available_resources()}")
+            done, _ = ray.wait([ready_ref], timeout=min(remaining, POLL))
+            if done:
+                ray.get(ready_ref)
+                return pg
+    except BaseException:
+        _remove_placement_group(pg)
+        raise
 
 
 def _remove_placement_group(pg: Any) -> None:

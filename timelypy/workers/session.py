@@ -69,6 +69,7 @@ class InProcessClient:
         self._services = [HandleService(w, dataflow) for w in workers]
 
     def request(self, commands: Request, timeout: float) -> List[Any]:
+        """Run the commands one after the other; a ``WAIT`` steps every worker."""
         deadline = _time.monotonic() + timeout
         return [self._run(i, command, deadline, timeout) for i, command in commands]
 
@@ -92,6 +93,7 @@ class InProcessClient:
                 raise WaitTimeoutError(f"session: {what}")
 
     def close(self, timeout: float) -> None:
+        """Close every input and step until every dataflow completed."""
         for w in self._workers:
             w.close_inputs()
         self._step_until(lambda: not any(w.has_dataflows() for w in self._workers),
@@ -166,6 +168,7 @@ class RemoteClient:
                                    f"connected within {timeout} s")
 
     def request(self, commands: Request, timeout: float) -> List[Any]:
+        """Send every command, then collect the replies (FIFO per worker)."""
         pending: Dict[int, int] = {}  # command id -> position in ``commands``
         for position, (i, command) in enumerate(commands):
             self._next_id += 1
@@ -211,6 +214,7 @@ class RemoteClient:
         return results
 
     def close(self, timeout: float) -> None:
+        """Send ``CLOSE`` to every worker and wait for the backend's job to end."""
         try:
             self.request([(i, (CLOSE,)) for i in range(self.workers)], timeout)
         finally:
@@ -220,6 +224,7 @@ class RemoteClient:
             raise self._job_error[0]
 
     def abort(self) -> None:
+        """Drop every connection: each worker takes that as ``CLOSE``."""
         for conn in self._conns:
             if conn is not None:
                 try:
