@@ -585,3 +585,73 @@ class TestProcesses:
         assert len(warnings) == 3
         assert all(w.startswith("worker 1: refused connection from 127.0.0.1:") for w in warnings)
         assert sum("failed authentication" in w for w in warnings) == 2  # garbage, wrong MAC
+
+
+class TestFlowControl:
+    """Credit-based flow control: bounded bytes in flight per link, and no deadlock."""
+
+    def test_fast_producer_slow_consumer_holds_bounded_bytes(self):
+        window = 1 << 20
+        m0, m1 = build_meshes(2, window=window)
+        message = list(range(20_000))  # about 60 KB encoded
+        size = len(encode(message))
+        count = 300  # about 18 MB in all: 18 windows
+        try:
+            producer = threading.Thread(target=lambda: [m0.send(1, message) for _ in range(count)])
+            producer.start()
+            got, most = 0, 0
+            deadline = time.monotonic() + 60
+            while got < count and time.monotonic() < deadline:
+                most = max(most, m1.buffered_bytes())
+                m1.wait(0.5)
+                got += len(m1.recv_nowait())
+                time.sleep(0.002)  # a slow consumer
+            producer.join(10)
+            assert got == count and not producer.is_alive()
+            assert most <= window + size + 64, (most, window)
+        finally:
+            close_all([m0, m1])
+
+    def test_workers_blocked_sending_to_each_other_do_not_deadlock(self):
+        m0, m1 = build_meshes(2, window=256 << 10)
+        batch = [(k, "x" * 20) for k in range(5000)]
+        count = 60  # each side sends about 10 MB before it reads anything
+        results: dict = {}
+
+        def run(mesh: SocketMesh, other: int) -> None:
+            for i in range(count):
+                mesh.send(other, [i] + batch)
+            results[mesh.index] = [obj[0] for _, obj in drain(mesh, count, timeout=30)]
+
+        try:
+            threads = [threading.Thread(target=run, args=(m0, 1)),
+                       threading.Thread(target=run, args=(m1, 0))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            assert not any(t.is_alive() for t in threads)
+            assert results == {0: list(range(count)), 1: list(range(count))}  # FIFO kept
+        finally:
+            close_all([m0, m1])
+
+    def test_a_receiver_that_never_consumes_times_the_sender_out_naming_it(self):
+        m0, m1 = build_meshes(2, window=64 << 10, send_timeout=1.0)
+        try:
+            with pytest.raises(WaitTimeoutError, match="worker 1 consumed none"):
+                for _ in range(100):
+                    m0.send(1, list(range(10_000)))
+        finally:
+            close_all([m0, m1])
+
+    def test_a_message_larger_than_the_window_passes_alone(self):
+        m0, m1 = build_meshes(2, window=1024)
+        try:
+            big = list(range(50_000))
+            sender = threading.Thread(target=lambda: (m0.send(1, big), m0.send(1, [1])))
+            sender.start()
+            got = drain(m1, 2)
+            sender.join(10)
+            assert [obj for _, obj in got] == [tuple(big), (1,)]
+        finally:
+            close_all([m0, m1])

@@ -34,73 +34,23 @@ Example, two workers (normally one per process; the constructors run in two thre
 
 from __future__ import annotations
 
-import logging
 import socket
-import struct
 import threading
 import time
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import WaitTimeoutError, WorkerDiedError, WorkerError
-from .handshake import (HandshakeRefused, accept_claim, describe_address, greet_as_connector,
-                        read_claim)
+from .credit import DEFAULT_WINDOW, CreditLedger
+from .links import (CREDIT, FRAME_HEADER, KIND_BYE, KIND_CREDIT, KIND_DATA,
+                    KIND_WAITING, RECV_CHUNK, WAITING_FRAME, Address, MeshLinks, Peer,
+                    data_frame, log)
 from .wire import HEADER_SIZE, FrameReader, decode, encode
 
 __all__ = ["SocketMesh", "MeshFabric", "Address"]
 
-log = logging.getLogger("timelypy.workers")
 
-Address = Tuple[str, int]
-"""A worker's listening address: ``("127.0.0.1", port)``."""
-
-_HOST = "127.0.0.1"
-
-# --- frames after the handshake ---------------------------------------------------------
-# A frame's payload starts with one kind byte.
-_KIND_DATA = 0x44  # b"D": the rest is wire.encode(obj)
-_KIND_BYE = 0x42  # b"B": orderly close, nothing more will follow
-_FRAME_HEADER = struct.Struct("<Q")
-_DATA_TAG = bytes([_KIND_DATA])
-_BYE_FRAME = _FRAME_HEADER.pack(1) + bytes([_KIND_BYE])
-assert _FRAME_HEADER.size == HEADER_SIZE
-
-_RECV_CHUNK = 1 << 20
-_SOCKET_BUFFER = 4 << 20
-
-
-def _tune(sock: socket.socket) -> None:
-    # Small frames (progress updates) must not wait for Nagle's algorithm.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
-        except OSError:  # pragma: no cover - the kernel may cap it; the default works too
-            pass
-
-
-def _data_frame(payload: bytes) -> bytes:
-    """A data frame: ``wire.frame`` of the kind byte followed by ``payload``."""
-    return b"".join((_FRAME_HEADER.pack(len(payload) + 1), _DATA_TAG, payload))
-
-
-class _Peer:
-    """One remote worker: its socket, send lock, reader thread and state."""
-
-    __slots__ = ("index", "sock", "send_lock", "reader", "said_bye", "ended", "bytes_sent",
-                 "frames_sent", "bytes_received", "frames_received")
-
-    def __init__(self, index: int, sock: socket.socket) -> None:
-        self.index = index
-        self.sock = sock
-        self.send_lock = threading.Lock()
-        self.reader: Optional[threading.Thread] = None
-        self.said_bye = False  # the peer closed its mesh in an orderly way
-        self.ended = False  # our reader has stopped
-        self.bytes_sent = self.frames_sent = self.bytes_received = self.frames_received = 0
-
-
-class SocketMesh:
+class SocketMesh(MeshLinks):
     """Authenticated loopback TCP connections from this worker to every other worker of a job.
 
     Parameters:
@@ -111,38 +61,16 @@ class SocketMesh:
         secret: the job's secret, shared by all workers and nobody else.
         connect_timeout: seconds to wait for the whole mesh to form.
         handshake_timeout: seconds an incoming connection has to pass the challenge.
-        send_timeout: seconds one :meth:`send` may block on a peer that does not read.
+        send_timeout: seconds one :meth:`send` may block on a peer that does not read or
+            does not consume (flow control).
+        window: bytes in flight per link before a send blocks until the receiving worker
+            consumes (see :mod:`.credit`); 0 switches flow control off.
 
     Raises :class:`~timelypy.errors.WaitTimeoutError` (naming the missing workers) if the mesh
     does not form in time, :class:`~timelypy.errors.AuthenticationError` if a listener we connect
     to fails *our* challenge, and :class:`~timelypy.errors.WorkerDiedError` if a peer vanishes
     while the mesh forms.
     """
-
-    # ----------------------------------------------------------------------------------
-    # construction
-
-    @staticmethod
-    def listen(secret: bytes, backlog: int = 128,
-               host: str = _HOST) -> Tuple[socket.socket, Address]:
-        """Bind a listening socket on ``host`` (default ``127.0.0.1``; a free port) for one worker.
-
-        ``host`` is the IPv4 address to bind: keep the loopback default when all workers share a
-        machine; on a cluster pass this node's address (the Ray backend uses the node IP).
-        ``secret`` is only checked here (it must be non-empty bytes); it is used by the mesh.
-        Returns ``(listener, (host, port))``. Connections that arrive before the mesh is built wait
-        in the backlog.
-        """
-        _check_secret(secret)
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            listener.bind((host, 0))
-            listener.listen(backlog)
-        except BaseException:
-            listener.close()
-            raise
-        host, port = listener.getsockname()[:2]
-        return listener, (host, port)
 
     def __init__(
         self,
@@ -155,194 +83,29 @@ class SocketMesh:
         *,
         handshake_timeout: float = 5.0,
         send_timeout: float = 120.0,
+        window: int = DEFAULT_WINDOW,
     ) -> None:
-        _check_secret(secret)
-        if peers < 1 or not 0 <= index < peers:
-            raise ValueError(f"worker index {index} is not in range for {peers} workers")
-        if len(addresses) != peers:
-            raise ValueError(f"expected {peers} addresses, got {len(addresses)}")
-        self.index = index
-        self.peers = peers
-        self.addresses: Tuple[Address, ...] = tuple((str(h), int(p)) for h, p in addresses)
-        self.address: Address = tuple(listener.getsockname()[:2])  # type: ignore[assignment]
-        self.connect_timeout = connect_timeout
-        self.handshake_timeout = handshake_timeout
-        self.send_timeout = send_timeout
-        self._secret = bytes(secret)
-        self._listener = listener
-        self._peers: Dict[int, _Peer] = {}
+        # Reader threads start while the links form: the receiving state comes first.
         self._cond = threading.Condition(threading.Lock())
         self._inbox: Deque[Tuple[int, Any]] = deque()
-        self._failures: Dict[int, WorkerError] = {}
-        self._pending_handshakes: set = set()
-        self._claimed: set = set()  # peer indices whose handshake has passed
-        self._closing = False
-        self._closed = False
-        self.refused = 0
-        """Connections refused so far (failed or unexpected handshakes)."""
+        self._held: List[Tuple[int, Any]] = []  # drained while blocked in a send
+        self._credit = CreditLedger(window)
         self.messages_sent = 0
         self.bytes_sent = 0
         self.messages_received = 0
         self.dropped_after_bye = 0
         """Messages not sent because their destination had already closed its mesh."""
+        super().__init__(index, peers, listener, addresses, secret, connect_timeout,
+                         handshake_timeout, send_timeout)
 
-        listener.settimeout(0.25)  # the accept loop notices close() even if accept() stays asleep
-        self._acceptor = threading.Thread(
-            target=self._accept_loop, name=f"timelypy-mesh-{index}-accept", daemon=True
-        )
-        self._acceptor.start()
-        try:
-            self._connect_all(time.monotonic() + connect_timeout)
-        except BaseException:
-            self.abort()
-            raise
-
-    def _connect_all(self, deadline: float) -> None:
-        # Lower-indexed peers: we dial. Higher-indexed peers dial us (the accept thread).
-        for j in range(self.index):
-            sock = self._dial(j, deadline)
-            self._register(j, sock)
-        with self._cond:
-            while True:
-                self._raise_failure()
-                missing = [j for j in range(self.index + 1, self.peers) if j not in self._peers]
-                if not missing:
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise WaitTimeoutError(
-                        f"worker {self.index}: workers {missing} did not connect within "
-                        f"{self.connect_timeout} s"
-                    )
-                self._cond.wait(min(remaining, 1.0))
-        log.debug("worker %d: mesh of %d workers formed", self.index, self.peers)
-
-    def _dial(self, j: int, deadline: float) -> socket.socket:
-        """Connect to worker ``j`` and pass both challenges; retry refused connects until deadline."""
-        address = self.addresses[j]
-        delay = 0.01
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WaitTimeoutError(
-                    f"worker {self.index}: could not connect to worker {j} at "
-                    f"{describe_address(address)} within {self.connect_timeout} s"
-                )
-            try:
-                sock = socket.create_connection(address, timeout=remaining)
-            except (ConnectionRefusedError, socket.timeout):
-                time.sleep(min(delay, max(remaining, 0)))
-                delay = min(delay * 2, 0.5)
-                continue
-            try:
-                greet_as_connector(sock, self._secret, self.index, j, self.addresses[j],
-                                   deadline, self.connect_timeout)
-            except BaseException:
-                sock.close()
-                raise
-            return sock
-
-    def _accept_loop(self) -> None:
-        listener = self._listener
-        while not self._closing:
-            try:
-                sock, peer = listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                if self._closing:
-                    return
-                log.exception("worker %d: the mesh listener failed", self.index)
-                return
-            with self._cond:
-                self._pending_handshakes.add(sock)
-            threading.Thread(
-                target=self._accept_one,
-                args=(sock, peer),
-                name=f"timelypy-mesh-{self.index}-handshake",
-                daemon=True,
-            ).start()
-
-    def _refuse(self, sock: socket.socket, peer: Any, reason: str) -> None:
-        with self._cond:
-            self.refused += 1
-        if not self._closing:
-            log.warning(
-                "worker %d: refused connection from %s: %s", self.index, describe_address(peer), reason
-            )
-        sock.close()
-
-    def _accept_one(self, sock: socket.socket, peer: Any) -> None:
-        """Challenge one incoming connection; register it if it is an expected peer."""
-        try:
-            self._accept_handshake(sock, peer)
-        except BaseException:  # pragma: no cover - a bug, not a bad client
-            log.exception("worker %d: handshake with %s crashed", self.index, describe_address(peer))
-            sock.close()
-        finally:
-            with self._cond:
-                self._pending_handshakes.discard(sock)
-
-    def _accept_handshake(self, sock: socket.socket, peer: Any) -> None:
-        try:
-            claim = read_claim(sock, self._secret, self.handshake_timeout)
-        except HandshakeRefused as refused:
-            self._refuse(sock, peer, str(refused))
-            return
-        j = claim.index
-        with self._cond:
-            if self._closing:
-                reason = "the mesh is closing"
-            elif not self.index < j < self.peers:
-                reason = f"authenticated but claims unexpected worker index {j}"
-            elif j in self._peers or j in self._claimed:
-                reason = f"authenticated but worker {j} is already connected"
-            else:
-                reason = ""
-                self._claimed.add(j)
-        if reason:
-            self._refuse(sock, peer, reason)
-            return
-        try:
-            accept_claim(sock, self._secret, self.index, claim)
-        except OSError as exc:
-            self._refuse(sock, peer, f"worker {j} went away during the handshake ({exc})")
-            return
-        self._register(j, sock)
-
-    def _register(self, j: int, sock: socket.socket) -> None:
-        try:
-            _tune(sock)
-            # The timeout bounds sendall on a peer that stopped reading; the reader loops over it.
-            sock.settimeout(self.send_timeout)
-        except OSError:  # closed under us by close()/abort()
-            sock.close()
-            return
-        peer = _Peer(j, sock)
-        reader = threading.Thread(
-            target=self._read_loop, args=(peer,), name=f"timelypy-mesh-{self.index}-from-{j}",
-            daemon=True,
-        )
-        peer.reader = reader
-        with self._cond:
-            if self._closing:
-                sock.close()
-                return
-            self._peers[j] = peer
-            # Started under the lock, so close() never sees a registered peer without a reader.
-            reader.start()
-            self._cond.notify_all()
-
-    # ----------------------------------------------------------------------------------
-    # receiving
-
-    def _read_loop(self, peer: _Peer) -> None:
+    def _read_loop(self, peer: Peer) -> None:
         sock = peer.sock
         frames = FrameReader()
-        buffer = bytearray(_RECV_CHUNK)
+        buffer = bytearray(RECV_CHUNK)
         view = memoryview(buffer)
         inbox = self._inbox
         cond = self._cond
+        ledger = self._credit
         j = peer.index
         failure: Optional[WorkerError] = None
         try:
@@ -370,14 +133,21 @@ class SocketMesh:
                         )
                     return
                 peer.bytes_received += n
-                messages, failure = self._decode(peer, frames.feed(view[:n]))
+                messages, failure, arrived, credit, waiting = self._decode(
+                    peer, frames.feed(view[:n]))
                 if failure is not None:
                     return
-                if messages:
+                if messages or credit or waiting:
                     peer.frames_received += len(messages)
                     with cond:
+                        # Arrivals before the request: a request must cover them.
                         inbox.extend(messages)
                         self.messages_received += len(messages)
+                        ledger.arrived(j, arrived)
+                        if credit:
+                            ledger.credited(j, credit)
+                        if waiting:
+                            ledger.request(j)
                         cond.notify_all()
         finally:
             view.release()
@@ -387,58 +157,77 @@ class SocketMesh:
                     self._failures.setdefault(j, failure)
                 cond.notify_all()
 
-    def _decode(self, peer: _Peer, payloads: Iterable[bytes]
-                ) -> Tuple[List[Tuple[int, Any]], Optional[WorkerError]]:
-        """Decode the frames of one read: ``(messages, failure)``; a goodbye marks the peer."""
+    def _decode(self, peer: Peer, payloads: Iterable[bytes]
+                ) -> Tuple[List[Tuple[int, Any]], Optional[WorkerError], int, int, bool]:
+        """Decode the frames of one read: ``(messages, failure, bytes of those messages,
+        credit returned, whether the peer waits for credit)``; a goodbye marks the peer."""
         j = peer.index
         messages = []
+        arrived = credit = 0
+        waiting = False
         for payload in payloads:
             kind = payload[0]
-            if kind == _KIND_DATA:
+            if kind == KIND_DATA:
                 try:
                     messages.append((j, decode(memoryview(payload)[1:])))
                 except Exception as exc:
                     return messages, WorkerError(
                         f"worker {self.index} could not decode a message from worker {j}: "
-                        f"{type(exc).__name__}: {exc}", worker=j)
-            elif kind == _KIND_BYE:
+                        f"{type(exc).__name__}: {exc}", worker=j), arrived, credit, waiting
+                arrived += len(payload) + HEADER_SIZE
+            elif kind == KIND_CREDIT:
+                credit += CREDIT.unpack_from(payload, 1)[0]
+            elif kind == KIND_WAITING:
+                waiting = True
+            elif kind == KIND_BYE:
                 peer.said_bye = True
             else:
                 return messages, WorkerError(
-                    f"worker {self.index}: unknown frame kind {kind} from worker {j}", worker=j)
-        return messages, None
-
-    def _raise_failure(self) -> None:
-        # Called with the condition held. A fresh exception per call keeps tracebacks short.
-        if self._failures:
-            first = next(iter(self._failures.values()))
-            raise type(first)(str(first), worker=first.worker)
+                    f"worker {self.index}: unknown frame kind {kind} from worker {j}",
+                    worker=j), arrived, credit, waiting
+        return messages, None, arrived, credit, waiting
 
     def recv_nowait(self) -> List[Tuple[int, Any]]:
         """Everything that has arrived, as ``(source_index, obj)`` pairs, FIFO per sender.
 
-        Raises :class:`~timelypy.errors.WorkerDiedError` (naming the worker) once any peer has
-        died; the error is sticky.
+        Returns credit to the senders for what it hands out (flow control). Raises
+        :class:`~timelypy.errors.WorkerDiedError` (naming the worker) once any peer has died;
+        the error is sticky.
         """
         with self._cond:
             self._raise_failure()
-            if not self._inbox:
+            if not (self._inbox or self._held or self._credit.has_requests()):
                 return []
-            items = list(self._inbox)
+            items = self._held
+            items.extend(self._inbox)
+            self._held = []
             self._inbox.clear()
+            credits = self._credit.take_credits()
+        if credits:
+            self._send_credits(credits)
         return items
 
     def wait(self, timeout: float) -> bool:
-        """Block until a message is available (True) or ``timeout`` seconds pass (False).
+        """Block until a message is available or a peer waits for credit (True), or
+        ``timeout`` seconds pass (False).
 
         Raises :class:`~timelypy.errors.WorkerDiedError` if a peer died (also while waiting).
         """
+        ledger = self._credit
         with self._cond:
             self._raise_failure()
-            if not self._inbox:
-                self._cond.wait_for(lambda: self._inbox or self._failures, max(timeout, 0.0))
+            if not (self._inbox or self._held or ledger.has_requests()):
+                self._cond.wait_for(
+                    lambda: self._inbox or self._failures or ledger.has_requests(),
+                    max(timeout, 0.0))
                 self._raise_failure()
-            return bool(self._inbox)
+            return bool(self._inbox or self._held or ledger.has_requests())
+
+    def buffered_bytes(self) -> int:
+        """Bytes received from peers and not yet taken by :meth:`recv_nowait` (bounded by the
+        flow-control window per peer, plus one message)."""
+        with self._cond:
+            return self._credit.buffered()
 
     def link_statistics(self) -> Dict[int, Tuple[int, int, int, int]]:
         """Per peer: ``(bytes_sent, bytes_received, frames_sent, frames_received)`` so far."""
@@ -455,7 +244,7 @@ class SocketMesh:
             self.messages_received += len(self._inbox) - before
             self._cond.notify_all()
 
-    def _peer(self, dest: int) -> _Peer:
+    def _peer(self, dest: int) -> Peer:
         peer = self._peers.get(dest)
         if peer is None:
             if self._closed or self._closing:
@@ -463,7 +252,52 @@ class SocketMesh:
             raise ValueError(f"worker {self.index}: no worker {dest} among {self.peers} workers")
         return peer
 
-    def _send_frames(self, peer: _Peer, data: bytes, count: int) -> None:
+    def _send_control(self, peer: Peer, frame: bytes) -> None:
+        """Write a flow-control frame; a peer that is gone is reported by its reader."""
+        try:
+            with peer.send_lock:
+                peer.sock.sendall(frame)
+        except OSError:
+            pass
+
+    def _send_credits(self, credits: List[Tuple[int, int]]) -> None:
+        for j, size in credits:
+            peer = self._peers.get(j)
+            if peer is not None:
+                self._send_control(peer, FRAME_HEADER.pack(1 + CREDIT.size)
+                                   + bytes([KIND_CREDIT]) + CREDIT.pack(size))
+
+    def _reserve(self, peer: Peer, size: int) -> None:
+        """Wait (bounded) until the window to ``peer`` has room for ``size`` bytes, draining
+        this worker's own inbox meanwhile so that blocked workers cannot wait on each other."""
+        cond, ledger = self._cond, self._credit
+        with cond:
+            if ledger.try_reserve(peer.index, size):
+                return
+        deadline = time.monotonic() + self.send_timeout
+        self._send_control(peer, WAITING_FRAME)
+        while True:
+            with cond:
+                if ledger.try_reserve(peer.index, size) or peer.said_bye or peer.ended:
+                    return
+                self._raise_failure()
+                if self._inbox:
+                    self._held.extend(self._inbox)
+                    self._inbox.clear()
+                credits = ledger.take_credits()
+                if not credits:
+                    cond.wait(0.05)
+            if credits:
+                self._send_credits(credits)
+            if time.monotonic() > deadline:
+                raise WaitTimeoutError(
+                    f"worker {self.index}: worker {peer.index} consumed none of the "
+                    f"{ledger.in_flight(peer.index)} bytes in flight to it for "
+                    f"{self.send_timeout} s (flow-control window {ledger.window} bytes)")
+
+    def _send_frames(self, peer: Peer, data: bytes, count: int) -> None:
+        if not peer.said_bye:
+            self._reserve(peer, len(data))
         if peer.said_bye:
             self.dropped_after_bye += count
             log.debug("worker %d: dropped %d message(s) for closed worker %d",
@@ -504,103 +338,16 @@ class SocketMesh:
         if dest == self.index:
             self._deliver_local((obj,))
             return
-        self._send_frames(self._peer(dest), _data_frame(encode(obj)), 1)
+        self._send_frames(self._peer(dest), data_frame(encode(obj)), 1)
 
     def broadcast(self, obj: Any) -> None:
         """Send ``obj`` to every worker, this one included (encoded once)."""
         if self.peers > 1:
-            data = _data_frame(encode(obj))
+            data = data_frame(encode(obj))
             for j in range(self.peers):
                 if j != self.index:
                     self._send_frames(self._peer(j), data, 1)
         self._deliver_local((obj,))
-
-    # ----------------------------------------------------------------------------------
-    # shutting down
-
-    def close(self, timeout: float = 2.0) -> None:
-        """Orderly close: tell every peer goodbye, wait (bounded) for theirs, release sockets.
-
-        Waiting for the peers' goodbyes lets frames already in flight be read, so that a peer
-        that closes slightly later does not mistake us for dead. Idempotent.
-        """
-        if self._closed:
-            return
-        with self._cond:
-            self._closing = True
-            peers = list(self._peers.values())
-        for peer in peers:
-            try:
-                with peer.send_lock:
-                    peer.sock.settimeout(min(timeout, 1.0))
-                    peer.sock.sendall(_BYE_FRAME)
-                    peer.sock.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-        deadline = time.monotonic() + timeout
-        for peer in peers:
-            if peer.reader is not None and peer.reader.is_alive():
-                peer.reader.join(max(deadline - time.monotonic(), 0.0))
-        self._release(peers)
-
-    def abort(self) -> None:
-        """Close every connection at once, without goodbyes: peers will see this worker as dead."""
-        if self._closed:
-            return
-        with self._cond:
-            self._closing = True
-            peers = list(self._peers.values())
-        self._release(peers)
-
-    def _release(self, peers: List[_Peer]) -> None:
-        for peer in peers:
-            try:
-                peer.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            peer.sock.close()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._listener.close()
-        with self._cond:
-            pending = list(self._pending_handshakes)
-            self._cond.notify_all()
-        for sock in pending:
-            sock.close()
-        for peer in peers:
-            if peer.reader is not None and peer.reader is not threading.current_thread():
-                peer.reader.join(1.0)
-        if self._acceptor is not threading.current_thread():
-            self._acceptor.join(1.0)
-        self._closed = True
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` or :meth:`abort` has run."""
-        return self._closed
-
-    def __enter__(self) -> "SocketMesh":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __repr__(self) -> str:
-        return (
-            f"SocketMesh(index={self.index}, peers={self.peers}, address={self.address}, "
-            f"closed={self._closed})"
-        )
-
-
-def _check_secret(secret: Any) -> None:
-    if not isinstance(secret, (bytes, bytearray)) or not secret:
-        raise TypeError("the job secret must be non-empty bytes")
-
 
 class MeshFabric:
     """Adapts a :class:`SocketMesh` to the worker's fabric interface."""
