@@ -299,8 +299,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100_000, help="number of people N")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--backends", nargs="+", default=["processes", "ray"],
-                    choices=list(timelypy.BACKENDS) if hasattr(timelypy, "BACKENDS")
-                    else ["inline", "processes", "ray"])
+                    choices=list(timelypy.backend_names()))
     ap.add_argument("--open-loop-batch", type=int, default=10_000,
                     help="flush and step once every this many modifications (0: only at the end)")
     ap.add_argument("--check", action="store_true",

@@ -17,7 +17,7 @@ process, on several local processes, or on a Ray cluster.
 [[2, 4, 6]]
 """
 
-from . import errors
+from . import errors, instrument
 from .dataflow import (Capability, CapabilitySet, Captured, Exchange, InputCapability, InputHandle,
                        LoopHandle, Notificator, Pipeline, ProbeHandle, Scope, Stream)
 from .order import (INT_ORDER, IntSummary, PathSummary, Product, ProductSummary, TimeOrder, join,
@@ -25,13 +25,20 @@ from .order import (INT_ORDER, IntSummary, PathSummary, Product, ProductSummary,
 from .differential import (Arranged, CapturedCollection, Collection, InputSession, TraceHandle,
                            Variable, concatenate)
 from .progress import Antichain, ChangeBatch, MutableAntichain
-from .workers import DataflowSession, StallError, Worker, execute, open_session, stable_hash
+from .errors import StallError
+from .hashing import stable_hash
+from .workers import (Backend, DataflowSession, Worker, backend_names, execute, open_session,
+                      register_backend)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "errors",
+    "instrument",
     "execute",
+    "register_backend",
+    "backend_names",
+    "Backend",
     "open_session",
     "DataflowSession",
     "Worker",
