@@ -1,11 +1,14 @@
-"""Traces: sequential access by key, value, time; compaction keeps accumulations (I9)."""
+"""Traces: sequential access by key, value, time; compaction keeps accumulations; the spine's
+invariants under random insert / merge / compact sequences; merge events."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timelypy.differential.trace import Spine, advance_time
+from timelypy.differential.agent import TraceAgent
+from timelypy.differential.consolidation import advance_time
+from timelypy.differential.trace import Spine
 from timelypy.order import INT_ORDER, Product, order_for
 
 
@@ -31,10 +34,10 @@ def test_compaction_keeps_accumulations_at_and_beyond_since(rounds, since):
         batch = [(k, v, i, r) for k, v, r in ups]
         history.extend(batch)
         _insert(spine, batch, i + 1)
-    handle = spine.handle(since=[since], through_seq=float("inf"), explicit=True)
+    handle = TraceAgent(spine, since=[since], through_seq=float("inf"), explicit=True)
     spine.advance_writer([since])
     # Drop the initial hold at the minimum so that `since` governs.
-    spine._since.update_iter([(0, -1)])
+    spine.hold_since([(0, -1)])
     spine.compact()
     spine._check()
     for s in range(since, len(rounds) + 2):

@@ -1,18 +1,27 @@
-"""The differential layer: collections, arrangements, join / reduce / iterate."""
+"""The differential layer: collections, arrangements, join / reduce / iterate.
 
-from .arrange import Arranged
-from .collection import CapturedCollection, Collection, concatenate
+Layers, bottom up (as differential-dataflow's crate): trace data (:mod:`.trace`: batches,
+cursors, the spine), the consolidation kernel (:mod:`.consolidation`) and the fusion grammar
+(:mod:`.fusion`); trace agents (:mod:`.agent`); operators returning streams (:mod:`.arrange`,
+:mod:`.join`, :mod:`.reduce`, :mod:`.reduce_total`, :mod:`.consolidate`, :mod:`.iterate`); and
+the facades on top (:mod:`.collection`, :mod:`.captured`, :mod:`.input`).
+"""
+
+from .agent import TraceAgent, TraceHandle
+from .captured import CapturedCollection
+from .collection import Arranged, Collection, Variable, concatenate
 from .input import InputSession, new_collection, new_collection_from
-from .iterate import Variable
-from .trace import Batch, Spine, TraceHandle
+from .trace import Batch, Cursor, Spine
 
 __all__ = [
     "Arranged",
     "Batch",
     "CapturedCollection",
     "Collection",
+    "Cursor",
     "InputSession",
     "Spine",
+    "TraceAgent",
     "TraceHandle",
     "Variable",
     "concatenate",

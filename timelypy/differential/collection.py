@@ -1,30 +1,44 @@
-"""Collections: streams of ``(data, time, diff)`` updates, and the differential operators.
+"""The facades: collections (streams of updates), arranged collections, and loop variables.
 
 A collection's content at time ``t`` is the sum of the diffs of all updates at times ``<= t``.
 Linear operators (map, filter, flat_map, explode, join_function, negate, enter/leave time
-changes) are *fused*: a chain of them runs as one operator pass over each batch (seed 001); the
-fused operator appears in the dataflow's structure as ``Linear[map>filter>...]``.
+changes) are *fused*: a chain of them runs as one operator pass over each batch (see
+:mod:`.fusion`); the fused operator appears in the dataflow's structure as
+``Linear[map>filter>...]``. The other methods wrap the streams of the operator modules
+(:mod:`.arrange`, :mod:`.join`, :mod:`.reduce`, :mod:`.reduce_total`, :mod:`.consolidate`,
+:mod:`.iterate`). :class:`Collection` and :class:`Arranged` return each other, so they live in
+one module.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
-from ..dataflow.capture import Captured
-from ..dataflow.fusion import fuse_updates
 from ..dataflow.probe import ProbeHandle
 from ..dataflow.stream import Stream
 from ..errors import TimelyError
-from .arrange import Arranged, arrange
+from ..order import PathSummary, Product
+from . import join as joins
+from .agent import TraceAgent
+from .arrange import arrange_stream
+from .captured import CapturedCollection
+from .consolidate import consolidate_stream
+from .consolidation import accumulate
+from .fusion import fuse_updates
+from .iterate import loop_variable
+from .reduce import (Logic, count_logic, distinct_logic, reduce_stream, sum_logic,
+                     threshold_logic)
+from .reduce_total import count_total, threshold_total
+from .trace import Batch, Spine, TraceView
 
-__all__ = ["Collection", "CapturedCollection", "concatenate"]
+__all__ = ["Arranged", "Collection", "Variable", "concatenate"]
 
 
 class Collection:
     """A changing multiset of records, as a stream of ``(data, time, diff)`` updates.
 
     Build collections with ``scope.new_collection()``; every method returns a new collection
-    (or an :class:`~timelypy.differential.arrange.Arranged`, a probe, or a capture).
+    (or an :class:`Arranged`, a probe, or a capture).
     """
 
     __slots__ = ("scope", "_stream", "_base", "_stages")
@@ -66,13 +80,13 @@ class Collection:
         return self._then("flat_map", f)
 
     def explode(self, f: Callable[[Any], Iterable[Tuple[Any, int]]]) -> "Collection":
-        """Replace each record by ``(record2, diff2)`` pairs; diffs multiply (seed 001)."""
+        """Replace each record by ``(record2, diff2)`` pairs; diffs multiply."""
         return self._then("explode", f)
 
     def join_function(self, f: Callable[[Any], Iterable[Tuple[Any, Any, int]]]) -> "Collection":
         """The general linear operator: each record ``x`` becomes the updates ``f(x)`` of
         ``(record2, time2, diff2)``; output time is the lattice join of the times, diff the
-        product (seed 001)."""
+        product (differential-dataflow's ``join_function``)."""
         return self._then("join_function", f)
 
     def negate(self) -> "Collection":
@@ -87,7 +101,7 @@ class Collection:
         """Apply ``f`` to every update's time (``f`` must not move times backwards)."""
         return self._then("time", f)
 
-    def results_in(self, summary: Any) -> "Collection":
+    def results_in(self, summary: PathSummary) -> "Collection":
         """Advance every update's time by a path summary, dropping those that overflow."""
         return self._then("results_in", summary.results_in)
 
@@ -98,19 +112,17 @@ class Collection:
         return Collection(self.scope, self.inner.concat(*[o.inner for o in others]))
 
     def concatenate(self, others: Iterable["Collection"]) -> "Collection":
+        """The sum of this collection and every collection of ``others``."""
         return self.concat(*list(others))
 
     def consolidate(self, name: str = "Consolidate") -> "Collection":
         """The same collection with at most one update per ``(data, time)`` (and none that
         sum to zero), emitted once each time is complete."""
-        from .consolidate import consolidate_stream
-
-        return Collection(self.scope, consolidate_stream(self, name))
+        return Collection(self.scope, consolidate_stream(self.inner, name))
 
     # ------------------------------------------------------------------ scopes
     def enter(self, child: Any) -> "Collection":
         """This collection inside the nested scope ``child`` (unchanging across iterations)."""
-
         return Collection(child, self.inner.enter(child)).map_times(_to_inner)
 
     def leave(self) -> "Collection":
@@ -122,7 +134,7 @@ class Collection:
 
     def iterate(self, body: Callable[["Collection"], "Collection"],
                 max_iterations: Optional[int] = None, name: str = "Iterate") -> "Collection":
-        """The fixed point of ``body`` starting from this collection (seed 003).
+        """The fixed point of ``body`` starting from this collection.
 
         ``body`` receives the loop variable (a collection in a nested scope) and returns the
         next iterate; bring outer collections in with ``outer.enter(variable.scope)``. The body
@@ -130,8 +142,6 @@ class Collection:
         ``max_iterations`` bounds the loop: exceeding it raises
         :class:`~timelypy.errors.NotConvergedError`.
         """
-        from .iterate import Variable
-
         def inner(child):
             var = Variable.new_from(self.enter(child), max_iterations=max_iterations)
             result = body(var)
@@ -143,13 +153,17 @@ class Collection:
         return self.scope.iterative(inner, name)
 
     # ------------------------------------------------------------------ arranged
-    def arrange_by_key(self, name: Optional[str] = None) -> Arranged:
+    def arrange_by_key(self, name: Optional[str] = None) -> "Arranged":
         """Index ``(key, val)`` records by key into a shared trace."""
-        return arrange(self, by_self=False, name=name)
+        return self._arrange(False, name or "ArrangeByKey")
 
-    def arrange_by_self(self, name: Optional[str] = None) -> Arranged:
+    def arrange_by_self(self, name: Optional[str] = None) -> "Arranged":
         """Index records by themselves (keys with no values)."""
-        return arrange(self, by_self=True, name=name)
+        return self._arrange(True, name or "ArrangeBySelf")
+
+    def _arrange(self, by_self: bool, name: str, keep_trace: bool = True) -> "Arranged":
+        stream, spine = arrange_stream(self.inner, self.scope, name, by_self, keep_trace)
+        return Arranged(self.scope, stream, spine, by_self=by_self)
 
     def join(self, other: "Collection") -> "Collection":
         """``(key, (v1, v2))`` for matching ``(key, v1)`` and ``(key, v2)``; counts multiply."""
@@ -159,7 +173,8 @@ class Collection:
         """``f(key, v1, v2)`` for every matching pair."""
         return _arranged(self).join_map(_arranged(other), f)
 
-    def join_core(self, other: Any, logic: Callable[[Any, Any, Any], Iterable[Any]]) -> "Collection":
+    def join_core(self, other: Any,
+                  logic: Callable[[Any, Any, Any], Iterable[Any]]) -> "Collection":
         """The records of the iterable ``logic(key, v1, v2)`` for every matching pair."""
         return _arranged(self).join_core(_arranged(other), logic)
 
@@ -171,33 +186,32 @@ class Collection:
         """The ``(key, val)`` records whose key is not in ``keys`` (``keys`` should be a set)."""
         return self.concat(self.semijoin(keys).negate())
 
-    def reduce(self, logic: Callable[[Any, List[Tuple[Any, int]]], List[Tuple[Any, int]]],
-               name: str = "Reduce") -> "Collection":
+    def reduce(self, logic: Logic, name: str = "Reduce") -> "Collection":
         """Per key, ``logic(key, [(val, count), ...])`` (sorted by value, counts non-zero)
         returns ``[(out_val, count), ...]``; the result holds ``(key, out_val)``."""
-        return arrange(self, False, "ArrangeByKey", keep_trace=False).reduce(logic, name)
+        return self._arrange(False, "ArrangeByKey", keep_trace=False).reduce(logic, name)
 
     def count(self) -> "Collection":
         """``(record, count)`` for every record with a non-zero count."""
         if self.scope.order.is_total:
             return self.count_total()
-        return self._private_by_self().reduce(_count_logic, "Count").map(_unwrap_key_value)
+        return self._private_by_self().reduce(count_logic, "Count").map(_unwrap_key_value)
 
     def count_total(self) -> "Collection":
         """``count`` for totally ordered times: O(1) per update (no interesting times)."""
-        from .reduce import total_reduce
-
-        return total_reduce(self._private_by_self(), "count", None, "CountTotal")
+        arranged = self._private_by_self()
+        return Collection(self.scope, count_total(arranged.stream, arranged.view, "CountTotal"))
 
     def sum(self) -> "Collection":
         """``(key, total)`` where ``total`` sums ``value * count`` over the key's values."""
-        return self.reduce(_sum_logic, "Sum")
+        return self.reduce(sum_logic, "Sum")
 
     def distinct(self) -> "Collection":
-        """Each record with a positive count, once (seed 000: non-positive counts vanish)."""
+        """Each record with a positive count, once (records with non-positive counts
+        vanish)."""
         if self.scope.order.is_total:
             return self.distinct_total()
-        return self._private_by_self().reduce(_distinct_logic, "Distinct").map(_first)
+        return self._private_by_self().reduce(distinct_logic, "Distinct").map(_first)
 
     def distinct_total(self) -> "Collection":
         """``distinct`` for totally ordered times: O(1) per update."""
@@ -207,20 +221,16 @@ class Collection:
         """Each record with count ``f(record, count)`` (``f`` is called for non-zero counts)."""
         if self.scope.order.is_total:
             return self.threshold_total(f)
+        return self._private_by_self().reduce(threshold_logic(f), "Threshold").map(_first)
 
-        def logic(key, vals):
-            c = f(key, vals[0][1])
-            return [((), c)] if c else []
-        return self._private_by_self().reduce(logic, "Threshold").map(_first)
-
-    def threshold_total(self, f: Callable[[Any, int], int], name: str = "ThresholdTotal") -> "Collection":
+    def threshold_total(self, f: Callable[[Any, int], int],
+                        name: str = "ThresholdTotal") -> "Collection":
         """``threshold`` for totally ordered times: O(1) per update."""
-        from .reduce import total_reduce
+        arranged = self._private_by_self()
+        return Collection(self.scope, threshold_total(arranged.stream, arranged.view, f, name))
 
-        return total_reduce(self._private_by_self(), "threshold", f, name)
-
-    def _private_by_self(self) -> Arranged:
-        return arrange(self, True, "ArrangeBySelf", keep_trace=False)
+    def _private_by_self(self) -> "Arranged":
+        return self._arrange(True, "ArrangeBySelf", keep_trace=False)
 
     # ------------------------------------------------------------------ observing
     def probe(self) -> ProbeHandle:
@@ -228,11 +238,12 @@ class Collection:
         return self.inner.probe()
 
     def probe_with(self, handle: ProbeHandle) -> "Collection":
+        """Let ``handle`` also watch this collection's frontier; returns the collection."""
         self.inner.probe_with(handle)
         return self
 
-    def capture(self) -> "CapturedCollection":
-        """Record every update (see :class:`CapturedCollection`)."""
+    def capture(self) -> CapturedCollection:
+        """Record every update (see :class:`~.captured.CapturedCollection`)."""
         return CapturedCollection(self.inner.capture(), self.scope.order.le)
 
     def exchange(self, key_fn: Callable[[Any], Any]) -> "Collection":
@@ -249,102 +260,185 @@ def concatenate(collections: Sequence[Collection]) -> Collection:
     return first.concat(*rest)
 
 
+class Variable(Collection):
+    """A collection in an iterative scope whose next iterate is given later by :meth:`set`.
+
+    ``Variable.new_from(source)`` starts at ``source`` (the feedback carries
+    ``result - source``, so at iteration ``i+1`` the variable equals ``result_i``).
+    ``Variable.new(scope)`` starts empty (for mutual recursion).
+    """
+
+    __slots__ = ("_handle", "_source", "_summary", "_set")
+
+    @classmethod
+    def new(cls, scope: Any, max_iterations: Optional[int] = None,
+            summary: Optional[PathSummary] = None) -> "Variable":
+        """An empty variable in the iterative ``scope``."""
+        return cls._make(scope, None, max_iterations, summary)
+
+    @classmethod
+    def new_from(cls, source: Collection, max_iterations: Optional[int] = None,
+                 summary: Optional[PathSummary] = None) -> "Variable":
+        """A variable starting at ``source`` (a collection of the iterative scope)."""
+        return cls._make(source.scope, source, max_iterations, summary)
+
+    @classmethod
+    def _make(cls, scope, source, max_iterations, summary) -> "Variable":
+        handle, stream, summary = loop_variable(scope, max_iterations, summary)
+        fed_back = Collection(scope, stream)
+        collection = fed_back if source is None else fed_back.concat(source)
+        var = cls(scope, collection.inner)
+        var._handle = handle
+        var._source = source
+        var._summary = summary
+        var._set = False
+        return var
+
+    def set(self, result: Collection) -> Collection:
+        """Define the next iterate as ``result``; returns ``result``."""
+        if self._set:
+            raise TimelyError("Variable.set called twice")
+        self._set = True
+        fed = result if self._source is None else result.concat(self._source.negate())
+        fed.results_in(self._summary).inner.connect_loop(self._handle)
+        return result
+
+
+class Arranged:
+    """An arranged collection: ``stream`` of batches plus a ``view`` of the shared spine.
+
+    Filtering (:meth:`filter`) and entering a nested scope (:meth:`enter`) wrap the view, so
+    wrappers never build a new index.
+    """
+
+    def __init__(self, scope: Any, stream: Stream, spine: Spine, *, by_self: bool = False,
+                 view: Optional[TraceView] = None):
+        self.scope = scope
+        self.stream = stream
+        self.view = TraceView(spine) if view is None else view
+        self.by_self = by_self
+
+    @property
+    def spine(self) -> Spine:
+        """The shared trace."""
+        return self.view.spine
+
+    def lookup(self, key: Any) -> dict:
+        """The values of ``key`` accumulated over every time in the trace, with their non-zero
+        counts (an interactive query, as in the book's "interactive queries")."""
+        return accumulate((v, r) for v, _t, r in self.spine.get(key))
+
+    # ------------------------------------------------------------------ sharing
+    @property
+    def trace(self) -> TraceAgent:
+        """A new reader handle on the trace (it holds back compaction until advanced/closed);
+        ``handle.import_(scope)`` brings the trace into another dataflow."""
+        return TraceAgent(self.spine, through_seq=float("inf"), explicit=True,
+                          importer=_imported)
+
+    def filter(self, pred: Callable[[Any, Any], bool]) -> "Arranged":
+        """The same arrangement seen through ``pred(key, val)`` (no new index)."""
+        return Arranged(self.scope, self.stream, self.spine, by_self=self.by_self,
+                        view=self.view.filter(pred))
+
+    def enter(self, child: Any) -> "Arranged":
+        """The arrangement inside the nested scope ``child``, times read as ``Product(t, 0)``."""
+        return Arranged(child, self.stream.enter(child), self.spine, by_self=self.by_self,
+                        view=self.view.enter())
+
+    def read_batch(self, batch: Batch) -> Iterable[Tuple[Any, List[Tuple[Any, Any, int]]]]:
+        """``(key, [(val, time, diff)])`` of ``batch`` through this view's wrappers."""
+        return self.view.read_batch(batch)
+
+    # ------------------------------------------------------------------ operators
+    def as_collection(self, f: Optional[Callable[[Any, Any], Any]] = None) -> Collection:
+        """The arranged updates as a collection; ``f(key, val)`` makes each record (default
+        ``(key, val)``, or ``key`` for an arrangement by self)."""
+        read = self.view.read_batch
+        if f is None:
+            f = _key_only if self.by_self else _key_value
+
+        def flatten(batches):
+            out = []
+            for b in batches:
+                for k, vals in read(b):
+                    for v, t, r in vals:
+                        out.append((f(k, v), t, r))
+            return out
+
+        return Collection(self.scope, self.stream.map_batch(flatten, name="AsCollection"))
+
+    def _join(self, other: Any, product: joins.JoinProduct, logic: Optional[Callable],
+              name: str, by_self: bool = False) -> Collection:
+        if not isinstance(other, Arranged):
+            other = other.arrange_by_self() if by_self else other.arrange_by_key()
+        stream = joins.join_streams((self.stream, self.view), (other.stream, other.view),
+                                    product, logic, name)
+        return Collection(self.scope, stream)
+
+    def join_core(self, other: "Arranged", logic: Callable[[Any, Any, Any], Iterable[Any]],
+                  name: str = "JoinCore") -> Collection:
+        """For every pair of matching keys, the records ``logic(key, val1, val2)`` (an
+        iterable) at the join of the two times with the product of the diffs."""
+        return self._join(other, joins.core, logic, name)
+
+    def join_map(self, other: "Arranged", f: Callable[[Any, Any, Any], Any],
+                 name: str = "JoinMap") -> Collection:
+        """``f(key, val1, val2)`` for every pair of matching keys."""
+        return self._join(other, joins.mapped, f, name)
+
+    def join(self, other: "Arranged", name: str = "Join") -> Collection:
+        """``(key, (val1, val2))`` for every pair of matching keys."""
+        return self._join(other, joins.pairs, None, name)
+
+    def semijoin(self, keys: Any, name: str = "Semijoin") -> Collection:
+        """The ``(key, val)`` records whose key is in ``keys`` (a collection or arrangement by
+        self), with multiplicities multiplied."""
+        return self._join(keys, joins.semijoin_pairs, None, name, by_self=True)
+
+    def reduce(self, logic: Logic, name: str = "Reduce") -> Collection:
+        """Per key: ``logic(key, [(val, count)])`` returns ``[(out_val, count)]``; the output
+        collection holds ``(key, out_val)`` with those counts at every time."""
+        return Collection(self.scope, reduce_stream(self.stream, self.view, logic, name))
+
+    def __repr__(self) -> str:
+        return f"Arranged({self.spine.name!r}, scope={self.scope.name})"
+
+
+def _imported(scope: Any, stream: Stream, spine: Spine) -> Arranged:
+    """The arrangement a trace handle imports into ``scope``."""
+    return Arranged(scope, stream, spine)
+
+
 def _arranged(c: Any) -> Arranged:
     if isinstance(c, Arranged):
         return c
     return c.arrange_by_key()
 
 
-def _to_inner(t):
-    from ..order import Product
-
+def _to_inner(t: Any) -> Product:
     return Product(t, 0)
 
 
-def _to_outer(t):
+def _to_outer(t: Any) -> Any:
     return t[0]
 
 
-def _first(kv):
+def _first(kv: Tuple[Any, Any]) -> Any:
     return kv[0]
 
 
-def _unwrap_key_value(kv):
+def _unwrap_key_value(kv: Tuple[Any, Any]) -> Tuple[Any, Any]:
     return (kv[0], kv[1])
 
 
-def _count_logic(key, vals):
-    return [(vals[0][1], 1)]
+def _key_only(k: Any, v: Any) -> Any:
+    return k
 
 
-def _sum_logic(key, vals):
-    total = 0
-    for v, c in vals:
-        total += v * c
-    return [(total, 1)]
+def _key_value(k: Any, v: Any) -> Tuple[Any, Any]:
+    return (k, v)
 
 
-def _positive(record, count):
+def _positive(record: Any, count: int) -> int:
     return 1 if count > 0 else 0
-
-
-def _distinct_logic(key, vals):
-    return [((), 1)] if vals[0][1] > 0 else []
-
-
-class CapturedCollection:
-    """The updates a collection produced, for tests and programs.
-
-    ``updates()``: every ``(data, time, diff)``; ``consolidated()``: summed per
-    ``(data, time)``; ``at(t)``: the collection's content at time ``t`` as ``{data: count}``;
-    ``by_time()``: consolidated updates grouped by time.
-    """
-
-    def __init__(self, captured: Captured, le: Callable):
-        self.captured = captured
-        self._le = le
-
-    def updates(self) -> List[Tuple[Any, Any, int]]:
-        """Every ``(data, time, diff)`` in arrival order."""
-        return [u for _, data in self.captured.messages for u in data]
-
-    def changes_from(self, start: int) -> Tuple[List[Tuple[Any, Any, int]], int]:
-        """The updates of messages ``start`` onwards, and the next position (for polling
-        readers such as a driver session)."""
-        messages = self.captured.messages
-        return [u for _, data in messages[start:] for u in data], len(messages)
-
-    def consolidated(self) -> List[Tuple[Any, Any, int]]:
-        acc: Dict[Tuple[Any, Any], int] = {}
-        for d, t, r in self.updates():
-            acc[(d, t)] = acc.get((d, t), 0) + r
-        out = [(d, t, r) for (d, t), r in acc.items() if r]
-        try:
-            out.sort(key=lambda u: (u[1], u[0]))
-        except TypeError:
-            out.sort(key=repr)
-        return out
-
-    def at(self, t: Any) -> Dict[Any, int]:
-        le = self._le
-        acc: Dict[Any, int] = {}
-        for d, t1, r in self.updates():
-            if le(t1, t):
-                acc[d] = acc.get(d, 0) + r
-        return {d: r for d, r in acc.items() if r}
-
-    def by_time(self) -> Dict[Any, List[Tuple[Any, int]]]:
-        out: Dict[Any, List[Tuple[Any, int]]] = {}
-        for d, t, r in self.consolidated():
-            out.setdefault(t, []).append((d, r))
-        return out
-
-    @property
-    def frontier(self) -> List[Any]:
-        return self.captured.frontier
-
-    def done(self) -> bool:
-        return self.captured.done()
-
-    def less_than(self, t: Any) -> bool:
-        return self.captured.less_than(t)

@@ -1,4 +1,4 @@
-"""Consolidate: sum updates per ``(data, time)`` and emit each time once it is complete."""
+"""The consolidate operator: sum updates per ``(data, time)`` and emit each time once it is complete."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ from typing import Any, Dict, List, Tuple
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
-from ..errors import unhashable_error
 from ..dataflow.stream import Stream
+from ..errors import unhashable_error
 from ..progress.frontier import Antichain
+from .consolidation import accumulate_into
 
 __all__ = ["ConsolidateOperator", "consolidate_stream"]
 
 
-def _data_of(u):
+def _data_of(u: Tuple[Any, Any, int]) -> Any:
     return u[0]
 
 
@@ -42,9 +43,7 @@ class ConsolidateOperator(OperatorCore):
                 self._consumed.update(time, len(data))
                 caps.retain(time, internal, 0, self.name)
                 try:
-                    for d, t, r in data:
-                        k = (d, t)
-                        pending[k] = pending.get(k, 0) + r
+                    accumulate_into(pending, data)
                 except TypeError as exc:
                     raise unhashable_error(self, (u[0] for u in data)) from exc
         if changed and self._caps:
@@ -52,10 +51,10 @@ class ConsolidateOperator(OperatorCore):
         return False
 
     def _flush(self) -> None:
+        """Emit the updates at times the input frontier has passed, each at the first ready
+        capability at or before its time."""
         le = self.order.le
-
         beyond = self.input_frontiers[0].less_equal  # t is at or beyond the input frontier
-
         caps = self._caps
         ready_caps = sorted((c for c in caps if not beyond(c.time)), key=lambda c: c.time)
         if not ready_caps:
@@ -83,8 +82,11 @@ class ConsolidateOperator(OperatorCore):
         caps.downgrade(list(remaining))
 
 
-def consolidate_stream(collection: Any, name: str = "Consolidate") -> Stream:
-    scope = collection.scope
+def consolidate_stream(updates: Stream, name: str = "Consolidate") -> Stream:
+    """``updates`` (a stream of ``(data, time, diff)``) exchanged by record and consolidated:
+    at most one update per ``(data, time)``, none that cancel, each emitted once its time is
+    complete."""
+    scope = updates.scope
     op = ConsolidateOperator(scope, name)
-    collection.inner.connect_to(op, 0, Exchange(_data_of))
+    updates.connect_to(op, 0, Exchange(_data_of))
     return Stream(scope, op.output_ports[0])

@@ -1,4 +1,4 @@
-"""InputSession: change a collection by inserting and removing records at logical times."""
+"""Input sessions: change a collection by inserting and removing records at logical times."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ from typing import Any, Iterable, List, Tuple
 
 from ..dataflow.input import InputHandle
 from ..errors import InputClosedError, TimeOrderError, UnhashableDataError
+from .collection import Collection
 
 __all__ = ["InputSession", "new_collection", "new_collection_from"]
 
 
 class InputSession:
-    """Changes to one input collection (seed 003's InputSession).
+    """Changes to one input collection (differential-dataflow's ``InputSession``).
 
     ``insert``, ``remove`` and ``update`` change records at the session's current ``time``;
     ``update_at`` at a time at or after it. ``advance_to(t)`` promises no more changes before
@@ -147,6 +148,7 @@ class InputSession:
 
     @property
     def closed(self) -> bool:
+        """The session was closed: the collection will not change again."""
         return self._handle.closed
 
     def has_pending(self) -> bool:
@@ -158,17 +160,17 @@ class InputSession:
         return f"{self._name!r} at {self._time!r}" + (" (closed)" if self.closed else "")
 
 
-def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Any]:
-    """A new input collection in ``scope``: returns ``(session, collection)``."""
-    from .collection import Collection
-
+def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Collection]:
+    """A new input collection in ``scope``: returns ``(session, collection)``. The session is
+    registered with the worker (flushed at every step, closed when ``build`` returns)."""
     handle, stream = scope.new_input(name, register=False)
     session = InputSession(handle, name)
     scope.worker.register_input(session)
     return session, Collection(scope, stream)
 
 
-def new_collection_from(scope: Any, records: Iterable[Any], name: str = "Input") -> Tuple[InputSession, Any]:
+def new_collection_from(scope: Any, records: Iterable[Any],
+                        name: str = "Input") -> Tuple[InputSession, Collection]:
     """Like :func:`new_collection`, with ``records`` inserted at the minimum time."""
     session, coll = new_collection(scope, name)
     for r in records:

@@ -1,37 +1,45 @@
-"""Reduce: per-key group logic, exact at every time, including partially ordered times.
+"""The reduce operator: per-key group logic, exact at every time, including partially ordered times.
 
 For each key the operator keeps the input and output history. When the input frontier passes
 a time ``t`` at which the key may have changed, it evaluates ``logic`` on the input accumulated
 at ``t`` and emits the difference from the output accumulated at ``t``. The times to evaluate
-are the new update times and, for partially ordered times, their *joins* with the history (seed
-002's couch: output can change at a time no input touched). Histories are compacted to the
-input frontier after each evaluation, so they stay proportional to the live values.
+are the new update times and, for partially ordered times, their *joins* with the history
+(output can change at a time no input touched, as in "Differential Dataflow", McSherry et al.,
+CIDR 2013). Histories are compacted to the input frontier after each evaluation, so they stay
+proportional to the live values.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.operator import OperatorCore
-from ..errors import user_error
 from ..dataflow.stream import Stream
-from ..errors import ReduceOutputError, TimelyError
+from ..errors import ReduceOutputError, TimelyError, user_error
 from ..progress.frontier import Antichain
-from .trace import advance_time
+from .consolidation import accumulate_at, advance_and_consolidate
+from .trace import TraceView
 
-__all__ = ["ReduceOperator", "reduce_arranged"]
+__all__ = ["ReduceOperator", "count_logic", "distinct_logic", "reduce_stream", "sum_logic",
+           "threshold_logic"]
+
+Group = List[Tuple[Any, int]]
+"""``[(value, count), ...]``: a key's values with non-zero counts, sorted by value."""
+Logic = Callable[[Any, Group], Group]
+"""``logic(key, group)``: the output values of ``key`` with their counts."""
+History = List[Tuple[Any, Any, int]]
 
 
 class ReduceOperator(OperatorCore):
     """Input: batches of an arrangement by key. Output: ``((key, out_val), time, diff)``."""
 
-    def __init__(self, scope: Any, arranged: Any, logic: Callable, name: str):
+    def __init__(self, scope: Any, view: TraceView, logic: Logic, name: str):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
-        self.arranged = arranged
+        self.view = view
         self.logic = logic
-        self.in_hist: Dict[Any, List[Tuple[Any, Any, int]]] = {}
-        self.out_hist: Dict[Any, List[Tuple[Any, Any, int]]] = {}
+        self.in_hist: Dict[Any, History] = {}
+        self.out_hist: Dict[Any, History] = {}
         self.pending: Dict[Any, Set[Any]] = {}
         self.pending_times: Dict[Any, Set[Any]] = {}
         self._compacted_sizes: Dict[Tuple[int, Any], int] = {}
@@ -64,7 +72,7 @@ class ReduceOperator(OperatorCore):
             caps = self.caps
             internal = self.shared.internals[0]
             inputs = self.in_hist
-            read = self.arranged.read_batch
+            read = self.view.read_batch
             while q:
                 time, batches = q.popleft()
                 consumed.update(time, len(batches))
@@ -84,10 +92,7 @@ class ReduceOperator(OperatorCore):
 
     def _process(self) -> None:
         frontier = list(self.input_frontiers[0].frontier)
-        le = self.order.le
-
         beyond = self.input_frontiers[0].less_equal  # t is at or beyond the input frontier
-
         ready_keys: Set[Any] = set()
         for t, keys in self.pending_times.items():
             if not beyond(t):
@@ -102,85 +107,90 @@ class ReduceOperator(OperatorCore):
             raise
         except Exception as exc:
             raise user_error(self, exc) from exc
-        caps = self.caps
         for cap_time, data in output.items():
             if data:
                 self._out.push(cap_time, data)
-        pending_frontier = Antichain(le=le)
+        pending_frontier = Antichain(le=self.order.le)
         for t in self.pending_times:
             pending_frontier.insert(t)
-        caps.downgrade(list(pending_frontier))
+        self.caps.downgrade(list(pending_frontier))
 
     def _evaluate(self, key: Any, frontier: List[Any], beyond: Callable, output: Dict) -> None:
-        order = self.order
-        le, tjoin = order.le, order.join
-        seeds = self.pending.pop(key)
-        for t in seeds:
-            keys = self.pending_times[t]
-            keys.discard(key)
-            if not keys:
-                del self.pending_times[t]
+        """Re-evaluate ``key`` at every time the frontier has passed where it may change."""
+        seeds = self._take_pending(key)
         hist_in = self.in_hist.get(key, [])
-        hist_out = self.out_hist.get(key, [])
-        if order.is_total:
+        if self.order.is_total:
             candidates = seeds
         else:
-            history_times = {t for _, t, _ in hist_in}
-            history_times.update(t for _, t, _ in hist_out)
-            candidates = set(seeds)
-            frontier_new = set(seeds)
-            while frontier_new:
-                fresh = set()
-                for c in frontier_new:
-                    # join(c, x) is c itself when x <= c: skip those (most of the history).
-                    for x in history_times:
-                        if not le(x, c):
-                            j = tjoin(c, x)
-                            if j not in candidates:
-                                fresh.add(j)
-                    for x in candidates:
-                        if not le(x, c):
-                            j = tjoin(c, x)
-                            if j not in candidates:
-                                fresh.add(j)
-                candidates |= fresh
-                frontier_new = fresh
+            candidates = self._interesting_times(seeds, hist_in, self.out_hist.get(key, []))
         ready = sorted(t for t in candidates if not beyond(t))
         for t in candidates:
             if beyond(t):
                 self._add_pending(key, t)
         if ready:
             out_hist = self.out_hist.setdefault(key, [])
-            logic = self.logic
             for t in ready:
-                acc: Dict[Any, int] = {}
-                for v, t1, r in hist_in:
-                    if le(t1, t):
-                        acc[v] = acc.get(v, 0) + r
-                current: Dict[Any, int] = {}
-                for v, t1, r in out_hist:
-                    if le(t1, t):
-                        current[v] = current.get(v, 0) + r
-                group = [(v, r) for v, r in acc.items() if r]
-                if group:
-                    try:
-                        group.sort()
-                    except TypeError:
-                        group.sort(key=repr)
-                    desired = logic(key, group)
-                    desired = self._check_output(key, desired)
-                else:
-                    desired = {}
-                for v, r in current.items():
-                    if r:
-                        d = desired.get(v, 0) - r
-                        if d:
-                            self._emit(key, v, t, d, out_hist, output)
-                for v, r in desired.items():
-                    if not current.get(v):
-                        self._emit(key, v, t, r, out_hist, output)
+                self._evaluate_at(key, t, hist_in, out_hist, output)
         # Compact both histories to the frontier: every later evaluation is at or beyond it.
         self._compact(key, frontier)
+
+    def _take_pending(self, key: Any) -> Set[Any]:
+        """Remove and return the pending times of ``key``."""
+        seeds = self.pending.pop(key)
+        for t in seeds:
+            keys = self.pending_times[t]
+            keys.discard(key)
+            if not keys:
+                del self.pending_times[t]
+        return seeds
+
+    def _interesting_times(self, seeds: Set[Any], hist_in: History,
+                           hist_out: History) -> Set[Any]:
+        """The seeds closed under joins with each other and with the history's times."""
+        le, tjoin = self.order.le, self.order.join
+        history_times = {t for _, t, _ in hist_in}
+        history_times.update(t for _, t, _ in hist_out)
+        candidates = set(seeds)
+        frontier_new = set(seeds)
+        while frontier_new:
+            fresh = set()
+            for c in frontier_new:
+                # join(c, x) is c itself when x <= c: skip those (most of the history).
+                for x in history_times:
+                    if not le(x, c):
+                        j = tjoin(c, x)
+                        if j not in candidates:
+                            fresh.add(j)
+                for x in candidates:
+                    if not le(x, c):
+                        j = tjoin(c, x)
+                        if j not in candidates:
+                            fresh.add(j)
+            candidates |= fresh
+            frontier_new = fresh
+        return candidates
+
+    def _evaluate_at(self, key: Any, t: Any, hist_in: History, out_hist: History,
+                     output: Dict) -> None:
+        """Emit the difference between ``logic`` on the input at ``t`` and the output at ``t``."""
+        le = self.order.le
+        group = list(accumulate_at(hist_in, t, le).items())
+        current = accumulate_at(out_hist, t, le)
+        if group:
+            try:
+                group.sort()
+            except TypeError:
+                group.sort(key=repr)
+            desired = self._check_output(key, self.logic(key, group))
+        else:
+            desired = {}
+        for v, r in current.items():
+            d = desired.get(v, 0) - r
+            if d:
+                self._emit(key, v, t, d, out_hist, output)
+        for v, r in desired.items():
+            if not current.get(v):
+                self._emit(key, v, t, r, out_hist, output)
 
     def _emit(self, key, v, t, d, out_hist, output) -> None:
         out_hist.append((v, t, d))
@@ -212,8 +222,6 @@ class ReduceOperator(OperatorCore):
         """Advance a key's histories to the frontier and consolidate them, once they have
         doubled since the last time (amortised O(1) per update; keeps them proportional to the
         live values)."""
-        order = self.order
-        single = frontier[0] if len(frontier) == 1 and order.is_total else None
         sizes = self._compacted_sizes
         for which, store in enumerate((self.in_hist, self.out_hist)):
             hist = store.get(key)
@@ -222,16 +230,7 @@ class ReduceOperator(OperatorCore):
             size_key = (which, key)
             if len(hist) <= max(4, 2 * sizes.get(size_key, 0)):
                 continue
-            acc: Dict[Tuple[Any, Any], int] = {}
-            for v, t, r in hist:
-                if single is not None:
-                    if t < single:
-                        t = single
-                elif frontier:
-                    t = advance_time(t, frontier, order.join, order.meet)
-                k = (v, t)
-                acc[k] = acc.get(k, 0) + r
-            new = [(v, t, r) for (v, t), r in acc.items() if r]
+            new = advance_and_consolidate(hist, frontier, self.order)
             if new:
                 store[key] = new
                 sizes[size_key] = len(new)
@@ -240,94 +239,38 @@ class ReduceOperator(OperatorCore):
                 sizes.pop(size_key, None)
 
 
-def reduce_arranged(arranged: Any, logic: Callable, name: str = "Reduce") -> Any:
-    from .collection import Collection
-
-    scope = arranged.scope
-    op = ReduceOperator(scope, arranged, logic, name)
-    arranged.stream.connect_to(op, 0)
-    return Collection(scope, Stream(scope, op.output_ports[0]))
-
-
-class TotalReduceOperator(OperatorCore):
-    """``count`` / ``threshold`` / ``distinct`` for totally ordered times (DD's ``*_total``).
-
-    Input batches of an arrangement by self cover complete times and arrive in time order, so
-    each key needs only its current count: for every update the output changes from
-    ``f(old)`` to ``f(new)`` at that update's time. O(1) per update, no held capabilities.
-    """
-
-    frontier_interest = False
-
-    def __init__(self, scope: Any, arranged: Any, mode: str, f: Optional[Callable], name: str):
-        super().__init__(scope, name, 1, 1, initial_capabilities=False)
-        if not scope.order.is_total:
-            raise TimelyError(f"{name}: needs totally ordered times (use count/distinct/"
-                              f"threshold inside iterative scopes)")
-        self.arranged = arranged
-        self.mode = mode
-        self.f = f
-        self.counts: Dict[Any, int] = {}
-        self._queue = self.input_ports[0].queue
-        self._consumed = self.shared.consumeds[0]
-        self._out = self.output_ports[0]
-
-    def schedule(self) -> bool:
-        self.shared.frontiers[0].clear()
-        q = self._queue
-        if not q:
-            return False
-        counts = self.counts
-        mode, f = self.mode, self.f
-        read = self.arranged.read_batch
-        while q:
-            time, batches = q.popleft()
-            self._consumed.update(time, len(batches))
-            out: List[Any] = []
-            append = out.append
-            try:
-                for batch in batches:
-                    for key, vals in read(batch):
-                        old = counts.get(key, 0)
-                        if len(vals) == 1:
-                            steps = [(vals[0][1], vals[0][2])]
-                        else:
-                            per_time: Dict[Any, int] = {}
-                            for _, t, r in vals:
-                                per_time[t] = per_time.get(t, 0) + r
-                            steps = sorted(per_time.items())
-                        for t, delta in steps:
-                            if not delta:
-                                continue
-                            new = old + delta
-                            if mode == "count":
-                                if old:
-                                    append(((key, old), t, -1))
-                                if new:
-                                    append(((key, new), t, 1))
-                            else:
-                                fo = f(key, old) if old else 0
-                                fn = f(key, new) if new else 0
-                                if fo != fn:
-                                    append((key, t, fn - fo))
-                            old = new
-                        if old:
-                            counts[key] = old
-                        else:
-                            counts.pop(key, None)
-            except TimelyError:
-                raise
-            except Exception as exc:
-                raise user_error(self, exc) from exc
-            if out:
-                self._out.push(time, out)
-        return False
+def reduce_stream(batches: Stream, view: TraceView, logic: Logic, name: str = "Reduce") -> Stream:
+    """Reduce an arrangement by key (its stream of ``batches`` read through ``view``): per
+    key, ``logic(key, [(val, count)])`` returns ``[(out_val, count)]``; the output stream
+    holds ``((key, out_val), time, diff)``."""
+    scope = batches.scope
+    op = ReduceOperator(scope, view, logic, name)
+    batches.connect_to(op, 0)
+    return Stream(scope, op.output_ports[0])
 
 
-def total_reduce(arranged: Any, mode: str, f: Optional[Callable], name: str) -> Any:
-    from .collection import Collection
+# Group logics of the built-in reductions (keys arranged by self have the single value ``()``).
+def count_logic(key: Any, vals: Group) -> Group:
+    """``[(count, 1)]``: the count of a record arranged by self."""
+    return [(vals[0][1], 1)]
 
-    scope = arranged.scope
-    op = TotalReduceOperator(scope, arranged, mode, f, name)
-    arranged.stream.connect_to(op, 0)
-    return Collection(scope, Stream(scope, op.output_ports[0]))
+
+def sum_logic(key: Any, vals: Group) -> Group:
+    """``[(total, 1)]``: the sum of ``value * count``."""
+    total = 0
+    for v, c in vals:
+        total += v * c
+    return [(total, 1)]
+
+
+def distinct_logic(key: Any, vals: Group) -> Group:
+    """``[((), 1)]`` when a record arranged by self has a positive count."""
+    return [((), 1)] if vals[0][1] > 0 else []
+
+
+def threshold_logic(f: Callable[[Any, int], int]) -> Logic:
+    """The logic giving a record arranged by self the count ``f(record, count)``."""
+    def logic(key: Any, vals: Group) -> Group:
+        c = f(key, vals[0][1])
+        return [((), c)] if c else []
+    return logic

@@ -1,0 +1,12 @@
+"""Trace data, the bottom layer: batches with their descriptions, cursors, the spine and views of it.
+
+Nothing here knows about operators, trace agents or collections (as differential-dataflow's
+``trace`` module below its ``operators``).
+"""
+
+from .batch import Batch, BatchData
+from .cursor import Cursor
+from .spine import Spine
+from .view import TraceView, wrap_items
+
+__all__ = ["Batch", "BatchData", "Cursor", "Spine", "TraceView", "wrap_items"]

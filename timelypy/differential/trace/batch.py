@@ -1,0 +1,62 @@
+"""Batches: immutable sets of updates grouped by key, with the description of the times they cover."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+__all__ = ["Batch", "BatchData"]
+
+BatchData = Dict[Any, List[Tuple[Any, Any, int]]]
+"""``key -> [(val, time, diff), ...]``."""
+
+
+class Batch:
+    """An immutable (once sent) set of updates grouped by key, with its description.
+
+    ``data[key]`` is a list of ``(val, time, diff)``. As in differential-dataflow's
+    ``Description``, ``lower`` and ``upper`` are the frontiers (lists) of the times the batch
+    covers (every time ``t`` of it has ``lower <= t`` and ``not upper <= t``, before
+    compaction), and ``since`` is the frontier its times have been advanced to (for a fresh
+    batch its ``lower``: advancing times at or beyond ``lower`` to it changes none of them). ``seq`` numbers the spine's batches; ``count`` is the number of
+    updates. ``owned`` batches were made by a spine merge, were never sent as messages, and
+    may be updated in place by later merges.
+    """
+
+    __slots__ = ("data", "lower", "upper", "since", "seq", "count", "owned", "_sorted",
+                 "_sorted_len")
+
+    def __init__(self, data: BatchData, lower: List[Any], upper: List[Any], seq: int = 0,
+                 count: Optional[int] = None, owned: bool = False,
+                 since: Optional[List[Any]] = None):
+        self.data = data
+        self.lower = lower
+        self.upper = upper
+        self.since = lower if since is None else since
+        self.seq = seq
+        self.count = sum(map(len, data.values())) if count is None else count
+        self.owned = owned
+        self._sorted: Optional[List[Any]] = None
+        self._sorted_len = -1
+
+    def owned_copy(self) -> "Batch":
+        """A copy the spine may update in place (the lists are copied, not the updates)."""
+        return Batch({k: list(v) for k, v in self.data.items()}, self.lower, self.upper,
+                     self.seq, self.count, owned=True, since=self.since)
+
+    def sorted_keys(self) -> List[Any]:
+        """The keys in sorted order (cached; recomputed if an owned batch changed)."""
+        if self._sorted is None or self._sorted_len != len(self.data) or self.owned:
+            self._sorted = sorted(self.data)
+            self._sorted_len = len(self.data)
+        return self._sorted
+
+    def updates(self) -> List[Tuple[Any, Any, Any, int]]:
+        """Every ``(key, val, time, diff)``."""
+        return [(k, v, t, r) for k, vals in self.data.items() for v, t, r in vals]
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        return f"Batch(seq={self.seq}, keys={len(self.data)}, updates={self.count}, " \
+               f"lower={self.lower}, upper={self.upper}, since={self.since})"

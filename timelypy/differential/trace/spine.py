@@ -1,0 +1,336 @@
+"""The spine: the batches of one arrangement, merged geometrically and compacted to its readers' frontier.
+
+A :class:`Spine` is the list of batches of one arrangement on one worker. Batches tile time
+(each one's ``lower`` is the previous one's ``upper``). A batch is merged into its predecessor
+while it is at least half its size, or at once into a predecessor the spine owns and updates in
+place, once every reader has seen both. Merging advances times to the readers' common *since*
+frontier (logical compaction) and consolidates, so under steady churn the stored update count
+stays proportional to the live data, not to the history.
+
+Readers (see :mod:`timelypy.differential.agent`) hold the spine back in two ways, as the
+trace handles of differential-dataflow (``TraceBox`` and ``TraceRc``): a logical hold (a
+frontier in :meth:`Spine.hold_since`; the spine compacts only up to the meet of all holds) and a
+physical hold (a registered reader's ``through_seq``: batches it has not seen are never merged
+away from it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
+
+from ...instrument import SpineMerged
+from ...progress.frontier import MutableAntichain
+from ..consolidation import accumulate, advance_and_consolidate
+from .batch import Batch, BatchData
+from .cursor import Cursor
+
+__all__ = ["Spine"]
+
+_INF = float("inf")
+_COMPACTION_THRESHOLD = 1024
+"""Stored updates below which no full compaction pass runs."""
+
+
+class Spine:
+    """The batches of one arrangement on one worker, with geometric merging and compaction.
+
+    ``instruments`` (a worker's :class:`~timelypy.instrument.Instruments`, or None) receives a
+    :class:`~timelypy.instrument.SpineMerged` event per merge when a sink listens.
+
+    Costs: :meth:`insert` is amortised O(batch size) plus the merge work it triggers; merging a
+    batch into an owned predecessor costs O(size of the newer batch) (in place), so each update
+    is copied O(1) times after its first merge. A full compaction pass runs when the stored
+    count doubles since the last one.
+    """
+
+    def __init__(self, order: Any, name: str = "trace", instruments: Any = None,
+                 worker: int = 0):
+        self.order = order
+        self.name = name
+        self.instruments = instruments
+        self.worker = worker
+        self.batches: List[Batch] = []
+        self.seq = 0
+        self.upper: List[Any] = [order.minimum]
+        self._minimum = [order.minimum]
+        self._since = MutableAntichain(order.le)
+        self._since.update_iter([(order.minimum, 1)])  # the writer's own hold, see `advance_writer`
+        self._writer_since: List[Any] = [order.minimum]
+        self.readers: List[Any] = []
+        self.listeners: List[Any] = []
+        self._inserted = 0
+        self._force_compaction = False
+        self.complete = False
+
+    # ------------------------------------------------------------------ writing
+    def new_batch(self, data: BatchData, upper: List[Any], count: Optional[int] = None,
+                  store: bool = True) -> Batch:
+        """Make the next batch (up to ``upper``) and insert it; with ``store=False`` (a batcher
+        nobody reads as a trace) only number it and advance the spine's upper."""
+        self.seq += 1
+        if not store:
+            batch = Batch(data, self.upper, list(upper), self.seq, count, since=self._minimum)
+            self.upper = batch.upper
+            return batch
+        lower = self.batches[-1].upper if self.batches else self._minimum
+        batch = Batch(data, lower, list(upper), self.seq, count, since=self._minimum)
+        self.insert(batch)
+        return batch
+
+    def insert(self, batch: Batch) -> None:
+        """Append ``batch`` (its ``lower`` must be the last batch's ``upper``), tell the
+        listeners, and merge what the readers allow."""
+        self.batches.append(batch)
+        self._inserted += batch.count
+        self.upper = batch.upper
+        for listener in self.listeners:
+            listener.notify(batch)
+        self._maintain()
+
+    def seal(self, upper: List[Any]) -> None:
+        """Advance the upper frontier over a region without updates."""
+        self.upper = list(upper)
+        if not upper:
+            self.complete = True
+        for listener in self.listeners:
+            listener.notify_upper(self.upper)
+
+    def advance_writer(self, frontier: List[Any]) -> None:
+        """The arrange operator's own hold on compaction follows its input frontier."""
+        if frontier == self._writer_since:
+            return
+        changes = [(t, 1) for t in frontier] + [(t, -1) for t in self._writer_since]
+        self._writer_since = list(frontier)
+        self._since.update_iter(changes)
+
+    # ------------------------------------------------------------------ holds
+    @property
+    def since(self) -> List[Any]:
+        """The logical compaction frontier: the meet of every reader's and the writer's hold."""
+        return self._since.frontier
+
+    def hold_since(self, changes: Iterable[Tuple[Any, int]], request_compaction: bool = False) -> None:
+        """Change the logical holds by ``(time, +1 / -1)`` pairs; if the since frontier moves
+        and ``request_compaction``, the next maintenance compacts every batch it may."""
+        if self._since.update_iter(changes) and request_compaction:
+            self._force_compaction = True
+
+    def add_reader(self, reader: Any) -> None:
+        """Register a physical hold: batches after ``reader.through_seq`` are not merged."""
+        self.readers.append(reader)
+
+    def remove_reader(self, reader: Any) -> None:
+        """Release ``reader``'s physical hold (a no-op if it is not registered)."""
+        if reader in self.readers:
+            self.readers.remove(reader)
+
+    def add_listener(self, listener: Any) -> None:
+        """Call ``listener.notify(batch)`` per new batch and ``listener.notify_upper(upper)``
+        per sealed region."""
+        self.listeners.append(listener)
+
+    def remove_listener(self, listener: Any) -> None:
+        """Stop notifying ``listener`` (a no-op if it is not registered)."""
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    def physical_seq(self) -> float:
+        """Batches with seq at or below this have been seen by every reader."""
+        if not self.readers:
+            return _INF
+        return min(h.through_seq for h in self.readers)
+
+    # ------------------------------------------------------------------ reading
+    def batches_through(self, seq: float) -> List[Batch]:
+        """Batches with sequence number ``<= seq`` (a prefix of the spine)."""
+        out = []
+        for b in self.batches:
+            if b.seq > seq:
+                break
+            out.append(b)
+        return out
+
+    def get(self, key: Any, seq: float = _INF) -> List[Tuple[Any, Any, int]]:
+        """Every ``(val, time, diff)`` of ``key`` in batches through ``seq``."""
+        out: List[Tuple[Any, Any, int]] = []
+        for b in self.batches:
+            if b.seq > seq:
+                break
+            vals = b.data.get(key)
+            if vals:
+                out.extend(vals)
+        return out
+
+    def accumulate(self, key: Any, time: Any) -> dict:
+        """The values of ``key`` and their counts accumulated at ``time``."""
+        le = self.order.le
+        return accumulate((v, r) for v, t, r in self.get(key) if le(t, time))
+
+    def cursor(self, seq: float = _INF) -> Cursor:
+        """A :class:`~.cursor.Cursor` over the batches through ``seq`` (iterating it yields
+        ``(key, [(val, [(time, diff), ...]), ...])`` in sorted order)."""
+        return Cursor(self.batches_through(seq))
+
+    def keys(self) -> set:
+        """Every key with updates stored."""
+        out: set = set()
+        for b in self.batches:
+            out.update(b.data.keys())
+        return out
+
+    def stored_updates(self) -> int:
+        """Number of ``(key, val, time, diff)`` entries stored (for compaction tests)."""
+        return sum(b.count for b in self.batches)
+
+    # ------------------------------------------------------------------ maintenance
+    def maintain(self) -> None:
+        """Merge what readers allow (called by readers after they acknowledge batches)."""
+        self._maintain()
+
+    def compact(self) -> None:
+        """Merge what readers allow and compact every batch they have all seen, now
+        (normally automatic and amortised)."""
+        self._maintain()
+        self._compact_prefix(self._mergeable())
+
+    def _mergeable(self) -> int:
+        """The length of the prefix of batches every reader has seen."""
+        phys = self.physical_seq()
+        batches = self.batches
+        m = 0
+        while m < len(batches) and batches[m].seq <= phys:
+            m += 1
+        return m
+
+    def _maintain(self) -> None:
+        batches = self.batches
+        m = self._mergeable()
+        i = m - 1
+        # Geometric merging (a batch joins its predecessor once it is at least half its size);
+        # a predecessor the spine owns is updated in place at O(size of the newer batch), so
+        # merging into it directly copies each update once instead of O(log n) times.
+        instruments = self.instruments
+        while i >= 1 and (batches[i - 1].owned or batches[i].count * 2 >= batches[i - 1].count):
+            if instruments is not None and instruments.enabled:
+                self._merge_at_reported(i)
+            else:
+                batches[i - 1:i + 1] = [self._merge(batches[i - 1], batches[i])]
+            i -= 1
+            m -= 1
+        # Amortised full compaction: once as many updates arrived as half of what is stored
+        # (each update pays for O(1) compaction work), or after a reader advanced its
+        # logical compaction explicitly.
+        stored = 0
+        for b in batches[:m]:
+            stored += b.count
+        if stored > _COMPACTION_THRESHOLD and (self._inserted * 2 >= stored
+                                               or self._force_compaction):
+            self._compact_prefix(m)
+
+    def _merge_at_reported(self, i: int) -> None:
+        """Merge batches ``i - 1`` and ``i`` and emit a :class:`SpineMerged` event."""
+        batches = self.batches
+        sizes = (batches[i - 1].count, batches[i].count)
+        merged = self._merge(batches[i - 1], batches[i])
+        batches[i - 1:i + 1] = [merged]
+        self.instruments.emit(SpineMerged(self.worker, self.name, sizes, merged.count,
+                                          len(batches), self.stored_updates()))
+
+    def _compact_prefix(self, m: int) -> None:
+        """Compact (advance to since, consolidate) every batch of the first ``m``."""
+        for idx in range(m):
+            b = self.batches[idx]
+            if not b.owned:
+                b = b.owned_copy()
+                self.batches[idx] = b
+            self._compact(b)
+        self._inserted = 0
+        self._force_compaction = False
+
+    def _merge(self, a: Batch, b: Batch) -> Batch:
+        """``b`` merged into ``a`` (in place when the spine owns ``a``): the keys present in
+        both are advanced to since and consolidated. O(size of ``b``)."""
+        since = list(self._since.frontier)
+        order = self.order
+        target = a if a.owned else a.owned_copy()
+        data = target.data
+        count = target.count
+        single = since[0] if len(since) == 1 and order.is_total else None
+        for key, vals in b.data.items():
+            existing = data.get(key)
+            if existing is None:
+                data[key] = list(vals)
+                count += len(vals)
+                continue
+            if single is not None and len(existing) == 1 and len(vals) == 1:
+                # The commonest case under churn, inline: one update on each side.
+                v1, t1, r1 = existing[0]
+                v2, t2, r2 = vals[0]
+                if t1 < single:
+                    t1 = single
+                if t2 < single:
+                    t2 = single
+                if v1 == v2 and t1 == t2:
+                    r = r1 + r2
+                    if r:
+                        data[key] = [(v1, t1, r)]
+                    else:
+                        del data[key]
+                        count -= 1
+                else:
+                    data[key] = [(v1, t1, r1), (v2, t2, r2)]
+                    count += 1
+                continue
+            new = advance_and_consolidate(existing + vals, since, order)
+            count += len(new) - len(existing)
+            if new:
+                data[key] = new
+            else:
+                del data[key]
+        target.count = count
+        target.upper = b.upper
+        target.seq = b.seq
+        target.since = since
+        return target
+
+    def _compact(self, batch: Batch) -> None:
+        """Advance every time of ``batch`` to since and consolidate (O(batch size))."""
+        since = list(self._since.frontier)
+        order = self.order
+        if order.is_total and not since:
+            return  # nothing will be read any more: leave the batch as it is
+        single = since[0] if len(since) == 1 and order.is_total else None
+        data = batch.data
+        count = 0
+        for key in list(data):
+            vals = data[key]
+            if single is not None and len(vals) == 1:
+                v, t, r = vals[0]
+                if t < single:
+                    vals[0] = (v, single, r)
+                count += 1
+                continue
+            new = advance_and_consolidate(vals, since, order)
+            if new:
+                data[key] = new
+                count += len(new)
+            else:
+                del data[key]
+        batch.count = count
+        batch.since = since
+
+    def _check(self) -> None:
+        """Assert the invariants: batches tile time (the first starts at the minimum, each
+        ``lower`` is the previous ``upper``), sequence numbers increase, counts are exact."""
+        prev_seq = 0
+        prev_upper: Sequence[Any] = self._minimum
+        for b in self.batches:
+            assert b.seq > prev_seq, (b.seq, prev_seq)
+            prev_seq = b.seq
+            assert list(b.lower) == list(prev_upper), (b, prev_upper)
+            prev_upper = b.upper
+            assert b.count == sum(map(len, b.data.values())), b
+
+    def __repr__(self) -> str:
+        return f"Spine({self.name!r}, batches={len(self.batches)}, " \
+               f"updates={self.stored_updates()}, since={self.since})"
