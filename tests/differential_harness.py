@@ -1,6 +1,6 @@
-"""Runs a reference program on the engine under a driver script and checks contract 6.
+"""Runs a reference program on the engine under a driver script and checks its outputs.
 
-Contract 6 (ARCHITECTURE.md): for every time t, the sum of all output updates at times <= t
+The differential correctness property: for every time t, the sum of all output updates at times <= t
 equals the program evaluated from scratch on the sum of all input updates at times <= t.
 """
 

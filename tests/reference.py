@@ -1,6 +1,6 @@
 """A tiny dataflow-program language and its from-scratch reference semantics.
 
-This module is the oracle of the differential correctness property (ARCHITECTURE.md, contract 6):
+This module is the oracle of the differential correctness property:
 
     for every closed time t, the sum of the engine's output updates at times <= t equals
     ``evaluate(program, inputs accumulated at t)``.

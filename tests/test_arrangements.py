@@ -1,4 +1,4 @@
-"""Arrangements (seed 003, "Arrangements"): sharing, wrappers, scopes, traces and compaction.
+"""Arrangements (the Differential Dataflow book, "Arrangements"): sharing, wrappers, scopes, traces and compaction.
 
 * one arrangement serves many operators (counted in ``scope.describe()``);
 * ``Arranged.filter`` is a wrapper (no new arrange operator) equal to filter-then-join;
@@ -100,7 +100,7 @@ def test_one_arrangement_serves_many_joins():
 
 
 def test_book_by_self_example_uses_two_arrangements_of_knows():
-    """Seed 003's "arrangement by self" example: six uses of `knows`, two arrangements of it;
+    """The book's "arrangement by self" example: six uses of `knows`, two arrangements of it;
     the naive version arranges `knows` once per use."""
     import importlib.util
     import pathlib
@@ -445,7 +445,7 @@ def test_exported_handle_holds_back_compaction_then_reads_history():
 
 @pytest.mark.parametrize("release", ["advance", "close"])
 def test_released_exported_handle_lets_the_trace_compact(release):
-    """The responsible user of seed 003: advance (or close) the exported handle as time passes;
+    """The responsible user of the book's shared arrangements: advance (or close) the exported handle as time passes;
     the trace then stays at the size of the live data under churn."""
 
     def build(worker):

@@ -4,7 +4,7 @@ Every generated program (compositions of map, filter, flat_map, negate, concat, 
 join, semijoin, antijoin, reduce, count, distinct, threshold and iterate-based reachability)
 is run incrementally under a random driver script (insertions and retractions, update_at into
 the future, uneven advance_to, steps), and at every time its accumulated output must equal the
-program evaluated from scratch on the accumulated input (contract 6).
+program evaluated from scratch on the accumulated input (the differential correctness property).
 
 Longer run: ``TIMELYPY_EXAMPLES=5000 python -m pytest tests/test_differential_property.py``.
 """

@@ -1,9 +1,9 @@
-"""The differential examples run, and print exactly what the seeds (or a from-scratch
-computation) say they should.
+"""The differential examples run, and print exactly what the Differential Dataflow book (or a
+from-scratch computation) says they should.
 
-* ``skip_level``: the book's listing for size 10, exactly (seed 003), and a from-scratch join at
+* ``skip_level``: the book's listing for size 10, exactly, and a from-scratch join at
   every time for a larger size;
-* ``geometric_series``: seed 002's final listing, version by version;
+* ``geometric_series``: its final listing, version by version;
 * ``transitive_closure``, ``connectivity``, ``friends_of_friends``, ``wordcount``: their outputs
   at every round against closures / components / joins / counts computed here from scratch.
 """
@@ -57,7 +57,7 @@ def by_time(updates: Iterable[Tuple[Any, int, int]]) -> Dict[int, Set[Tuple[Any,
 
 
 # --------------------------------------------------------------------------- skip level
-#: Seed 003, "Step 2: Change its input": `cargo run -- 10`, verbatim.
+#: The book's "Step 2: Change its input": `cargo run -- 10`, verbatim.
 BOOK_LISTING = parse_listing("""
     ((0, (0, 0)), 0, 1)
     ((0, (0, 1)), 0, 1)
@@ -93,7 +93,7 @@ BOOK_LISTING = parse_listing("""
     ((4, (2, 9)), 4, -1)
 """)
 
-#: Seed 003, the first run (no changes): the time-0 part of the listing.
+#: The book, the first run (no changes): the time-0 part of the listing.
 BOOK_LOAD_ONLY = parse_listing("""
     ((0, (0, 0)), 0, 1)
     ((0, (0, 1)), 0, 1)
@@ -107,7 +107,7 @@ BOOK_LOAD_ONLY = parse_listing("""
     ((4, (2, 9)), 0, 1)
 """)
 
-#: Seed 003's walk-through of time 4 and time 9.
+#: The book's walk-through of time 4 and time 9.
 BOOK_TIME_4 = {((1, (0, 4)), 1), ((2, (0, 4)), -1), ((4, (1, 8)), 1), ((4, (1, 9)), 1),
                ((4, (2, 8)), -1), ((4, (2, 9)), -1)}
 BOOK_TIME_9 = {((3, (1, 9)), 1), ((4, (1, 9)), -1)}
@@ -188,7 +188,7 @@ def test_book_program_without_explicit_flush_or_close():
 
 
 # --------------------------------------------------------------------------- geometric series
-def test_geometric_series_is_seed_002s_final_listing():
+def test_geometric_series_final_listing():
     geometric = load("geometric_series")
     out = geometric.main()
     assert out == {

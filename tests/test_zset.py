@@ -1,4 +1,4 @@
-"""Conformance vectors (seeds 000, 001, 002) and algebraic properties of timelypy.differential.zset."""
+"""Worked examples and algebraic properties of the Z-set oracle (tests/zset_oracle.py)."""
 
 from __future__ import annotations
 
@@ -68,15 +68,15 @@ P = Product
 
 
 def pair_join(key, v1, v2):
-    """Seed 000's ``join_fun = fn key, v1, v2 -> {key, {v1, v2}} end``."""
+    """The pair join function: ``(key, v1, v2) -> (key, (v1, v2))``."""
     return (key, (v1, v2))
 
 
 # ======================================================================================
-# Seed 000: every worked example of the operator table
+# Every worked example of the operator table (Z-set operators as in the DBSP paper)
 
 
-def test_seed000_aggregate_count():
+def test_example_aggregate_count():
     indexed = [((1, "foo"), 0, 1), ((1, "bar"), 0, 1), ((2, "baz"), 0, 1)]
     assert aggregate(count, indexed) == [((1, 2), 0, 1), ((2, 1), 0, 1)]
 
@@ -95,7 +95,7 @@ def test_aggregate_sees_consolidated_sorted_values_per_key_and_time():
     assert seen == [[("a", 1), ("b", 2)], [("a", 1)]]
 
 
-SEED000_CONSOLIDATE_TRACE = [
+EXAMPLE_CONSOLIDATE_TRACE = [
     # errata: `{0, 1, 0, 1}.` read as `{0, 1, 0, 1},` and `{2, 4, 0 1}` as `{2, 4, 0, 1}`
     (0, 0, 0, 1),
     (0, 0, 0, -1),
@@ -108,18 +108,18 @@ SEED000_CONSOLIDATE_TRACE = [
     (2, 2, 0, 1),
     (2, 4, 0, 1),
 ]
-SEED000_CONSOLIDATE_OUT = [((0, 1), 2), ((1, 2), 2), ((1, 4), -1), ((2, 2), 1), ((2, 4), 1)]
+EXAMPLE_CONSOLIDATE_OUT = [((0, 1), 2), ((1, 2), 2), ((1, 4), -1), ((2, 2), 1), ((2, 4), 1)]
 
 
-def test_seed000_consolidate():
-    trace = SEED000_CONSOLIDATE_TRACE
+def test_example_consolidate():
+    trace = EXAMPLE_CONSOLIDATE_TRACE
     # literally: trace -> indexed Z-set at the operator's time (`nil`)
-    assert consolidate_trace(trace) == [(kv, None, w) for kv, w in SEED000_CONSOLIDATE_OUT]
-    assert consolidate_trace(trace, 0) == [(kv, 0, w) for kv, w in SEED000_CONSOLIDATE_OUT]
+    assert consolidate_trace(trace) == [(kv, None, w) for kv, w in EXAMPLE_CONSOLIDATE_OUT]
+    assert consolidate_trace(trace, 0) == [(kv, 0, w) for kv, w in EXAMPLE_CONSOLIDATE_OUT]
     # the same via the (data, time, diff) functions
     as_updates = [((k, v), t, w) for k, v, t, w in trace]
-    assert consolidate(as_updates) == [(kv, 0, w) for kv, w in SEED000_CONSOLIDATE_OUT]
-    assert list(consolidate_data(as_updates).items()) == SEED000_CONSOLIDATE_OUT
+    assert consolidate(as_updates) == [(kv, 0, w) for kv, w in EXAMPLE_CONSOLIDATE_OUT]
+    assert list(consolidate_data(as_updates).items()) == EXAMPLE_CONSOLIDATE_OUT
 
 
 def test_consolidate_trace_merges_across_times():
@@ -127,11 +127,11 @@ def test_consolidate_trace_merges_across_times():
     assert consolidate_trace(trace, 7) == [(("a", 1), 7, 2)]
 
 
-def test_seed000_distinct():
+def test_example_distinct():
     assert distinct([(0, 0, 1), (1, 0, 2), (2, 0, -1), (3, 0, 0)]) == [(0, 0, 1), (1, 0, 1)]
 
 
-def test_seed000_filter():
+def test_example_filter():
     def is_positive(x):
         return x >= 1
 
@@ -141,7 +141,7 @@ def test_seed000_filter():
     ]
 
 
-def test_seed000_index_with():
+def test_example_index_with():
     def key_function(edge):
         src, _dst, _cost = edge
         return src
@@ -154,7 +154,7 @@ def test_seed000_index_with():
     ]
 
 
-def test_seed000_inspect():
+def test_example_inspect():
     seen = []
     batch = [(0, 1, 1), (1, 1, 1)]
     out = inspect(seen.append, batch)
@@ -163,7 +163,7 @@ def test_seed000_inspect():
     assert seen == [[(0, 1, 1), (1, 1, 1)]]
 
 
-def test_seed000_negate():
+def test_example_negate():
     assert negate([(0, 0, 1), (1, 0, -1), (2, 0, -2)]) == [(0, 0, -1), (1, 0, 1), (2, 0, 2)]
 
 
@@ -190,11 +190,11 @@ T11 = T10 + B10
     ],
     ids=["t00", "t01", "t10", "t11"],
 )
-def test_seed000_distinct_trace(batch, trace, time, expected):
+def test_example_distinct_trace(batch, trace, time, expected):
     assert distinct_trace(batch, trace, time) == [(d, time, w) for d, w in expected]
 
 
-def test_seed000_distinct_trace_outputs_accumulate_to_distinct_of_input():
+def test_example_distinct_trace_outputs_accumulate_to_distinct_of_input():
     inputs = B00 + B01 + B10 + B11
     outputs = []
     for batch, trace, time in [(B00, T00, P(0, 0)), (B01, T01, P(0, 1)),
@@ -230,7 +230,7 @@ def test_distinct_trace_rejects_nested_products():
 # --- join_stream / join_trace ------------------------------------------------------------
 
 
-def test_seed000_join_stream():
+def test_example_join_stream():
     a = [(("a", 1), 0, 1), (("b", 2), 0, 2), (("c", 2), 0, 1)]
     b = [(("a", 1), 0, 1), (("b", 3), 0, 1), (("b", 4), 0, -1)]
     assert join(pair_join, a, b) == [
@@ -240,7 +240,7 @@ def test_seed000_join_stream():
     ]
 
 
-def test_seed000_join_trace():
+def test_example_join_trace():
     zset = [(("a", 0), 0, 1), (("a", 0), 0, -1), (("a", 1), 0, 1), (("b", 2), 0, 2),
             (("c", 2), 0, 1)]
     trace = [("a", 1, 0, 1), ("b", -3, 0, -1), ("b", 3, 0, 1), ("b", 4, 0, -1), ("c", 4, 0, 1)]
@@ -263,21 +263,21 @@ def test_join_output_time_is_lattice_join():
 
 # --- minus / plus ------------------------------------------------------------------------
 
-SEED000_A = [(0, 0, 1), (1, 0, 1), (2, 0, 2), (3, 0, 1)]
-SEED000_B = [(0, 0, 1), (1, 0, -1), (2, 0, 1)]
+EXAMPLE_A = [(0, 0, 1), (1, 0, 1), (2, 0, 2), (3, 0, 1)]
+EXAMPLE_B = [(0, 0, 1), (1, 0, -1), (2, 0, 1)]
 
 
-def test_seed000_minus():
-    assert minus(SEED000_A, SEED000_B) == [(1, 0, 2), (2, 0, 1), (3, 0, 1)]
+def test_example_minus():
+    assert minus(EXAMPLE_A, EXAMPLE_B) == [(1, 0, 2), (2, 0, 1), (3, 0, 1)]
 
 
-def test_seed000_plus():
-    assert plus(SEED000_A, SEED000_B) == [(0, 0, 2), (2, 0, 3), (3, 0, 1)]
+def test_example_plus():
+    assert plus(EXAMPLE_A, EXAMPLE_B) == [(0, 0, 2), (2, 0, 3), (3, 0, 1)]
 
 
 # --- distinct incremental: its three cases -----------------------------------------------
 
-SEED000_DI_BATCH = [(0, None, 2), (2, None, 1), (3, None, -1)]
+EXAMPLE_DI_BATCH = [(0, None, 2), (2, None, 1), (3, None, -1)]
 
 
 @pytest.mark.parametrize(
@@ -289,8 +289,8 @@ SEED000_DI_BATCH = [(0, None, 2), (2, None, 1), (3, None, -1)]
     ],
     ids=["present-stays", "absent-appears-present-leaves", "negative-history"],
 )
-def test_seed000_distinct_incremental(trace, expected):
-    assert distinct_incremental(SEED000_DI_BATCH, trace) == expected
+def test_example_distinct_incremental(trace, expected):
+    assert distinct_incremental(EXAMPLE_DI_BATCH, trace) == expected
 
 
 def test_distinct_incremental_at_a_given_time():
@@ -298,12 +298,12 @@ def test_distinct_incremental_at_a_given_time():
 
 
 # ======================================================================================
-# Seed 001: map, join_function, explode
+# Linear operators: map, join_function, explode
 
 NAMES = [("frank", 6, 1), ("frank", 8, 1), ("david", 8, 1), ("frank", 9, -2)]
 
 
-def test_seed001_names_map():
+def test_linear_example_names_map():
     assert map_updates(lambda x: (x, len(x)), NAMES) == [
         (("frank", 5), 6, 1),
         (("frank", 5), 8, 1),
@@ -312,7 +312,7 @@ def test_seed001_names_map():
     ]
 
 
-def test_seed001_join_function_doc_example():
+def test_linear_example_join_function_doc_example():
     # creates x copies of 2x from time 3x until 4x, for x from 0 through 9
     source = [(x, 0, 1) for x in range(10)]
     out = join_function(lambda x: [(2 * x, 3 * x, x), (2 * x, 4 * x, -x)], source)
@@ -321,14 +321,14 @@ def test_seed001_join_function_doc_example():
         assert accumulate_at(out, t) == {2 * x: x for x in range(1, 10) if 3 * x <= t < 4 * x}
 
 
-def test_seed001_join_function_joins_times_and_multiplies_diffs():
+def test_linear_example_join_function_joins_times_and_multiplies_diffs():
     out = join_function(lambda x: [(x, 2, 3), (x, 7, -1)], [("r", 5, -2)])
     assert out == [("r", 5, -6), ("r", 7, 2)]
     out = join_function(lambda x: [(x, P(0, 4), 1)], [("r", P(3, 1), 2)])
     assert out == [("r", P(3, 4), 2)]
 
 
-def test_seed001_explode_with_negative_diffs():
+def test_linear_example_explode_with_negative_diffs():
     # (key, count) -> count copies of key, without materialising the copies
     updates = [(("a", 3), 0, 1), (("b", -2), 1, 1), (("c", 2), 2, -1), (("d", -4), 3, -1)]
     out = explode(lambda kc: [(kc[0], kc[1])], updates)
@@ -348,10 +348,10 @@ def test_linear_operators_as_join_function():
 
 
 # ======================================================================================
-# Seed 002: the couch
+# The couch: output changes at a time no input touched (partially ordered times)
 
 
-def test_seed002_couch():
+def test_couch_example():
     inputs = [
         ("chair", P(0, 0), 4), ("desk", P(0, 0), 2), ("towel", P(0, 0), 5),
         ("couch", P(1, 0), 1),
@@ -508,7 +508,7 @@ def test_join_bilinear(a1, a2, b):
 @settings(deadline=None)
 @given(indexed_batches, indexed_batches, indexed_batches, indexed_batches)
 def test_incremental_join_identity(a, b, da, db):
-    # seed 000: join_stream(da, db) + join_trace(da, B) + join_trace_flipped(db, A) is the
+    # join_stream(da, db) + join_trace(da, B) + join_trace_flipped(db, A) is the
     # change of join(A, B) when A grows by da and B by db.
     def flat(x):
         return [(k, v, t, w) for (k, v), t, w in x]

@@ -1,4 +1,9 @@
-"""Pure functions over batches of ``(data, time, diff)`` updates: the Z-set algebra of seed 000."""
+"""A test oracle: pure functions over batches of ``(data, time, diff)`` updates (the Z-set algebra).
+
+The Z-set operators of the DBSP paper (Budiu et al., VLDB 2023) and the collection operators of
+"Differential Dataflow" (McSherry et al., CIDR 2013), written as plain functions over lists.
+The engine does not use this module: tests check worked examples against it.
+"""
 
 from __future__ import annotations
 
@@ -57,7 +62,7 @@ Update = Tuple[Any, Any, int]
 IndexedUpdate = Tuple[Tuple[Any, Any], Any, int]
 """``((key, val), time, diff)``."""
 TraceEntry = Tuple[Any, Any, Any, int]
-"""``(key, val, time, diff)``: the flat 4-tuple form seed 000 uses for traces."""
+"""``(key, val, time, diff)``: the flat 4-tuple form of trace entries."""
 Accumulation = Dict[Any, int]
 """``{data: weight}`` with no zero weights."""
 
@@ -162,9 +167,9 @@ def consolidate_data(updates: Iterable[Update]) -> Accumulation:
 
 
 def consolidate_trace(trace: Iterable[TraceEntry], time: Any = None) -> List[IndexedUpdate]:
-    """Seed 000's ``consolidate``: merge a trace of ``(key, val, time, diff)`` across all of
+    """``consolidate``: merge a trace of ``(key, val, time, diff)`` across all of
     its times into one indexed batch ``((key, val), time, weight)`` at ``time`` (``None``:
-    the seed's ``nil``, "the operator's current time").
+    ``None``, "the operator's current time").
 
     Cost: O(n) hashing plus O(m log m) sorting for m distinct ``(key, val)``.
     """
@@ -237,7 +242,7 @@ def explode(
 def join_function(
     f: Callable[[Any], Iterable[Tuple[Any, Any, int]]], updates: Iterable[Update]
 ) -> List[Update]:
-    """The general linear operator (seed 001): for each ``(data2, time2, diff2)`` in
+    """The general linear operator: for each ``(data2, time2, diff2)`` in
     ``f(data)`` emit ``(data2, lattice_join(time, time2), diff * diff2)``.
 
     With ``time2`` the minimum time and ``diff2 = 1`` this is :func:`flat_map_updates`.
@@ -303,7 +308,7 @@ def _join_indexed(
 def join(
     f: Callable[[Any, Any, Any], Any], a: Iterable[IndexedUpdate], b: Iterable[IndexedUpdate]
 ) -> List[Update]:
-    """Seed 000's ``join_stream``: for every pair ``((k, v1), t1, d1)`` in ``a`` and
+    """``join_stream``: for every pair ``((k, v1), t1, d1)`` in ``a`` and
     ``((k, v2), t2, d2)`` in ``b`` with equal ``k`` emit
     ``(f(k, v1, v2), lattice_join(t1, t2), d1 * d2)``. Consolidated and sorted.
 
@@ -322,7 +327,7 @@ def join_trace(
     :func:`join`, with the trace entry ``(k, v2, t2, d2)`` read as ``((k, v2), t2, d2)``.
 
     Output times are ``lattice_join(t1, t2)`` (for a batch at the current time and a trace
-    of earlier times in a total order, that is the current time: seed 000's ``nil``).
+    of earlier times in a total order, that is the current time: ``None``).
     Cost: O(|batch| + |trace| + matches) plus sorting the output.
     """
     index = _index_by_key("join_trace", trace)
@@ -474,7 +479,7 @@ def distinct_trace(batch: Iterable[Update], trace: Iterable[Update], time: Any) 
     and the output weight is ``D(w1+w2+w3+w) - D(w1+w2) - D(w1+w3) + D(w1)``, ``D(x) = 1 if
     x > 0 else 0``: the distinct of the accumulation at ``(e, i)`` minus what distinct already
     output at times below it (inclusion-exclusion over the two predecessors). This can retract
-    data that are not in ``batch`` (seed 002's "couch"). Trace entries at ``time`` itself or
+    data that are not in ``batch`` (the "couch" case). Trace entries at ``time`` itself or
     at times not ``<= time`` are ignored. For an int ``time`` the output is
     ``D(w_before + w) - D(w_before)``.
 
@@ -531,10 +536,10 @@ def distinct_trace(batch: Iterable[Update], trace: Iterable[Update], time: Any) 
 def distinct_incremental(
     batch: Iterable[Update], trace: Iterable[Update], time: Any = None
 ) -> List[Update]:
-    """Seed 000's ``distinct`` (incremental): for each data in ``batch`` (new weight ``w``,
+    """``distinct`` (incremental): for each data in ``batch`` (new weight ``w``,
     all its times summed) with ``p`` the total weight of that data in ``trace`` (all its times
     summed: the trace is the integral of the earlier inputs), emit ``(data, time,
-    D(p + w) - D(p))`` if non-zero. ``time`` defaults to ``None`` (the seed's ``nil``).
+    D(p + w) - D(p))`` if non-zero. ``time`` defaults to ``None`` (``None``).
     Only correct for totally ordered times; use :func:`distinct_trace` for Products.
     Cost: O(|batch| + |trace|) plus sorting the output.
     """

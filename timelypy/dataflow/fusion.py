@@ -1,8 +1,9 @@
-"""Fusion of record-level linear operators: a map / filter / flat_map chain becomes one comprehension.
+"""Fusion of record-level linear operators: a map/filter/flat_map chain becomes one comprehension.
 
-A fused chain costs one pass and no intermediate lists. The generated code only calls the user's functions; it is built from a fixed grammar, never
-from user text. The grammar for differential update triples (explode, join_function, negate,
-time changes) is :mod:`timelypy.differential.fusion`, built on :func:`compile_comprehension`.
+A fused chain costs one pass and no intermediate lists. The generated code only calls the
+user's functions; it is built from a fixed grammar, never from user text. The grammar for
+differential update triples (explode, join_function, negate, time changes) is
+:mod:`timelypy.differential.fusion`, built on :func:`compile_comprehension`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Trace agents: a reader's handle on a shared trace, and the import of a trace into another dataflow.
+"""Trace agents: a reader's handle on a shared trace, and importing a trace into another dataflow.
 
 As differential-dataflow's ``TraceAgent``: every reader of a :class:`~.trace.Spine` (a join, an
 exported handle, an import) holds an agent. ``set_logical_compaction(frontier)`` promises to
@@ -132,11 +132,13 @@ class _ImportListener:
         self.op = op
 
     def notify(self, batch: Batch) -> None:
+        """A new batch (and the upper frontier it reaches)."""
         self.op.queue.append(("batch", batch))
         self.op.queue.append(("upper", list(batch.upper)))
         self.op.wake()
 
     def notify_upper(self, upper: List[Any]) -> None:
+        """A new upper frontier, over a region without updates."""
         self.op.queue.append(("upper", list(upper)))
         self.op.wake()
 
@@ -170,6 +172,7 @@ class ImportOperator(OperatorCore):
             self.subgraph.wake()
 
     def schedule(self) -> bool:
+        """Replay the queued batches and frontier advances of the trace."""
         cap = self.cap
         out = self.output_ports[0]
         order = self.order

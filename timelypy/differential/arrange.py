@@ -1,4 +1,4 @@
-"""The arrange operator: a batcher that holds updates until the frontier passes, and a writer that seals them into a spine.
+"""The arrange operator: a batcher holding updates until the frontier passes, and a trace writer.
 
 ``arrange_stream`` exchanges updates ``((key, val), time, diff)`` by key. The
 :class:`Batcher` keeps them until the input frontier passes their times; then it hands them
@@ -164,6 +164,7 @@ class ArrangeOperator(OperatorCore):
         self._out = self.output_ports[0]
 
     def schedule(self) -> bool:
+        """Hand arrived updates to the batcher; seal batches as the input frontier advances."""
         changed = self._apply_frontiers()
         q = self._queue
         if q:

@@ -1,4 +1,4 @@
-"""Captured collections: the updates a collection produced, for tests, programs and driver sessions."""
+"""Captured collections: the updates a collection produced, for tests, programs and sessions."""
 
 from __future__ import annotations
 

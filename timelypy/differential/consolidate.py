@@ -1,4 +1,4 @@
-"""The consolidate operator: sum updates per ``(data, time)`` and emit each time once it is complete."""
+"""The consolidate operator: sum updates per ``(data, time)``, emit each time once complete."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class ConsolidateOperator(OperatorCore):
         self._out = self.output_ports[0]
 
     def schedule(self) -> bool:
+        """Sum arrived updates; emit those at times the input frontier has passed."""
         changed = self._apply_frontiers()
         q = self._queue
         if q:

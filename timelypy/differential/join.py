@@ -1,4 +1,4 @@
-"""The join operator: each new batch of one arrangement joined with the other's trace as accepted so far.
+"""The join operator: each new batch of one arrangement joined with the other's accepted trace.
 
 Every pair of updates with equal keys is joined exactly once (when the later one is accepted):
 output ``(f(key, v1, v2), join(t1, t2), d1 * d2)`` (differential-dataflow's ``join_core``).
@@ -110,6 +110,7 @@ class JoinOperator(OperatorCore):
         self._out = self.output_ports[0]
 
     def schedule(self) -> bool:
+        """Join every arrived batch with the other trace; acknowledge it; release holds."""
         changed = self._apply_frontiers()
         out = self._out
         for side in (0, 1):

@@ -63,6 +63,7 @@ class ReduceOperator(OperatorCore):
             keys.add(key)
 
     def schedule(self) -> bool:
+        """Take arrived batches into the histories; evaluate the keys the frontier passed."""
         changed = self._apply_frontiers()
         q = self._queue
         received = False

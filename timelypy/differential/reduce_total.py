@@ -43,6 +43,7 @@ class _TotalReduce(OperatorCore):
         self._out = self.output_ports[0]
 
     def schedule(self) -> bool:
+        """Apply every arrived batch to the counts; push the output changes at its time."""
         self.shared.frontiers[0].clear()
         q = self._queue
         while q:

@@ -1,4 +1,4 @@
-"""Trace data, the bottom layer: batches with their descriptions, cursors, the spine and views of it.
+"""Trace data: batches with their descriptions, cursors, the spine and views of it.
 
 Nothing here knows about operators, trace agents or collections (as differential-dataflow's
 ``trace`` module below its ``operators``).

@@ -1,4 +1,4 @@
-"""Batches: immutable sets of updates grouped by key, with the description of the times they cover."""
+"""Batches: immutable sets of updates grouped by key, with a description of their times."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ class Batch:
 
     ``data[key]`` is a list of ``(val, time, diff)``. As in differential-dataflow's
     ``Description``, ``lower`` and ``upper`` are the frontiers (lists) of the times the batch
-    covers (every time ``t`` of it has ``lower <= t`` and ``not upper <= t``, before
-    compaction), and ``since`` is the frontier its times have been advanced to (for a fresh
-    batch its ``lower``: advancing times at or beyond ``lower`` to it changes none of them). ``seq`` numbers the spine's batches; ``count`` is the number of
-    updates. ``owned`` batches were made by a spine merge, were never sent as messages, and
-    may be updated in place by later merges.
+    covers (before compaction every time ``t`` of it has ``lower <= t`` and not
+    ``upper <= t``), and ``since`` is the frontier its times may have been advanced to:
+    accumulations are exact at times at or beyond ``since`` (the spine gives fresh batches the
+    minimum time; by default it is ``lower``, where advancing changes no time of a fresh
+    batch). ``seq`` numbers the spine's batches; ``count`` is the number of updates.
+    ``owned`` batches were made by a spine merge, were never sent as messages, and may be
+    updated in place by later merges.
     """
 
     __slots__ = ("data", "lower", "upper", "since", "seq", "count", "owned", "_sorted",

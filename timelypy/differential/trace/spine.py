@@ -1,4 +1,4 @@
-"""The spine: the batches of one arrangement, merged geometrically and compacted to its readers' frontier.
+"""The spine: one arrangement's batches, merged geometrically and compacted for its readers.
 
 A :class:`Spine` is the list of batches of one arrangement on one worker. Batches tile time
 (each one's ``lower`` is the previous one's ``upper``). A batch is merged into its predecessor
@@ -109,7 +109,8 @@ class Spine:
         """The logical compaction frontier: the meet of every reader's and the writer's hold."""
         return self._since.frontier
 
-    def hold_since(self, changes: Iterable[Tuple[Any, int]], request_compaction: bool = False) -> None:
+    def hold_since(self, changes: Iterable[Tuple[Any, int]],
+                   request_compaction: bool = False) -> None:
         """Change the logical holds by ``(time, +1 / -1)`` pairs; if the since frontier moves
         and ``request_compaction``, the next maintenance compacts every batch it may."""
         if self._since.update_iter(changes) and request_compaction:

@@ -1,4 +1,4 @@
-"""Trace views: a spine read through a key-value filter and a time map (differential-dataflow's trace wrappers)."""
+"""Trace views: a spine read through a filter and a time map (DD's trace wrappers)."""
 
 from __future__ import annotations
 
