@@ -10,7 +10,8 @@ from typing import Any, List, Optional
 import pytest
 
 import timelypy as tp
-from timelypy.errors import TimelyError, WorkerError
+from timelypy.errors import (HandleKindError, SessionCommandError, TimelyError,
+                             UnknownHandleError)
 from timelypy.workers.backends import (Backend, backend_names, get_backend, register_backend,
                                        unregister_backend)
 from timelypy.workers.handles import Changes, Input, Lookup, Probe
@@ -136,12 +137,47 @@ def test_handles_of_the_wrong_kind_are_named():
 
 
 @pytest.mark.timeout(60)
-def test_remote_workers_name_a_handle_of_the_wrong_kind(toy_backends):
+def test_remote_sessions_check_handle_kinds_in_the_driver(toy_backends):
     with tp.open_session(degree_dataflow, workers=2, backend="toy-remote", timeout=30) as s:
-        with pytest.raises(WorkerError, match=r"handle 'probe' is a ProbeHandle, expected an "
-                                              r"arrangement"):
+        with pytest.raises(HandleKindError, match=r"handle 'probe' is a ProbeHandle, expected "
+                                                  r"an arrangement"):
             s.lookup("probe", 1)
+        with pytest.raises(UnknownHandleError, match=r"no handle named 'edgez'; the dataflow "
+                                                     r"returned \['by_node', 'degrees', 'edges'"):
+            s.insert("edgez", (1, 2))
+        assert s.pending == 0
         drive_degrees(s)  # the session goes on
+
+
+class FlakyLog:
+    """A capture whose ``changes_from`` fails on worker 1 once: a command error."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.calls = 0
+
+    def changes_from(self, start: int):
+        self.calls += 1
+        if self.index == 1 and self.calls == 1:
+            raise RuntimeError("flaky read")
+        return [self.index], start + 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("backend", ["toy", "toy-remote"])
+def test_a_failed_command_does_not_poison_the_session(toy_backends, backend):
+    def dataflow(scope):
+        handles = degree_dataflow(scope)
+        handles["flaky"] = FlakyLog(scope.worker.index)
+        return handles
+
+    with tp.open_session(dataflow, workers=2, backend=backend, timeout=30) as s:
+        with pytest.raises(SessionCommandError, match=r"'changes' failed on worker 1: "
+                                                      r"RuntimeError: flaky read") as info:
+            s.changes("flaky")
+        assert info.value.worker == 1
+        assert sorted(s.changes("flaky")) == [0, 1]
+        drive_degrees(s)
 
 
 def test_timely_input_and_capture_through_a_session():

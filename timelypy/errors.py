@@ -18,6 +18,7 @@ __all__ = [
     "WaitTimeoutError",
     "StallError",
     "AuthenticationError",
+    "DataEncodingError",
     "user_error",
     "unhashable_error",
 ]
@@ -81,6 +82,11 @@ class StallError(WaitTimeoutError):
     """Stepping made no progress: operators hold capabilities nothing will release."""
 
 
+class DataEncodingError(TimelyError, TypeError):
+    """A record cannot be sent to another worker (it cannot be serialised: a lock, a socket, a
+    recursive structure); the message names the operator, the worker and the record's type."""
+
+
 class AuthenticationError(TimelyError):
     """A peer failed the job-secret challenge."""
 
@@ -125,3 +131,44 @@ def unhashable_error(op: Any, records: Iterable[Any], what: str = "record") -> E
                 f"operator {op.name!r} on worker {op.worker_index}: {what} {r!r} is not hashable "
                 f"(use tuples, not lists, sets or dicts, for data that is grouped or keyed)")
     return UnhashableDataError(f"operator {op.name!r}: unhashable data")
+
+
+class WorkerHungError(WorkerDiedError):
+    """A worker process or actor stopped answering: no heartbeat within ``heartbeat_timeout``
+    (stopped, frozen, or blocked outside Python); it was killed."""
+
+
+class SessionInputError(TimelyError, ValueError):
+    """A driver session rejected an update (a record that cannot be routed or sent, a diff that
+    is not an integer, a time behind the input's time). Nothing of the rejected update was
+    applied; ``rejected`` lists ``(input, record, time, diff)`` of every update rejected at once
+    (the rest of the session's batch stays buffered)."""
+
+    def __init__(self, message: str, input: str | None = None, worker: int | None = None,
+                 value: Any = None, rejected: Any = ()):
+        super().__init__(message)
+        self.input = input
+        self.worker = worker
+        self.value = value
+        self.rejected = list(rejected)
+
+
+class UnknownHandleError(TimelyError, KeyError):
+    """A driver session call named a handle the dataflow did not return (the message lists the
+    names it did return)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class HandleKindError(TimelyError, TypeError):
+    """A driver session call used a handle of the wrong kind (a probe as an input, ...)."""
+
+
+class SessionCommandError(WorkerError):
+    """A session command failed on a worker that goes on serving: the dataflow is intact and
+    the session stays usable."""
+
+
+__all__ += ["WorkerHungError", "SessionInputError", "UnknownHandleError", "HandleKindError",
+            "SessionCommandError"]

@@ -2,7 +2,11 @@
 
 A backend is a :class:`Backend`: a name, a ``run(build, workers, timeout=None, **options)``
 returning every worker's result in index order, and - for a backend whose workers live in the
-caller's process - ``local_workers(n)``, which a driver session steps itself. A backend without
+caller's process - ``local_workers(n)``, which a driver session steps itself. The built-in
+``processes`` and ``ray`` backends also take ``heartbeat_timeout`` (seconds a worker may stay
+silent before it is declared hung; default 30, ``None`` disables the check) and a ``cancel``
+event (:attr:`Backend.cancellable`); ``inline`` accepts and ignores ``heartbeat_timeout`` (its
+workers are the caller's threads). A backend without
 ``local_workers`` runs its workers elsewhere; a session then runs a command loop on every worker
 through ``run`` and the workers connect back to the driver.
 
@@ -46,6 +50,10 @@ class Backend:
     (None: the workers run elsewhere and a session's workers connect back to the driver)."""
     description: str = ""
     """One line for listings and error messages."""
+    cancellable: bool = False
+    """``run`` takes a ``cancel`` option (a :class:`threading.Event`): once it is set, the job
+    stops within a second or so, killing its workers (a session's ``close`` and ``abort`` use
+    it to honour their bounds)."""
 
     @property
     def in_process(self) -> bool:
@@ -109,7 +117,9 @@ register_backend(Backend(
     description="workers in this process, taking turns deterministically"))
 register_backend(Backend(
     "processes", lazy_run("timelypy.workers.processes", "run_processes"),
-    description="one local OS process per worker, joined by an authenticated TCP mesh"))
+    description="one local OS process per worker, joined by an authenticated TCP mesh",
+    cancellable=True))
 register_backend(Backend(
     "ray", lazy_run("timelypy.workers.ray_actors", "run_ray"),
-    description="one Ray actor per worker, joined by an authenticated TCP mesh"))
+    description="one Ray actor per worker, joined by an authenticated TCP mesh",
+    cancellable=True))

@@ -15,6 +15,14 @@ kind              members                                         built-in handl
                                                                   ``Captured`` (``(time, record)``)
 :class:`Lookup`   ``lookup(key) -> {value: count}``               ``Arranged``
 ================  ==============================================  ===============================
+
+An input that also has ``update_at(data, time, diff)`` (:class:`Retracting`, as ``InputSession``)
+takes negative diffs; a timely ``InputHandle`` takes positive counts only.
+
+Each worker reports its handles once at start-up (:func:`describe_handles`: the name, the class
+name and the kinds of every handle); the driver checks every call against that report with a
+:class:`HandleDirectory` before anything is sent, so a misspelt name or a handle of the wrong kind
+fails in the driver and nothing reaches the workers.
 """
 
 from __future__ import annotations
@@ -22,9 +30,10 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, Tuple, Type, runtime_checkable
 from typing import Protocol
 
-from ..errors import TimelyError
+from ..errors import HandleKindError, UnknownHandleError
 
-__all__ = ["Input", "Probe", "Changes", "Lookup", "HANDLE_KINDS", "find_handle"]
+__all__ = ["Input", "Retracting", "Probe", "Changes", "Lookup", "HANDLE_KINDS", "find_handle",
+           "KIND_NAMES", "RETRACTIONS", "describe_handles", "HandleDirectory"]
 
 
 @runtime_checkable
@@ -43,6 +52,14 @@ class Input(Protocol):
 
     def flush(self) -> None:
         """Push what was sent so far into the dataflow."""
+
+
+@runtime_checkable
+class Retracting(Protocol):
+    """An input that takes negative diffs (retractions) at any time at or after its own."""
+
+    def update_at(self, data: Any, time: Any, diff: int) -> None:
+        """Change ``data`` by ``diff`` at ``time``."""
 
 
 @runtime_checkable
@@ -90,10 +107,64 @@ def find_handle(handles: Mapping[str, Any], name: str, kind: Type[Any]) -> Any:
     """
     try:
         handle = handles[name]
-    except KeyError:
-        raise TimelyError(f"session: no handle named {name!r}; the dataflow returned "
-                          f"{sorted(handles)}") from None
+    except (KeyError, TypeError):
+        raise _unknown(name, handles) from None
     if not isinstance(handle, kind):
-        raise TimelyError(f"session: handle {name!r} is a {type(handle).__name__}, expected "
-                          f"{HANDLE_KINDS[kind]}")
+        raise _wrong_kind(name, type(handle).__name__, kind)
     return handle
+
+
+def _unknown(name: Any, names: Iterable[str]) -> UnknownHandleError:
+    return UnknownHandleError(f"session: no handle named {name!r}; the dataflow returned "
+                              f"{sorted(names)}")
+
+
+def _wrong_kind(name: str, class_name: str, kind: Type[Any]) -> HandleKindError:
+    return HandleKindError(f"session: handle {name!r} is a {class_name}, expected "
+                           f"{HANDLE_KINDS[kind]}")
+
+
+KIND_NAMES: Dict[Type[Any], str] = {Input: "input", Probe: "probe", Changes: "changes",
+                                    Lookup: "lookup"}
+"""The name of each handle kind in a worker's report of its handles."""
+RETRACTIONS = "retractions"
+"""The kind name of an input that takes negative diffs (:class:`Retracting`)."""
+
+HandleReport = Dict[str, Tuple[str, Tuple[str, ...]]]
+"""``{name: (class name, kind names)}``: what a worker reports of its handles."""
+
+
+def describe_handles(handles: Mapping[str, Any]) -> HandleReport:
+    """The report of ``handles`` a worker sends the driver at start-up."""
+    report: HandleReport = {}
+    for name, handle in handles.items():
+        kinds = [label for kind, label in KIND_NAMES.items() if isinstance(handle, kind)]
+        if isinstance(handle, Input) and isinstance(handle, Retracting):
+            kinds.append(RETRACTIONS)
+        report[str(name)] = (type(handle).__name__, tuple(kinds))
+    return report
+
+
+class HandleDirectory:
+    """The driver's copy of the workers' handle report: checks names and kinds of calls."""
+
+    def __init__(self, report: HandleReport) -> None:
+        self.report = dict(report)
+
+    def require(self, name: Any, kind: Type[Any]) -> None:
+        """Raise :class:`UnknownHandleError` (listing the names) or :class:`HandleKindError`
+        unless ``name`` is a handle of ``kind``."""
+        entry = self.report.get(name) if isinstance(name, str) else None
+        if entry is None:
+            raise _unknown(name, self.report)
+        class_name, kinds = entry
+        if KIND_NAMES[kind] not in kinds:
+            raise _wrong_kind(name, class_name, kind)
+
+    def retracts(self, name: str) -> bool:
+        """The input ``name`` takes negative diffs."""
+        return RETRACTIONS in self.report[name][1]
+
+    def inputs(self) -> List[str]:
+        """The names of the input handles."""
+        return [n for n, (_, kinds) in self.report.items() if KIND_NAMES[Input] in kinds]

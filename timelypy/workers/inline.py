@@ -25,8 +25,10 @@ def run_inline_backend(build: Callable[[Worker], Any], workers: int,
                        timeout: Optional[float] = None, **options: Any) -> List[Any]:
     """The inline backend's run: one worker in this thread, several with :func:`run_inline`.
 
-    The inline backend has no options.
+    The inline backend has no options (``heartbeat_timeout`` is accepted and ignored: inline
+    workers are threads of the caller).
     """
+    options.pop("heartbeat_timeout", None)
     if options:
         raise TypeError(f"the inline backend takes no options, got {sorted(options)}")
     if workers == 1:

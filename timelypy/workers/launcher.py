@@ -21,9 +21,14 @@ What it guarantees:
   :class:`~timelypy.errors.WorkerDiedError` names it within a fraction of a second. Either way the
   other workers are terminated (their meshes also report the dead peer). The worker body and the
   choice of the failure to raise are shared with the Ray backend (:mod:`.supervise`).
-* No worker process outlives the call: every path out of it (result, error, timeout,
+* Liveness: each worker process sends a heartbeat on its pipe to the launcher (a daemon thread,
+  every ``heartbeat_timeout / 5`` s, at most 1 s); a worker silent for ``heartbeat_timeout``
+  seconds (stopped, frozen, blocked outside Python) is killed and reported as
+  :class:`~timelypy.errors.WorkerHungError`, even when the job has no ``timeout``.
+* No worker process outlives the call: every path out of it (result, error, timeout, ``cancel``,
   ``KeyboardInterrupt``) terminates and then kills what is left, and each worker exits by itself
-  if the launching process vanishes.
+  if the launching process vanishes. A job still running when the interpreter exits (in a
+  daemon thread) has its workers killed at exit, so it never keeps the interpreter alive.
 
 Why ``forkserver``: ``fork`` copies the parent as it is - its threads' locks (Ray, gRPC, logging
 handlers, pytest's timeout thread), open sockets and the pipes of the other workers - which is
@@ -36,6 +41,7 @@ nothing from the launching process. As with ``spawn``, the launching script need
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import multiprocessing
@@ -46,14 +52,14 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
 from ..communication.mesh import Address, SocketMesh
 from ..errors import WaitTimeoutError
-from .supervise import (Outcome, Supervisor, WorkerMain, error_outcome, pickle_for_workers,
-                        run_worker_main)
+from .supervise import (HEARTBEAT_TIMEOUT, Outcome, Supervisor, WorkerMain, error_outcome,
+                        heartbeat_interval, pickle_for_workers, run_worker_main)
 
 __all__ = ["run_in_processes", "default_start_method", "WorkerMain"]
 
@@ -65,6 +71,15 @@ _ADDRESS = "address"
 """Tag of a worker's first message to the launcher: ``(_ADDRESS, (host, port))``."""
 _ADDRESSES = "addresses"
 """Tag of the launcher's answer: ``(_ADDRESSES, [address of every worker])``."""
+_HEARTBEAT = "heartbeat"
+"""Tag of a worker's periodic sign of life: ``(_HEARTBEAT, None)``."""
+
+_CANCEL_GRACE = 0.5
+"""Seconds a cancelled job's workers get after SIGTERM before SIGKILL."""
+
+_LIVE_JOBS: Dict[int, List[Any]] = {}
+"""The worker processes of every job still running, by ``id`` of the list (for the exit hook)."""
+_exit_hook_registered = False
 
 
 def default_start_method() -> str:
@@ -98,18 +113,34 @@ def _watch_parent(conn: multiprocessing.connection.Connection) -> None:
     os._exit(_EXIT_PARENT_GONE)
 
 
-def _send(conn: multiprocessing.connection.Connection, message: Any) -> None:
-    try:
-        conn.send_bytes(cloudpickle.dumps(message))
-    except OSError:
-        pass  # the launcher is gone; the watchdog ends this process
+def _sender(conn: multiprocessing.connection.Connection) -> Callable[[Any], None]:
+    """A function sending messages to the launcher, safe to call from several threads."""
+    lock = threading.Lock()
+
+    def send(message: Any) -> None:
+        data = cloudpickle.dumps(message)
+        with lock:
+            try:
+                conn.send_bytes(data)
+            except OSError:
+                pass  # the launcher is gone; the watchdog ends this process
+
+    return send
 
 
-def _join_launcher(index: int, conn: multiprocessing.connection.Connection, secret: bytes,
+def _heartbeat(send: Callable[[Any], None], interval: float) -> None:
+    """Tell the launcher every ``interval`` seconds that this process is alive."""
+    while True:
+        time.sleep(interval)
+        send((_HEARTBEAT, None))
+
+
+def _join_launcher(index: int, conn: multiprocessing.connection.Connection,
+                   send: Callable[[Any], None], secret: bytes,
                    startup_timeout: float) -> Tuple[Any, List[Address]]:
     """Listen, tell the launcher where, and receive every worker's address."""
     listener, address = SocketMesh.listen(secret)
-    conn.send_bytes(cloudpickle.dumps((_ADDRESS, address)))
+    send((_ADDRESS, address))
     if not conn.poll(startup_timeout):
         listener.close()
         raise WaitTimeoutError(
@@ -122,17 +153,17 @@ def _join_launcher(index: int, conn: multiprocessing.connection.Connection, secr
 
 def _child_main(index: int, peers: int, conn: multiprocessing.connection.Connection,
                 payload: bytes, secret: bytes, sys_path: List[str], connect_timeout: float,
-                startup_timeout: float) -> None:
+                startup_timeout: float, heartbeat: Optional[float] = None) -> None:
     """Entry point of one worker process (runs in the child)."""
     # Ctrl-C goes to the whole process group; the launcher decides how its workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.path[:] = sys_path  # so that functions pickled by reference import as in the parent
-
-    def report(outcome: Outcome) -> None:
-        _send(conn, outcome)
-
+    report = _sender(conn)
+    if heartbeat is not None:
+        threading.Thread(target=_heartbeat, args=(report, heartbeat),
+                         name="timelypy-heartbeat", daemon=True).start()
     try:
-        listener, addresses = _join_launcher(index, conn, secret, startup_timeout)
+        listener, addresses = _join_launcher(index, conn, report, secret, startup_timeout)
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher
         report(error_outcome(index, exc))
         sys.exit(1)
@@ -163,16 +194,25 @@ def _describe_exit(process: multiprocessing.process.BaseProcess) -> str:
 class _Processes:
     """The launcher's view of the worker processes: their pipes, addresses and exits."""
 
-    def __init__(self, processes: List[Any], conns: List[Any]) -> None:
+    def __init__(self, processes: List[Any], conns: List[Any],
+                 heartbeat_timeout: Optional[float] = None,
+                 cancel: Optional[threading.Event] = None) -> None:
         self.processes = processes
         self.conns = conns
         n = len(processes)
-        self.supervisor = Supervisor(n)
+        self.supervisor = Supervisor(n, self.describe, heartbeat_timeout, cancel)
         self.addresses: List[Optional[Address]] = [None] * n
         self.open = set(range(n))  # pipes still readable
         self.running = set(range(n))  # processes not yet seen to exit
 
+    def describe(self, i: int) -> str:
+        """Worker ``i`` with its pid, for messages."""
+        return f"worker {i} (pid {self.processes[i].pid})"
+
     def _handle(self, i: int, message: Any) -> None:
+        self.supervisor.heard(i)
+        if message[0] == _HEARTBEAT:
+            return
         if message[0] == _ADDRESS:
             self.addresses[i] = message[1]
         else:
@@ -201,6 +241,10 @@ class _Processes:
                 self.running.discard(i)
                 self.supervisor.died(i, f"worker {i} (pid {process.pid}) "
                                         f"{_describe_exit(process)} before returning a result")
+        for i, silence in self.supervisor.silent():
+            if i in self.running:
+                self.processes[i].kill()  # a stopped process ignores SIGTERM
+            self.supervisor.died(i, self.supervisor.hung_message(i, silence), hung=True)
 
     def missing_addresses(self) -> List[int]:
         """The workers that have not reported their listening address yet."""
@@ -213,6 +257,32 @@ class _Processes:
                 conn.send((_ADDRESSES, list(self.addresses)))
             except OSError:
                 pass  # that worker died; the next pump notices
+
+
+def _kill_leftovers() -> None:
+    """At interpreter exit: kill the workers of every job still running (a job in a daemon
+    thread, a session that was not closed)."""
+    for processes in list(_LIVE_JOBS.values()):
+        for p in list(processes):
+            try:
+                if p.pid is not None and p.is_alive():
+                    log.warning("killing worker process %s (pid %d) at exit", p.name, p.pid)
+                    p.kill()
+                    p.join(1.0)
+            except ValueError:  # closed by its own job meanwhile
+                pass
+
+
+def _track(processes: List[Any]) -> int:
+    """Remember a job's processes until it ends (see :func:`_kill_leftovers`)."""
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        # Registered after multiprocessing's own exit hook, so it runs first: multiprocessing
+        # would otherwise join the (non-daemonic) workers at exit, forever.
+        atexit.register(_kill_leftovers)
+        _exit_hook_registered = True
+    _LIVE_JOBS[id(processes)] = processes
+    return id(processes)
 
 
 def _stop(processes: Sequence[Any], conns: Sequence[Any], grace: float, clean: bool) -> None:
@@ -237,7 +307,10 @@ def _stop(processes: Sequence[Any], conns: Sequence[Any], grace: float, clean: b
         c.close()
     for p in started:
         if not p.is_alive():
-            p.close()
+            try:
+                p.close()
+            except ValueError:  # pragma: no cover - closed already (the exit hook raced us)
+                pass
         else:  # pragma: no cover - SIGKILL not delivered within 5 s
             log.error("worker process %s (pid %d) could not be stopped", p.name, p.pid)
 
@@ -260,7 +333,8 @@ def _main_without_missing_file() -> Iterator[None]:
 
 
 def _start(ctx: Any, peers: int, payload: bytes, secret: bytes, connect_timeout: float,
-           startup_timeout: float, processes: List[Any], conns: List[Any]) -> None:
+           startup_timeout: float, heartbeat: Optional[float], processes: List[Any],
+           conns: List[Any]) -> None:
     """Start the worker processes, appending each (and its pipe) as soon as it exists."""
     for i in range(peers):
         parent_end, child_end = ctx.Pipe(duplex=True)
@@ -268,7 +342,7 @@ def _start(ctx: Any, peers: int, payload: bytes, secret: bytes, connect_timeout:
         process = ctx.Process(
             target=_child_main,
             args=(i, peers, child_end, payload, secret, list(sys.path), connect_timeout,
-                  startup_timeout),
+                  startup_timeout, heartbeat),
             name=f"timelypy-worker-{i}",
         )
         processes.append(process)
@@ -302,6 +376,8 @@ def run_in_processes(
     connect_timeout: float = 30.0,
     startup_timeout: float = 60.0,
     grace: float = 2.0,
+    heartbeat_timeout: Optional[float] = HEARTBEAT_TIMEOUT,
+    cancel: Optional[threading.Event] = None,
 ) -> List[Any]:
     """Run ``worker_main(index, peers, mesh)`` in ``peers`` processes; return the results.
 
@@ -314,6 +390,10 @@ def run_in_processes(
         connect_timeout: seconds for the workers' mesh to form.
         startup_timeout: seconds for all worker processes to start and report their address.
         grace: seconds a worker gets to exit before it is terminated, then killed.
+        heartbeat_timeout: seconds a running worker may send no heartbeat before it is killed
+            as hung (:class:`~timelypy.errors.WorkerHungError`); ``None``: no check.
+        cancel: an event; once set, the job stops within about a second: its workers are
+            terminated, then killed, and :class:`~timelypy.errors.WaitTimeoutError` is raised.
 
     Returns the results in index order. Raises :class:`~timelypy.errors.WorkerError` for the first
     worker that raised (message names it and includes its traceback),
@@ -330,16 +410,21 @@ def run_in_processes(
     deadline = None if timeout is None else start + timeout
     startup_deadline = start + startup_timeout if deadline is None else min(
         start + startup_timeout, deadline)
+    heartbeat = heartbeat_interval(heartbeat_timeout)
     processes: List[Any] = []
     conns: List[Any] = []
     clean = False
+    tracked = _track(processes)
     try:
-        _start(ctx, peers, payload, secret, connect_timeout, startup_timeout, processes, conns)
-        job = _Processes(processes, conns)
+        _start(ctx, peers, payload, secret, connect_timeout, startup_timeout, heartbeat,
+               processes, conns)
+        job = _Processes(processes, conns, heartbeat_timeout, cancel)
         _gather_addresses(job, startup_deadline, min(startup_timeout, timeout or startup_timeout))
         _gather_outcomes(job, deadline, timeout)
         results = job.supervisor.results_in_order("launcher")
         clean = True
         return results
     finally:
-        _stop(processes, conns, grace, clean)
+        cancelled = cancel is not None and cancel.is_set()
+        _stop(processes, conns, _CANCEL_GRACE if cancelled else grace, clean)
+        _LIVE_JOBS.pop(tracked, None)

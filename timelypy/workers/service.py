@@ -3,35 +3,53 @@
 A :class:`HandleService` builds the session's dataflow on one worker and executes the commands
 below against the handles it returned (their kinds are the protocols of :mod:`.handles`). On a
 backend whose workers live in the driver's process the driver calls it directly; elsewhere every
-worker runs :func:`serve` as its ``build``: it connects back to the driver, and a reader thread
-puts each command into the worker's own inbox as a control message
+worker runs :func:`serve` as its ``build``: it connects back to the driver (an authenticated
+handshake, :mod:`.rendezvous`), reports its handles, and a reader thread puts each command into the
+worker's own inbox as a control message
 (:func:`~timelypy.communication.fabric.control_message`), which also wakes a worker idling in
 ``fabric.wait()``. The worker's loop takes commands from ``worker.control`` between steps.
 
+Updates arrive in two phases, so that a batch spread over several workers is atomic: ``STAGE``
+checks every update and keeps them (answering with the rejected ones), then ``COMMIT`` applies
+what was staged and flushes the inputs, or ``DISCARD`` drops it.
+
 Commands are tuples whose first item is one of the constants below; replies to the driver are
-``(reply, worker index, command id, value)`` with ``reply`` one of ``HELLO``, ``OK``, ``ERROR``.
+``(reply, worker index, command id, value)`` with ``reply`` one of ``HELLO``, ``OK``, ``FAILED``
+(the command failed; the worker and its dataflow are intact) and ``ERROR`` (the worker failed).
 """
 
 from __future__ import annotations
 
+import numbers
+import os
 import threading
 import traceback
-from multiprocessing.connection import Client, Connection
+from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..communication.fabric import control_message
 from ..errors import TimelyError
-from .handles import Changes, Input, Lookup, Probe, find_handle
+from ..order import less_equal
+from .handles import Changes, Input, Lookup, Probe, Retracting, describe_handles, find_handle
+from .rendezvous import connect_to_driver
 from .worker import Worker
 
-__all__ = ["HandleService", "serve", "UPDATE", "ADVANCE", "FLUSH", "CHANGES", "LOOKUP",
-           "FRONTIER", "WAIT", "CLOSE", "HELLO", "OK", "ERROR", "Command"]
+__all__ = ["HandleService", "serve", "UPDATE", "STAGE", "COMMIT", "DISCARD", "ADVANCE", "FLUSH",
+           "CHANGES", "LOOKUP", "FRONTIER", "WAIT", "CLOSE", "HELLO", "OK", "FAILED", "ERROR",
+           "Command", "Staged", "Rejection"]
 
 Command = Tuple[Any, ...]
 """``(kind, *arguments)``; ``kind`` is one of the command constants."""
 
 UPDATE = "update"
-"""``(UPDATE, input, [(data, time, diff), ...])``: send updates into one input."""
+"""``(UPDATE, input, [(data, time, diff), ...])``: check, then send updates into one input."""
+STAGE = "stage"
+"""``(STAGE, [(input, [(data, time, diff), ...]), ...])``: check and keep updates; the reply is
+the list of rejected ones, ``[(input, position, reason), ...]`` (empty: all staged)."""
+COMMIT = "commit"
+"""``(COMMIT,)``: apply what was staged, then flush every open input."""
+DISCARD = "discard"
+"""``(DISCARD,)``: drop what was staged."""
 ADVANCE = "advance"
 """``(ADVANCE, input or None, time)``: advance one input (None: every open input) and flush."""
 FLUSH = "flush"
@@ -51,8 +69,15 @@ HELLO = "hello"
 """Reply kind: the worker built the dataflow and serves commands."""
 OK = "ok"
 """Reply kind: the command's result."""
+FAILED = "failed"
+"""Reply kind: the command failed, the worker serves on; the value is the traceback text."""
 ERROR = "error"
-"""Reply kind: the command (or the worker) failed; the value is the traceback text."""
+"""Reply kind: the worker failed (its dataflow is broken); the value is the traceback text."""
+
+Staged = List[Tuple[str, List[Tuple[Any, Any, int]]]]
+"""``[(input, [(data, time, diff), ...]), ...]``: a worker's part of a session batch."""
+Rejection = Tuple[str, int, str]
+"""``(input, position in that input's updates, reason)``."""
 
 
 class HandleService:
@@ -66,9 +91,11 @@ class HandleService:
                               "handles (inputs, probes, captures, arrangements)")
         self.handles: Dict[str, Any] = handles
         self._read: Dict[str, int] = {}
+        self._staged: Staged = []
         self._commands: Dict[str, Callable[..., Any]] = {
-            UPDATE: self.update, ADVANCE: self.advance, FLUSH: self.flush,
-            CHANGES: self.changes, LOOKUP: self.lookup, FRONTIER: self.frontier,
+            UPDATE: self.update, STAGE: self.stage, COMMIT: self.commit, DISCARD: self.discard,
+            ADVANCE: self.advance, FLUSH: self.flush, CHANGES: self.changes,
+            LOOKUP: self.lookup, FRONTIER: self.frontier,
         }
 
     def handle(self, command: Command) -> Any:
@@ -83,8 +110,43 @@ class HandleService:
         return [h for h in self.handles.values() if isinstance(h, Input)]
 
     def update(self, name: str, updates: List[Tuple[Any, Any, int]]) -> None:
-        """Send ``(data, time, diff)`` updates into the input ``name``."""
-        find_handle(self.handles, name, Input).send_updates(updates)
+        """Send ``(data, time, diff)`` updates into the input ``name``: all of them, or (if one
+        is rejected) none, with :class:`~timelypy.errors.TimelyError` naming it."""
+        handle = find_handle(self.handles, name, Input)
+        for position, update in enumerate(updates):
+            reason = rejection(handle, update)
+            if reason is not None:
+                raise TimelyError(f"session: worker {self.worker.index} rejected update "
+                                  f"{position} of input {name!r}: {reason}")
+        handle.send_updates(updates)
+
+    def stage(self, parts: Staged) -> List[Rejection]:
+        """Check every update of ``parts`` and keep them for :meth:`commit`; returns the rejected
+        ones (none staged then)."""
+        rejected: List[Rejection] = []
+        for name, updates in parts:
+            try:
+                handle = find_handle(self.handles, name, Input)
+            except TimelyError as exc:
+                rejected.append((name, -1, str(exc)))
+                continue
+            for position, update in enumerate(updates):
+                reason = rejection(handle, update)
+                if reason is not None:
+                    rejected.append((name, position, reason))
+        self._staged = [] if rejected else list(parts)
+        return rejected
+
+    def commit(self) -> None:
+        """Apply the staged updates, then flush every open input."""
+        staged, self._staged = self._staged, []
+        for name, updates in staged:
+            find_handle(self.handles, name, Input).send_updates(updates)
+        self.flush()
+
+    def discard(self) -> None:
+        """Drop the staged updates."""
+        self._staged = []
 
     def advance(self, name: Optional[str], time: Any) -> None:
         """Advance the input ``name`` (None: every open input) to ``time`` and flush it."""
@@ -119,22 +181,49 @@ class HandleService:
         return not find_handle(self.handles, name, Probe).less_than(time)
 
 
+def rejection(handle: Any, update: Any) -> Optional[str]:
+    """Why ``handle`` cannot take ``update`` (a ``(data, time, diff)`` triple); None if it can."""
+    try:
+        data, time, diff = update
+    except (TypeError, ValueError):
+        return f"{update!r} is not a (data, time, diff) triple"
+    try:
+        hash(data)
+    except Exception as exc:  # noqa: BLE001 - any failure of __hash__
+        return f"record of type {type(data).__name__} is not hashable ({exc})"
+    if not isinstance(diff, numbers.Integral) or isinstance(diff, bool):
+        return f"diff {diff!r} of type {type(diff).__name__} is not an integer"
+    if diff < 0 and not isinstance(handle, Retracting):
+        return (f"diff {diff} retracts a record, but the input is a {type(handle).__name__}, "
+                f"which takes positive counts only")
+    now = getattr(handle, "time", None)
+    try:
+        behind = now is not None and not less_equal(now, time)
+    except Exception:  # noqa: BLE001 - incomparable types
+        return f"time {time!r} of type {type(time).__name__} cannot be compared with {now!r}"
+    if behind:
+        return f"time {time!r} is before the input's time {now!r}"
+    return None
+
+
 # ------------------------------------------------------------------------------------------
 # a worker serving a remote driver
 
 
 def serve(address: Tuple[str, int], authkey: bytes,
-          dataflow: Callable[[Any], Dict[str, Any]]) -> Callable[[Worker], Any]:
+          dataflow: Callable[[Any], Dict[str, Any]],
+          connect_timeout: float = 30.0) -> Callable[[Worker], Any]:
     """The ``build`` each remote worker runs: serve the driver at ``address`` until CLOSE."""
 
     def build(worker: Worker) -> Any:
-        conn = Client(address, authkey=authkey)
+        conn = connect_to_driver(address, authkey, worker.index, connect_timeout)
         try:
             service = HandleService(worker, dataflow)
+            hello = {"pid": os.getpid(), "handles": describe_handles(service.handles)}
         except BaseException:
             conn.send((ERROR, worker.index, None, traceback.format_exc()))
             raise
-        conn.send((HELLO, worker.index, None, None))
+        conn.send((HELLO, worker.index, None, hello))
         threading.Thread(target=_forward_commands, args=(conn, worker),
                          name="timelypy-session-commands", daemon=True).start()
         _command_loop(conn, service)
@@ -171,7 +260,7 @@ def _command_loop(conn: Connection, service: HandleService) -> None:
             if command[0] == CLOSE:
                 worker.close_inputs()
                 if msg_id is not None:
-                    conn.send((OK, index, msg_id, None))
+                    _reply(conn, (OK, index, msg_id, None))
                 return
             try:
                 if command[0] == WAIT:
@@ -179,14 +268,24 @@ def _command_loop(conn: Connection, service: HandleService) -> None:
                     waiting = (msg_id, command[1], command[2])
                 else:
                     conn.send((OK, index, msg_id, service.handle(command)))
-            except Exception:
-                conn.send((ERROR, index, msg_id, traceback.format_exc()))
+            except (OSError, EOFError):
+                return  # the driver is gone: the reader thread queues a CLOSE as well
+            except Exception:  # the command failed; the dataflow is intact
+                _reply(conn, (FAILED, index, msg_id, traceback.format_exc()))
         if waiting is not None and service.probe_passed(waiting[1], waiting[2]):
-            conn.send((OK, index, waiting[0], None))
+            _reply(conn, (OK, index, waiting[0], None))
             waiting = None
             continue
         try:
             worker.step()
         except Exception:
-            conn.send((ERROR, index, waiting[0] if waiting else None, traceback.format_exc()))
+            _reply(conn, (ERROR, index, waiting[0] if waiting else None, traceback.format_exc()))
             raise
+
+
+def _reply(conn: Connection, message: Any) -> None:
+    """Send ``message`` to the driver; a driver that went away is not this worker's error."""
+    try:
+        conn.send(message)
+    except (OSError, EOFError):
+        pass

@@ -18,37 +18,64 @@ sessions or timely input handles), probes, captures and arrangements (the kinds 
 {2: 1}
 
 Updates are routed to a worker by the hash of the record (downstream operators exchange by key
-anyway); ``advance_to`` and ``wait`` go to every worker. The session reaches its workers through
+anyway); ``advance_to`` and ``wait`` go to every worker.
+
+Trust: each update is checked at the call (the record routable, the diff an integer, the time at
+or after its input's; see :mod:`.batch`) and a bad one raises
+:class:`~timelypy.errors.SessionInputError` without being buffered. A flush is atomic: every
+worker first checks and stages its part, and only if none rejects anything do they all apply it.
+If something is rejected then (or cannot be sent), the rejected updates are dropped and named in
+the error, nothing of the batch is applied, the session's time does not move, and the other
+updates stay buffered for the next flush (``pending`` counts them, ``discard()`` drops them).
+Handle names and kinds are checked in the driver against the report every worker sends once at
+start-up. A command that fails on a worker (:class:`~timelypy.errors.SessionCommandError`)
+leaves the session usable; only a worker that fails, dies or hangs ends it. The session reaches its workers through
 a client: an :class:`InProcessClient` when the backend's workers live in this process (the
 driver steps them itself, as on ``inline``), a :class:`RemoteClient` otherwise (each worker runs
 the command loop of :mod:`.service` and connects back to the driver over an authenticated
-``multiprocessing.connection`` with a per-session key, as on ``processes`` and ``ray``).
+connection with a per-session key, as on ``processes`` and ``ray``; see :mod:`.remote`).
+A session that is not closed is aborted when it is garbage-collected or the interpreter exits.
 """
 
 from __future__ import annotations
 
-import secrets
-import threading
+import logging
+import os
 import time as _time
-from multiprocessing.connection import Connection, Listener, wait as wait_for_connections
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ..errors import TimelyError, WaitTimeoutError, WorkerDiedError, WorkerError
-from ..hashing import stable_hash
-from ..order import less_equal
-from .backends import Backend, get_backend
-from .service import (ADVANCE, CHANGES, CLOSE, ERROR, FLUSH, FRONTIER, HELLO, LOOKUP, UPDATE,
-                      WAIT, Command, HandleService, serve)
+from ..errors import (InputClosedError, SessionCommandError, SessionInputError, TimelyError,
+                      WaitTimeoutError, WorkerError, describe_exception, format_exception_safely)
+from .backends import get_backend
+from .batch import Batch, check_time, check_update, rejected_error, route
+from .handles import Changes, HandleDirectory, Input, Lookup, Probe, describe_handles
+from .remote import RemoteClient, Request
+from .service import (ADVANCE, CHANGES, COMMIT, DISCARD, FLUSH, FRONTIER, LOOKUP, STAGE, WAIT,
+                      Command, HandleService)
 from .worker import Worker
 
 __all__ = ["open_session", "DataflowSession", "WorkerClient", "InProcessClient", "RemoteClient"]
 
-Request = Sequence[Tuple[int, Command]]
-"""``[(worker index, command), ...]``: commands to several workers, answered together."""
+log = logging.getLogger("timelypy.workers")
 
 
 class WorkerClient(Protocol):
     """How a session reaches its workers."""
+
+    failure: Optional[BaseException]
+    """Set once a worker failed: the session cannot go on."""
+
+    @property
+    def handles(self) -> Dict[str, Any]:
+        """The workers' report of their handles (:func:`~.handles.describe_handles`)."""
+
+    @property
+    def pids(self) -> List[int]:
+        """The process id of every worker."""
+
+    def unsendable(self, values: Sequence[Any]) -> Optional[str]:
+        """Why ``values`` cannot reach the workers (None: they can)."""
 
     def request(self, commands: Request, timeout: float) -> List[Any]:
         """Run every ``(worker, command)``; their results in the same order."""
@@ -67,33 +94,77 @@ class InProcessClient:
     def __init__(self, workers: List[Worker], dataflow: Callable[[Any], Dict[str, Any]]) -> None:
         self._workers = workers
         self._services = [HandleService(w, dataflow) for w in workers]
+        self.failure: Optional[BaseException] = None
+
+    @property
+    def handles(self) -> Dict[str, Any]:
+        """The handles of worker 0, described."""
+        return describe_handles(self._services[0].handles)
+
+    @property
+    def pids(self) -> List[int]:
+        """This process, once per worker."""
+        return [os.getpid()] * len(self._workers)
+
+    def unsendable(self, values: Sequence[Any]) -> Optional[str]:
+        """Nothing is serialised in process."""
+        return None
 
     def request(self, commands: Request, timeout: float) -> List[Any]:
         """Run the commands one after the other; a ``WAIT`` steps every worker."""
+        if self.failure is not None:
+            raise self.failure
         deadline = _time.monotonic() + timeout
-        return [self._run(i, command, deadline, timeout) for i, command in commands]
+        results: List[Any] = []
+        failed: Optional[Tuple[int, Command, Exception]] = None
+        for i, command in commands:
+            try:
+                results.append(self._run(i, command, deadline, timeout))
+            except (WaitTimeoutError, WorkerError):
+                raise
+            except Exception as exc:  # the command failed; the workers are intact
+                results.append(None)
+                failed = failed or (i, command, exc)
+        if failed is not None:
+            i, command, exc = failed
+            raise SessionCommandError(f"session: {command[0]!r} failed on worker {i}: "
+                                      f"{type(exc).__name__}: {describe_exception(exc)}",
+                                      worker=i, traceback_text=format_exception_safely(exc)
+                                      ) from exc
+        return results
 
     def _run(self, i: int, command: Command, deadline: float, timeout: float) -> Any:
         if command[0] != WAIT:
             return self._services[i].handle(command)
         _, probe, t = command
         service = self._services[i]
+        service.probe_passed(probe, t)  # a bad time fails here, before any step
         self._step_until(lambda: service.probe_passed(probe, t), deadline,
                          f"probe {probe!r} did not pass {t!r} within {timeout} s")
         return None
 
     def _step_until(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
-        """Step every worker, round-robin, until ``condition()``; ``what`` says what timed out."""
+        """Step every worker, round-robin, until ``condition()``; ``what`` says what timed out.
+        A worker whose step raises fails the session."""
         steps = 0
         while not condition():
             for w in self._workers:
-                w.step()
+                try:
+                    w.step()
+                except Exception as exc:
+                    text = format_exception_safely(exc)
+                    self.failure = WorkerError(
+                        f"worker {w.index} failed: {type(exc).__name__}: "
+                        f"{describe_exception(exc)}\n{text}", worker=w.index, traceback_text=text)
+                    raise self.failure from exc
             steps += 1
             if (steps & 15) == 0 and _time.monotonic() > deadline:
                 raise WaitTimeoutError(f"session: {what}")
 
     def close(self, timeout: float) -> None:
         """Close every input and step until every dataflow completed."""
+        if self.failure is not None:
+            return
         for w in self._workers:
             w.close_inputs()
         self._step_until(lambda: not any(w.has_dataflows() for w in self._workers),
@@ -104,137 +175,11 @@ class InProcessClient:
         """Nothing runs on its own: dropping the workers stops them."""
 
 
-# ----------------------------------------------------------------------------- remote
-class RemoteClient:
-    """Workers elsewhere: the backend runs :func:`~.service.serve` on each, and each worker
-    connects back to this client's listener (authenticated with a per-session key)."""
-
-    def __init__(self, backend: Backend, dataflow: Callable[[Any], Dict[str, Any]],
-                 workers: int, timeout: float, options: Dict[str, Any]) -> None:
-        self.workers = workers
-        host = options.pop("driver_host", "127.0.0.1")
-        authkey = secrets.token_bytes(32)
-        self._listener = Listener((host, 0), authkey=authkey)
-        self._conns: List[Optional[Connection]] = [None] * workers
-        self._job_error: List[BaseException] = []
-        self._next_id = 0
-        self._job = threading.Thread(
-            target=self._run_job, args=(backend, serve(self._listener.address, authkey, dataflow),
-                                        options),
-            name="timelypy-session-job", daemon=True)
-        self._job.start()
-        self._accept_workers(timeout)
-
-    def _run_job(self, backend: Backend, build: Callable[[Worker], Any],
-                 options: Dict[str, Any]) -> None:
-        try:
-            backend.run(build, self.workers, **options)
-        except BaseException as exc:  # noqa: BLE001 - reported to the driver
-            self._job_error.append(exc)
-
-    def _accept_workers(self, timeout: float) -> None:
-        """Wait until every worker connected and said hello (or the job failed)."""
-        accepted = [0]
-
-        def accept() -> None:
-            for _ in range(self.workers):
-                try:
-                    conn = self._listener.accept()
-                except Exception:  # noqa: BLE001 - a failed handshake: keep listening
-                    continue
-                kind, index, _, text = conn.recv()
-                if kind == ERROR:
-                    self._job_error.append(WorkerError(
-                        f"worker {index} failed building the dataflow:\n{text}", worker=index,
-                        traceback_text=text))
-                    return
-                if kind != HELLO:  # pragma: no cover - protocol bug
-                    self._job_error.append(TimelyError(f"session: worker {index} greeted "
-                                                       f"with {kind!r}"))
-                    return
-                self._conns[index] = conn
-                accepted[0] += 1
-
-        acceptor = threading.Thread(target=accept, name="timelypy-session-accept", daemon=True)
-        acceptor.start()
-        deadline = _time.monotonic() + timeout
-        while acceptor.is_alive() and _time.monotonic() < deadline and not self._job_error:
-            acceptor.join(0.1)
-        if self._job_error or accepted[0] < self.workers:
-            self.abort()
-            if self._job_error:
-                raise self._job_error[0]
-            raise WaitTimeoutError(f"session: only {accepted[0]} of {self.workers} workers "
-                                   f"connected within {timeout} s")
-
-    def request(self, commands: Request, timeout: float) -> List[Any]:
-        """Send every command, then collect the replies (FIFO per worker)."""
-        pending: Dict[int, int] = {}  # command id -> position in ``commands``
-        for position, (i, command) in enumerate(commands):
-            self._next_id += 1
-            pending[self._next_id] = position
-            self._send(i, (self._next_id, command))
-        what = sorted({command[0] for _, command in commands})
-        return self._collect(commands, pending, timeout, ", ".join(map(repr, what)))
-
-    def _send(self, i: int, message: Any) -> None:
-        try:
-            self._conns[i].send(message)  # type: ignore[union-attr]
-        except (OSError, EOFError) as exc:
-            raise self._failure(i, exc) from exc
-
-    def _failure(self, i: int, exc: BaseException) -> BaseException:
-        self._job.join(5.0)
-        if self._job_error:
-            return self._job_error[0]
-        return WorkerDiedError(f"session: lost the connection to worker {i} ({exc})", worker=i)
-
-    def _collect(self, commands: Request, pending: Dict[int, int], timeout: float,
-                 what: str) -> List[Any]:
-        results: List[Any] = [None] * len(commands)
-        deadline = _time.monotonic() + timeout
-        while pending:
-            waiting = {commands[p][0] for p in pending.values()}
-            for conn in wait_for_connections([self._conns[i] for i in waiting], 0.1):
-                i = self._conns.index(conn)
-                try:
-                    kind, index, reply_id, value = conn.recv()
-                except (OSError, EOFError) as exc:
-                    raise self._failure(i, exc) from exc
-                if kind == ERROR:
-                    raise WorkerError(f"worker {index} failed during {what}:\n{value}",
-                                      worker=index, traceback_text=value)
-                if reply_id in pending:  # else a late reply to an earlier, timed-out command
-                    results[pending.pop(reply_id)] = value
-            if pending and _time.monotonic() > deadline:
-                raise WaitTimeoutError(f"session: {what} not answered by workers "
-                                       f"{sorted(waiting)} within {timeout} s")
-            if pending and self._job_error:
-                raise self._job_error[0]
-        return results
-
-    def close(self, timeout: float) -> None:
-        """Send ``CLOSE`` to every worker and wait for the backend's job to end."""
-        try:
-            self.request([(i, (CLOSE,)) for i in range(self.workers)], timeout)
-        finally:
-            self._job.join(timeout)
-            self._listener.close()
-        if self._job_error:
-            raise self._job_error[0]
-
-    def abort(self) -> None:
-        """Drop every connection: each worker takes that as ``CLOSE``."""
-        for conn in self._conns:
-            if conn is not None:
-                try:
-                    conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-        try:
-            self._listener.close()
-        except Exception:  # noqa: BLE001
-            pass
+def _abandoned(client: WorkerClient) -> None:
+    """A session was garbage-collected or the interpreter exits with it open: stop it."""
+    if isinstance(client, RemoteClient):
+        log.warning("a driver session was not closed; stopping its %d workers", client.workers)
+        client.abort()
 
 
 # ----------------------------------------------------------------------------- the session
@@ -246,28 +191,38 @@ class DataflowSession:
         self.workers = workers
         self.backend = backend
         self.timeout = timeout
-        self._buffers: Dict[str, List[Tuple[Any, Any, int]]] = {}
+        self._batch = Batch()
         self._time: Any = 0
         self._closed = False
+        self._broken: Optional[BaseException] = None
         runner = get_backend(backend)
         self._client: WorkerClient
         if runner.local_workers is not None:
-            options = {k: v for k, v in options.items() if k != "driver_host"}  # no connections
+            # No connections, and the workers are this process's: no heartbeats either.
+            options = {k: v for k, v in options.items()
+                       if k not in ("driver_host", "heartbeat_timeout")}
             if options:
                 raise TypeError(f"the {backend} backend's sessions take no options, got "
                                 f"{sorted(options)}")
             self._client = InProcessClient(runner.local_workers(workers), dataflow)
         else:
             self._client = RemoteClient(runner, dataflow, workers, timeout, dict(options))
+        self._handles = HandleDirectory(self._client.handles)
+        self._input_times: Dict[str, Any] = {name: 0 for name in self._handles.inputs()}
+        self._finalizer = weakref.finalize(self, _abandoned, self._client)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise InputClosedError("session: used after close()")
+        if self._client.failure is not None:
+            raise self._client.failure
+        if self._broken is not None:
+            raise self._broken
 
     def _call(self, targets: Sequence[int], command: Command,
               timeout: Optional[float] = None) -> List[Any]:
-        if self._closed:
-            raise TimelyError("session is closed")
+        self._check_usable()
         return self._client.request([(i, command) for i in targets], timeout or self.timeout)
-
-    def _owner(self, data: Any) -> int:
-        return stable_hash(data) % self.workers if self.workers > 1 else 0
 
     @property
     def _everyone(self) -> List[int]:
@@ -279,13 +234,30 @@ class DataflowSession:
         """The time the inputs were last advanced to."""
         return self._time
 
+    @property
+    def pending(self) -> int:
+        """The number of accepted updates not sent to the workers yet."""
+        return len(self._batch)
+
+    @property
+    def worker_pids(self) -> List[int]:
+        """The process id of every worker (this process's for in-process backends)."""
+        return self._client.pids
+
+    @property
+    def handle_names(self) -> List[str]:
+        """The names of the handles the dataflow returned."""
+        return sorted(self._handles.report)
+
     def update(self, input: str, data: Any, diff: int = 1, time: Any = None) -> None:
-        """Change ``data`` by ``diff`` in the named input, at ``time`` (default: now)."""
-        t = self._time if time is None else time
-        if time is not None and not less_equal(self._time, time):
-            raise TimelyError(f"session: update time {time!r} is not at or after the session "
-                              f"time {self._time!r}")
-        self._buffers.setdefault(input, []).append((data, t, diff))
+        """Change ``data`` by ``diff`` in the named input, at ``time`` (default: the input's
+        time). Checked now: :class:`~timelypy.errors.SessionInputError` (or
+        :class:`~timelypy.errors.UnknownHandleError`) and nothing buffered if it is wrong."""
+        self._check_usable()
+        self._handles.require(input, Input)
+        now = self._input_times[input]
+        self._batch.add(check_update(input, data, diff, now if time is None else time, now,
+                                     self.workers, self._handles.retracts(input)))
 
     def insert(self, input: str, data: Any) -> None:
         """Add one copy of ``data`` to the named input, now."""
@@ -296,65 +268,151 @@ class DataflowSession:
         self.update(input, data, -1)
 
     def update_at(self, input: str, data: Any, time: Any, diff: int) -> None:
-        """Change ``data`` by ``diff`` at ``time`` (at or after the session time)."""
+        """Change ``data`` by ``diff`` at ``time`` (at or after the input's time)."""
         self.update(input, data, diff, time)
 
+    def discard(self) -> List[Tuple[str, Any, Any, int]]:
+        """Drop the updates not sent yet; returns them as ``(input, data, time, diff)``."""
+        return [(u.input, u.data, u.time, u.diff) for u in self._batch.clear()]
+
     def flush(self) -> None:
-        """Send buffered updates to the workers that own them, and flush every input."""
-        if self._closed:
-            raise TimelyError("session is closed")
-        buffers, self._buffers = self._buffers, {}
-        commands: List[Tuple[int, Command]] = []
-        for name, updates in buffers.items():
-            parts: List[List[Tuple[Any, Any, int]]] = [[] for _ in range(self.workers)]
-            for u in updates:
-                parts[self._owner(u[0])].append(u)
-            commands += [(i, (UPDATE, name, part)) for i, part in enumerate(parts) if part]
-        commands += [(i, (FLUSH,)) for i in self._everyone]
-        self._client.request(commands, self.timeout)
+        """Send the buffered updates to the workers that own them, atomically, and flush every
+        input. If any update is rejected, nothing is applied: the rejected ones are dropped and
+        named in a :class:`~timelypy.errors.SessionInputError`, the others stay buffered."""
+        self._check_usable()
+        if not self._batch:
+            self._client.request([(i, (FLUSH,)) for i in self._everyone], self.timeout)
+            return
+        parts = self._batch.parts(self.workers)
+        self._check_sendable(parts)
+        stage = [(i, (STAGE, [(name, ups) for name, ups, _ in parts[i]])) for i in self._everyone]
+        try:
+            replies = self._client.request(stage, self.timeout)
+        except BaseException:
+            self._discard_staged()
+            raise
+        rejected: List[Tuple[int, str]] = []
+        for i, reply in zip(self._everyone, replies):
+            positions = {name: pos for name, _, pos in parts[i]}
+            for name, position, reason in reply:
+                chosen = positions.get(name, [])
+                chosen = chosen if position < 0 else chosen[position:position + 1]
+                rejected += [(p, f"on worker {i}: {reason}") for p in chosen]
+        if rejected:
+            self._discard_staged()
+            self._reject(rejected)
+        self._batch.clear()  # from here on the batch is the workers'
+        try:
+            self._client.request([(i, (COMMIT,)) for i in self._everyone], self.timeout)
+        except SessionCommandError as exc:
+            self._broken = TimelyError(f"session: a batch was applied in part only, the "
+                                       f"session cannot go on ({exc})")
+            raise self._broken from exc
+
+    def _check_sendable(self, parts: Any) -> None:
+        """Reject the records that cannot be sent (pickled, encoded) to and between workers."""
+        rejected: List[Tuple[int, str]] = []
+        for by_input in parts.values():
+            for _, updates, positions in by_input:
+                if self._client.unsendable([u[0] for u in updates]) is None:
+                    continue
+                for (data, _, _), p in zip(updates, positions):
+                    reason = self._client.unsendable([data])
+                    if reason is not None:
+                        rejected.append((p, reason))
+        if rejected:
+            self._reject(rejected)
+
+    def _reject(self, rejected: List[Tuple[int, str]]) -> None:
+        reasons = dict(rejected)
+        taken = self._batch.take_out(reasons)
+        positions = sorted(reasons)
+        raise rejected_error([(u, reasons[p]) for u, p in zip(taken, positions)],
+                             len(self._batch))
+
+    def _discard_staged(self) -> None:
+        try:
+            self._client.request([(i, (DISCARD,)) for i in self._everyone], self.timeout)
+        except TimelyError:  # the worker failed: the session is over anyway
+            pass
 
     def advance_to(self, time: Any, input: Optional[str] = None) -> None:
-        """Advance every input (or one) to ``time`` and flush."""
+        """Advance every input (or one) to ``time``, after flushing the buffered updates. The
+        session's time moves only once every worker advanced."""
+        self._check_usable()
         if input is None:
-            if not less_equal(self._time, time):
-                raise TimelyError(f"session: cannot advance to {time!r}, before {self._time!r}")
-            self._time = time
+            time = check_time(None, time, self._time, "advance_to")
+            for name, now in self._input_times.items():
+                check_time(name, time, now, "advance_to")
+            names = list(self._input_times)
+        else:
+            self._handles.require(input, Input)
+            time = check_time(input, time, self._input_times[input], "advance_to")
+            names = [input]
         self.flush()
         self._call(self._everyone, (ADVANCE, input, time))
+        if input is None:
+            self._time = time
+        for name in names:
+            self._input_times[name] = time
 
     def wait(self, probe: str, time: Any = None, timeout: Optional[float] = None) -> None:
         """Step until the named probe has passed every time before ``time`` (default: the
         session time) on every worker; :class:`WaitTimeoutError` after ``timeout`` seconds."""
+        self._check_usable()
+        self._handles.require(probe, Probe)
         t = self._time if time is None else time
         self._call(self._everyone, (WAIT, probe, t), timeout)
 
     def changes(self, capture: str) -> List[Any]:
         """The updates a captured collection produced since the last call (all workers)."""
+        self._check_usable()
+        self._handles.require(capture, Changes)
         return [item for part in self._call(self._everyone, (CHANGES, capture)) for item in part]
 
     def lookup(self, arranged: str, key: Any) -> Dict[Any, int]:
         """The current values (with counts) of ``key`` in a named arrangement: asks the worker
         that owns the key."""
-        return self._call([self._owner(key)], (LOOKUP, arranged, key))[0]
+        self._check_usable()
+        self._handles.require(arranged, Lookup)
+        owner = route(key, self.workers, f"lookup in {arranged!r}: key")
+        return self._call([owner], (LOOKUP, arranged, key))[0]
 
     def frontier(self, probe: str) -> List[Any]:
         """The named probe's frontier on worker 0."""
+        self._check_usable()
+        self._handles.require(probe, Probe)
         return self._call([0], (FRONTIER, probe))[0]
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Close the inputs, let the dataflow complete and stop the workers. Idempotent."""
+        """Flush, close the inputs, let the dataflow complete and stop the workers, within
+        about ``timeout`` seconds (default: the session's): what has not stopped by then is
+        killed. Idempotent. Rejected updates are still raised, after the workers stopped."""
         if self._closed:
             return
-        self.flush()
-        try:
-            self._client.close(timeout or self.timeout)
-        finally:
-            self._closed = True
+        problem: Optional[BaseException] = None
+        for _ in range(2):  # a rejection drops the bad updates: the rest goes on the second try
+            if self._client.failure is not None or self._broken is not None:
+                break
+            try:
+                self.flush()
+                break
+            except SessionInputError as exc:
+                problem = problem or exc
+            except TimelyError as exc:
+                problem = exc
+                break
+        self._closed = True
+        self._finalizer.detach()
+        self._client.close(timeout or self.timeout)
+        if problem is not None:
+            raise problem
 
     def abort(self) -> None:
         """Stop the workers at once, without completing the dataflow. Idempotent."""
         if not self._closed:
             self._closed = True
+            self._finalizer.detach()
             self._client.abort()
 
     def __enter__(self) -> "DataflowSession":
@@ -375,7 +433,9 @@ def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: int = 1,
     ``dataflow(scope)`` must return a dict naming its handles. ``timeout`` bounds every wait
     (start-up, commands, ``wait``, ``close``). Backend ``options`` are passed to the backend's
     ``run`` (e.g. ``address`` for Ray); ``driver_host`` sets the address remote workers connect
-    back to (the default 127.0.0.1 suits one machine). An unknown backend name raises
+    back to (the default 127.0.0.1 suits one machine); ``heartbeat_timeout`` (processes, ray;
+    default 30 s) is how long a worker may stay silent before it is declared hung and the
+    session fails with :class:`~timelypy.errors.WorkerHungError`. An unknown backend name raises
     :class:`ValueError` listing the registered ones.
     """
     if workers < 1:

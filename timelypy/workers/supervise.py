@@ -14,6 +14,7 @@ Two halves, written once for both backends:
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -21,12 +22,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import cloudpickle
 
 from ..communication.mesh import Address, MeshFabric, SocketMesh
-from ..errors import (WaitTimeoutError, WorkerDiedError, WorkerError, describe_exception,
-                      format_exception_safely)
+from ..errors import (WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError,
+                      describe_exception, format_exception_safely)
 
 __all__ = ["WorkerMain", "BuildOnMesh", "ErrorReport", "Outcome", "OK", "ERROR",
-           "SECONDARY_GRACE", "POLL", "pickle_for_workers", "run_worker_main", "Supervisor",
-           "unpickle_results"]
+           "SECONDARY_GRACE", "POLL", "HEARTBEAT_TIMEOUT", "heartbeat_interval",
+           "pickle_for_workers", "run_worker_main", "Supervisor", "unpickle_results"]
 
 WorkerMain = Callable[[int, int, SocketMesh], Any]
 """``worker_main(index, peers, mesh) -> result``: what every worker of a job runs."""
@@ -47,6 +48,18 @@ POLL = 0.5
 
 _SECONDARY_POLL = 0.1
 """Wait of a driver loop while it is within the grace period of a secondary report."""
+
+HEARTBEAT_TIMEOUT = 30.0
+"""Default seconds a running worker may stay silent before it is declared hung."""
+
+
+def heartbeat_interval(heartbeat_timeout: Optional[float]) -> Optional[float]:
+    """How often a worker says it is alive, for a given ``heartbeat_timeout`` (None: never)."""
+    if heartbeat_timeout is None:
+        return None
+    if heartbeat_timeout <= 0:
+        raise ValueError(f"heartbeat_timeout must be positive (or None), got {heartbeat_timeout}")
+    return min(1.0, max(0.02, heartbeat_timeout / 5))
 
 
 # ------------------------------------------------------------------------------------------
@@ -163,18 +176,26 @@ def unpickle_results(payloads: Dict[int, bytes], workers: int, where: str) -> Li
 class Supervisor:
     """The driver's view of one job: outcomes and deaths, and the failure to raise.
 
-    A backend feeds it with :meth:`take` (a worker's outcome) and :meth:`died` (a death it
-    observed itself: an exit code, Ray's word), and waits with :meth:`wait`. ``describe(i)``
-    names worker ``i`` in messages (e.g. with its pid and node).
+    A backend feeds it with :meth:`take` (a worker's outcome), :meth:`died` (a death it
+    observed itself: an exit code, Ray's word) and :meth:`heard` (any sign of life: with
+    ``heartbeat_timeout``, :meth:`silent` lists the running workers not heard from for longer),
+    and waits with :meth:`wait`, which stops with :class:`WaitTimeoutError` once ``cancel`` is
+    set. ``describe(i)`` names worker ``i`` in messages (e.g. with its pid and node).
     """
 
-    def __init__(self, workers: int, describe: Optional[Callable[[int], str]] = None) -> None:
+    def __init__(self, workers: int, describe: Optional[Callable[[int], str]] = None,
+                 heartbeat_timeout: Optional[float] = None,
+                 cancel: Optional[threading.Event] = None) -> None:
         self.workers = workers
         self.describe: Callable[[int], str] = describe or (lambda i: f"worker {i}")
+        self.heartbeat_timeout = heartbeat_timeout
+        self.cancel = cancel
         self.results: Dict[int, bytes] = {}
         self.errors: List[Tuple[int, ErrorReport]] = []  # in arrival order
-        self.deaths: List[Tuple[int, str, str]] = []  # (index, message, detail), in order seen
+        # (index, message, detail, error class), in the order seen
+        self.deaths: List[Tuple[int, str, str, type]] = []
         self.secondary_since: Optional[float] = None
+        self.last_heard: Dict[int, float] = {}
 
     def take(self, i: int, outcome: Outcome) -> None:
         """Record worker ``i``'s outcome."""
@@ -188,15 +209,35 @@ class Supervisor:
         if body.died_peer is not None and self.secondary_since is None:
             self.secondary_since = time.monotonic()
 
-    def died(self, i: int, message: str, detail: str = "") -> None:
-        """Record that worker ``i`` died without an outcome (``message`` says how)."""
+    def died(self, i: int, message: str, detail: str = "", hung: bool = False) -> None:
+        """Record that worker ``i`` died without an outcome (``message`` says how); ``hung``:
+        it stopped answering and was killed (:class:`WorkerHungError`)."""
         if not self.answered(i):
-            self.deaths.append((i, message, detail))
+            self.deaths.append((i, message, detail, WorkerHungError if hung else WorkerDiedError))
+
+    def heard(self, i: int) -> None:
+        """Worker ``i`` showed a sign of life just now."""
+        self.last_heard[i] = time.monotonic()
+
+    def silent(self) -> List[Tuple[int, float]]:
+        """``(worker, seconds silent)`` of every running worker heard from once but not within
+        ``heartbeat_timeout`` (none without a ``heartbeat_timeout``)."""
+        if self.heartbeat_timeout is None:
+            return []
+        now = time.monotonic()
+        return [(i, now - t) for i, t in sorted(self.last_heard.items())
+                if now - t > self.heartbeat_timeout and not self.answered(i)]
+
+    def hung_message(self, i: int, silence: float) -> str:
+        """The message for worker ``i``, silent for ``silence`` seconds."""
+        return (f"{self.describe(i)} is hung: no heartbeat for {silence:.1f} s "
+                f"(heartbeat_timeout={self.heartbeat_timeout} s; stopped, frozen, or blocked "
+                f"outside Python); it was killed")
 
     def answered(self, i: int) -> bool:
         """Worker ``i`` returned, raised or died."""
         return (i in self.results or any(j == i for j, _ in self.errors)
-                or any(j == i for j, _, _ in self.deaths))
+                or any(d[0] == i for d in self.deaths))
 
     def all_answered(self) -> bool:
         """Every worker returned, raised or died: nothing more will come."""
@@ -216,8 +257,8 @@ class Supervisor:
             if report.died_peer is None:
                 raise worker_error(i, report)
         if self.deaths:
-            i, message, detail = self.deaths[0]
-            raise WorkerDiedError(message, worker=i, traceback_text=detail)
+            i, message, detail, error = self.deaths[0]
+            raise error(message, worker=i, traceback_text=detail)
         if self.errors and self.secondary_since is not None:
             if final or time.monotonic() - self.secondary_since >= SECONDARY_GRACE:
                 reporter, report = self.errors[0]
@@ -236,7 +277,10 @@ class Supervisor:
         message ``timed_out()`` at ``deadline`` (``time.monotonic``; ``None``: no deadline)."""
         while not done():
             self.check_failures()
-            wait = POLL
+            if self.cancel is not None and self.cancel.is_set():
+                raise WaitTimeoutError(f"the job was cancelled by its driver; workers "
+                                       f"{self.unanswered()} were still running")
+            wait = POLL if self.cancel is None else _SECONDARY_POLL
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
