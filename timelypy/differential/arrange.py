@@ -191,8 +191,9 @@ class ArrangeOperator(OperatorCore):
         if not ready:
             self.writer.advance(frontier)
             return
+        last = len(ready) - 1
         for i, cap in enumerate(ready):
-            upper = self._upper(frontier, ready[i + 1:])
+            upper = frontier if i == last else self._upper(frontier, ready[i + 1:])
             data, count = self.batcher.seal_before(upper)
             batch = self.writer.write(data, upper, count)
             if count:
@@ -211,8 +212,6 @@ class ArrangeOperator(OperatorCore):
 
     def _upper(self, frontier: List[Any], later: List[Any]) -> List[Any]:
         """The upper frontier of a batch sealed before the ``later`` capabilities."""
-        if not later:
-            return frontier
         upper = Antichain(frontier, le=self.order.le)
         for cap in later:
             upper.insert(cap.time)

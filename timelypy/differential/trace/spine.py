@@ -205,7 +205,10 @@ class Spine:
 
     def _maintain(self) -> None:
         batches = self.batches
-        m = self._mergeable()
+        phys = self.physical_seq()
+        m = 0
+        while m < len(batches) and batches[m].seq <= phys:
+            m += 1
         i = m - 1
         # Geometric merging (a batch joins its predecessor once it is at least half its size);
         # a predecessor the spine owns is updated in place at O(size of the newer batch), so
