@@ -15,7 +15,7 @@ import numbers
 import reprlib
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import SessionInputError
+from ..errors import SessionInputError, UnhashableDataError
 from ..hashing import stable_hash
 from ..order import Product, less_equal
 
@@ -49,21 +49,23 @@ Parts = Dict[int, List[Tuple[str, List[Tuple[Any, Any, int]], List[int]]]]
 """Per worker: ``[(input, [(data, time, diff), ...], [position in the batch, ...]), ...]``."""
 
 
-def route(data: Any, workers: int, what: str) -> int:
+def route(data: Any, workers: int, what: str, input: Optional[str] = None) -> int:
     """The worker that owns ``data``; :class:`SessionInputError` if it cannot be routed."""
     try:
         h = stable_hash(data)
         hash(data)
     except RecursionError:
         reason = "it is nested too deeply"
+    except UnhashableDataError:
+        reason = ("keys must be ints, strings, bytes, floats, None, or tuples or frozensets of "
+                  "those")
     except Exception as exc:  # noqa: BLE001 - whatever __hash__ raises
         reason = f"{type(exc).__name__}: {exc}"
     else:
         return h % workers if workers > 1 else 0
     raise SessionInputError(
         f"session: {what} {show(data)} of type {type(data).__name__} cannot be routed to a "
-        f"worker ({reason}); use ints, strings, bytes, floats, None, or tuples of those",
-        value=data)
+        f"worker ({reason})", input=input, value=data)
 
 
 def check_time(input: Optional[str], time: Any, now: Any, what: str) -> Any:
@@ -93,7 +95,7 @@ def check_time(input: Optional[str], time: Any, now: Any, what: str) -> Any:
 def check_update(input: str, data: Any, diff: Any, time: Any, now: Any, workers: int,
                  retracts: bool) -> Update:
     """The :class:`Update` of a user's call, or :class:`SessionInputError` saying what is wrong."""
-    worker = route(data, workers, f"input {input!r}: record")
+    worker = route(data, workers, f"input {input!r}: record", input)
     if not isinstance(diff, numbers.Integral) or isinstance(diff, bool):
         raise SessionInputError(
             f"session: input {input!r}, worker {worker}: diff {show(diff)} of type "

@@ -279,17 +279,20 @@ class DataflowSession:
         """Send the buffered updates to the workers that own them, atomically, and flush every
         input. If any update is rejected, nothing is applied: the rejected ones are dropped and
         named in a :class:`~timelypy.errors.SessionInputError`, the others stay buffered."""
+        self._flush(self.timeout)
+
+    def _flush(self, timeout: float) -> None:
         self._check_usable()
         if not self._batch:
-            self._client.request([(i, (FLUSH,)) for i in self._everyone], self.timeout)
+            self._client.request([(i, (FLUSH,)) for i in self._everyone], timeout)
             return
         parts = self._batch.parts(self.workers)
         self._check_sendable(parts)
         stage = [(i, (STAGE, [(name, ups) for name, ups, _ in parts[i]])) for i in self._everyone]
         try:
-            replies = self._client.request(stage, self.timeout)
+            replies = self._client.request(stage, timeout)
         except BaseException:
-            self._discard_staged()
+            self._discard_staged(timeout)
             raise
         rejected: List[Tuple[int, str]] = []
         for i, reply in zip(self._everyone, replies):
@@ -299,11 +302,11 @@ class DataflowSession:
                 chosen = chosen if position < 0 else chosen[position:position + 1]
                 rejected += [(p, f"on worker {i}: {reason}") for p in chosen]
         if rejected:
-            self._discard_staged()
+            self._discard_staged(timeout)
             self._reject(rejected)
         self._batch.clear()  # from here on the batch is the workers'
         try:
-            self._client.request([(i, (COMMIT,)) for i in self._everyone], self.timeout)
+            self._client.request([(i, (COMMIT,)) for i in self._everyone], timeout)
         except SessionCommandError as exc:
             self._broken = TimelyError(f"session: a batch was applied in part only, the "
                                        f"session cannot go on ({exc})")
@@ -330,10 +333,12 @@ class DataflowSession:
         raise rejected_error([(u, reasons[p]) for u, p in zip(taken, positions)],
                              len(self._batch))
 
-    def _discard_staged(self) -> None:
+    def _discard_staged(self, timeout: float) -> None:
+        if self._client.failure is not None:
+            return
         try:
-            self._client.request([(i, (DISCARD,)) for i in self._everyone], self.timeout)
-        except TimelyError:  # the worker failed: the session is over anyway
+            self._client.request([(i, (DISCARD,)) for i in self._everyone], timeout)
+        except TimelyError:  # the worker failed or is slow: a later STAGE replaces it anyway
             pass
 
     def advance_to(self, time: Any, input: Optional[str] = None) -> None:
@@ -390,12 +395,14 @@ class DataflowSession:
         killed. Idempotent. Rejected updates are still raised, after the workers stopped."""
         if self._closed:
             return
+        timeout = timeout or self.timeout
+        deadline = _time.monotonic() + timeout
         problem: Optional[BaseException] = None
         for _ in range(2):  # a rejection drops the bad updates: the rest goes on the second try
             if self._client.failure is not None or self._broken is not None:
                 break
             try:
-                self.flush()
+                self._flush(max(timeout / 2, 0.05))
                 break
             except SessionInputError as exc:
                 problem = problem or exc
@@ -404,7 +411,10 @@ class DataflowSession:
                 break
         self._closed = True
         self._finalizer.detach()
-        self._client.close(timeout or self.timeout)
+        try:
+            self._client.close(max(deadline - _time.monotonic(), 0.05))
+        except TimelyError as exc:
+            problem = problem or exc
         if problem is not None:
             raise problem
 
