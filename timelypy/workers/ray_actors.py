@@ -53,8 +53,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import WaitTimeoutError
-from .supervise import (ERROR, POLL, BuildOnMesh, ErrorReport, Outcome, Supervisor,
-                        pickle_for_workers, run_worker_main)
+from .supervise import (ERROR, HEARTBEAT_TIMEOUT, POLL, BuildOnMesh, ErrorReport, Outcome,
+                        Supervisor, heartbeat_interval, pickle_for_workers, run_worker_main)
 
 __all__ = ["run_ray", "run_on_ray_actors", "shutdown", "ACTOR_CLASS_NAME", "TimelypyWorker"]
 
@@ -125,7 +125,9 @@ class TimelypyWorker:
 def _remote_class() -> Any:
     global _actor_class
     if _actor_class is None:
-        _actor_class = _ray().remote(max_restarts=0, max_task_retries=0)(TimelypyWorker)
+        # Two threads: ``ping`` (the driver's heartbeat) answers while ``run`` runs.
+        _actor_class = _ray().remote(max_restarts=0, max_task_retries=0,
+                                     max_concurrency=2)(TimelypyWorker)
     return _actor_class
 
 
@@ -183,11 +185,35 @@ def _multi_node(ray: Any) -> bool:
 class _Actors:
     """The driver's view of one job's actors: handles, hellos, and what their calls returned."""
 
-    def __init__(self, ray: Any, workers: int) -> None:
+    def __init__(self, ray: Any, workers: int, heartbeat_timeout: Optional[float] = None,
+                 cancel: Any = None) -> None:
         self.ray = ray
         self.actors: List[Any] = []
         self.hellos: List[Optional[Dict[str, Any]]] = [None] * workers
-        self.supervisor = Supervisor(workers, self.describe)
+        self.supervisor = Supervisor(workers, self.describe, heartbeat_timeout, cancel)
+        self.interval = heartbeat_interval(heartbeat_timeout)
+        self.pings: Dict[Any, int] = {}  # outstanding ping -> worker
+        self.pinged: Dict[int, float] = {}  # worker -> when its last ping was sent
+
+    def heartbeat(self) -> None:
+        """Ping every running actor heard from (one ping outstanding each, one per interval);
+        kill and report those silent for longer than the heartbeat timeout."""
+        if self.interval is None:
+            return
+        supervisor = self.supervisor
+        now = time.monotonic()
+        outstanding = set(self.pings.values())
+        for i in list(supervisor.last_heard):
+            if (i not in outstanding and not supervisor.answered(i)
+                    and now - self.pinged.get(i, 0.0) >= self.interval):
+                self.pings[self.actors[i].ping.remote()] = i
+                self.pinged[i] = now
+        for i, silence in supervisor.silent():
+            supervisor.died(i, supervisor.hung_message(i, silence), hung=True)
+            try:
+                self.ray.kill(self.actors[i], no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
 
     def describe(self, i: int) -> str:
         """Worker ``i`` for messages, with its pid and node once it said hello."""
@@ -205,11 +231,19 @@ class _Actors:
         ray = self.ray
         if not pending:
             return
-        refs = list(pending)
+        refs = list(pending) + list(self.pings)
         ready, _ = ray.wait(refs, num_returns=1, timeout=max(timeout, 0.0))
         if ready and len(refs) > 1:  # take in everything else that is already there
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in ready:
+            if ref in self.pings:
+                j = self.pings.pop(ref)
+                try:
+                    ray.get(ref)
+                    self.supervisor.heard(j)
+                except ray.exceptions.RayError:  # dead: its ``run`` call reports it
+                    pass
+                continue
             i = pending.pop(ref)
             try:
                 value = ray.get(ref)
@@ -223,6 +257,7 @@ class _Actors:
                     i, f"{self.describe(i)} died before returning a result ({cause})", str(exc))
             else:
                 take(i, value)
+        self.heartbeat()
 
     def kill_all(self, confirm: bool) -> None:
         """Kill every actor of the job; with ``confirm``, wait (bounded) until Ray says so."""
@@ -320,6 +355,7 @@ def _gather_hellos(job: _Actors, deadline: float, limit: float) -> List[Tuple[st
 
     def take(i: int, hello: Dict[str, Any]) -> None:
         job.hellos[i] = hello
+        job.supervisor.heard(i)
 
     job.supervisor.wait(lambda wait: job.pump(pending, take, wait), lambda: not pending,
                         deadline, lambda: f"Ray workers {sorted(pending.values())} did not "
@@ -346,6 +382,7 @@ def run_on_ray_actors(worker_main: Callable[[int, int, Any], Any], workers: int,
                       timeout: Optional[float] = None, *, address: Optional[str] = None,
                       num_cpus_per_worker: float = 0.5, placement_strategy: str = "SPREAD",
                       startup_timeout: float = 120, connect_timeout: float = 30.0,
+                      heartbeat_timeout: Optional[float] = HEARTBEAT_TIMEOUT, cancel: Any = None,
                       **ray_init_kwargs: Any) -> List[Any]:
     """Run ``worker_main(index, workers, mesh)`` on ``workers`` Ray actors joined by a mesh.
 
@@ -362,7 +399,7 @@ def run_on_ray_actors(worker_main: Callable[[int, int, Any], Any], workers: int,
     deadline = None if timeout is None else start + timeout
     startup_deadline = start + startup_timeout if deadline is None else min(
         start + startup_timeout, deadline)
-    job = _Actors(ray, workers)
+    job = _Actors(ray, workers, heartbeat_timeout, cancel)
     pg = None
     try:
         pg = _place(ray, workers, num_cpus_per_worker, placement_strategy, startup_deadline,
@@ -396,6 +433,10 @@ def run_ray(build: Callable[[Any], Any], workers: int, timeout: Optional[float] 
             ``"STRICT_SPREAD"``, ``"STRICT_PACK"``).
         startup_timeout: seconds for the placement group and all actors to come up (120).
         connect_timeout: seconds for the actors' mesh to form (30).
+        heartbeat_timeout: seconds a running actor may leave the driver's ``ping`` unanswered
+            before it is killed as hung (:class:`~timelypy.errors.WorkerHungError`; 30;
+            ``None``: no check).
+        cancel: a :class:`threading.Event`; once set, the job stops (its actors are killed).
         any other keyword: passed to ``ray.init`` when this call starts or connects Ray.
 
     ``timeout`` bounds the whole job once Ray is up (``None``: no limit; every internal wait is
