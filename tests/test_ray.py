@@ -1,15 +1,21 @@
 """The ray backend: same answers as one inline worker; failures named, bounded, cleaned up.
 
-One local Ray serves the whole session (``ray_session`` in conftest.py); every test checks that
-no worker actor of ours is left alive afterwards.
+One local Ray serves the whole session (``ray_session`` in conftest.py, token authentication
+on); every test checks that no worker actor of ours is left alive afterwards. The tests of
+Ray's authentication check that the session's Ray refuses a client without its token, and that
+a Ray started by timelypy itself keeps Ray's default (token authentication).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pathlib
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from typing import Any, Dict, List
 
@@ -26,9 +32,13 @@ from timelypy.workers.ray_actors import ACTOR_CLASS_NAME  # noqa: E402
 
 try:
     import strategies as strat
+    from conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir, probe_ray_gcs,
+                          stop_processes_under)
     from differential_harness import run_and_check
 except ModuleNotFoundError:  # pragma: no cover
     from tests import strategies as strat
+    from tests.conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir, probe_ray_gcs,
+                                stop_processes_under)
     from tests.differential_harness import run_and_check
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180), pytest.mark.usefixtures("ray_session")]
@@ -141,6 +151,116 @@ def test_results_in_index_order_and_callers_ray_kept():
     assert len({r[2] for r in results}) == 3 and os.getpid() not in {r[2] for r in results}
     assert ray.is_initialized()  # the session's Ray is the caller's: never shut down by us
     assert_no_leftover_actors()
+
+
+# ------------------------------------------------------------------------------------------
+# Ray's authentication
+
+
+def _token_mode() -> bool:
+    from ray._raylet import AuthenticationMode, get_authentication_mode
+
+    return get_authentication_mode() == AuthenticationMode.TOKEN
+
+
+def test_session_ray_has_token_auth_and_refuses_clients_without_the_token(ray_test_token):
+    assert _token_mode()
+    address = ray.get_runtime_context().gcs_address
+    # Without authentication, and with a wrong token: refused by the GCS itself.
+    refused = probe_ray_gcs(address, {"RAY_AUTH_MODE": "disabled"})
+    assert refused.startswith("REFUSED AuthenticationError"), refused
+    wrong = probe_ray_gcs(address, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64})
+    assert wrong.startswith("REFUSED AuthenticationError"), wrong
+    # The same probe with this run's token gets in (so the refusals are the token's doing).
+    assert probe_ray_gcs(address, {"RAY_AUTH_MODE": "token",
+                                   "RAY_AUTH_TOKEN": ray_test_token}) == "ACCEPTED"
+    # Workers see token mode too.
+    @ray.remote(num_cpus=0)
+    def auth_mode_in_a_worker():
+        return os.environ.get("RAY_AUTH_MODE")
+
+    assert ray.get(auth_mode_in_a_worker.remote(), timeout=60) == "token"
+
+
+def test_starting_ray_sets_no_environment_variable(monkeypatch):
+    """timelypy leaves the environment (and with it Ray's authentication) alone."""
+    from timelypy.workers import ray_actors
+
+    seen = {}
+
+    def fake_init(**kwargs):
+        seen["kwargs"] = kwargs
+        seen["environ"] = dict(os.environ)
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    monkeypatch.setattr(ray_actors, "_started_here", False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    before = dict(os.environ)
+    ray_actors._ensure_ray(None, 2, {})
+    assert seen["environ"] == before and dict(os.environ) == before
+    assert seen["kwargs"] == {"address": "local", "include_dashboard": False,
+                              "log_to_driver": False, "num_cpus": 2}
+
+
+_STARTS_RAY = """
+import json, os, sys
+import timelypy as tp
+results = tp.execute(lambda w: w.index, workers=2, backend="ray", timeout=120)
+import ray
+from ray._raylet import AuthenticationMode, get_authentication_mode
+report = {"results": results, "gcs": ray.get_runtime_context().gcs_address,
+          "token_mode": get_authentication_mode() == AuthenticationMode.TOKEN}
+with open(sys.argv[1] + ".part", "w") as f:
+    json.dump(report, f)
+os.rename(sys.argv[1] + ".part", sys.argv[1])
+sys.stdin.read()  # stay up (and keep Ray up) until the test closes our stdin
+"""
+
+
+def test_local_ray_started_by_timelypy_keeps_ray_default_token_auth():
+    """A process with no Ray settings at all: timelypy starts a local Ray, Ray generates a
+    token (in that process's home) and the GCS refuses anyone without it."""
+    base = new_ray_base_dir()
+    home = os.path.join(base, "home")
+    report_path = os.path.join(base, "report.json")
+    os.mkdir(home)
+    env = {k: v for k, v in os.environ.items()
+           if k not in RAY_AUTH_VARIABLES and k != "RAY_ADDRESS"}
+    env.update(HOME=home, RAY_TMPDIR=base, PYTHONPATH=str(ROOT))
+    log_path = os.path.join(base, "child.log")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-c", _STARTS_RAY, report_path], env=env,
+                                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=base)
+    try:
+        deadline = time.monotonic() + 150
+        while not os.path.exists(report_path):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                proc.wait(timeout=10)
+                pytest.fail("the child did not report: "
+                            + pathlib.Path(log_path).read_text(errors="replace")[-3000:])
+            time.sleep(0.2)
+        with open(report_path) as f:
+            report = json.load(f)
+        assert report["results"] == [0, 1] and report["token_mode"]
+        token_file = pathlib.Path(home, ".ray", "auth_token")
+        assert token_file.is_file(), "Ray generated no token for its new local cluster"
+        refused = probe_ray_gcs(report["gcs"], {"RAY_AUTH_MODE": "disabled"})
+        assert refused.startswith("REFUSED AuthenticationError"), refused
+        assert probe_ray_gcs(report["gcs"], {"RAY_AUTH_MODE": "token",
+                                             "RAY_AUTH_TOKEN_PATH": str(token_file)}) == "ACCEPTED"
+    finally:
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        finally:
+            stop_processes_under(base)
+            shutil.rmtree(base, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------

@@ -19,10 +19,11 @@ Lifecycle:
 1. Ray: if this process is already connected (``ray.is_initialized()``), that Ray is used as is
    and never shut down here. Otherwise ``address`` (``"auto"``, ``"host:port"``, ...) or the
    ``RAY_ADDRESS`` environment variable connects to a running cluster; with neither, a local Ray
-   is started (``num_cpus=max(2, workers)``, no dashboard, worker output not forwarded,
-   ``RAY_USAGE_STATS_ENABLED=0`` and ``RAY_AUTH_MODE=disabled`` unless already set). A Ray that
-   this module started or connected stays up for the next call in this process (starting one
-   costs seconds); :func:`shutdown` ends it, and Ray ends it when the process exits.
+   is started (``num_cpus=max(2, workers)``, no dashboard, worker output not forwarded) with
+   Ray's own defaults otherwise: token authentication on, as Ray 2.60 starts every new local
+   cluster. This module sets no environment variable. A Ray that this module started or
+   connected stays up for the next call in this process (starting one costs seconds);
+   :func:`shutdown` ends it, and Ray ends it when the process exits.
 2. Placement group of ``workers`` bundles ``{"CPU": num_cpus_per_worker}`` (``SPREAD``), or, with
    ``num_cpus_per_worker=0``, no group and the ``SPREAD`` scheduling strategy.
 3. Actors start, listen, report ``(host, port)``; the driver sends everyone the addresses and
@@ -147,9 +148,8 @@ def _ensure_ray(address: Optional[str], workers: int, init_kwargs: Dict[str, Any
     kwargs: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     kwargs.update(init_kwargs)
     if address is None and not os.environ.get("RAY_ADDRESS"):
-        # No cluster named: start a local Ray (never silently attach to a stray one).
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        # No cluster named: start a local Ray (never silently attach to a stray one). Its
+        # security is Ray's default (token authentication); nothing here switches it off.
         kwargs.setdefault("num_cpus", max(2, workers))
         address = "local"
     ray.init(address=address, **kwargs)
