@@ -462,3 +462,124 @@ def test_timely_inputs_and_errors_are_timely_errors():
         assert sorted(s.changes("numbers_out")) == [(0, 4), (0, 4)]
         with pytest.raises(TimelyError):
             s.advance_to(0)
+
+
+# ------------------------------------------------------------------------------------------
+# property: valid and invalid operations at random; the accepted ones give the exact answer
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+GOOD_RECORDS = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", ""]),
+                         st.tuples(st.integers(0, 2), st.sampled_from(["x", "y"])))
+# Routable, so accepted at the call; cannot be pickled, so a remote flush rejects it.
+LOCKED_RECORDS = st.builds(Locked, st.sampled_from(["a", "q"]))
+BAD_RECORDS = st.sampled_from([[1], {"k": 1}, {2}, bytearray(b"z")])
+GOOD_DIFFS = st.integers(-3, 3)
+BAD_DIFFS = st.sampled_from([1.5, True, "1", None])
+NAMES = st.sampled_from(["records", "records", "records", "recrods", "probe"])
+
+OPERATIONS = st.one_of(
+    st.tuples(st.just("insert"), NAMES, st.one_of(GOOD_RECORDS, BAD_RECORDS, LOCKED_RECORDS)),
+    st.tuples(st.just("remove"), NAMES, st.one_of(GOOD_RECORDS, BAD_RECORDS)),
+    st.tuples(st.just("update"), NAMES, st.one_of(GOOD_RECORDS, BAD_RECORDS),
+              st.one_of(GOOD_DIFFS, BAD_DIFFS)),
+    st.tuples(st.just("update_at"), NAMES, GOOD_RECORDS, st.integers(-2, 3), GOOD_DIFFS),
+    st.tuples(st.just("advance"), st.integers(-1, 2)),
+    st.tuples(st.just("wait"), st.sampled_from(["probe", "prbe", "records"])),
+)
+
+def _apply(s, op, accepted: Counter) -> None:
+    """Run ``op`` on session ``s``; record it in ``accepted`` if the session took it."""
+    kind = op[0]
+    try:
+        if kind == "insert":
+            s.insert(op[1], op[2])
+            accepted[op[2]] += 1
+        elif kind == "remove":
+            s.remove(op[1], op[2])
+            accepted[op[2]] -= 1
+        elif kind == "update":
+            s.update(op[1], op[2], op[3])
+            accepted[op[2]] += op[3]
+        elif kind == "update_at":
+            s.update_at(op[1], op[2], s.time + op[3], op[4])
+            accepted[op[2]] += op[4]
+        elif kind == "advance":
+            s.advance_to(s.time + op[1])
+        else:
+            s.wait(op[1], timeout=30)
+    except SessionInputError as exc:
+        for _input, data, _time, diff in exc.rejected:  # rejected at a flush: taken back
+            accepted[data] -= diff
+    except (UnknownHandleError, HandleKindError):
+        pass
+    except TimelyError as exc:  # advancing backwards: the only other rejection
+        assert kind == "advance" and op[1] < 0, exc
+
+
+def _check_random_session(backend: str, workers: int, operations) -> None:
+    accepted: Counter = Counter()
+    with tp.open_session(count_dataflow, workers=workers, backend=backend, timeout=60) as s:
+        for op in operations:
+            _apply(s, op, accepted)
+        for _ in range(2):  # a flush rejection drops the bad updates; the rest goes next time
+            try:
+                s.advance_to(s.time + 4)            # past every update_at
+                break
+            except SessionInputError as exc:
+                for _input, data, _time, diff in exc.rejected:
+                    accepted[data] -= diff
+        s.wait("probe")
+        expected = {(r, m): 1 for r, m in accepted.items() if m}
+        assert totals(s.changes("counts")) == expected
+        for record in [r for r in accepted if type(r) is not Locked][:3]:
+            assert s.lookup("by_record", record) == ({accepted[record]: 1}
+                                                     if accepted[record] else {})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workers=st.integers(1, 2), operations=st.lists(OPERATIONS, max_size=40))
+def test_random_valid_and_invalid_operations_inline(workers, operations):
+    _check_random_session("inline", workers, operations)
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(operations=st.lists(OPERATIONS, min_size=10, max_size=40))
+def test_random_valid_and_invalid_operations_processes(operations):
+    _check_random_session("processes", 2, operations)
+
+
+# ------------------------------------------------------------------------------------------
+# execute: a worker that stops itself is found by the heartbeat, with no job timeout
+
+
+def stop_myself(pid_dir: str):
+    def build(worker):
+        with open(os.path.join(pid_dir, f"{worker.index}.pid"), "w") as f:
+            f.write(str(os.getpid()))
+        if worker.index == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return worker.index
+
+    return build
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("backend", REMOTE)
+def test_execute_finds_a_stopped_worker_without_a_timeout(backend, backend_ready, tmp_path):
+    started = time.monotonic()
+    try:
+        with pytest.raises(WorkerHungError, match=r"worker 1 .* is hung") as info:
+            tp.execute(stop_myself(str(tmp_path)), workers=2, backend=backend,
+                       heartbeat_timeout=2)
+        assert info.value.worker == 1
+        assert time.monotonic() - started < 15
+    finally:
+        pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+        _kill_stopped(pids[1:] if backend == "processes" else
+                      [int((tmp_path / "1.pid").read_text())] if (tmp_path / "1.pid").exists()
+                      else [])
+    if backend == "processes":
+        assert_gone(pids)

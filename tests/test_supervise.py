@@ -78,3 +78,43 @@ def test_a_result_that_cannot_be_unpickled_names_the_worker():
                                           "launcher") as info:
         s.results_in_order("launcher")
     assert info.value.worker == 0
+
+
+def test_a_silent_worker_is_reported_hung_once_heard_from(monkeypatch):
+    from timelypy.errors import WorkerHungError
+
+    s = Supervisor(2, describe=lambda i: f"worker {i} (pid 7)", heartbeat_timeout=0.1)
+    assert s.silent() == []                      # never heard from: start-up is not counted
+    s.heard(0)
+    s.heard(1)
+    time.sleep(0.15)
+    s.heard(0)
+    assert [i for i, _ in s.silent()] == [1]
+    i, silence = s.silent()[0]
+    s.died(i, s.hung_message(i, silence), hung=True)
+    assert s.silent() == []                      # answered now
+    with pytest.raises(WorkerHungError, match=r"worker 1 \(pid 7\) is hung: no heartbeat for "
+                                              r"0\.\d s \(heartbeat_timeout=0.1 s") as info:
+        s.check_failures()
+    assert info.value.worker == 1 and isinstance(info.value, WorkerDiedError)
+    assert Supervisor(1).silent() == []          # no heartbeat_timeout: no check
+
+
+def test_wait_stops_once_cancelled():
+    import threading
+
+    cancel = threading.Event()
+    s = Supervisor(2, cancel=cancel)
+    started = time.monotonic()
+    threading.Timer(0.2, cancel.set).start()
+    with pytest.raises(WaitTimeoutError, match=r"cancelled by its driver; workers \[0, 1\]"):
+        s.wait(lambda seconds: time.sleep(seconds), s.all_answered, None, lambda: "never")
+    assert time.monotonic() - started < 1.0
+
+
+def test_heartbeat_interval_is_bounded():
+    assert supervise.heartbeat_interval(None) is None
+    assert supervise.heartbeat_interval(30) == 1.0
+    assert supervise.heartbeat_interval(2) == 0.4
+    with pytest.raises(ValueError, match="heartbeat_timeout must be positive"):
+        supervise.heartbeat_interval(0)
