@@ -326,7 +326,8 @@ class TestMeshInProcess:
             got = drain(m1, 3)
             assert [obj for _, obj in got] == [((1,),), tuple(big), ((2,),)]
             sent, received, frames_sent, frames_received = m0.link_statistics()[1]
-            assert frames_sent == 3 and sent > 200_000 * 3 and (received, frames_received) == (0, 0)
+            assert frames_sent == 3 and sent > 200_000 * 3 and frames_received == 0
+            assert received < 100  # at most a flow-control credit came back
             assert m1.link_statistics()[0] == (0, sent, 0, 3)
         finally:
             close_all([m0, m1])

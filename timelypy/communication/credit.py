@@ -22,8 +22,8 @@ from typing import Dict, List, Set, Tuple
 
 __all__ = ["CreditLedger", "DEFAULT_WINDOW"]
 
-DEFAULT_WINDOW = 32 << 20
-"""Default bytes in flight per link (32 MiB): well above one batch of 10^5 records."""
+DEFAULT_WINDOW = 8 << 20
+"""Default bytes in flight per link (8 MiB): many batches of 10^4 records on the wire."""
 
 
 class CreditLedger:

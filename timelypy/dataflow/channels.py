@@ -16,6 +16,8 @@ from typing import Any, Callable, List, Optional
 
 from ..progress.change_batch import ChangeBatch
 from ..communication.fabric import DATA, Fabric
+from ..communication.wire import encode
+from ..errors import DataEncodingError, OperatorError, UnhashableDataError
 from ..hashing import stable_hash
 from ..instrument import BatchProduced, ChannelSent, Instruments
 
@@ -150,10 +152,13 @@ class ExchangePusher:
     """Partitions each message by key hash; the local part is pushed directly, the rest goes
     through the fabric as one message per destination worker."""
 
-    __slots__ = ("target", "key_fn", "peers", "index", "fabric", "channel", "instruments")
+    __slots__ = ("target", "key_fn", "peers", "index", "fabric", "channel", "instruments", "name")
 
     def __init__(self, target: Any, key_fn: Callable, peers: int, index: int, fabric: Fabric,
-                 channel: int, instruments: Optional[Instruments] = None):
+                 channel: int, instruments: Optional[Instruments] = None,
+                 name: str = "operator"):
+        self.name = name
+        """The consuming operator's name, for error messages."""
         self.target = target
         self.key_fn = key_fn
         self.peers = peers
@@ -167,8 +172,11 @@ class ExchangePusher:
         peers = self.peers
         key_fn = self.key_fn
         parts: List[List[Any]] = [[] for _ in range(peers)]
-        for record in data:
-            parts[stable_hash(key_fn(record)) % peers].append(record)
+        try:
+            for record in data:
+                parts[stable_hash(key_fn(record)) % peers].append(record)
+        except Exception as exc:
+            raise self._routing_error(exc, data) from exc
         index = self.index
         if self.instruments.enabled:
             self._emit_sent(time, parts)
@@ -177,7 +185,43 @@ class ExchangePusher:
                 if dest == index:
                     self.target.push(time, part)
                 else:
-                    self.fabric.send(dest, (DATA, self.channel, time, part))
+                    try:
+                        self.fabric.send(dest, (DATA, self.channel, time, part))
+                    except (TypeError, ValueError, OverflowError) as exc:
+                        raise self._encoding_error(exc, dest, part) from exc
+
+    def _routing_error(self, exc: Exception, data: List[Any]) -> Exception:
+        """Name the operator, the worker and the first record whose key cannot be routed."""
+        where = f"exchange into operator {self.name!r} on worker {self.index}"
+        for record in data:
+            try:
+                key = self.key_fn(record)
+            except Exception as inner:
+                return OperatorError(f"{where}: the key function raised "
+                                     f"{type(inner).__name__}: {inner} on record {record!r}",
+                                     operator=self.name, worker=self.index)
+            try:
+                stable_hash(key)
+            except UnhashableDataError as inner:
+                return UnhashableDataError(f"{where}: {inner} (record {record!r})")
+        return OperatorError(f"{where}: {type(exc).__name__}: {exc}", operator=self.name,
+                             worker=self.index)
+
+    def _encoding_error(self, exc: Exception, dest: int, part: List[Any]) -> Exception:
+        """Name the operator, the workers and the first record that cannot be serialised."""
+        culprit: Any = None
+        for record in part:
+            try:
+                encode(record)
+            except Exception:
+                culprit = record
+                break
+        what = (f"a record of type {type(culprit).__name__}" if culprit is not None
+                else f"a batch of {len(part)} records")
+        return DataEncodingError(
+            f"exchange into operator {self.name!r}: worker {self.index} cannot send {what} to "
+            f"worker {dest} ({type(exc).__name__}: {exc}); records that cross workers must be "
+            f"serialisable (no locks, sockets, open files or self-referencing structures)")
 
     def _emit_sent(self, time: Any, parts: List[List[Any]]) -> None:
         instruments = self.instruments

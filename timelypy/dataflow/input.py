@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional, Tuple
 
 from ..errors import InputClosedError, TimeOrderError
+from ..progress.reachability import Location
 from .operator import OperatorCore
 
 __all__ = ["InputHandle", "InputOperator"]
@@ -57,6 +58,13 @@ class InputHandle:
     def name(self) -> str:
         """The input operator's name."""
         return self._op.name
+
+    def capability(self) -> Optional[Tuple[Any, Location, Any]]:
+        """``(subgraph, output location, time)`` of the capability this input holds, or None
+        once it is closed (used to explain a wait that cannot finish)."""
+        if self._closed:
+            return None
+        return self._op.subgraph, Location(self._op.index, 0, True), self._now
 
     def has_pending(self) -> bool:
         """Records are buffered, or held until the dataflow is built."""

@@ -6,6 +6,7 @@ from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
+from ..progress.reachability import Location
 from .operator import OperatorCore
 
 __all__ = ["ProbeHandle", "ProbeOperator"]
@@ -19,11 +20,29 @@ class ProbeHandle:
     ``while probe.less_than(input.time): worker.step()``.
     """
 
-    __slots__ = ("_frontier",)
+    __slots__ = ("_frontier", "_targets")
 
     def __init__(self, le: Optional[Callable[[Any, Any], bool]] = None,
                  total: bool = False) -> None:
         self._frontier = MutableAntichain(le, total)
+        self._targets: List[Tuple[Any, Location]] = []
+
+    def attach(self, subgraph: Any, target: Location) -> None:
+        """Record that a probe operator at ``target`` of ``subgraph`` reports to this handle."""
+        self._targets.append((subgraph, target))
+
+    def __getstate__(self) -> dict:
+        # A handle returned from a worker travels without its operators (they stay behind).
+        return {"_frontier": self._frontier}
+
+    def __setstate__(self, state: dict) -> None:
+        self._frontier = state["_frontier"]
+        self._targets = []
+
+    @property
+    def targets(self) -> List[Tuple[Any, Location]]:
+        """``(subgraph, input location)`` of every probe operator reporting to this handle."""
+        return list(self._targets)
 
     def less_than(self, t: Any) -> bool:
         """Some time strictly before ``t`` may still appear. O(len(frontier))."""
@@ -69,6 +88,7 @@ class ProbeOperator(OperatorCore):
     def __init__(self, scope: Any, handle: ProbeHandle, name: str = "Probe") -> None:
         super().__init__(scope, name, 1, 0, initial_capabilities=False)
         self.shared.frontiers[0] = _FrontierSink(handle)
+        handle.attach(self.subgraph, Location(self.index, 0, False))
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
 

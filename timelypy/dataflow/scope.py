@@ -184,7 +184,8 @@ class Scope:
                                Location(node, port, False))
         if isinstance(pact, Exchange) and worker.peers > 1:
             pusher = ExchangePusher(target, pact.key_fn, worker.peers, worker.index,
-                                    worker.fabric, channel, worker.instruments)
+                                    worker.fabric, channel, worker.instruments,
+                                    name=self.subgraph.children[node].name if node else "output")
             worker.register_channel(channel, target)
         else:
             pusher = PipelinePusher(target)

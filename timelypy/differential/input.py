@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Tuple
+from typing import Any, Iterable, List, Optional, Tuple
 
 from ..dataflow.input import InputHandle
 from ..errors import InputClosedError, TimeOrderError, UnhashableDataError
@@ -130,14 +130,13 @@ class InputSession:
 
     def flush(self) -> None:
         """Send buffered changes and let the dataflow know the session's time."""
-        if self._handle.closed:
-            self._handle.flush()  # only messages held while the dataflow was being built
-            return
-        self._send()
-        if self._time != self._handle.time:
-            self._handle.advance_to(self._time)
+        handle = self._handle
+        if self._buffer:
+            self._send()
+        if self._time != handle.time and not handle.closed:
+            handle.advance_to(self._time)
         else:
-            self._handle.flush()
+            handle.flush()  # after close: only messages held while the dataflow was being built
 
     def close(self) -> None:
         """Flush and close: the collection will not change again. Idempotent."""
@@ -150,6 +149,11 @@ class InputSession:
     def closed(self) -> bool:
         """The session was closed: the collection will not change again."""
         return self._handle.closed
+
+    def capability(self) -> Optional[Tuple[Any, Any, Any]]:
+        """The capability the session's input holds: ``(subgraph, location, time)``, or None
+        once closed (see :meth:`~timelypy.dataflow.input.InputHandle.capability`)."""
+        return self._handle.capability()
 
     def has_pending(self) -> bool:
         """Changes are buffered here or in the input handle."""

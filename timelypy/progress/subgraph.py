@@ -350,6 +350,18 @@ class Subgraph(Operate):
         )
 
     # ------------------------------------------------------------------ introspection
+    def holds_back(self, source: Location, time: Any, target: Location, bound: Any) -> bool:
+        """A capability at ``source`` with ``time`` implies a time strictly before ``bound`` at
+        ``target`` (both in this scope): while it is held, the frontier at ``target`` cannot
+        pass ``bound``. O(path summaries between them)."""
+        le = self.order.le
+        for summary in self.tracker.builder.summaries_from(source).get(target, ()):
+            reached = summary.results_in(time)
+            if reached is not None and reached != bound and le(reached, bound):
+                return True
+        return False
+
+
     def capability_holders(self) -> List[str]:
         """Names of children that still hold capabilities (for stall diagnostics)."""
         out: List[str] = []

@@ -223,8 +223,39 @@ class Worker:
         return steps
 
     def step_until(self, probe: Any, time: Any, timeout: Optional[float] = None) -> int:
-        """Step until ``probe`` has passed every time before ``time`` (``not probe.less_than(time)``)."""
-        return self.step_while(lambda: probe.less_than(time), timeout=timeout)
+        """Step until ``probe`` has passed every time before ``time`` (``not probe.less_than(time)``).
+
+        Raises :class:`StallError` at once when an open input of this worker holds the probe
+        before ``time``: nothing can advance that input while this worker waits (the classic
+        mistake of waiting without ``advance_to(time)`` and ``flush()``).
+        """
+        if not probe.less_than(time):
+            return 0
+        self.step()  # flushes the inputs (a session's advance_to takes effect here)
+        if probe.less_than(time):
+            holders = self.inputs_holding(probe, time)
+            if holders:
+                raise StallError(
+                    f"worker {self.index}: waiting for the probe to pass {time!r}, but inputs of "
+                    f"this worker hold it back: {', '.join(holders)}. Nothing advances them while "
+                    f"the worker waits: call advance_to({time!r}) and flush() on them first.")
+        return 1 + self.step_while(lambda: probe.less_than(time), timeout=timeout)
+
+    def inputs_holding(self, probe: Any, time: Any) -> List[str]:
+        """The open inputs of this worker whose capabilities keep ``probe`` before ``time``
+        (their descriptions: name and time)."""
+        out: List[str] = []
+        targets = getattr(probe, "targets", ())
+        for source in self._inputs:
+            capability = getattr(source, "capability", None)
+            held = capability() if capability is not None else None
+            if held is None:
+                continue
+            subgraph, location, at = held
+            if any(sg is subgraph and subgraph.holds_back(location, at, target, time)
+                   for sg, target in targets):
+                out.append(source.describe())
+        return out
 
     def step_until_done(self, timeout: Optional[float] = None, stall_steps: int = 100_000) -> None:
         """Step until every dataflow completes (close your inputs first)."""

@@ -1,0 +1,192 @@
+"""Faults a long-lived job must survive: stalls explained at once, bad records named, bounded
+memory under a fast producer. Parametrized over the backends where the fault applies."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import timelypy as tp
+from timelypy.dataflow import Exchange
+from timelypy.errors import (DataEncodingError, OperatorError, StallError, UnhashableDataError,
+                             WorkerError)
+
+psutil = pytest.importorskip("psutil")
+
+BACKENDS = [("inline", 1), ("inline", 2), pytest.param("processes", 2, marks=pytest.mark.processes)]
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The worker's own exception behind a ``WorkerError`` (its message is kept in the text)."""
+    return exc
+
+
+# ----------------------------------------------------------------------------- stalls
+def _forgot_to_advance_timely(worker):
+    def dataflow(scope):
+        edges, stream = scope.new_input("edges")
+        scope.new_input("unrelated")  # never advanced either, but not upstream of the probe
+        return edges, stream.map(lambda x: x).probe()
+
+    edges, probe = worker.dataflow(dataflow)
+    edges.send(1)
+    worker.step_until(probe, 1)  # the classic mistake: no advance_to(1)
+
+
+def _forgot_to_advance_differential(worker):
+    def dataflow(scope):
+        edges, coll = scope.new_collection("edges")
+        return edges, coll.count().probe()
+
+    edges, probe = worker.dataflow(dataflow)
+    edges.insert(("a", 1))
+    worker.step_until(probe, 1)
+
+
+def _advanced_but_unrelated_input_left_behind(worker):
+    def dataflow(scope):
+        edges, stream = scope.new_input("edges")
+        other, _ = scope.new_input("unrelated")
+        return edges, stream.map(lambda x: x).probe()
+
+    edges, probe = worker.dataflow(dataflow)
+    edges.send(1)
+    edges.advance_to(1)
+    worker.step_until(probe, 1, timeout=30)  # passes: the unrelated input does not hold it
+    return "ok"
+
+
+@pytest.mark.parametrize("backend,workers", BACKENDS)
+@pytest.mark.parametrize("build", [_forgot_to_advance_timely, _forgot_to_advance_differential])
+def test_a_wait_that_cannot_finish_fails_at_once_naming_the_input(backend, workers, build):
+    started = time.monotonic()
+    with pytest.raises((StallError, WorkerError)) as info:
+        tp.execute(build, workers=workers, backend=backend, timeout=60)
+    assert time.monotonic() - started < 20
+    text = str(info.value)
+    assert "StallError" in text or isinstance(info.value, StallError)
+    assert "'edges' at 0" in text and "advance_to(1)" in text and "flush()" in text
+    assert "unrelated" not in text
+
+
+@pytest.mark.parametrize("backend,workers", BACKENDS)
+def test_an_input_that_does_not_feed_the_probe_does_not_count_as_a_stall(backend, workers):
+    assert tp.execute(_advanced_but_unrelated_input_left_behind, workers=workers,
+                      backend=backend, timeout=60) == ["ok"] * workers
+
+
+# ----------------------------------------------------------------------------- bad records
+def _exchange_program(records, key=lambda r: r):
+    def build(worker):
+        def dataflow(scope):
+            inp, stream = scope.new_input("numbers")
+            stream.unary(_drain, pact=Exchange(key), name="Sink")
+            return inp
+
+        inp = worker.dataflow(dataflow)
+        if worker.index == 0:
+            inp.send_batch(records)
+        return None
+
+    return build
+
+
+def _drain(capability, info):
+    capability.drop()
+    return lambda input, output: [None for _ in input]
+
+
+@pytest.mark.parametrize("backend,workers", [("inline", 2), pytest.param(
+    "processes", 2, marks=pytest.mark.processes)])
+def test_an_unroutable_key_names_the_operator_worker_and_record(backend, workers):
+    build = _exchange_program([1, 2, [3, "a list"]])
+    with pytest.raises((UnhashableDataError, WorkerError)) as info:
+        tp.execute(build, workers=workers, backend=backend, timeout=60)
+    text = str(info.value)
+    assert "operator 'Sink'" in text and "worker 0" in text and "[3, 'a list']" in text
+
+
+def test_a_key_function_that_raises_names_the_exchange():
+    build = _exchange_program([1, 2, 0], key=lambda r: 1 // r)
+    with pytest.raises(WorkerError) as info:
+        tp.execute(build, workers=2, timeout=60)
+    text = str(info.value)
+    assert "operator 'Sink'" in text and "ZeroDivisionError" in text and "record 0" in text
+    assert isinstance(info.value.__cause__, OperatorError)
+
+
+def _recursive() -> list:
+    loop: list = []
+    loop.append(loop)
+    return loop
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("make,kind", [(threading.Lock, "lock"), (_recursive, "list")])
+def test_an_unserialisable_record_names_the_operator_and_its_type(make, kind):
+    # the records must hash to worker 1 from worker 0 to cross the mesh: tuples keyed by 1
+    def build(worker):
+        def dataflow(scope):
+            inp, stream = scope.new_input("things")
+            stream.unary(_drain, pact=Exchange(lambda r: r[0]), name="Sink")
+            return inp
+
+        inp = worker.dataflow(dataflow)
+        if worker.index == 0:
+            inp.send_batch([(1, "fine"), (1, make())])
+        return None
+
+    with pytest.raises(WorkerError) as info:
+        tp.execute(build, workers=2, backend="processes", timeout=60)
+    text = str(info.value)
+    assert "DataEncodingError" in text and "operator 'Sink'" in text
+    assert f"a record of type tuple" in text and "worker 0 cannot send" in text
+    assert kind  # the record's own type is inside the tuple; the tuple is what is sent
+
+
+def test_data_encoding_error_is_a_type_error():
+    assert issubclass(DataEncodingError, TypeError)
+
+
+# ----------------------------------------------------------------------------- memory
+@pytest.mark.processes
+def test_a_fast_producer_does_not_flood_a_slow_consumer():
+    """Worker 0 sends 150 batches of 2*10^4 records (about 500 MB once decoded) to worker 1,
+    which takes 50 ms per batch. Without flow control the consumer's inbox grows to most of it
+    (measured: +460 MB); with the default 8 MiB window per link it holds about two windows of
+    decoded records (measured: +120 MB)."""
+    batches, batch = 150, 20_000
+
+    def build(worker):
+        rss = []
+
+        def dataflow(scope):
+            inp, stream = scope.new_input("bulk")
+
+            def slow(capability, info):
+                capability.drop()
+
+                def logic(input, output):
+                    for _ in input:
+                        time.sleep(0.05)
+                    rss.append(psutil.Process().memory_info().rss)
+                return logic
+
+            stream.unary(slow, pact=Exchange(lambda r: 1), name="Slow")
+            return inp
+
+        inp = worker.dataflow(dataflow)
+        if worker.index == 0:
+            records = [(k, k, "x" * 12) for k in range(batch)]
+            for _ in range(batches):
+                inp.send_batch(records)
+                inp.flush()
+                worker.step()
+        inp.close()
+        worker.step_until_done(timeout=240)
+        return (min(rss), max(rss)) if rss else None
+
+    _, (low, high) = tp.execute(build, workers=2, backend="processes", timeout=300)
+    assert high - low < 250 << 20, ((low >> 20), (high >> 20))
