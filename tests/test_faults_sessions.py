@@ -161,6 +161,10 @@ def test_unsendable_records_are_rejected_at_flush_naming_input_worker_and_type(b
         assert totals(s.changes("counts")) == {(k, 1): 1 for k in range(100)}
         with pytest.raises(SessionInputError, match="key .* of type lock cannot be routed"):
             s.lookup("by_record", threading.Lock())
+        with pytest.raises(SessionInputError, match=r"lookup in 'by_record', worker [01]: key "
+                                                    r"'held' of type Locked cannot be used: it "
+                                                    r"cannot be sent to a worker"):
+            s.lookup("by_record", Locked("held"))
         assert s.lookup("by_record", 5) == {1: 1}
 
 

@@ -48,7 +48,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 from ..errors import (InputClosedError, SessionCommandError, SessionInputError, TimelyError,
                       WaitTimeoutError, WorkerError, describe_exception, format_exception_safely)
 from .backends import get_backend
-from .batch import Batch, check_time, check_update, rejected_error, route
+from .batch import Batch, check_time, check_update, rejected_error, route, show
 from .handles import Changes, HandleDirectory, Input, Lookup, Probe, describe_handles
 from .remote import RemoteClient, Request
 from .service import (ADVANCE, CHANGES, COMMIT, DISCARD, FLUSH, FRONTIER, LOOKUP, STAGE, WAIT,
@@ -381,6 +381,11 @@ class DataflowSession:
         self._check_usable()
         self._handles.require(arranged, Lookup)
         owner = route(key, self.workers, f"lookup in {arranged!r}: key")
+        reason = self._client.unsendable([key])
+        if reason is not None:
+            raise SessionInputError(f"session: lookup in {arranged!r}, worker {owner}: key "
+                                    f"{show(key)} of type {type(key).__name__} cannot be used: "
+                                    f"{reason}", worker=owner, value=key)
         return self._call([owner], (LOOKUP, arranged, key))[0]
 
     def frontier(self, probe: str) -> List[Any]:
