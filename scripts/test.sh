@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs the whole suite: the README's test command, run by CI.
-# Ray tests start one local Ray inside the test session (tests/conftest.py) and shut it down;
-# the trap below also stops any Ray left behind by an interrupted run.
+# The Ray tests start their own Ray clusters (token authentication on, a token made for the run)
+# with their files under one directory of this run; they shut them down themselves. The trap
+# below stops only processes of *those* clusters (found by that directory on their command
+# lines) if an interrupted run left any: never `ray stop`, which stops every Ray on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q --disable-pip-version-check -e '.[dev,ray]'
 export RAY_USAGE_STATS_ENABLED=0
-export RAY_AUTH_MODE=disabled
-cleanup() { command -v ray >/dev/null 2>&1 && ray stop --force >/dev/null 2>&1 || true; }
+TIMELYPY_RAY_TEST_DIR="$(mktemp -d /tmp/tpy-run-XXXXXX)"
+export TIMELYPY_RAY_TEST_DIR
+cleanup() {
+    python - "$TIMELYPY_RAY_TEST_DIR" <<'EOF' || true
+import sys
+sys.path.insert(0, "tests")
+from conftest import stop_processes_under
+left = stop_processes_under(sys.argv[1], grace=0)
+if left:
+    print(f"stopped {len(left)} leftover process(es) of this run's Ray clusters: {left}")
+EOF
+    rm -rf "$TIMELYPY_RAY_TEST_DIR"
+}
 trap cleanup EXIT
 python -m pytest -q -p no:cacheprovider "$@"

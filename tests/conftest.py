@@ -1,9 +1,10 @@
 """Shared pytest setup: the ``ray`` marker and ONE local Ray per test session, token-authenticated.
 
 The Ray the tests start is theirs alone: a new local cluster (``address="local"``: never the
-user's running Ray, whatever ``RAY_ADDRESS`` says) with Ray's token authentication on, a token
-generated for this run (``RAY_AUTH_TOKEN``, set only while that Ray runs: no token file is
-written, ``~/.ray`` is not touched) and a temp dir of its own (``_temp_dir``). At the end it is
+user's running Ray, whatever ``RAY_ADDRESS`` says) on loopback only, with Ray's token
+authentication on, a token generated for this run (``RAY_AUTH_TOKEN``, set only while that Ray
+runs: no token file is written, ``~/.ray`` is not touched) and a temp dir of its own
+(``_temp_dir``). At the end it is
 shut down with ``ray.shutdown()``, and any of its processes still alive are stopped by pid -
 found by the temp dir on their command lines - so no other Ray on the machine is affected.
 """
@@ -21,6 +22,12 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
+# Ray's single-machine mode: every Ray the tests start takes 127.0.0.1 as its node address, so
+# its GCS, raylets, workers and agents listen on loopback only (by default Ray uses the address
+# of the machine's outgoing interface and its GCS and raylet listen on all interfaces). Read when
+# ``ray`` is first imported, hence here; a value set by the caller is kept.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
 RAY_TEST_DIR_ENV = "TIMELYPY_RAY_TEST_DIR"
 """A directory for the Ray temp dirs of this run (``scripts/test.sh`` sets it); else a new one."""
 
@@ -35,7 +42,7 @@ def pytest_configure(config):
 def new_ray_base_dir() -> str:
     """A fresh, short directory for Ray's files (Ray's socket paths must stay under ~100 bytes)."""
     parent = os.environ.get(RAY_TEST_DIR_ENV) or ("/tmp" if os.path.isdir("/tmp") else None)
-    return tempfile.mkdtemp(prefix="tpyray-", dir=parent)
+    return tempfile.mkdtemp(prefix="tpy-", dir=parent)
 
 
 def ray_token_environment(token: str) -> Dict[str, str]:
@@ -63,6 +70,25 @@ def processes_under(directory: str) -> List[Any]:
             continue
     found.pop(os.getpid(), None)
     return list(found.values())
+
+
+LOOPBACK_ADDRESSES = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+
+def non_loopback_listeners(processes: List[Any]) -> Dict[str, List[str]]:
+    """``{address: [process names]}`` for the TCP listeners of ``processes`` that are not on a
+    loopback address (empty when everything listens on loopback only)."""
+    import psutil
+
+    found: Dict[str, List[str]] = {}
+    for proc in processes:
+        try:
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr.ip not in LOOPBACK_ADDRESSES:
+                    found.setdefault(conn.laddr.ip, []).append(proc.name())
+        except psutil.Error:
+            continue
+    return found
 
 
 def stop_processes_under(directory: str, grace: float = 10.0) -> List[int]:

@@ -32,13 +32,13 @@ from timelypy.workers.ray_actors import ACTOR_CLASS_NAME  # noqa: E402
 
 try:
     import strategies as strat
-    from conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir, probe_ray_gcs,
-                          stop_processes_under)
+    from conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir, non_loopback_listeners,
+                          probe_ray_gcs, stop_processes_under)
     from differential_harness import run_and_check
 except ModuleNotFoundError:  # pragma: no cover
     from tests import strategies as strat
-    from tests.conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir, probe_ray_gcs,
-                                stop_processes_under)
+    from tests.conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir,
+                                non_loopback_listeners, probe_ray_gcs, stop_processes_under)
     from tests.differential_harness import run_and_check
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180), pytest.mark.usefixtures("ray_session")]
@@ -164,8 +164,13 @@ def _token_mode() -> bool:
 
 
 def test_session_ray_has_token_auth_and_refuses_clients_without_the_token(ray_test_token):
+    import psutil
+
     assert _token_mode()
     address = ray.get_runtime_context().gcs_address
+    # Loopback only (conftest.py puts the tests' Rays in Ray's single-machine mode).
+    assert address.startswith("127.0.0.1:"), address
+    assert non_loopback_listeners(psutil.Process().children(recursive=True)) == {}
     # Without authentication, and with a wrong token: refused by the GCS itself.
     refused = probe_ray_gcs(address, {"RAY_AUTH_MODE": "disabled"})
     assert refused.startswith("REFUSED AuthenticationError"), refused
