@@ -190,3 +190,113 @@ def test_a_fast_producer_does_not_flood_a_slow_consumer():
 
     _, (low, high) = tp.execute(build, workers=2, backend="processes", timeout=300)
     assert high - low < 250 << 20, ((low >> 20), (high >> 20))
+
+
+# ----------------------------------------------------------------------------- captures
+def _churn_dataflow(scope):
+    records, coll = scope.new_collection("records")
+    latest = coll.map(lambda r: (r[0], r[1] * 2))
+    return {"records": records, "changes": latest.capture(), "probe": latest.probe()}
+
+
+def _rss() -> int:
+    return psutil.Process().memory_info().rss
+
+
+def test_a_drained_capture_keeps_flat_memory():
+    """10^5 modifications (300 per round) through a session that reads the changes after every
+    round: what was read is released (measured: no growth between round 40 and the end;
+    keeping every message grew the process by 25 MB)."""
+    import gc
+
+    keys, per_round, rounds = 1000, 300, 340
+    with tp.open_session(_churn_dataflow, timeout=60) as session:
+        value = {k: 0 for k in range(keys)}
+        for k in range(keys):
+            session.insert("records", (k, 0))
+        rss = []
+        for r in range(1, rounds + 1):
+            for i in range(per_round):
+                k = (r * per_round + i) % keys
+                session.remove("records", (k, value[k]))
+                value[k] += 1
+                session.insert("records", (k, value[k]))
+            session.advance_to(r)
+            session.wait("probe")
+            changes = session.changes("changes")
+            assert len(changes) == (keys if r == 1 else 0) + 2 * per_round
+            if r in (40, rounds):
+                gc.collect()
+                rss.append(_rss())
+        assert rss[1] - rss[0] < 8 << 20, [x >> 20 for x in rss]
+
+
+def test_captured_messages_are_released_once_read():
+    from timelypy.dataflow.capture import Captured
+
+    cap = Captured()
+    cap.messages.extend([(0, [1, 2]), (1, [3])])
+    first, position = cap.changes_from(0)
+    assert first == [(0, 1), (0, 2), (1, 3)] and position == 2
+    cap.messages.append((2, [4]))
+    second, position = cap.changes_from(position)
+    assert second == [(2, 4)] and position == 3 and cap.messages == [(2, [4])]
+    assert cap.changes_from(position) == ([], 3) and cap.messages == []
+
+
+# ----------------------------------------------------------------------------- inspect, diffs
+def test_a_trailing_inspect_runs():
+    seen = []
+
+    def build(worker):
+        def dataflow(scope):
+            records, coll = scope.new_collection("records")
+            coll.map(lambda x: x * 10).inspect(seen.append)  # nothing downstream
+            return records
+
+        records = worker.dataflow(dataflow)
+        records.insert(1)
+        records.insert(2)
+        return None
+
+    tp.execute(build)
+    assert sorted(seen) == [(10, 0, 1), (20, 0, 1)]
+
+
+@pytest.mark.parametrize("bad", [1.5, 0.1, "1", None, True])
+def test_a_diff_that_is_not_an_integer_is_refused_at_the_call(bad):
+    from timelypy.errors import DiffTypeError
+
+    def build(worker):
+        def dataflow(scope):
+            records, coll = scope.new_collection("records")
+            return records, coll.capture()
+
+        records, out = worker.dataflow(dataflow)
+        with pytest.raises(DiffTypeError, match="'records'.*must be an integer.*" + type(bad).__name__):
+            records.update("x", bad)
+        with pytest.raises(DiffTypeError):
+            records.update_at("x", 3, bad)
+        records.update("y", 2)
+        return out
+
+    (out,) = tp.execute(build)
+    assert out.consolidated() == [("y", 0, 2)]
+
+
+def test_numpy_integer_diffs_are_accepted():
+    numpy = pytest.importorskip("numpy")
+
+    def build(worker):
+        def dataflow(scope):
+            records, coll = scope.new_collection("records")
+            return records, coll.distinct().capture()
+
+        records, out = worker.dataflow(dataflow)
+        records.update("x", numpy.int64(3))
+        records.update_at("x", 1, numpy.int32(-3))
+        return out
+
+    (out,) = tp.execute(build)
+    assert out.consolidated() == [("x", 0, 1), ("x", 1, -1)]
+    assert all(type(u[2]) is int for u in out.updates())

@@ -19,6 +19,7 @@ __all__ = [
     "StallError",
     "AuthenticationError",
     "DataEncodingError",
+    "DiffTypeError",
     "user_error",
     "unhashable_error",
 ]
@@ -85,6 +86,10 @@ class StallError(WaitTimeoutError):
 class DataEncodingError(TimelyError, TypeError):
     """A record cannot be sent to another worker (it cannot be serialised: a lock, a socket, a
     recursive structure); the message names the operator, the worker and the record's type."""
+
+
+class DiffTypeError(TimelyError, TypeError):
+    """A diff that is not an integer (``int`` or a numpy integer; not ``bool``, not a float)."""
 
 
 class AuthenticationError(TimelyError):

@@ -16,8 +16,14 @@ class Captured:
     order, and the frontier of the stream (``frontier``, ``done()``); ``frontier_history`` lists
     every frontier the stream has had, in order."""
 
+    HISTORY = 10_000
+    """``frontier_history`` keeps at least the most recent ``HISTORY`` frontiers (at most twice
+    as many): a long-lived capture stays bounded."""
+
     def __init__(self, le: Optional[Callable[[Any, Any], bool]] = None) -> None:
         self.messages: List[Tuple[Any, List[Any]]] = []
+        self.released = 0
+        """Messages a polling reader has read and released (:meth:`changes_from`)."""
         self._frontier = MutableAntichain(le)
         self.frontier_history: List[List[Any]] = []
 
@@ -34,9 +40,22 @@ class Captured:
 
     def changes_from(self, start: int) -> Tuple[List[Tuple[Any, Any]], int]:
         """The ``(time, record)`` pairs of messages ``start`` onwards, and the next position
-        (for readers that poll, such as a driver session)."""
+        (for readers that poll, such as a driver session). See :meth:`read_from`."""
+        batch, position = self.read_from(start)
+        return [(t, r) for t, data in batch for r in data], position
+
+    def read_from(self, start: int) -> Tuple[List[Tuple[Any, List[Any]]], int]:
+        """Messages ``start`` onwards (positions count every message ever captured) and the
+        next position. A poller declares the messages before ``start`` read: they are released,
+        so a capture that is drained this way keeps flat memory (``messages`` then holds only
+        the unread ones). O(messages returned)."""
+        drop = start - self.released
+        if drop > 0:
+            del self.messages[:drop]
+            self.released = start
         messages = self.messages
-        return [(t, r) for t, data in messages[start:] for r in data], len(messages)
+        offset = max(0, start - self.released)
+        return messages[offset:], self.released + len(messages)
 
     @property
     def frontier(self) -> List[Any]:
@@ -61,8 +80,12 @@ class _CaptureFrontier(ChangeBatch):
 
     def extend(self, pairs: Iterable[Tuple[Any, int]]) -> None:
         """Apply frontier changes to the captured frontier, recording each new frontier."""
-        if self._cap._frontier.update_iter(pairs):
-            self._cap.frontier_history.append(sorted(self._cap._frontier.frontier))
+        cap = self._cap
+        if cap._frontier.update_iter(pairs):
+            history = cap.frontier_history
+            history.append(sorted(cap._frontier.frontier))
+            if len(history) > 2 * cap.HISTORY:
+                del history[:-cap.HISTORY]  # amortised O(1): a long-lived capture stays bounded
 
 
 class CaptureOperator(OperatorCore):

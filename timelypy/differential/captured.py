@@ -30,9 +30,10 @@ class CapturedCollection:
 
     def changes_from(self, start: int) -> Tuple[List[Update], int]:
         """The updates of messages ``start`` onwards, and the next position (for polling
-        readers such as a driver session)."""
-        messages = self.captured.messages
-        return [u for _, data in messages[start:] for u in data], len(messages)
+        readers such as a driver session): the messages before ``start`` are released, so a
+        drained capture keeps flat memory."""
+        batch, position = self.captured.read_from(start)
+        return [u for _, data in batch for u in data], position
 
     def consolidated(self) -> List[Update]:
         """The updates summed per ``(data, time)`` (none that cancel), sorted by time, then

@@ -94,8 +94,12 @@ class Collection:
         return self._then("negate", None)
 
     def inspect(self, f: Callable[[Tuple[Any, Any, int]], Any]) -> "Collection":
-        """Call ``f((data, time, diff))`` for every update; pass the collection through."""
-        return self._then("inspect", f)
+        """Call ``f((data, time, diff))`` for every update; pass the collection through.
+
+        The inspection is built at once (it ends the current fused chain), so it runs even when
+        nothing is connected downstream.
+        """
+        return Collection(self.scope, self._then("inspect", f).inner)
 
     def map_times(self, f: Callable[[Any], Any]) -> "Collection":
         """Apply ``f`` to every update's time (``f`` must not move times backwards)."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Iterable, List, Optional, Tuple
 
 from ..dataflow.input import InputHandle
-from ..errors import InputClosedError, TimeOrderError, UnhashableDataError
+from ..errors import DiffTypeError, InputClosedError, TimeOrderError, UnhashableDataError
 from .collection import Collection
 
 __all__ = ["InputSession", "new_collection", "new_collection_from"]
@@ -78,11 +79,22 @@ class InputSession:
             self._check(data)
         if self._handle.closed:
             self._check(data)
+        if type(diff) is not int:
+            diff = self._integer_diff(data, diff)
         if diff:
             buf = self._buffer
             buf.append((data, self._time, diff))
             if len(buf) >= self.BUFFER:
                 self._send()
+
+    def _integer_diff(self, data: Any, diff: Any) -> int:
+        """``diff`` as an ``int`` if it is an integer (numpy integers too), else a clear error:
+        a float or a string would make counts that never cancel exactly."""
+        if isinstance(diff, numbers.Integral) and not isinstance(diff, bool):
+            return int(diff)
+        raise DiffTypeError(
+            f"input session {self._name!r}: the diff of record {data!r} must be an integer, got "
+            f"{diff!r} of type {type(diff).__name__}")
 
     def update_at(self, data: Any, time: Any, diff: int) -> None:
         """Change ``data`` by ``diff`` at ``time``, which must be at or after the session time."""
@@ -91,6 +103,8 @@ class InputSession:
             raise TimeOrderError(
                 f"input session {self._name!r}: update_at time {time!r} is before the session "
                 f"time {self._time!r} (record {data!r})")
+        if type(diff) is not int:
+            diff = self._integer_diff(data, diff)
         if diff:
             self._buffer.append((data, time, diff))
             if len(self._buffer) >= self.BUFFER:
