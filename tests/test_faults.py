@@ -300,3 +300,22 @@ def test_numpy_integer_diffs_are_accepted():
     (out,) = tp.execute(build)
     assert out.consolidated() == [("x", 0, 1), ("x", 1, -1)]
     assert all(type(u[2]) is int for u in out.updates())
+
+
+@pytest.mark.parametrize("backend,workers", BACKENDS)
+def test_a_session_wait_that_cannot_finish_fails_at_once_with_the_hint(backend, workers):
+    def dataflow(scope):
+        edges, coll = scope.new_collection("edges")
+        return {"edges": edges, "probe": coll.count().probe()}
+
+    with tp.open_session(dataflow, workers=workers, backend=backend, timeout=60) as session:
+        session.insert("edges", ("a", 1))
+        session.advance_to(1)
+        started = time.monotonic()
+        with pytest.raises(tp.errors.TimelyError) as info:
+            session.wait("probe", time=3)  # the inputs are at 1: nothing moves them to 3
+        assert time.monotonic() - started < 10
+        text = str(info.value)
+        assert "StallError" in text or isinstance(info.value, StallError)
+        assert "'edges' at 1" in text and "advance_to(3)" in text
+        session.wait("probe")  # the session is still usable

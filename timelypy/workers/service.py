@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..communication.fabric import control_message
-from ..errors import TimelyError
+from ..errors import StallError, TimelyError
 from ..order import less_equal
 from .handles import Changes, Input, Lookup, Probe, Retracting, describe_handles, find_handle
 from .rendezvous import connect_to_driver
@@ -180,6 +180,20 @@ class HandleService:
         """The probe ``name`` has passed every time before ``time``."""
         return not find_handle(self.handles, name, Probe).less_than(time)
 
+    def check_wait(self, name: str, time: Any) -> None:
+        """Raise :class:`~timelypy.errors.StallError` if inputs of this worker hold the probe
+        ``name`` before ``time``: in a session only the driver advances inputs, and it is
+        waiting, so the wait could never finish."""
+        probe = find_handle(self.handles, name, Probe)
+        if not probe.less_than(time):
+            return
+        holders = self.worker.inputs_holding(probe, time)
+        if holders:
+            raise StallError(
+                f"worker {self.worker.index}: probe {name!r} cannot pass {time!r}: inputs hold "
+                f"it back: {', '.join(holders)}. Call advance_to({time!r}) (it flushes) before "
+                f"waiting for {time!r}.")
+
 
 def rejection(handle: Any, update: Any) -> Optional[str]:
     """Why ``handle`` cannot take ``update`` (a ``(data, time, diff)`` triple); None if it can."""
@@ -264,10 +278,17 @@ def _command_loop(conn: Connection, service: HandleService) -> None:
                 return
             try:
                 if command[0] == WAIT:
-                    service.probe_passed(command[1], command[2])  # a bad name fails here
+                    service.check_wait(command[1], command[2])  # a bad name fails here too
                     waiting = (msg_id, command[1], command[2])
                 else:
-                    conn.send((OK, index, msg_id, service.handle(command)))
+                    result = service.handle(command)
+            except Exception:  # the command failed; the dataflow is intact
+                # (before OSError: timeouts and stalls are TimeoutErrors, so OSErrors too)
+                _reply(conn, (FAILED, index, msg_id, traceback.format_exc()))
+                continue
+            try:
+                if command[0] != WAIT:
+                    conn.send((OK, index, msg_id, result))
             except (OSError, EOFError):
                 return  # the driver is gone: the reader thread queues a CLOSE as well
             except Exception:  # the command failed; the dataflow is intact

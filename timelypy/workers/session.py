@@ -139,6 +139,7 @@ class InProcessClient:
         _, probe, t = command
         service = self._services[i]
         service.probe_passed(probe, t)  # a bad time fails here, before any step
+        service.check_wait(probe, t)
         self._step_until(lambda: service.probe_passed(probe, t), deadline,
                          f"probe {probe!r} did not pass {t!r} within {timeout} s")
         return None
