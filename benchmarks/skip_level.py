@@ -1,4 +1,4 @@
-"""Skip-level management (seed 003's first program) at scale: load, open-loop and closed-loop.
+"""Skip-level management (the Differential Dataflow book's first program) at scale: load, open-loop and closed-loop.
 
 ``manages`` holds ``(manager, person)`` pairs; the dataflow is the book's
 

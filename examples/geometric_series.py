@@ -1,4 +1,7 @@
-"""The geometric series: iteration that both grows and retracts (seed 002).
+"""The geometric series: iteration that both grows and retracts.
+
+The example of the "differential dataflow from scratch" walk-throughs (iterate with enter,
+feedback and leave; subtract the input at the first iteration).
 
 For each input record ``x`` the loop produces ``{x, 2x, 4x, ...}`` up to a limit (50)::
 
@@ -12,7 +15,7 @@ For each input record ``x`` the loop produces ``{x, 2x, 4x, ...}`` up to a limit
                 .consolidate())
 
 The driver inserts 1 at version 0, inserts 16 and 3 at version 1 and retracts 3 at version 2.
-The iterate's output, consolidated per version, is seed 002's final listing:
+The iterate's output, consolidated per version, is the walk-through's final listing:
 
     version 0: +1 +2 +4 +8 +16 +32
     version 1: +3 +6 +12 +24 +48            (16 and 32 were already there: no change)
@@ -30,7 +33,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import timelypy as tp
 
-#: (version, record, diff) input changes of seed 002.
+#: (version, record, diff) input changes of the walk-through.
 CHANGES: Tuple[Tuple[int, int, int], ...] = ((0, 1, +1), (1, 16, +1), (1, 3, +1), (2, 3, -1))
 
 
@@ -71,7 +74,7 @@ def main(changes: Sequence[Tuple[int, int, int]] = CHANGES,
         session, captured, probe = worker.dataflow(dataflow)
         for version, record, diff in sorted(changes, key=lambda c: c[0]):
             if version != session.time:
-                # Finish the previous version before starting the next (as seed 002 does).
+                # Finish the previous version before starting the next (as the walk-through does).
                 session.advance_to(version)
                 session.flush()
                 worker.step_until(probe, session.time, timeout=60)

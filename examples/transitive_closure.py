@@ -1,4 +1,4 @@
-"""Transitive management: every (manager, person) pair connected by any number of hops (seed 003).
+"""Transitive management: every (manager, person) pair connected by any number of hops (the Differential Dataflow book).
 
 The book's ``iterate`` example: starting from ``manages``, repeatedly extend the pairs found so
 far by one hop and keep the shorter ones; ``distinct`` makes the loop converge::
