@@ -16,6 +16,11 @@ to every node; ``--address auto`` makes the job's driver join the cluster)::
 
     ray job submit --address http://HEAD:8265 --working-dir . -- \\
         python examples/ray_job.py --address auto --nodes 20000 --workers 4
+
+A local Ray started here has Ray's token authentication on (Ray's default); on a cluster with
+token authentication the submitting shell (or a driver given ``--address HOST:PORT``) needs
+``RAY_AUTH_MODE=token`` and the cluster's token (``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH``;
+see ``docs/ray.md``, "Running on a cluster with authentication").
 """
 
 from __future__ import annotations
