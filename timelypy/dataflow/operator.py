@@ -59,12 +59,14 @@ class OperatorCore(Operate):
 
     def activate(self) -> None:
         """Schedule this operator again at the next step."""
-        self.subgraph.activate(self.index)
+        self.subgraph.activations[self.index] = True
+        if self.subgraph.parent is not None:
+            self.subgraph.wake()
 
     def _apply_frontiers(self) -> bool:
         changed = False
         for i, fb in enumerate(self.shared.frontiers):
-            if fb:
+            if fb.counts:
                 if self.input_frontiers[i].update_iter(fb.drain_unsorted()):
                     changed = True
         return changed

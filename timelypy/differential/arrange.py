@@ -187,7 +187,12 @@ class ArrangeOperator(OperatorCore):
     def _seal(self) -> None:
         """Seal a batch per held capability the input frontier has passed."""
         frontier = list(self.input_frontiers[0].frontier)
-        ready = self._ready_capabilities(frontier)
+        caps = self._caps.caps
+        if self.order.is_total and len(caps) == 1:  # the common case, without a call
+            cap = caps[0]
+            ready = [cap] if not frontier or cap.time < frontier[0] else []
+        else:
+            ready = self._ready_capabilities(frontier)
         if not ready:
             self.writer.advance(frontier)
             return
@@ -204,9 +209,6 @@ class ArrangeOperator(OperatorCore):
     def _ready_capabilities(self, frontier: List[Any]) -> List[Any]:
         """The held capabilities the frontier has passed, in time order."""
         caps = self._caps.caps
-        if self.order.is_total and len(caps) == 1:
-            cap = caps[0]
-            return [cap] if not frontier or cap.time < frontier[0] else []
         beyond = self.input_frontiers[0].less_equal  # t is at or beyond the input frontier
         return sorted((c for c in caps if not beyond(c.time)), key=lambda c: c.time)
 
@@ -220,10 +222,10 @@ class ArrangeOperator(OperatorCore):
     def _hold(self, times: List[Any]) -> None:
         """Hold capabilities at exactly ``times`` (the minimal pending times)."""
         caps = self._caps
-        if len(caps) == 1 and len(times) == 1:
-            cap = caps.caps[0]
-            if cap.time != times[0]:
-                cap.downgrade(times[0])
+        held = caps.caps
+        if len(held) == 1 and len(times) == 1:
+            if held[0].time != times[0]:
+                held[0].downgrade(times[0])
             return
         caps.downgrade(times)
 

@@ -27,6 +27,8 @@ class InputSession:
         self._handle = handle
         self._name = name
         self._time = handle.time
+        self._told = self._time  # the time the handle was last advanced to
+        self._closed = handle.closed  # the session closes its handle (nothing else holds it)
         self._buffer: List[Tuple[Any, Any, int]] = []
         self._le = handle.order.le
 
@@ -36,7 +38,7 @@ class InputSession:
         return self._time
 
     def _check(self, data: Any) -> None:
-        if self._handle.closed:
+        if self._closed:
             raise InputClosedError(f"input session {self._name!r}: used after close()")
         try:
             hash(data)
@@ -51,7 +53,7 @@ class InputSession:
             hash(data)
         except TypeError:
             self._check(data)
-        if self._handle.closed:
+        if self._closed:
             self._check(data)
         buf = self._buffer
         buf.append((data, self._time, 1))
@@ -64,7 +66,7 @@ class InputSession:
             hash(data)
         except TypeError:
             self._check(data)
-        if self._handle.closed:
+        if self._closed:
             self._check(data)
         buf = self._buffer
         buf.append((data, self._time, -1))
@@ -77,7 +79,7 @@ class InputSession:
             hash(data)
         except TypeError:
             self._check(data)
-        if self._handle.closed:
+        if self._closed:
             self._check(data)
         if type(diff) is not int:
             diff = self._integer_diff(data, diff)
@@ -119,7 +121,7 @@ class InputSession:
         """Insert every record of ``records`` at the current time."""
         t = self._time
         buf = self._buffer
-        closed = self._handle.closed
+        closed = self._closed
         if closed:
             raise InputClosedError(f"input session {self._name!r}: used after close()")
         for d in records:
@@ -129,7 +131,7 @@ class InputSession:
 
     def advance_to(self, time: Any) -> None:
         """Move the session time forward (effective at the next ``flush``)."""
-        if self._handle.closed:
+        if self._closed:
             raise InputClosedError(f"input session {self._name!r}: used after close()")
         if not self._le(self._time, time):
             raise TimeOrderError(
@@ -147,22 +149,25 @@ class InputSession:
         handle = self._handle
         if self._buffer:
             self._send()
-        if self._time != handle.time and not handle.closed:
-            handle.advance_to(self._time)
-        else:
-            handle.flush()  # after close: only messages held while the dataflow was being built
+        if self._time != self._told:
+            self._told = self._time
+            if not handle.closed:
+                handle.advance_to(self._time)  # flushes the handle too
+                return
+        handle.flush()  # after close: only messages held while the dataflow was being built
 
     def close(self) -> None:
         """Flush and close: the collection will not change again. Idempotent."""
-        if self._handle.closed:
+        if self._closed:
             return
         self._send()
         self._handle.close()
+        self._closed = True
 
     @property
     def closed(self) -> bool:
         """The session was closed: the collection will not change again."""
-        return self._handle.closed
+        return self._closed
 
     def capability(self) -> Optional[Tuple[Any, Any, Any]]:
         """The capability the session's input holds: ``(subgraph, location, time)``, or None

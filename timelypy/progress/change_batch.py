@@ -18,10 +18,13 @@ class ChangeBatch:
     [(1, 2)]
     """
 
-    __slots__ = ("_counts",)
+    __slots__ = ("_counts", "counts")
 
     def __init__(self, pairs: Iterable[Tuple[Any, int]] = ()) -> None:
         self._counts: Dict[Any, int] = {}
+        self.counts = self._counts
+        """The live ``{item: count}`` dictionary, for reading only: hot loops test it for
+        emptiness without a call (``if batch.counts:``)."""
         for item, delta in pairs:
             self.update(item, delta)
 
