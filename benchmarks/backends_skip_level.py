@@ -35,8 +35,6 @@ from typing import Any, Dict, List, Optional
 
 from common import emit, environment, error_info, note, now
 
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 import timelypy  # noqa: E402
 

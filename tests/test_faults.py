@@ -319,3 +319,27 @@ def test_a_session_wait_that_cannot_finish_fails_at_once_with_the_hint(backend, 
         assert "StallError" in text or isinstance(info.value, StallError)
         assert "'edges' at 1" in text and "advance_to(3)" in text
         session.wait("probe")  # the session is still usable
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("window", [0, 64 << 10])
+def test_the_flow_control_window_is_an_option(window):
+    """A tiny window (many waits for credit) and no window give the same exact answer."""
+
+    def build(worker):
+        def dataflow(scope):
+            inp, stream = scope.new_input("bulk")
+            return inp, stream.exchange(lambda r: r[0]).capture()
+
+        inp, out = worker.dataflow(dataflow)
+        if worker.index == 0:
+            for i in range(50):
+                inp.send_batch([(k, i) for k in range(2000)])
+                inp.flush()
+                worker.step()
+        inp.close()
+        worker.step_until_done(timeout=100)
+        return len(out.records())
+
+    counts = tp.execute(build, workers=2, backend="processes", timeout=120, mesh_window=window)
+    assert sum(counts) == 50 * 2000 and all(counts)

@@ -265,6 +265,10 @@ def test_modules_and_functions_stay_small():
         for n in ast.walk(ast.parse(path.read_text())):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = n.end_lineno - n.lineno + 1
+                first = n.body[0]
+                if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                        and isinstance(first.value.value, str)):
+                    length -= first.end_lineno - first.lineno + 1  # the docstring is not code
                 if length > FUNCTION_LINES:
                     big_functions.append(f"{m}.{n.name} ({length})")
     assert not big_modules and not big_functions, (big_modules, big_functions)

@@ -190,7 +190,8 @@ if os.environ.get(CHILD):
                                          HealthCheck.function_scoped_fixture])
         @given(case=program_and_script())
         def test_random_programs_on_two_nodes(self, cluster, case):
-            """The property suite, sized down: contract 6 at every time, workers on both nodes."""
+            """The property suite, sized down: output equals a from-scratch evaluation at every time,
+            workers on both nodes."""
             program, script, n_inputs = case
             build = make_build(program, script, n_inputs, check_promptly=False)
             results = tp.execute(_placed(build), workers=2, backend="ray", **OPTIONS)

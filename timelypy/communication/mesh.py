@@ -38,7 +38,7 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import WaitTimeoutError, WorkerDiedError, WorkerError
 from .credit import DEFAULT_WINDOW, CreditLedger
@@ -47,7 +47,16 @@ from .links import (CREDIT, FRAME_HEADER, KIND_BYE, KIND_CREDIT, KIND_DATA,
                     data_frame, log)
 from .wire import HEADER_SIZE, FrameReader, decode, encode
 
-__all__ = ["SocketMesh", "MeshFabric", "Address"]
+__all__ = ["SocketMesh", "MeshFabric", "MeshSettings", "Address"]
+
+
+class MeshSettings(NamedTuple):
+    """How a worker's mesh forms and moves data: seconds for the mesh to form, the flow-control
+    ``window`` in bytes per link (0: off), and seconds one send may block."""
+
+    connect_timeout: float = 30.0
+    window: int = DEFAULT_WINDOW
+    send_timeout: float = 120.0
 
 
 class SocketMesh(MeshLinks):

@@ -56,9 +56,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import cloudpickle
 
-from ..communication.mesh import Address, SocketMesh
+from ..communication.credit import DEFAULT_WINDOW
+from ..communication.mesh import Address, MeshSettings, SocketMesh
 from ..errors import WaitTimeoutError
-from .supervise import (HEARTBEAT_TIMEOUT, Outcome, Supervisor, WorkerMain, error_outcome,
+from .supervise import (HEARTBEAT_TIMEOUT, Supervisor, WorkerMain, error_outcome,
                         heartbeat_interval, pickle_for_workers, run_worker_main)
 
 __all__ = ["run_in_processes", "default_start_method", "WorkerMain"]
@@ -152,7 +153,7 @@ def _join_launcher(index: int, conn: multiprocessing.connection.Connection,
 
 
 def _child_main(index: int, peers: int, conn: multiprocessing.connection.Connection,
-                payload: bytes, secret: bytes, sys_path: List[str], connect_timeout: float,
+                payload: bytes, secret: bytes, sys_path: List[str], settings: MeshSettings,
                 startup_timeout: float, heartbeat: Optional[float] = None) -> None:
     """Entry point of one worker process (runs in the child)."""
     # Ctrl-C goes to the whole process group; the launcher decides how its workers stop.
@@ -169,7 +170,7 @@ def _child_main(index: int, peers: int, conn: multiprocessing.connection.Connect
         sys.exit(1)
     threading.Thread(target=_watch_parent, args=(conn,), name="timelypy-watch-parent",
                      daemon=True).start()
-    if not run_worker_main(index, peers, listener, addresses, secret, connect_timeout, payload,
+    if not run_worker_main(index, peers, listener, addresses, secret, settings, payload,
                            report):
         sys.exit(1)
 
@@ -332,7 +333,7 @@ def _main_without_missing_file() -> Iterator[None]:
         main.__file__ = path
 
 
-def _start(ctx: Any, peers: int, payload: bytes, secret: bytes, connect_timeout: float,
+def _start(ctx: Any, peers: int, payload: bytes, secret: bytes, settings: MeshSettings,
            startup_timeout: float, heartbeat: Optional[float], processes: List[Any],
            conns: List[Any]) -> None:
     """Start the worker processes, appending each (and its pipe) as soon as it exists."""
@@ -341,7 +342,7 @@ def _start(ctx: Any, peers: int, payload: bytes, secret: bytes, connect_timeout:
         conns.append(parent_end)
         process = ctx.Process(
             target=_child_main,
-            args=(i, peers, child_end, payload, secret, list(sys.path), connect_timeout,
+            args=(i, peers, child_end, payload, secret, list(sys.path), settings,
                   startup_timeout, heartbeat),
             name=f"timelypy-worker-{i}",
         )
@@ -374,6 +375,8 @@ def run_in_processes(
     timeout: Optional[float] = None,
     start_method: Optional[str] = None,
     connect_timeout: float = 30.0,
+    mesh_window: int = DEFAULT_WINDOW,
+    mesh_send_timeout: float = 120.0,
     startup_timeout: float = 60.0,
     grace: float = 2.0,
     heartbeat_timeout: Optional[float] = HEARTBEAT_TIMEOUT,
@@ -388,6 +391,9 @@ def run_in_processes(
             wait is still bounded).
         start_method: ``"forkserver"`` (default where available), ``"spawn"`` or ``"fork"``.
         connect_timeout: seconds for the workers' mesh to form.
+        mesh_window: flow-control bytes in flight per link before a sender waits for the
+            receiving worker to consume (default 8 MiB; 0: off).
+        mesh_send_timeout: seconds one send may wait for a receiver that does not consume.
         startup_timeout: seconds for all worker processes to start and report their address.
         grace: seconds a worker gets to exit before it is terminated, then killed.
         heartbeat_timeout: seconds a running worker may send no heartbeat before it is killed
@@ -416,7 +422,8 @@ def run_in_processes(
     clean = False
     tracked = _track(processes)
     try:
-        _start(ctx, peers, payload, secret, connect_timeout, startup_timeout, heartbeat,
+        settings = MeshSettings(connect_timeout, mesh_window, mesh_send_timeout)
+        _start(ctx, peers, payload, secret, settings, startup_timeout, heartbeat,
                processes, conns)
         job = _Processes(processes, conns, heartbeat_timeout, cancel)
         _gather_addresses(job, startup_deadline, min(startup_timeout, timeout or startup_timeout))

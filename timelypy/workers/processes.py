@@ -20,7 +20,8 @@ def run_processes(build: Callable[[Any], Any], workers: int, timeout: Optional[f
     """Run ``build`` on ``workers`` worker processes; return their results in index order.
 
     ``options`` go to :func:`~timelypy.workers.launcher.run_in_processes` (``start_method``,
-    ``connect_timeout``, ``startup_timeout``, ``grace``, ``heartbeat_timeout`` - default 30 s,
+    ``connect_timeout``, ``mesh_window``, ``mesh_send_timeout``, ``startup_timeout``, ``grace``,
+    ``heartbeat_timeout`` - default 30 s,
     ``None`` disables it - and ``cancel``).
     """
     from .launcher import run_in_processes

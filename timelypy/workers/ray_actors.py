@@ -53,6 +53,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..communication.credit import DEFAULT_WINDOW
+from ..communication.mesh import MeshSettings
 from ..errors import WaitTimeoutError
 from .supervise import (ERROR, HEARTBEAT_TIMEOUT, POLL, BuildOnMesh, ErrorReport, Outcome,
                         Supervisor, heartbeat_interval, pickle_for_workers, run_worker_main)
@@ -115,11 +117,11 @@ class TimelypyWorker:
         return True
 
     def run(self, payload: bytes, addresses: List[Tuple[str, int]],
-            connect_timeout: float) -> Outcome:
+            settings: MeshSettings) -> Outcome:
         """Form the mesh and run the cloudpickled worker main ``payload``; return the outcome."""
         outcomes: List[Outcome] = []
         run_worker_main(self.index, self.peers, self.listener, addresses, self.secret,
-                        connect_timeout, payload, outcomes.append)
+                        settings, payload, outcomes.append)
         return outcomes[0]
 
 
@@ -364,11 +366,11 @@ def _gather_hellos(job: _Actors, deadline: float, limit: float) -> List[Tuple[st
 
 
 def _run_actors(job: _Actors, payload: bytes, addresses: List[Tuple[str, int]],
-                connect_timeout: float, deadline: Optional[float],
+                settings: MeshSettings, deadline: Optional[float],
                 timeout: Optional[float]) -> List[Any]:
     """Run the job on every actor; the results in index order (or the job's failure)."""
     payload_ref = job.ray.put(payload)
-    pending = {actor.run.remote(payload_ref, addresses, connect_timeout): i
+    pending = {actor.run.remote(payload_ref, addresses, settings): i
                for i, actor in enumerate(job.actors)}
     supervisor = job.supervisor
     supervisor.wait(lambda wait: job.pump(pending, supervisor.take, wait),
@@ -382,6 +384,7 @@ def run_on_ray_actors(worker_main: Callable[[int, int, Any], Any], workers: int,
                       timeout: Optional[float] = None, *, address: Optional[str] = None,
                       num_cpus_per_worker: float = 0.5, placement_strategy: str = "SPREAD",
                       startup_timeout: float = 120, connect_timeout: float = 30.0,
+                      mesh_window: int = DEFAULT_WINDOW, mesh_send_timeout: float = 120.0,
                       heartbeat_timeout: Optional[float] = HEARTBEAT_TIMEOUT, cancel: Any = None,
                       **ray_init_kwargs: Any) -> List[Any]:
     """Run ``worker_main(index, workers, mesh)`` on ``workers`` Ray actors joined by a mesh.
@@ -408,7 +411,8 @@ def run_on_ray_actors(worker_main: Callable[[int, int, Any], Any], workers: int,
         addresses = _gather_hellos(job, startup_deadline,
                                    min(startup_timeout, timeout or startup_timeout))
         started = time.monotonic()
-        results = _run_actors(job, payload, addresses, connect_timeout, deadline, timeout)
+        settings = MeshSettings(connect_timeout, mesh_window, mesh_send_timeout)
+        results = _run_actors(job, payload, addresses, settings, deadline, timeout)
         log.debug("ray job of %d workers: %.3f s to start the actors, %.3f s to run",
                   workers, started - start, time.monotonic() - started)
         return results
@@ -433,6 +437,9 @@ def run_ray(build: Callable[[Any], Any], workers: int, timeout: Optional[float] 
             ``"STRICT_SPREAD"``, ``"STRICT_PACK"``).
         startup_timeout: seconds for the placement group and all actors to come up (120).
         connect_timeout: seconds for the actors' mesh to form (30).
+        mesh_window: flow-control bytes in flight per link before a sender waits for the
+            receiving actor to consume (8 MiB; 0: off).
+        mesh_send_timeout: seconds one send may wait for a receiver that does not consume (120).
         heartbeat_timeout: seconds a running actor may leave the driver's ``ping`` unanswered
             before it is killed as hung (:class:`~timelypy.errors.WorkerHungError`; 30;
             ``None``: no check).

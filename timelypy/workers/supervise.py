@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from ..communication.mesh import Address, MeshFabric, SocketMesh
+from ..communication.mesh import Address, MeshFabric, MeshSettings, SocketMesh
 from ..errors import (WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError,
                       describe_exception, format_exception_safely)
 
@@ -117,7 +117,7 @@ def error_outcome(index: int, exc: BaseException) -> Outcome:
 
 
 def run_worker_main(index: int, peers: int, listener: Any, addresses: Sequence[Address],
-                    secret: bytes, connect_timeout: float, payload: bytes,
+                    secret: bytes, settings: MeshSettings, payload: bytes,
                     report: Callable[[Outcome], None]) -> bool:
     """Form the mesh, run the cloudpickled :data:`WorkerMain` ``payload``, ``report`` its outcome.
 
@@ -128,7 +128,8 @@ def run_worker_main(index: int, peers: int, listener: Any, addresses: Sequence[A
     mesh: Optional[SocketMesh] = None
     try:
         worker_main = cloudpickle.loads(payload)
-        mesh = SocketMesh(index, peers, listener, addresses, secret, connect_timeout)
+        mesh = SocketMesh(index, peers, listener, addresses, secret, settings.connect_timeout,
+                          window=settings.window, send_timeout=settings.send_timeout)
         data = cloudpickle.dumps(worker_main(index, peers, mesh))
     except BaseException as exc:  # noqa: BLE001 - everything is reported to the driver
         report(error_outcome(index, exc))
