@@ -15,12 +15,17 @@ from timelypy.errors import (DataEncodingError, OperatorError, StallError, Unhas
 
 psutil = pytest.importorskip("psutil")
 
-BACKENDS = [("inline", 1), ("inline", 2), pytest.param("processes", 2, marks=pytest.mark.processes)]
+BACKENDS = [("inline", 1), ("inline", 2), pytest.param("processes", 2, marks=pytest.mark.processes),
+            pytest.param("ray", 2, marks=pytest.mark.ray)]
 
 
-def _cause(exc: BaseException) -> BaseException:
-    """The worker's own exception behind a ``WorkerError`` (its message is kept in the text)."""
-    return exc
+@pytest.fixture
+def backend(request):
+    """The parametrized backend's name, with the tests' local Ray started when it is ``ray``."""
+    name = request.param
+    if name == "ray":
+        request.getfixturevalue("ray_session")
+    return name
 
 
 # ----------------------------------------------------------------------------- stalls
@@ -58,7 +63,7 @@ def _advanced_but_unrelated_input_left_behind(worker):
     return "ok"
 
 
-@pytest.mark.parametrize("backend,workers", BACKENDS)
+@pytest.mark.parametrize("backend,workers", BACKENDS, indirect=["backend"])
 @pytest.mark.parametrize("build", [_forgot_to_advance_timely, _forgot_to_advance_differential])
 def test_a_wait_that_cannot_finish_fails_at_once_naming_the_input(backend, workers, build):
     started = time.monotonic()
@@ -71,7 +76,7 @@ def test_a_wait_that_cannot_finish_fails_at_once_naming_the_input(backend, worke
     assert "unrelated" not in text
 
 
-@pytest.mark.parametrize("backend,workers", BACKENDS)
+@pytest.mark.parametrize("backend,workers", BACKENDS, indirect=["backend"])
 def test_an_input_that_does_not_feed_the_probe_does_not_count_as_a_stall(backend, workers):
     assert tp.execute(_advanced_but_unrelated_input_left_behind, workers=workers,
                       backend=backend, timeout=60) == ["ok"] * workers
@@ -302,7 +307,7 @@ def test_numpy_integer_diffs_are_accepted():
     assert all(type(u[2]) is int for u in out.updates())
 
 
-@pytest.mark.parametrize("backend,workers", BACKENDS)
+@pytest.mark.parametrize("backend,workers", BACKENDS, indirect=["backend"])
 def test_a_session_wait_that_cannot_finish_fails_at_once_with_the_hint(backend, workers):
     def dataflow(scope):
         edges, coll = scope.new_collection("edges")
