@@ -6,7 +6,7 @@
 # lines) if an interrupted run left any: never `ray stop`, which stops every Ray on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install -q --disable-pip-version-check -e '.[dev,ray]'
+python -m pip install -q --disable-pip-version-check -e '.[dev,ray,spark]'
 export RAY_USAGE_STATS_ENABLED=0
 TIMELYPY_RAY_TEST_DIR="$(mktemp -d /tmp/tpy-run-XXXXXX)"
 export TIMELYPY_RAY_TEST_DIR
