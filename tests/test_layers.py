@@ -272,3 +272,26 @@ def test_modules_and_functions_stay_small():
                 if length > FUNCTION_LINES:
                     big_functions.append(f"{m}.{n.name} ({length})")
     assert not big_modules and not big_functions, (big_modules, big_functions)
+
+
+def test_the_seams_are_implemented():
+    """The Fabric protocol by every transport, AsWorker by the Worker, the input protocol by
+    both kinds of input."""
+    from timelypy.communication.fabric import Fabric
+    from timelypy.communication.inline import InlineFabric
+    from timelypy.communication.mesh import MeshFabric
+    from timelypy.dataflow.worker_interface import AsWorker, InputSource
+    from timelypy.workers.worker import Worker
+
+    assert isinstance(InlineFabric(2).endpoint(1), Fabric)
+    assert {"send", "broadcast", "recv_nowait", "flush", "wait"} <= set(dir(MeshFabric))
+    worker = Worker(0, 1)
+    assert isinstance(worker, AsWorker)
+
+    def dataflow(scope):
+        handle, _ = scope.new_input()
+        session, _ = scope.new_collection()
+        return handle, session
+
+    handle, session = worker.dataflow(dataflow)
+    assert isinstance(handle, InputSource) and isinstance(session, InputSource)
