@@ -199,13 +199,15 @@ BAD_CASES = {
 }
 
 
+@pytest.mark.parametrize("path", ["collected", "streamed"])
 @pytest.mark.parametrize("case", sorted(BAD_CASES))
-def test_bad_change_dataframes_are_refused_whole(spark, based, case):
+def test_bad_change_dataframes_are_refused_whole(spark, based, case, path):
+    """Checked on the driver (a DataFrame within one batch) or in Spark (a larger one)."""
     schema, rows, columns, column, reason = BAD_CASES[case]
     s, view = based
     df = spark.createDataFrame(rows, schema)
     with pytest.raises(SparkInputError, match=reason) as caught:
-        apply_changes(s, "edges", df, columns, batch_rows=50)
+        apply_changes(s, "edges", df, columns, batch_rows=1000 if path == "collected" else 1)
     err = caught.value
     assert err.input == "edges" and err.column == column and column in str(err)
     assert err.row is not None  # the offending (or, for a schema problem, the first) row
@@ -253,6 +255,13 @@ def test_a_failure_while_streaming_retracts_what_was_sent(spark, based):
     view.refresh()
     assert view.contents() == {e: 1 for e in BASE}
     assert not [c for c in view.changes() if c[1] == 3]  # +x and -x at 3 cancelled
+    spy = _SpySession(s, fail_flush=1)  # within one batch: its only flush is refused
+    with pytest.raises(SparkInputError, match="injected"):
+        apply_changes(spy, "edges", df, EDGES)
+    assert s.time == 4 and s.pending == 0
+    s.advance_to(5)
+    view.refresh()
+    assert view.contents() == {e: 1 for e in BASE}
 
 
 # ----------------------------------------------------------------------------- streaming

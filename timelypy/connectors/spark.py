@@ -27,7 +27,7 @@ import shutil
 import sys
 import threading
 import time as _time
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import SessionInputError, WorkerError
 from ..workers.session import DataflowSession
@@ -195,16 +195,19 @@ def apply_changes(session: DataflowSession, input: str, df: "DataFrame", columns
                   persist: bool = True, max_errors: int = 5) -> int:
     """Apply a change DataFrame to ``input`` as one atomic epoch; returns the number of rows.
 
-    First one Spark query looks for bad rows (null keys unless ``null_keys="drop"``, NaN in a
-    record column, null diff, unknown op, null time, a time behind the session's time): if any
-    is found, :class:`SparkInputError` names the column, the row and the reason (and up to
-    ``max_errors`` rows in ``.rows``) and nothing is applied. Otherwise the rows are streamed
-    (``batch_rows`` per flush, all at the session's time or their own ``time`` column) and, if
-    ``advance``, the session advances to one past the latest time used, so the changes form one
-    epoch. ``persist`` caches the selected columns in Spark for the two passes (so both see the
-    same rows). Should the session refuse a row while streaming, the rows already sent are
-    retracted at the same times (nothing of the DataFrame remains) and the error is raised.
-    Updates already buffered in the session are flushed first, apart from the DataFrame's.
+    Every row is checked before anything is sent: null keys (unless ``null_keys="drop"``), NaN
+    in a record column, null diff, unknown op, null time, a time behind the session's time. If
+    any row is bad, :class:`SparkInputError` names the column, the row and the reason (up to
+    ``max_errors`` bad rows in ``.rows``) and nothing is applied. Otherwise the rows are applied
+    (all at the session's time, or each at its ``time`` column's) and, if ``advance``, the
+    session advances to one past the latest time used, so the changes form one epoch.
+
+    A DataFrame of at most ``batch_rows`` rows is read with one Spark job and checked on the
+    driver. A larger one is checked by one Spark query (collecting only the bad rows), then
+    streamed ``batch_rows`` per flush; ``persist`` caches its mapped columns in Spark meanwhile
+    so both passes see the same rows. Should the session refuse a row while streaming, the rows
+    already sent are retracted at the same times (nothing of the DataFrame remains) and the
+    error is raised. Updates already buffered in the session are flushed first, on their own.
     """
     _check_batch_rows(batch_rows)
     reader = _reader(df, columns, input)
@@ -215,6 +218,56 @@ def apply_changes(session: DataflowSession, input: str, df: "DataFrame", columns
         raise SparkInputError(f"input {input!r}: apply_changes needs integer session times, the "
                               f"session is at {now!r}", input=input, value=now)
     rows = reader.select(df)
+    small = rows.limit(batch_rows + 1).collect()
+    if len(small) <= batch_rows:
+        latest = _apply_collected(session, input, reader, small, now, max_errors)
+        sent = len(small)
+    else:
+        sent, latest = _apply_streamed(session, input, reader, rows, now, batch_rows, persist,
+                                       max_errors)
+    if advance:
+        session.advance_to(max(now, latest if latest is not None else now) + 1)
+    return sent
+
+
+def _apply_collected(session: DataflowSession, input: str, reader: RowReader, rows: List[Any],
+                     now: int, max_errors: int) -> Optional[int]:
+    """Check every collected row, then send them all in one flush; the latest time used."""
+    items, bad = [], []
+    for row in rows:
+        try:
+            item = reader.convert(row, now)
+        except BadRow as exc:
+            bad.append(exc.bad)
+            if len(bad) >= max_errors:
+                break
+            continue
+        if item is not None:
+            items.append((item, row))
+    if bad:
+        raise reader.refused(bad)
+    latest = None
+    for (record, diff, t), row in items:
+        try:
+            session.update(input, record, diff, t)
+        except SessionInputError as exc:
+            session.discard()
+            raise reader.refused([(reader.row_dict(row), reader.columns.names[0],
+                                   f"refused by the session: {exc}")]) from exc
+        latest = t if t is not None and (latest is None or t > latest) else latest
+    try:
+        session.flush()  # atomic: a refusal leaves nothing of it applied
+    except SessionInputError as exc:
+        session.discard()
+        raise reader.refused([({"record": exc.value}, reader.columns.names[0],
+                               f"refused by the session: {exc}")]) from exc
+    return latest
+
+
+def _apply_streamed(session: DataflowSession, input: str, reader: RowReader, rows: "DataFrame",
+                    now: int, batch_rows: int, persist: bool, max_errors: int
+                    ) -> Tuple[int, Optional[int]]:
+    """Check the rows in Spark, then stream them (retracting them again on a failure)."""
     if persist:
         rows = rows.persist()
     try:
@@ -234,9 +287,7 @@ def apply_changes(session: DataflowSession, input: str, df: "DataFrame", columns
     finally:
         if persist:
             rows.unpersist()
-    if advance:
-        session.advance_to(max(now, progress.latest if progress.latest is not None else now) + 1)
-    return progress.sent
+    return progress.sent, progress.latest
 
 
 def _roll_back(session: DataflowSession, input: str, reader: RowReader, rows: "DataFrame",

@@ -301,9 +301,11 @@ class RowReader:
             f"{outcome}", input=self.input,
             column=column, row=row, value=row.get(column), reason=reason, rows=bad)
 
-    def convert(self, row: Sequence[Any]) -> Optional[Tuple[Any, int, Optional[int]]]:
+    def convert(self, row: Sequence[Any], now: Optional[int] = None
+                ) -> Optional[Tuple[Any, int, Optional[int]]]:
         """``(record, diff, time)`` of a row (time None: the input's time); None for a row that
-        ``null_keys="drop"`` skips; :class:`BadRow` for a bad row."""
+        ``null_keys="drop"`` skips; :class:`BadRow` for a bad row (with ``now``, a time before
+        it is one)."""
         for i in self._nulls:
             if row[i] is None:
                 if self.drops:
@@ -333,6 +335,9 @@ class RowReader:
             time = row[self._time]
             if time is None:
                 return self._bad(row, self._time, "null time")
+            if now is not None and time < now:
+                return self._bad(row, self._time, f"time is behind the session's time {now} "
+                                                  f"(before its frontier)")
         return self.columns.make_record(values), diff, time
 
     def _bad(self, row: Sequence[Any], index: int, reason: str) -> Any:
