@@ -422,3 +422,28 @@ def test_views_hand_changes_to_spark_sql(spark):
             view.contents(at=0)
         empty = CollectionView(s, "edges_out").to_spark(spark, "src long, dst long")
         assert empty.count() == 0 and empty.columns == ["src", "dst"]
+
+
+def test_sink_calls_from_threads_are_serialised(spark):
+    import threading
+
+    with tp.open_session(edges_dataflow) as s:
+        sink = ForeachBatchSink(s, "edges", EDGES)
+        frames = {i: spark.createDataFrame([(i, i, 1)], "src long, dst long, diff long")
+                  for i in range(8)}
+
+        def feed(ids: List[int]) -> None:
+            for i in ids:
+                sink(frames[i], i)
+        threads = [threading.Thread(target=feed, args=([i, i + 4],)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        applied = sorted(sink.epochs, key=sink.epochs.get)
+        assert applied == sorted(applied)  # applied in increasing id order, the rest ignored
+        assert sorted(applied + sink.ignored) == list(range(8)) and s.time == len(applied)
+        with sink.lock:
+            view = CollectionView(s, "edges_out")
+            view.refresh()
+        assert view.contents() == {(i, i): 1 for i in applied}

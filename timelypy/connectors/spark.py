@@ -1,4 +1,4 @@
-"""Spark DataFrames into and out of driver sessions: load, atomic change epochs, foreachBatch, views.
+"""Spark DataFrames into and out of driver sessions: loads, atomic epochs, foreachBatch, views.
 
 The plain PySpark path (docs/spark.md): the DataFrame's rows reach the session's workers
 through the driver, in bounded batches.
@@ -327,9 +327,10 @@ class ForeachBatchSink:
     ids may jump upward. ``last_batch_id`` starts from a known point (a query resumed from a
     checkpoint while the session kept its state). A refused micro-batch raises
     :class:`SparkInputError` (the query fails; nothing of the batch was applied, and a replay
-    of it is tried again). Calls are serialised by a lock. :attr:`latencies` maps each applied
-    batch id to its seconds from call to return; :attr:`epochs` maps it to the session time
-    its changes carry.
+    of it is tried again). Calls are serialised by :attr:`lock` (Spark calls the sink from a
+    thread of its own: hold ``sink.lock`` to use the session from another thread while a query
+    runs). :attr:`latencies` maps each applied batch id to its seconds from call to return,
+    :attr:`epochs` to the session's time when it was applied, :attr:`rows` to its row count.
     """
 
     def __init__(self, session: DataflowSession, input: str, columns: Columns,
@@ -349,12 +350,13 @@ class ForeachBatchSink:
         self.epochs: Dict[int, int] = {}
         self.rows: Dict[int, int] = {}
         self.ignored: List[int] = []
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()
+        """Held while a micro-batch is applied."""
 
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
         """Apply micro-batch ``batch_id`` (``df``) as one epoch, unless it was applied."""
         batch_id = int(batch_id)
-        with self._lock:
+        with self.lock:
             if self.last_batch_id is not None and batch_id <= self.last_batch_id:
                 log.info("foreachBatch sink for input %r: micro-batch %d replayed (last applied "
                          "%d): ignored", self.input, batch_id, self.last_batch_id)

@@ -1,4 +1,4 @@
-"""The Spark connector's column mapping: columns -> records, checked on the schema, in Spark, per row.
+"""The Spark connector's column mapping: columns -> records, checked on the schema and per row.
 
 A :class:`Columns` says which columns of a DataFrame make a record (and which of them are the
 key), and for change DataFrames which column carries the diff (an integer) or the operation
