@@ -1,0 +1,155 @@
+"""The Spark connector: rows/s loaded from Spark, and an incremental view next to Spark recomputing.
+
+(a) Load: a DataFrame of ``--rows`` rows ``(k, v)`` is loaded into an input collection of a
+    session with 1 worker (inline) and with 2 workers (processes): rows per second, from the
+    call to the last worker's probe passing the load.
+(b) Connected components over a random graph of ``--edges`` edges on ``--nodes`` nodes: a
+    session maintains them (``examples/spark_pipeline.py``'s dataflow); ``--batches``
+    micro-batches of ``--changes`` edge changes are applied with ``apply_changes`` (one atomic
+    epoch each) and the view refreshed: latency per micro-batch. In the same run Spark computes
+    the same result from scratch for a sample of the micro-batches, as a Spark user would
+    without timelypy: label propagation with DataFrame joins to a fixpoint.
+
+Prints one JSON object::
+
+    python benchmarks/spark_connector.py --rows 1000000 --nodes 100000 --edges 100000 \\
+        --batches 10 --changes 1000 --spark-samples 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "examples"))
+
+from common import emit, environment, latency_stats_us, note  # noqa: E402
+
+import timelypy as tp  # noqa: E402
+from spark_pipeline import dataflow as components_dataflow  # noqa: E402
+from spark_pipeline import make_changes, make_graph  # noqa: E402
+from timelypy.connectors.spark import (Columns, CollectionView, apply_changes, load,  # noqa: E402
+                                       local_spark)
+
+
+def _counts_dataflow(scope: Any) -> Dict[str, Any]:
+    records, coll = scope.new_collection("records")
+    return {"records": records, "probe": coll.probe()}
+
+
+def measure_load(spark: Any, rows: int, backend: str, workers: int) -> Dict[str, Any]:
+    """Rows per second from a Spark DataFrame into a session's input."""
+    df = spark.range(rows).selectExpr("id % 1000 AS k", "id AS v").cache()
+    df.count()  # materialised: the timing is the connector's, not the range's
+    with tp.open_session(_counts_dataflow, workers=workers, backend=backend,
+                         timeout=600) as session:
+        started = time.perf_counter()
+        sent = load(session, "records", df, Columns(key=["k"], value=["v"]))
+        session.advance_to(1)
+        session.wait("probe")
+        seconds = time.perf_counter() - started
+    df.unpersist()
+    return {"backend": backend, "workers": workers, "rows": sent, "seconds": round(seconds, 3),
+            "rows_per_s": round(sent / seconds)}
+
+
+def spark_components(spark: Any, edges: List[Any]) -> Dict[int, int]:
+    """Connected components by label propagation with DataFrame joins, to a fixpoint."""
+    from pyspark.sql import functions as F
+
+    e = spark.createDataFrame(edges, "src long, dst long")
+    sym = e.union(e.select(F.col("dst").alias("src"), F.col("src").alias("dst"))).cache()
+    labels = sym.select(F.col("src").alias("node")).distinct() \
+        .withColumn("label", F.col("node")).localCheckpoint()
+    while True:
+        proposed = labels.join(sym, labels.node == sym.src) \
+            .select(F.col("dst").alias("node"), F.col("label"))
+        new = proposed.union(labels).groupBy("node").agg(F.min("label").alias("label")) \
+            .localCheckpoint()
+        changed = new.join(labels, "node").where(new.label != labels.label).limit(1).count()
+        labels = new
+        if not changed:
+            break
+    result = {row.node: row.label for row in labels.collect()}
+    sym.unpersist()
+    return result
+
+
+def measure_components(spark: Any, args: Any) -> Dict[str, Any]:
+    """Micro-batch latency of the maintained view, and of Spark recomputing, same graph."""
+    rng = random.Random(args.seed)
+    graph = make_graph(args.nodes, args.edges, rng)
+    batches = make_changes(graph, args.nodes, args.batches, args.changes, rng)
+    columns = Columns(["src", "dst"], diff="diff")
+    latencies: List[float] = []
+    spark_seconds: List[float] = []
+    current = set(graph)
+    with tp.open_session(components_dataflow, timeout=600) as session:
+        started = time.perf_counter()
+        load(session, "edges", spark.createDataFrame(sorted(graph), "src long, dst long"),
+             Columns(["src", "dst"]))
+        session.advance_to(1)
+        view = CollectionView(session, "labels")
+        view.refresh()
+        load_seconds = time.perf_counter() - started
+        sample = set(range(0, len(batches), max(1, len(batches) // max(1, args.spark_samples))))
+        for i, batch in enumerate(batches):
+            df = spark.createDataFrame(batch, "src long, dst long, diff int").cache()
+            df.count()
+            started = time.perf_counter()
+            apply_changes(session, "edges", df, columns)
+            view.refresh()
+            latencies.append(time.perf_counter() - started)
+            df.unpersist()
+            for src, dst, diff in batch:
+                (current.add if diff > 0 else current.discard)((src, dst))
+            if i in sample and len(spark_seconds) < args.spark_samples:
+                started = time.perf_counter()
+                expected = spark_components(spark, sorted(current))
+                spark_seconds.append(time.perf_counter() - started)
+                assert view.contents() == {item: 1 for item in expected.items()}, i
+    inc = latency_stats_us(latencies)
+    naive = latency_stats_us(spark_seconds) if spark_seconds else None
+    return {"nodes": args.nodes, "edges": args.edges, "changes_per_batch": args.changes,
+            "load_s": round(load_seconds, 3), "timelypy_per_batch": inc,
+            "spark_recompute_per_batch": naive,
+            "speedup_median": (round(naive["median_us"] / inc["median_us"], 1)
+                               if naive else None)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2],
+                    help="worker counts for the load (1: inline, more: processes)")
+    ap.add_argument("--nodes", type=int, default=20_000)
+    ap.add_argument("--edges", type=int, default=20_000)
+    ap.add_argument("--batches", type=int, default=5)
+    ap.add_argument("--changes", type=int, default=1000)
+    ap.add_argument("--spark-samples", type=int, default=1,
+                    help="micro-batches for which Spark recomputes from scratch")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    result: Dict[str, Any] = {"benchmark": "spark_connector", "parameters": vars(args),
+                              **environment()}
+    with tempfile.TemporaryDirectory(prefix="timelypy-bench-spark-") as directory:
+        spark = local_spark("bench-spark-connector", cores=2, local_dir=directory)
+        try:
+            note("load ...")
+            result["load"] = [measure_load(spark, args.rows, "inline" if w == 1 else "processes",
+                                           w) for w in args.workers]
+            note("connected components ...")
+            result["components"] = measure_components(spark, args)
+        finally:
+            spark.stop()
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
