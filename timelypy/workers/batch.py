@@ -96,6 +96,9 @@ def check_update(input: str, data: Any, diff: Any, time: Any, now: Any, workers:
                  retracts: bool) -> Update:
     """The :class:`Update` of a user's call, or :class:`SessionInputError` saying what is wrong."""
     worker = route(data, workers, f"input {input!r}: record", input)
+    if type(diff) is int and type(time) is int and type(now) is int and now <= time and (
+            diff >= 0 or retracts):
+        return Update(input, data, time, diff, worker)  # the common case, no message built
     if not isinstance(diff, numbers.Integral) or isinstance(diff, bool):
         raise SessionInputError(
             f"session: input {input!r}, worker {worker}: diff {show(diff)} of type "
