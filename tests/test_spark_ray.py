@@ -1,0 +1,209 @@
+"""Spark on Ray (RayDP): loads from the executors to the workers through Ray Dataset shards, sinks.
+
+ONE RayDP Spark on the session's token-authenticated Ray (``ray_session`` in conftest) serves
+the whole file; at the end it is stopped and nothing of it may be left running. Every answer is
+compared with Spark computing the same thing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import time
+from typing import Any, Dict, Iterator
+
+import cloudpickle
+import pytest
+
+import timelypy as tp
+from timelypy.connectors.spark import Columns, CollectionView, SparkInputError
+from timelypy.connectors.spark_ray import (changes_to_dataset, dataset_shards, dataset_to_spark,
+                                           feed_shard, records_to_arrow, shard_collection,
+                                           spark_on_ray, stop_spark_on_ray, view_to_dataset)
+from timelypy.errors import WorkerError
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = [pytest.mark.spark, pytest.mark.ray]
+
+log = logging.getLogger(__name__)
+
+ROWS = 100_000
+KEYS = 1000
+RAY_OPTIONS = {"num_cpus_per_worker": 0.25, "startup_timeout": 60}
+PAIRS = Columns(key="k", value="v")
+
+
+def _raydp_actors(ray: Any) -> list:
+    """RayDP's actors (master, app master, executors) that Ray reports alive."""
+    from ray._private import state
+
+    return [a for a in state.actors().values() if a.get("State") == "ALIVE"
+            and "raydp" in str(a.get("ActorClassName", "") or a.get("Name", "")).lower()
+            + str(a.get("Name", "")).lower()]
+
+
+def _java_children(ray: Any) -> list:
+    """Java processes under this Ray's temp dir (RayDP's JVM actors)."""
+    import psutil
+
+    from conftest import processes_under
+
+    session_dir = ray._private.worker._global_node.get_session_dir_path()
+    root = os.path.dirname(session_dir)
+    return [p for p in processes_under(root) if "java" in (p.name() or "").lower()
+            and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.fixture(scope="session")
+def spark(ray_session) -> Iterator[Any]:
+    """ONE RayDP Spark (1 executor, 1 core, 1 GiB) for the file, warmed; stopped at the end,
+    and checked gone (no RayDP actor alive, no Java actor process left)."""
+    pytest.importorskip("raydp", reason="raydp is not installed: pip install -e '.[spark]'")
+    pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java 17 (no java on PATH, no JAVA_HOME)")
+    ray = ray_session
+    start = time.monotonic()
+    session = spark_on_ray("timelypy-tests", executors=1, executor_cores=1,
+                           executor_memory="1G", log_level="ERROR", warm=True)
+    log.warning("RayDP Spark up and warm in %.1f s", time.monotonic() - start)
+    try:
+        yield session
+    finally:
+        stop_spark_on_ray()
+        deadline = time.monotonic() + 30
+        while (_raydp_actors(ray) or _java_children(ray)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _raydp_actors(ray), _raydp_actors(ray)
+        assert not _java_children(ray), [p.pid for p in _java_children(ray)]
+
+
+@pytest.fixture(scope="session")
+def pairs(spark) -> Any:
+    """``ROWS`` rows ``(k, v)``: ``KEYS`` keys with different multiplicities, cached."""
+    df = spark.range(ROWS).selectExpr(f"cast(pmod(id * 7919, {KEYS}) * (id % 3 + 1) % {KEYS} "
+                                      f"as bigint) as k", "id as v")
+    return df.cache()
+
+
+def _count_by_key(shards: Any, workers: int) -> Dict[int, int]:
+    """A job on ``workers`` Ray workers: load the shards, count the records per key."""
+
+    def build(worker):
+        def flow(scope):
+            source, pairs = shard_collection(scope, shards, batch_rows=20_000)
+            counts = pairs.map(lambda kv: kv[0]).count()
+            return source, counts.capture(), counts.probe()
+
+        source, captured, probe = worker.dataflow(flow)
+        worker.step_until_done(timeout=120)
+        return source.rows, dict(((k, n), r) for (k, n), _, r in captured.consolidated())
+
+    results = tp.execute(build, workers=workers, backend="ray", timeout=180, **RAY_OPTIONS)
+    counts: Dict[int, int] = {}
+    for rows, part in results:
+        for (k, n), r in part.items():
+            assert r == 1, (k, n, r)
+            assert k not in counts, f"key {k} counted on two workers"
+            counts[k] = n
+    assert sum(rows for rows, _ in results) == ROWS
+    return counts
+
+
+def test_load_through_dataset_shards_matches_spark(spark, pairs):
+    expected = {r["k"]: r["count"] for r in pairs.groupBy("k").count().collect()}
+    rates = {}
+    for workers in (1, 2):
+        start = time.monotonic()
+        with dataset_shards(pairs, workers, PAIRS, input="pairs") as shards:
+            assert len(shards) == workers
+            got = _count_by_key(shards, workers)
+        elapsed = time.monotonic() - start
+        rates[workers] = ROWS / elapsed
+        assert got == expected
+    log.warning("load of %d rows (shards + job): 1 worker %.0f rows/s, 2 workers %.0f rows/s",
+                ROWS, rates[1], rates[2])
+
+
+def test_feed_shard_into_an_input_session(spark, pairs):
+    """feed_shard: the worker's own input session, stepped between batches."""
+    small = pairs.limit(5000)
+
+    def job(shards):
+        def build(worker):
+            inp, probe = worker.dataflow(lambda s: _keys(s))
+            rows = feed_shard(worker, inp, shards[worker.index], batch_rows=1000)
+            inp.advance_to(1)
+            inp.flush()
+            worker.step_until(probe[1], 1, timeout=60)
+            return rows, probe[0].updates()
+        return build
+
+    with dataset_shards(small, 2, PAIRS) as shards:
+        results = tp.execute(job(shards), workers=2, backend="ray", timeout=120, **RAY_OPTIONS)
+    assert sum(rows for rows, _ in results) == 5000
+    got = sorted(d for _, ups in results for d, _, r in ups for _ in range(r))
+    assert got == sorted((r["k"], r["v"]) for r in small.collect())
+
+
+def _keys(scope):
+    inp, coll = scope.new_collection()
+    return inp, (coll.capture(), coll.probe())
+
+
+def _session_dataflow(shards):
+    def dataflow(scope):
+        source, loaded = shard_collection(scope, shards)
+        changes_in, changes = scope.new_collection()
+        both = loaded.concat(changes)
+        return {"changes": changes_in, "pairs": both.capture(), "probe": both.probe()}
+    return dataflow
+
+
+def test_session_load_and_dataset_sink_round_trip(spark, pairs):
+    """A driver session on 2 Ray workers loads through shards; its contents go back to Spark
+    as a Ray Dataset; both ways ``exceptAll`` is empty. Changes too."""
+    source = pairs.limit(20_000).cache()
+    with dataset_shards(source, 2, PAIRS) as shards:
+        with tp.open_session(_session_dataflow(shards), workers=2, backend="ray", timeout=120,
+                             **RAY_OPTIONS) as session:
+            session.advance_to(1)
+            view = CollectionView(session, "pairs")
+            view.refresh()
+            ds = view_to_dataset(view, "k bigint, v bigint")
+            back = dataset_to_spark(ds, spark)
+            assert back.count() == 20_000
+            assert back.exceptAll(source).count() == 0
+            assert source.exceptAll(back).count() == 0
+            session.insert("changes", (-1, -1))
+            session.remove("changes", (0, 0))
+            session.advance_to(2)
+            view.refresh()
+            changes = dataset_to_spark(changes_to_dataset(
+                view, "k bigint, v bigint, time bigint, diff bigint"), spark)
+            late = {(r["k"], r["v"], r["diff"]) for r in changes.where("time = 1").collect()}
+            assert late == {(-1, -1, 1), (0, 0, -1)}
+    source.unpersist()
+
+
+def test_bad_input_is_refused_with_the_row(spark):
+    df = spark.createDataFrame([(1, 10, 1), (None, 11, 1), (3, 12, 2)],
+                               "k bigint, v bigint, d bigint")
+    with pytest.raises(SparkInputError, match=r"input 'edges': column 'k' of row .*null key"
+                       ) as info:
+        dataset_shards(df, 2, Columns(key="k", value="v", diff="d"), input="edges")
+    assert info.value.column == "k" and info.value.row == {"k": None, "v": 11, "d": 1}
+    floats = df.selectExpr("k", "v", "cast(d as double) as d")
+    with pytest.raises(SparkInputError, match="column 'd' is the diff column but has type "
+                                              "double"):
+        dataset_shards(floats, 2, Columns(key="k", value="v", diff="d"), input="edges")
+    # unchecked in Spark, the worker refuses it (naming the same row) and the job fails
+    with dataset_shards(df, 1, Columns(key="k", value="v", diff="d"), input="edges",
+                        check=False) as shards:
+        with pytest.raises(WorkerError, match=r"input 'edges': column 'k' .*null key"):
+            _count_by_key(shards, 1)
+    with pytest.raises(Exception, match="column 'k' has type int64, but record"):
+        records_to_arrow({("x", 1): 1}, "k bigint, v bigint")

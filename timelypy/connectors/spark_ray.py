@@ -1,0 +1,708 @@
+"""Spark on Ray (RayDP) for timelypy: co-scheduled Spark, loads that bypass the driver, Ray Dataset sinks.
+
+Three pieces, each usable alone:
+
+- :func:`spark_on_ray`: a Spark whose executors are Ray actors of the current Ray cluster
+  (RayDP), with the Java 17 flags and Python settings it needs; a context manager that stops
+  RayDP (``raydp.stop_spark()``) at the end. Ray's authentication is left as Ray sets it.
+- :func:`dataset_shards` + :func:`shard_collection` / :func:`feed_shard`: a DataFrame's rows go
+  from the Spark executors into Ray's object store (a Ray Dataset), are split into one shard per
+  timelypy worker (``streaming_split(n, equal=False)``) and every worker reads its own shard
+  inside the dataflow; downstream operators exchange the records by key. The driver only holds
+  the plan: no row passes through it. Works in ``execute(build, backend="ray")`` jobs and in
+  driver sessions on the ``ray`` backend (the shard input is part of the dataflow).
+- :func:`view_to_dataset` / :func:`changes_to_dataset` / :func:`records_to_arrow`: a
+  collection's contents or changes as a ``ray.data.Dataset`` with a declared schema, and
+  :func:`dataset_to_spark` back to a RayDP Spark (``ds.to_spark(spark)``).
+
+Resource sizing on a shared Ray cluster: every Spark executor is a Ray actor that reserves
+``executor_cores`` CPUs and ``executor_memory`` of Ray's ``memory`` resource for its whole life
+(RayDP's master actors reserve no CPU while they run); timelypy's workers reserve
+``num_cpus_per_worker`` each (default 0.5) only while a job or session runs. Both must fit at
+once: ``executors * executor_cores + workers * num_cpus_per_worker <= CPUs of the cluster``,
+or the later of the two waits for resources (timelypy's ``startup_timeout`` bounds that wait).
+On a small machine give timelypy fractional CPUs (0.25-0.5 per worker) and Spark one executor
+of one core; the reservations are logical (Ray does not pin cores), so a load in which Spark
+produces while timelypy consumes shares the real cores anyway.
+
+ray, raydp, pyspark and pyarrow are imported inside the functions that use them: importing this
+module works without them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sys
+import threading
+import time as _time
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple, Union)
+
+from ..workers.batch import show
+from .spark import JAVA_OPTIONS, Columns
+from .spark_columns import (INSTALL_HINT, BadRow, RowReader, SparkConnectorError,
+                            SparkInputError, SparkOutputError, SparkUnavailableError,
+                            require_pyspark)
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["spark_on_ray", "stop_spark_on_ray", "is_spark_on_ray", "dataset_shards",
+           "SparkShards", "Shard", "shard_collection", "ShardInput", "feed_shard",
+           "records_to_arrow", "view_to_dataset", "changes_to_dataset", "dataset_to_spark",
+           "arrow_schema", "RAYDP_JAVA_OPTIONS", "RAYDP_SETTINGS"]
+
+log = logging.getLogger("timelypy.connectors.spark_ray")
+
+RAYDP_JAVA_OPTIONS = JAVA_OPTIONS + " " + " ".join(
+    f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in ("java.math", "java.text", "java.time"))
+"""The JVM flags of Spark on Java 17, plus what RayDP's Java actors need (their serializer
+reads private fields of ``java.math.BigDecimal``: without ``java.math`` opened, the first
+Spark -> Ray conversion kills RayDP's app master with ``InaccessibleObjectException``)."""
+
+_JAVA_KEYS = ("spark.ray.raydp_app_master.extraJavaOptions", "spark.driver.extraJavaOptions",
+              "spark.executor.extraJavaOptions")
+
+RAYDP_SETTINGS: Dict[str, str] = {
+    **{key: RAYDP_JAVA_OPTIONS for key in _JAVA_KEYS},
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+"""What :func:`spark_on_ray` sets (plus ``spark.sql.shuffle.partitions`` = the executors'
+cores, at least 2, and loopback addresses for the driver on a one-node loopback Ray)."""
+
+DEFAULT_BATCH_ROWS = 10_000
+_POLL = 0.005
+"""Seconds a step waits (at most) for the next batch of a shard that is not ready yet."""
+DEFAULT_READ_TIMEOUT = 300.0
+"""Seconds a shard reader may wait for its next batch from Ray before the load fails."""
+STOP_TIMEOUT = 120.0
+"""Seconds :func:`stop_spark_on_ray` waits for RayDP to stop."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401 - Ray Datasets
+    except ImportError as exc:
+        raise SparkUnavailableError(f"Spark on Ray needs ray[data] and raydp ({exc}): "
+                                    f"{INSTALL_HINT}") from exc
+    return ray
+
+
+def _raydp() -> Any:
+    require_pyspark()
+    _ray()
+    try:
+        import raydp
+    except ImportError as exc:
+        raise SparkUnavailableError(f"Spark on Ray needs raydp ({exc}): {INSTALL_HINT}") from exc
+    return raydp
+
+
+# ----------------------------------------------------------------------------- Spark on Ray
+class _State:
+    """The RayDP Spark this module started (RayDP keeps one per process)."""
+
+    session: Any = None
+    stopping = False
+    lock = threading.RLock()
+
+
+_session_class: Any = None
+
+
+def _owned_class() -> Any:
+    """A ``SparkSession`` subclass whose ``stop()`` (and ``with`` exit) stops RayDP."""
+    global _session_class
+    if _session_class is None:
+        from pyspark.sql import SparkSession
+
+        class RayDPSparkSession(SparkSession):
+            """A RayDP Spark started by :func:`spark_on_ray`: ``stop()`` stops RayDP too."""
+
+            def stop(self) -> None:
+                if _State.stopping or _State.session is not self:
+                    SparkSession.stop(self)
+                else:
+                    stop_spark_on_ray()
+
+        _session_class = RayDPSparkSession
+    return _session_class
+
+
+def is_spark_on_ray(spark: "SparkSession") -> bool:
+    """``spark`` runs its executors on Ray (RayDP)."""
+    try:
+        master = spark.sparkContext.master or ""
+        return master.startswith("ray") or spark.conf.get("spark.ray.raydp_app_master"
+                                                          ".extraJavaOptions", None) is not None
+    except Exception:  # noqa: BLE001 - a stopped session
+        return False
+
+
+def _settings(executors: int, executor_cores: int, configs: Optional[Mapping[str, Any]],
+              ray: Any) -> Dict[str, str]:
+    """RayDP's configs: :data:`RAYDP_SETTINGS`, loopback on a loopback Ray, then ``configs``
+    (extra Java options are appended to the required ones)."""
+    settings = dict(RAYDP_SETTINGS)
+    settings["spark.sql.shuffle.partitions"] = str(max(2, executors * executor_cores))
+    settings["spark.pyspark.python"] = sys.executable
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len(nodes) == 1 and nodes[0].get("NodeManagerAddress") == "127.0.0.1":
+        settings["spark.driver.host"] = settings["spark.driver.bindAddress"] = "127.0.0.1"
+    for name, value in (configs or {}).items():
+        if name in _JAVA_KEYS:
+            value = f"{settings[name]} {value}"
+        settings[name] = str(value)
+    return settings
+
+
+def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores: int = 1,
+                 executor_memory: Union[str, int] = "1G",
+                 configs: Optional[Mapping[str, Any]] = None, *,
+                 spark: Optional["SparkSession"] = None, address: Optional[str] = None,
+                 log_level: str = "WARN", warm: bool = False) -> "SparkSession":
+    """A Spark on the current Ray cluster through RayDP (``executors`` executor actors of
+    ``executor_cores`` CPUs and ``executor_memory`` each).
+
+    Ray: the connected one; else ``ray.init(address=address)`` with Ray's defaults (a new local
+    Ray gets Ray's token authentication; nothing here changes it) - that Ray stays up after
+    Spark stops (``ray.shutdown()`` ends it). Settings: :data:`RAYDP_SETTINGS`, this
+    interpreter as the executors' Python (``PYSPARK_PYTHON``), ``configs`` on top. RayDP's
+    recoverable Spark -> Ray conversion stays on (``fault_tolerant_mode``). ``warm`` runs a
+    tiny job (the first job costs seconds more than later ones).
+
+    The session returned is a context manager: ``with spark_on_ray() as spark:`` - its exit and
+    its ``stop()`` stop RayDP (:func:`stop_spark_on_ray`). ``spark=`` an existing RayDP session
+    returns it as is (not stopped by this module). Sizing: see the module's docstring.
+    """
+    if spark is not None:
+        if not is_spark_on_ray(spark):
+            raise SparkConnectorError("spark_on_ray: the SparkSession given does not run on Ray "
+                                      "(RayDP); use timelypy.connectors.spark for a plain Spark")
+        return spark
+    if executors < 1 or executor_cores < 1:
+        raise ValueError(f"spark_on_ray: executors and executor_cores must be >= 1, got "
+                         f"{executors} and {executor_cores}")
+    raydp, ray = _raydp(), _ray()
+    with _State.lock:
+        if _State.session is not None:
+            raise SparkConnectorError("spark_on_ray: a RayDP Spark started here is running "
+                                      "(RayDP keeps one per process): stop it first, or pass "
+                                      "it as spark=")
+        if not ray.is_initialized():
+            ray.init(address=address)
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        start = _time.monotonic()
+        session = raydp.init_spark(app_name, num_executors=executors,
+                                   executor_cores=executor_cores,
+                                   executor_memory=executor_memory,
+                                   configs=_settings(executors, executor_cores, configs, ray))
+        session.__class__ = _owned_class()
+        _State.session = session
+    session.sparkContext.setLogLevel(log_level)
+    log.info("spark_on_ray: %d executor(s) of %d core(s), %s, up in %.1f s", executors,
+             executor_cores, executor_memory, _time.monotonic() - start)
+    if warm:
+        session.range(1).count()
+    return session
+
+
+def stop_spark_on_ray(timeout: float = STOP_TIMEOUT) -> None:
+    """Stop the RayDP Spark :func:`spark_on_ray` started (its executor and master actors and
+    the Spark driver); waits at most ``timeout`` seconds. A no-op when none runs."""
+    with _State.lock:
+        if _State.session is None or _State.stopping:
+            return
+        _State.stopping = True
+    errors: List[BaseException] = []
+
+    def stop() -> None:
+        try:
+            _raydp().stop_spark()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    try:
+        worker = threading.Thread(target=stop, name="timelypy-raydp-stop", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            raise SparkConnectorError(f"stop_spark_on_ray: RayDP did not stop within {timeout} s")
+        if errors:
+            raise SparkConnectorError(f"stop_spark_on_ray: RayDP failed to stop: "
+                                      f"{type(errors[0]).__name__}: {errors[0]}") from errors[0]
+    finally:
+        with _State.lock:
+            _State.session = None
+            _State.stopping = False
+    log.info("spark_on_ray: stopped")
+
+
+# ----------------------------------------------------------------------------- shards
+class Shard:
+    """One timelypy worker's part of a DataFrame: a Ray Data iterator (of a
+    ``streaming_split``) over the mapped columns, and the reader that turns rows into
+    ``(record, diff, time)``. Picklable: it travels to the worker's Ray actor."""
+
+    def __init__(self, index: int, workers: int, iterator: Any, reader: RowReader,
+                 time: int) -> None:
+        self.index = index
+        self.workers = workers
+        self.iterator = iterator
+        self.reader = reader
+        self.time = time
+
+    @property
+    def input(self) -> str:
+        """The input name errors name."""
+        return self.reader.input
+
+    def __repr__(self) -> str:
+        return f"Shard({self.index} of {self.workers}, input={self.input!r})"
+
+
+class SparkShards(Sequence[Shard]):
+    """The shards of one DataFrame (``shards[worker.index]``), one per worker; the Ray Dataset
+    (:attr:`dataset`) behind them. :meth:`release` (or the ``with`` exit) frees the Spark copy
+    that feeds the dataset. Pickled, it is just the list of shards (as a build closure needs)."""
+
+    def __init__(self, shards: List[Shard], dataset: Any, frame: Any) -> None:
+        self._shards = shards
+        self.dataset = dataset
+        self._frame = frame
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._shards[index]
+
+    def __len__(self) -> int:
+        return len(self._shards)
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self._shards),))
+
+    def release(self) -> None:
+        """Unpersist the Arrow copy Spark keeps for the dataset (after the load)."""
+        frame, self._frame = self._frame, None
+        if frame is not None:
+            from raydp.spark.dataset import release_spark_recoverable
+
+            release_spark_recoverable(frame)
+
+    def __enter__(self) -> "SparkShards":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _mapped_frame(df: "DataFrame", columns: Columns, input: str, time: int,
+                  check: bool) -> Tuple["DataFrame", RowReader]:
+    """``df`` reduced to the mapped columns, checked (schema always; rows with one Spark
+    query when ``check``); :class:`SparkInputError` names the column, the row and the value."""
+    if not isinstance(columns, Columns):
+        raise TypeError(f"columns must be a Columns mapping, got {type(columns).__name__}")
+
+    def example() -> Optional[Dict[str, Any]]:
+        first = df.limit(1).collect()
+        return first[0].asDict() if first else None
+
+    reader = columns.reader(df.schema, input, example)
+    frame = reader.select(df)
+    if check:
+        bad = reader.bad_rows(frame, time)
+        if bad:
+            raise reader.refused(bad, "Nothing of it was loaded.")
+    return frame, reader
+
+
+def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: str = "spark",
+                   time: int = 0, check: bool = True,
+                   blocks: Optional[int] = None) -> SparkShards:
+    """Split ``df``'s mapped columns into one shard per timelypy worker, through Ray.
+
+    The DataFrame's Spark must be a RayDP Spark (:func:`spark_on_ray`). Checks first: the
+    schema against ``columns``, and (``check=True``, one Spark query) every row - null keys,
+    NaN, null or non-integer diffs, bad ops, times before ``time`` - so a bad row fails here,
+    on the driver, before any worker starts (:class:`SparkInputError` naming ``input``, the
+    column, the row and the value). Then Spark writes the rows into Ray's object store as Arrow
+    blocks (``blocks`` of them; default at least 2 per worker), and
+    ``streaming_split(workers, equal=False)`` hands every worker the blocks it pulls. Use the
+    result in ``build`` (:func:`shard_collection`, :func:`feed_shard`) or in a session's
+    dataflow, then :meth:`SparkShards.release` it.
+    """
+    if workers < 1:
+        raise ValueError(f"dataset_shards: workers must be >= 1, got {workers}")
+    spark = df.sparkSession
+    if not is_spark_on_ray(spark):
+        raise SparkConnectorError(f"input {input!r}: the DataFrame's Spark does not run on Ray "
+                                  f"(start it with spark_on_ray()); with a plain Spark use "
+                                  f"timelypy.connectors.spark.load")
+    ray = _ray()
+    from raydp.spark.dataset import from_spark_recoverable
+
+    frame, reader = _mapped_frame(df, columns, input, time, check)
+    partitions = frame.rdd.getNumPartitions()
+    wanted = blocks or max(partitions, 2 * workers)
+    start = _time.monotonic()
+    dataset = from_spark_recoverable(frame, parallelism=wanted if wanted != partitions else None)
+    iterators = dataset.streaming_split(workers, equal=False)
+    log.info("dataset_shards: input %r in %d blocks for %d workers (%.2f s)", input, wanted,
+             workers, _time.monotonic() - start)
+    del ray
+    return SparkShards([Shard(i, workers, it, reader, time) for i, it in enumerate(iterators)],
+                       dataset, frame)
+
+
+class _ShardReader:
+    """Reads a shard's Arrow batches in a thread into a queue of at most ``prefetch`` batches
+    (bounded memory); :meth:`take` never blocks longer than asked."""
+
+    _END = object()
+
+    def __init__(self, shard: Shard, batch_rows: int, prefetch: int = 2) -> None:
+        self.shard = shard
+        self.batch_rows = batch_rows
+        self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=max(1, prefetch))
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True,
+                                       name=f"timelypy-shard-{shard.index}")
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for batch in self.shard.iterator.iter_batches(batch_size=self.batch_rows,
+                                                          batch_format="pyarrow",
+                                                          prefetch_batches=1):
+                if not self._put(batch):
+                    return
+            self._put(self._END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the worker
+            self._put(exc)
+
+    def _put(self, item: Any) -> bool:
+        while not self.stopped.is_set():
+            try:
+                self.queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def take(self, timeout: float) -> Any:
+        """The next batch, :attr:`_END`, or None if none came within ``timeout`` seconds; an
+        error of the reading is raised as :class:`SparkConnectorError`."""
+        try:
+            item = self.queue.get(timeout=timeout) if timeout > 0 else self.queue.get_nowait()
+        except queue.Empty:
+            return None
+        if isinstance(item, BaseException):
+            raise SparkConnectorError(f"input {self.shard.input!r}: reading shard "
+                                      f"{self.shard.index} from Ray failed: "
+                                      f"{type(item).__name__}: {item}") from item
+        return item
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def _rows(batch: "pa.RecordBatch") -> Iterator[Tuple[Any, ...]]:
+    """The rows of an Arrow batch as tuples of Python values."""
+    return zip(*[batch.column(i).to_pylist() for i in range(batch.num_columns)])
+
+
+def _insert(session: Any, shard: Shard, batch: Any, sent: int) -> int:
+    """Insert an Arrow batch's rows into ``session`` (an ``InputSession``); the rows used.
+    A bad row raises :class:`SparkInputError` saying how many rows were inserted before."""
+    reader, at, used = shard.reader, shard.time, 0
+    for row in _rows(batch):
+        try:
+            item = reader.convert(row, at)
+        except BadRow as exc:
+            raise reader.refused([exc.bad], f"Worker {shard.index} stopped there: the "
+                                            f"{sent + used} rows of its shard before it were "
+                                            f"inserted.") from exc
+        if item is None:
+            continue
+        record, diff, t = item
+        session.update_at(record, at if t is None else t, diff)
+        used += 1
+    return used
+
+
+class ShardInput:
+    """The input a shard feeds (see :func:`shard_collection`): every worker step inserts the
+    next batch that is ready (a reader thread prefetches at most two); after the last batch the
+    input closes by itself. Its ``close()`` (when ``build`` returns, or a session closes) waits
+    for the rest of the shard rather than dropping it. Holds a capability at the shard's time
+    until then, and reports none to stall checks (it advances by itself)."""
+
+    def __init__(self, session: Any, shard: Shard, batch_rows: int, read_timeout: float) -> None:
+        self.session = session
+        self.shard = shard
+        self.rows = 0
+        """Rows inserted so far."""
+        self.done = False
+        """The whole shard was read (the input is closed)."""
+        self.read_timeout = read_timeout
+        self._reader = _ShardReader(shard, batch_rows)
+        self._last = _time.monotonic()
+
+    @property
+    def closed(self) -> bool:
+        """The shard was read and the input closed."""
+        return self.done
+
+    def flush(self) -> None:
+        """Insert the next ready batch (if any) and flush; close the input after the last."""
+        if not self.done:
+            try:
+                batch = self._reader.take(_POLL)
+                if batch is None:
+                    if _time.monotonic() - self._last > self.read_timeout:
+                        raise SparkConnectorError(
+                            f"input {self.shard.input!r}: worker {self.shard.index} got no batch "
+                            f"of its shard within {self.read_timeout} s")
+                elif batch is _ShardReader._END:
+                    self._finish()
+                    return
+                else:
+                    self.rows += _insert(self.session, self.shard, batch, self.rows)
+                    self._last = _time.monotonic()
+            except BaseException:
+                self._reader.stop()
+                raise
+        self.session.flush()
+
+    def _finish(self) -> None:
+        self.done = True
+        self._reader.stop()
+        self.session.close()
+        log.debug("shard %d of input %r: %d rows", self.shard.index, self.shard.input, self.rows)
+
+    def close(self) -> None:
+        """Let the rest of the shard in, then close (the worker keeps stepping meanwhile)."""
+
+    def has_pending(self) -> bool:
+        """Until the shard is read (so that a worker alone does not take the wait for Ray's
+        next batch for a stall; :meth:`flush` paces the steps meanwhile), or records are
+        buffered."""
+        return not self.done or self.session.has_pending()
+
+    def describe(self) -> str:
+        """The input, its shard and progress (for stall diagnostics)."""
+        state = "read" if self.done else "reading"
+        return (f"{self.shard.input!r} shard {self.shard.index} at {self.shard.time!r} "
+                f"({self.rows} rows, {state})")
+
+
+def _check_batch_rows(batch_rows: int) -> None:
+    if not isinstance(batch_rows, int) or isinstance(batch_rows, bool) or batch_rows < 1:
+        raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
+
+
+def shard_collection(scope: Any, shards: Sequence[Shard], name: Optional[str] = None, *,
+                     batch_rows: int = DEFAULT_BATCH_ROWS,
+                     read_timeout: float = DEFAULT_READ_TIMEOUT) -> Tuple[ShardInput, Any]:
+    """A collection fed by this worker's shard (``shards[scope.worker.index]``): returns
+    ``(input, collection)``. Every record is inserted at the shard's time (or its ``time``
+    column's); the input closes once the shard is read, so a probe downstream passes that
+    time when every worker has loaded its part. Call it in ``build`` of an
+    ``execute(..., backend="ray")`` job or in a session's ``dataflow`` (same number of
+    workers as shards). A worker holds about ``batch_rows`` * 3 rows of the shard at a time.
+    A bad row fails the worker with :class:`SparkInputError` (rows already inserted stay).
+    """
+    from ..differential.collection import Collection
+    from ..differential.input import InputSession
+
+    _check_batch_rows(batch_rows)
+    worker = scope.worker
+    if len(shards) != worker.peers:
+        raise SparkConnectorError(f"shard_collection: {len(shards)} shards for "
+                                  f"{worker.peers} workers (make them with "
+                                  f"dataset_shards(df, {worker.peers}, ...))")
+    shard = shards[worker.index]
+    name = name or shard.input
+    handle, stream = scope.new_input(name, register=False)
+    source = ShardInput(InputSession(handle, name), shard, batch_rows, read_timeout)
+    worker.register_input(source)
+    return source, Collection(scope, stream)
+
+
+def feed_shard(worker: Any, session: Any, shard: Shard, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+               read_timeout: float = DEFAULT_READ_TIMEOUT) -> int:
+    """Insert ``shard``'s rows into ``session`` (an input session of this worker's dataflow)
+    batch by batch, flushing and stepping the worker between batches (bounded memory); returns
+    the rows inserted. The session is neither advanced nor closed. Waits at most
+    ``read_timeout`` seconds for any one batch."""
+    _check_batch_rows(batch_rows)
+    reader = _ShardReader(shard, batch_rows)
+    rows, last = 0, _time.monotonic()
+    try:
+        while True:
+            batch = reader.take(_POLL)
+            if batch is _ShardReader._END:
+                return rows
+            if batch is None:
+                if _time.monotonic() - last > read_timeout:
+                    raise SparkConnectorError(f"input {shard.input!r}: worker {shard.index} got "
+                                              f"no batch of its shard within {read_timeout} s")
+            else:
+                rows += _insert(session, shard, batch, rows)
+                last = _time.monotonic()
+                session.flush()
+            worker.step()
+    finally:
+        reader.stop()
+
+
+# ----------------------------------------------------------------------------- sinks
+_ARROW_TYPES = {"tinyint": "int8", "smallint": "int16", "int": "int32", "bigint": "int64",
+                "float": "float32", "double": "float64", "string": "string", "boolean": "bool_",
+                "binary": "binary"}
+_ALIASES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint",
+            "bool": "boolean", "str": "string"}
+
+Schema = Union[str, "pa.Schema"]
+
+
+def arrow_schema(schema: Schema) -> "pa.Schema":
+    """``schema`` as a ``pyarrow.Schema``: one already, or Spark-style DDL such as
+    ``"src bigint, dst bigint NOT NULL"`` (types: tinyint, smallint, int, bigint, float,
+    double, string, boolean, binary, and long, integer, short, byte, bool, str)."""
+    import pyarrow as pa
+
+    if isinstance(schema, pa.Schema):
+        return schema
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a pyarrow.Schema or a DDL string, got "
+                        f"{type(schema).__name__}")
+    fields = []
+    for part in (p.strip() for p in schema.split(",")):
+        words = part.split()
+        nullable = not (len(words) == 4 and [w.lower() for w in words[2:]] == ["not", "null"])
+        if len(words) not in (2, 4) or (len(words) == 4 and nullable):
+            raise ValueError(f"schema {schema!r}: {part!r} is not 'name type [NOT NULL]'")
+        kind = _ALIASES.get(words[1].lower(), words[1].lower())
+        if kind not in _ARROW_TYPES:
+            raise ValueError(f"schema {schema!r}: column {words[0]!r} has type {words[1]!r}, "
+                             f"not one of {', '.join(sorted(_ARROW_TYPES))}")
+        fields.append(pa.field(words[0], getattr(pa, _ARROW_TYPES[kind])(), nullable=nullable))
+    return pa.schema(fields)
+
+
+def _python_types(arrow_type: Any) -> Optional[Tuple[type, ...]]:
+    """The Python types a column of ``arrow_type`` takes (None: not checked here)."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(arrow_type):
+        return (int,)
+    if pa.types.is_floating(arrow_type):
+        return (float, int)
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return (str,)
+    if pa.types.is_boolean(arrow_type):
+        return (bool,)
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return (bytes, bytearray)
+    return None
+
+
+def _check_column(field: Any, values: List[Any], records: List[Any], where: str) -> None:
+    """:class:`SparkOutputError` naming the first record whose value ``field`` cannot hold."""
+    allowed = _python_types(field.type)
+    for value, record in zip(values, records):
+        if value is None:
+            if not field.nullable:
+                raise SparkOutputError(f"{where}: column {field.name!r} is not nullable, but "
+                                       f"record {show(record)} has null there")
+            continue
+        if allowed is not None and (not isinstance(value, allowed) or (
+                bool not in allowed and isinstance(value, bool))):
+            raise SparkOutputError(f"{where}: column {field.name!r} has type {field.type}, but "
+                                   f"record {show(record)} has {show(value)} of type "
+                                   f"{type(value).__name__} there")
+
+
+def records_to_arrow(records: Union[Mapping[Any, int], Iterable[Tuple[Any, ...]]],
+                     schema: Schema, columns: Optional[Columns] = None, *,
+                     count: Optional[str] = None, extra: Sequence[str] = (),
+                     where: str = "records") -> "pa.Table":
+    """An Arrow table of ``schema`` from ``{record: count}`` (or ``(record, *extra values)``
+    tuples when ``extra`` names columns, as ``(record, time, diff)`` for changes).
+
+    Records are flattened into columns by ``columns`` (default: every schema column but
+    ``count`` and ``extra``, in order, as ``Columns([...])``). With ``count=None`` a record of
+    count n is n rows (a negative count is an error); ``count="n"``: one row per record, its
+    count in column ``n``. Every value is checked against its column's type first:
+    :class:`SparkOutputError` names the record, the column and the value.
+    """
+    import pyarrow as pa
+
+    schema = arrow_schema(schema)
+    tail = list(extra) + ([count] if count else [])
+    columns = columns or Columns([n for n in schema.names if n not in tail])
+    order = list(columns.names) + tail
+    if sorted(order) != sorted(schema.names) or len(order) != len(schema.names):
+        raise SparkOutputError(f"{where}: the schema's columns {schema.names} do not match the "
+                               f"columns {order}")
+    rows, sources = [], []
+    items = records.items() if isinstance(records, Mapping) else records
+    for item in items:
+        record, rest = (item[0], tuple(item[1:])) if not isinstance(records, Mapping) else item
+        values = columns.flatten(record)
+        if isinstance(records, Mapping):
+            n, rest = rest, ()
+            if count is not None:
+                rows.append(values + (n,))
+                sources.append(record)
+                continue
+            if n < 0:
+                raise SparkOutputError(f"{where}: record {show(record)} has count {n}: use "
+                                       f"count='...' for negative counts")
+            rows.extend([values] * n)
+            sources.extend([record] * n)
+        else:
+            rows.append(values + rest)
+            sources.append(record)
+    position = {name: i for i, name in enumerate(order)}
+    arrays = []
+    for field in schema:
+        values = [r[position[field.name]] for r in rows]
+        _check_column(field, values, sources, where)
+        arrays.append(pa.array(values, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def view_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
+                    at: Any = None, count: Optional[str] = None) -> Any:
+    """A ``CollectionView``'s contents at ``at`` (default: the latest closed time) as a
+    ``ray.data.Dataset`` of ``schema`` (see :func:`records_to_arrow` for ``columns`` and
+    ``count``). Call ``view.refresh()`` first."""
+    table = records_to_arrow(view.contents(at), schema, columns, count=count,
+                             where=f"view of {view.capture!r}")
+    return _ray().data.from_arrow(table)
+
+
+def changes_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
+                       time: str = "time", diff: str = "diff") -> Any:
+    """A ``CollectionView``'s consolidated changes as a ``ray.data.Dataset`` of ``schema``:
+    the record's columns, then ``time`` and ``diff`` (integer columns)."""
+    table = records_to_arrow(view.changes(), schema, columns, extra=(time, diff),
+                             where=f"changes of {view.capture!r}")
+    return _ray().data.from_arrow(table)
+
+
+def dataset_to_spark(dataset: Any, spark: "SparkSession") -> "DataFrame":
+    """A Ray Dataset (of Arrow blocks) as a DataFrame of the RayDP Spark ``spark``
+    (``dataset.to_spark(spark)``: the blocks go from Ray's object store to the executors)."""
+    if not is_spark_on_ray(spark):
+        raise SparkConnectorError("dataset_to_spark: the SparkSession does not run on Ray "
+                                  "(RayDP): start it with spark_on_ray()")
+    return dataset.to_spark(spark)
