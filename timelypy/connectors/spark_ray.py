@@ -1,50 +1,21 @@
-"""Spark on Ray (RayDP) for timelypy: co-scheduled Spark, loads that bypass the driver, Ray Dataset sinks.
-
-Three pieces, each usable alone:
-
-- :func:`spark_on_ray`: a Spark whose executors are Ray actors of the current Ray cluster
-  (RayDP), with the Java 17 flags and Python settings it needs; a context manager that stops
-  RayDP (``raydp.stop_spark()``) at the end. Ray's authentication is left as Ray sets it.
-- :func:`dataset_shards` + :func:`shard_collection` / :func:`feed_shard`: a DataFrame's rows go
-  from the Spark executors into Ray's object store (a Ray Dataset), are split into one shard per
-  timelypy worker (``streaming_split(n, equal=False)``) and every worker reads its own shard
-  inside the dataflow; downstream operators exchange the records by key. The driver only holds
-  the plan: no row passes through it. Works in ``execute(build, backend="ray")`` jobs and in
-  driver sessions on the ``ray`` backend (the shard input is part of the dataflow).
-- :func:`view_to_dataset` / :func:`changes_to_dataset` / :func:`records_to_arrow`: a
-  collection's contents or changes as a ``ray.data.Dataset`` with a declared schema, and
-  :func:`dataset_to_spark` back to a RayDP Spark (``ds.to_spark(spark)``).
-
-Resource sizing on a shared Ray cluster: every Spark executor is a Ray actor that reserves
-``executor_cores`` CPUs and ``executor_memory`` of Ray's ``memory`` resource for its whole life
-(RayDP's master actors reserve no CPU while they run); timelypy's workers reserve
-``num_cpus_per_worker`` each (default 0.5) only while a job or session runs. Both must fit at
-once: ``executors * executor_cores + workers * num_cpus_per_worker <= CPUs of the cluster``,
-or the later of the two waits for resources (timelypy's ``startup_timeout`` bounds that wait).
-On a small machine give timelypy fractional CPUs (0.25-0.5 per worker) and Spark one executor
-of one core; the reservations are logical (Ray does not pin cores), so a load in which Spark
-produces while timelypy consumes shares the real cores anyway.
-
-ray, raydp, pyspark and pyarrow are imported inside the functions that use them: importing this
-module works without them.
-"""
+"""Spark on Ray (RayDP): co-scheduled Spark, DataFrame loads that bypass the driver, Ray Dataset sinks."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
 import sys
 import threading
 import time as _time
-from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional,
+from typing import (TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple, Union)
 
 from ..workers.batch import show
 from .spark import JAVA_OPTIONS, Columns
 from .spark_columns import (INSTALL_HINT, BadRow, RowReader, SparkConnectorError,
-                            SparkInputError, SparkOutputError, SparkUnavailableError,
-                            require_pyspark)
+                            SparkOutputError, SparkUnavailableError, require_pyspark)
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     import pyarrow as pa
@@ -67,34 +38,30 @@ _JAVA_KEYS = ("spark.ray.raydp_app_master.extraJavaOptions", "spark.driver.extra
               "spark.executor.extraJavaOptions")
 
 RAYDP_SETTINGS: Dict[str, str] = {
-    **{key: RAYDP_JAVA_OPTIONS for key in _JAVA_KEYS},
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-}
+    **{key: RAYDP_JAVA_OPTIONS for key in _JAVA_KEYS}, "spark.ui.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.showConsoleProgress": "false"}
 """What :func:`spark_on_ray` sets (plus ``spark.sql.shuffle.partitions`` = the executors'
 cores, at least 2, and loopback addresses for the driver on a one-node loopback Ray)."""
 
 DEFAULT_BATCH_ROWS = 10_000
-_POLL = 0.005
-"""Seconds a step waits (at most) for the next batch of a shard that is not ready yet."""
-DEFAULT_READ_TIMEOUT = 300.0
-"""Seconds a shard reader may wait for its next batch from Ray before the load fails."""
-STOP_TIMEOUT = 120.0
-"""Seconds :func:`stop_spark_on_ray` waits for RayDP to stop."""
+_POLL = 0.005  # seconds a step waits (at most) for a batch of its shard that is not ready yet
+DEFAULT_READ_TIMEOUT = 300.0  # seconds a worker may wait for the next batch of its shard
+STOP_TIMEOUT = 120.0  # seconds stop_spark_on_ray waits for RayDP to stop
 
 
 def _ray() -> Any:
+    """The ``ray`` module with Ray Data, or :class:`SparkUnavailableError`."""
     try:
         import ray
         import ray.data  # noqa: F401 - Ray Datasets
     except ImportError as exc:
-        raise SparkUnavailableError(f"Spark on Ray needs ray[data] and raydp ({exc}): "
-                                    f"{INSTALL_HINT}") from exc
+        raise SparkUnavailableError(f"Spark on Ray needs ray[data] ({exc}): {INSTALL_HINT}"
+                                    ) from exc
     return ray
 
 
 def _raydp() -> Any:
+    """The ``raydp`` module (with pyspark and Ray), or :class:`SparkUnavailableError`."""
     require_pyspark()
     _ray()
     try:
@@ -107,40 +74,31 @@ def _raydp() -> Any:
 # ----------------------------------------------------------------------------- Spark on Ray
 class _State:
     """The RayDP Spark this module started (RayDP keeps one per process)."""
-
     session: Any = None
     stopping = False
     lock = threading.RLock()
 
 
-_session_class: Any = None
-
-
+@functools.lru_cache(maxsize=None)
 def _owned_class() -> Any:
     """A ``SparkSession`` subclass whose ``stop()`` (and ``with`` exit) stops RayDP."""
-    global _session_class
-    if _session_class is None:
-        from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession
 
-        class RayDPSparkSession(SparkSession):
-            """A RayDP Spark started by :func:`spark_on_ray`: ``stop()`` stops RayDP too."""
+    class RayDPSparkSession(SparkSession):
+        """A RayDP Spark started by :func:`spark_on_ray`: ``stop()`` stops RayDP too."""
 
-            def stop(self) -> None:
-                if _State.stopping or _State.session is not self:
-                    SparkSession.stop(self)
-                else:
-                    stop_spark_on_ray()
-
-        _session_class = RayDPSparkSession
-    return _session_class
+        def stop(self) -> None:
+            if _State.stopping or _State.session is not self:
+                SparkSession.stop(self)
+            else:
+                stop_spark_on_ray()
+    return RayDPSparkSession
 
 
 def is_spark_on_ray(spark: "SparkSession") -> bool:
     """``spark`` runs its executors on Ray (RayDP)."""
     try:
-        master = spark.sparkContext.master or ""
-        return master.startswith("ray") or spark.conf.get("spark.ray.raydp_app_master"
-                                                          ".extraJavaOptions", None) is not None
+        return (spark.sparkContext.master or "").startswith("ray")
     except Exception:  # noqa: BLE001 - a stopped session
         return False
 
@@ -167,24 +125,31 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
                  configs: Optional[Mapping[str, Any]] = None, *,
                  spark: Optional["SparkSession"] = None, address: Optional[str] = None,
                  log_level: str = "WARN", warm: bool = False) -> "SparkSession":
-    """A Spark on the current Ray cluster through RayDP (``executors`` executor actors of
-    ``executor_cores`` CPUs and ``executor_memory`` each).
+    """A Spark on the current Ray cluster through RayDP: ``executors`` executor actors of
+    ``executor_cores`` CPUs and ``executor_memory`` each.
 
-    Ray: the connected one; else ``ray.init(address=address)`` with Ray's defaults (a new local
-    Ray gets Ray's token authentication; nothing here changes it) - that Ray stays up after
+    Ray: the connected one, else ``ray.init(address=address)`` with Ray's defaults (a new local
+    Ray gets Ray's token authentication; nothing here changes it); that Ray stays up after
     Spark stops (``ray.shutdown()`` ends it). Settings: :data:`RAYDP_SETTINGS`, this
-    interpreter as the executors' Python (``PYSPARK_PYTHON``), ``configs`` on top. RayDP's
-    recoverable Spark -> Ray conversion stays on (``fault_tolerant_mode``). ``warm`` runs a
-    tiny job (the first job costs seconds more than later ones).
+    interpreter as the executors' Python (``PYSPARK_PYTHON``), ``configs`` on top (extra Java
+    options are appended). RayDP's recoverable Spark -> Ray conversion stays on. ``warm`` runs
+    a tiny job (the first job costs seconds more than later ones). The session returned is a
+    context manager: the ``with`` exit and ``stop()`` stop RayDP (:func:`stop_spark_on_ray`).
+    ``spark=`` an existing RayDP session returns it as is (this module never stops it).
 
-    The session returned is a context manager: ``with spark_on_ray() as spark:`` - its exit and
-    its ``stop()`` stop RayDP (:func:`stop_spark_on_ray`). ``spark=`` an existing RayDP session
-    returns it as is (not stopped by this module). Sizing: see the module's docstring.
+    Sizing on a shared Ray cluster: each executor is a Ray actor that reserves
+    ``executor_cores`` CPUs and ``executor_memory`` of Ray's ``memory`` for its whole life
+    (RayDP's master actors reserve no CPU once started); each timelypy worker reserves
+    ``num_cpus_per_worker`` (default 0.5) while its job or session runs. Both must fit at once,
+    ``executors * executor_cores + workers * num_cpus_per_worker <= the cluster's CPUs``, or
+    the later one waits (timelypy's ``startup_timeout`` bounds that). On a small machine give
+    Spark one executor of one core and timelypy 0.25-0.5 CPU per worker: Ray's CPUs are
+    logical, and during a load Spark produces while timelypy consumes, sharing the real cores.
     """
+    if spark is not None and not is_spark_on_ray(spark):
+        raise SparkConnectorError("spark_on_ray: the SparkSession given does not run on Ray "
+                                  "(RayDP); use timelypy.connectors.spark for a plain Spark")
     if spark is not None:
-        if not is_spark_on_ray(spark):
-            raise SparkConnectorError("spark_on_ray: the SparkSession given does not run on Ray "
-                                      "(RayDP); use timelypy.connectors.spark for a plain Spark")
         return spark
     if executors < 1 or executor_cores < 1:
         raise ValueError(f"spark_on_ray: executors and executor_cores must be >= 1, got "
@@ -228,7 +193,6 @@ def stop_spark_on_ray(timeout: float = STOP_TIMEOUT) -> None:
             _raydp().stop_spark()
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
-
     try:
         worker = threading.Thread(target=stop, name="timelypy-raydp-stop", daemon=True)
         worker.start()
@@ -246,46 +210,35 @@ def stop_spark_on_ray(timeout: float = STOP_TIMEOUT) -> None:
 
 
 # ----------------------------------------------------------------------------- shards
-class Shard:
+class Shard(NamedTuple):
     """One timelypy worker's part of a DataFrame: a Ray Data iterator (of a
     ``streaming_split``) over the mapped columns, and the reader that turns rows into
     ``(record, diff, time)``. Picklable: it travels to the worker's Ray actor."""
 
-    def __init__(self, index: int, workers: int, iterator: Any, reader: RowReader,
-                 time: int) -> None:
-        self.index = index
-        self.workers = workers
-        self.iterator = iterator
-        self.reader = reader
-        self.time = time
+    index: int
+    workers: int
+    iterator: Any
+    reader: RowReader
+    time: int
 
     @property
     def input(self) -> str:
         """The input name errors name."""
         return self.reader.input
 
-    def __repr__(self) -> str:
-        return f"Shard({self.index} of {self.workers}, input={self.input!r})"
 
-
-class SparkShards(Sequence[Shard]):
+class SparkShards(List[Shard]):
     """The shards of one DataFrame (``shards[worker.index]``), one per worker; the Ray Dataset
     (:attr:`dataset`) behind them. :meth:`release` (or the ``with`` exit) frees the Spark copy
     that feeds the dataset. Pickled, it is just the list of shards (as a build closure needs)."""
 
     def __init__(self, shards: List[Shard], dataset: Any, frame: Any) -> None:
-        self._shards = shards
+        super().__init__(shards)
         self.dataset = dataset
         self._frame = frame
 
-    def __getitem__(self, index: Any) -> Any:
-        return self._shards[index]
-
-    def __len__(self) -> int:
-        return len(self._shards)
-
     def __reduce__(self) -> Any:
-        return (list, (list(self._shards),))
+        return (list, (list(self),))
 
     def release(self) -> None:
         """Unpersist the Arrow copy Spark keeps for the dataset (after the load)."""
@@ -344,7 +297,7 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
         raise SparkConnectorError(f"input {input!r}: the DataFrame's Spark does not run on Ray "
                                   f"(start it with spark_on_ray()); with a plain Spark use "
                                   f"timelypy.connectors.spark.load")
-    ray = _ray()
+    _raydp()
     from raydp.spark.dataset import from_spark_recoverable
 
     frame, reader = _mapped_frame(df, columns, input, time, check)
@@ -355,7 +308,6 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     iterators = dataset.streaming_split(workers, equal=False)
     log.info("dataset_shards: input %r in %d blocks for %d workers (%.2f s)", input, wanted,
              workers, _time.monotonic() - start)
-    del ray
     return SparkShards([Shard(i, workers, it, reader, time) for i, it in enumerate(iterators)],
                        dataset, frame)
 
@@ -366,9 +318,12 @@ class _ShardReader:
 
     _END = object()
 
-    def __init__(self, shard: Shard, batch_rows: int, prefetch: int = 2) -> None:
+    def __init__(self, shard: Shard, batch_rows: int, read_timeout: float,
+                 prefetch: int = 2) -> None:
         self.shard = shard
         self.batch_rows = batch_rows
+        self.read_timeout = read_timeout
+        self.last = _time.monotonic()
         self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=max(1, prefetch))
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True,
@@ -395,13 +350,20 @@ class _ShardReader:
                 continue
         return False
 
-    def take(self, timeout: float) -> Any:
-        """The next batch, :attr:`_END`, or None if none came within ``timeout`` seconds; an
-        error of the reading is raised as :class:`SparkConnectorError`."""
+    def take(self) -> Any:
+        """The next batch, :attr:`_END`, or None if none came within :data:`_POLL` seconds;
+        :class:`SparkConnectorError` if the reading failed or no batch came for
+        ``read_timeout`` seconds."""
+        shard = self.shard
         try:
-            item = self.queue.get(timeout=timeout) if timeout > 0 else self.queue.get_nowait()
+            item = self.queue.get(timeout=_POLL)
         except queue.Empty:
+            if _time.monotonic() - self.last > self.read_timeout:
+                self.stop()
+                raise SparkConnectorError(f"input {shard.input!r}: worker {shard.index} got no "
+                                          f"batch of its shard within {self.read_timeout} s")
             return None
+        self.last = _time.monotonic()
         if isinstance(item, BaseException):
             raise SparkConnectorError(f"input {self.shard.input!r}: reading shard "
                                       f"{self.shard.index} from Ray failed: "
@@ -412,16 +374,11 @@ class _ShardReader:
         self.stopped.set()
 
 
-def _rows(batch: "pa.RecordBatch") -> Iterator[Tuple[Any, ...]]:
-    """The rows of an Arrow batch as tuples of Python values."""
-    return zip(*[batch.column(i).to_pylist() for i in range(batch.num_columns)])
-
-
 def _insert(session: Any, shard: Shard, batch: Any, sent: int) -> int:
     """Insert an Arrow batch's rows into ``session`` (an ``InputSession``); the rows used.
     A bad row raises :class:`SparkInputError` saying how many rows were inserted before."""
     reader, at, used = shard.reader, shard.time, 0
-    for row in _rows(batch):
+    for row in zip(*[column.to_pylist() for column in batch.columns]):
         try:
             item = reader.convert(row, at)
         except BadRow as exc:
@@ -446,13 +403,9 @@ class ShardInput:
     def __init__(self, session: Any, shard: Shard, batch_rows: int, read_timeout: float) -> None:
         self.session = session
         self.shard = shard
-        self.rows = 0
-        """Rows inserted so far."""
-        self.done = False
-        """The whole shard was read (the input is closed)."""
-        self.read_timeout = read_timeout
-        self._reader = _ShardReader(shard, batch_rows)
-        self._last = _time.monotonic()
+        self.rows = 0  # rows inserted so far
+        self.done = False  # the whole shard was read (the input is closed)
+        self._reader = _ShardReader(shard, batch_rows, read_timeout)
 
     @property
     def closed(self) -> bool:
@@ -463,18 +416,12 @@ class ShardInput:
         """Insert the next ready batch (if any) and flush; close the input after the last."""
         if not self.done:
             try:
-                batch = self._reader.take(_POLL)
-                if batch is None:
-                    if _time.monotonic() - self._last > self.read_timeout:
-                        raise SparkConnectorError(
-                            f"input {self.shard.input!r}: worker {self.shard.index} got no batch "
-                            f"of its shard within {self.read_timeout} s")
-                elif batch is _ShardReader._END:
+                batch = self._reader.take()
+                if batch is _ShardReader._END:
                     self._finish()
                     return
-                else:
+                if batch is not None:
                     self.rows += _insert(self.session, self.shard, batch, self.rows)
-                    self._last = _time.monotonic()
             except BaseException:
                 self._reader.stop()
                 raise
@@ -542,20 +489,15 @@ def feed_shard(worker: Any, session: Any, shard: Shard, *, batch_rows: int = DEF
     the rows inserted. The session is neither advanced nor closed. Waits at most
     ``read_timeout`` seconds for any one batch."""
     _check_batch_rows(batch_rows)
-    reader = _ShardReader(shard, batch_rows)
-    rows, last = 0, _time.monotonic()
+    reader = _ShardReader(shard, batch_rows, read_timeout)
+    rows = 0
     try:
         while True:
-            batch = reader.take(_POLL)
+            batch = reader.take()
             if batch is _ShardReader._END:
                 return rows
-            if batch is None:
-                if _time.monotonic() - last > read_timeout:
-                    raise SparkConnectorError(f"input {shard.input!r}: worker {shard.index} got "
-                                              f"no batch of its shard within {read_timeout} s")
-            else:
+            if batch is not None:
                 rows += _insert(session, shard, batch, rows)
-                last = _time.monotonic()
                 session.flush()
             worker.step()
     finally:
@@ -568,6 +510,12 @@ _ARROW_TYPES = {"tinyint": "int8", "smallint": "int16", "int": "int32", "bigint"
                 "binary": "binary"}
 _ALIASES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint",
             "bool": "boolean", "str": "string"}
+
+_PYTHON_TYPES: Dict[str, Tuple[type, ...]] = {
+    **{f"{u}int{n}": (int,) for u in ("", "u") for n in (8, 16, 32, 64)},
+    "float": (float, int), "double": (float, int), "bool": (bool,), "string": (str,),
+    "large_string": (str,), "binary": (bytes, bytearray), "large_binary": (bytes, bytearray)}
+"""The Python types a column of each Arrow type takes (others are not checked here)."""
 
 Schema = Union[str, "pa.Schema"]
 
@@ -597,87 +545,57 @@ def arrow_schema(schema: Schema) -> "pa.Schema":
     return pa.schema(fields)
 
 
-def _python_types(arrow_type: Any) -> Optional[Tuple[type, ...]]:
-    """The Python types a column of ``arrow_type`` takes (None: not checked here)."""
+def _table(rows: List[Tuple[Any, ...]], sources: List[Any], schema: "pa.Schema",
+           order: List[str], where: str) -> "pa.Table":
+    """An Arrow table of ``schema`` from ``rows`` whose values are in ``order``; every value is
+    checked first (:class:`SparkOutputError` names the record of ``sources``, column, value)."""
     import pyarrow as pa
 
-    if pa.types.is_integer(arrow_type):
-        return (int,)
-    if pa.types.is_floating(arrow_type):
-        return (float, int)
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return (str,)
-    if pa.types.is_boolean(arrow_type):
-        return (bool,)
-    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
-        return (bytes, bytearray)
-    return None
-
-
-def _check_column(field: Any, values: List[Any], records: List[Any], where: str) -> None:
-    """:class:`SparkOutputError` naming the first record whose value ``field`` cannot hold."""
-    allowed = _python_types(field.type)
-    for value, record in zip(values, records):
-        if value is None:
-            if not field.nullable:
-                raise SparkOutputError(f"{where}: column {field.name!r} is not nullable, but "
-                                       f"record {show(record)} has null there")
-            continue
-        if allowed is not None and (not isinstance(value, allowed) or (
-                bool not in allowed and isinstance(value, bool))):
-            raise SparkOutputError(f"{where}: column {field.name!r} has type {field.type}, but "
-                                   f"record {show(record)} has {show(value)} of type "
-                                   f"{type(value).__name__} there")
-
-
-def records_to_arrow(records: Union[Mapping[Any, int], Iterable[Tuple[Any, ...]]],
-                     schema: Schema, columns: Optional[Columns] = None, *,
-                     count: Optional[str] = None, extra: Sequence[str] = (),
-                     where: str = "records") -> "pa.Table":
-    """An Arrow table of ``schema`` from ``{record: count}`` (or ``(record, *extra values)``
-    tuples when ``extra`` names columns, as ``(record, time, diff)`` for changes).
-
-    Records are flattened into columns by ``columns`` (default: every schema column but
-    ``count`` and ``extra``, in order, as ``Columns([...])``). With ``count=None`` a record of
-    count n is n rows (a negative count is an error); ``count="n"``: one row per record, its
-    count in column ``n``. Every value is checked against its column's type first:
-    :class:`SparkOutputError` names the record, the column and the value.
-    """
-    import pyarrow as pa
-
-    schema = arrow_schema(schema)
-    tail = list(extra) + ([count] if count else [])
-    columns = columns or Columns([n for n in schema.names if n not in tail])
-    order = list(columns.names) + tail
-    if sorted(order) != sorted(schema.names) or len(order) != len(schema.names):
+    if sorted(order) != sorted(schema.names):
         raise SparkOutputError(f"{where}: the schema's columns {schema.names} do not match the "
                                f"columns {order}")
-    rows, sources = [], []
-    items = records.items() if isinstance(records, Mapping) else records
-    for item in items:
-        record, rest = (item[0], tuple(item[1:])) if not isinstance(records, Mapping) else item
-        values = columns.flatten(record)
-        if isinstance(records, Mapping):
-            n, rest = rest, ()
-            if count is not None:
-                rows.append(values + (n,))
-                sources.append(record)
-                continue
-            if n < 0:
-                raise SparkOutputError(f"{where}: record {show(record)} has count {n}: use "
-                                       f"count='...' for negative counts")
-            rows.extend([values] * n)
-            sources.extend([record] * n)
-        else:
-            rows.append(values + rest)
-            sources.append(record)
     position = {name: i for i, name in enumerate(order)}
     arrays = []
     for field in schema:
         values = [r[position[field.name]] for r in rows]
-        _check_column(field, values, sources, where)
+        allowed = _PYTHON_TYPES.get(str(field.type))
+        for value, record in zip(values, sources):
+            if value is None and not field.nullable:
+                raise SparkOutputError(f"{where}: column {field.name!r} is not nullable, but "
+                                       f"record {show(record)} has null there")
+            if value is not None and allowed is not None and (
+                    not isinstance(value, allowed)
+                    or (bool not in allowed and isinstance(value, bool))):
+                raise SparkOutputError(f"{where}: column {field.name!r} has type {field.type}, "
+                                       f"but record {show(record)} has {show(value)} of type "
+                                       f"{type(value).__name__} there")
         arrays.append(pa.array(values, type=field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def records_to_arrow(contents: Mapping[Any, int], schema: Schema,
+                     columns: Optional[Columns] = None, *, count: Optional[str] = None,
+                     where: str = "records") -> "pa.Table":
+    """An Arrow table of ``schema`` from ``{record: count}`` (a collection's contents).
+
+    Records are flattened into columns by ``columns`` (default: every schema column but
+    ``count``, in order, as ``Columns([...])``). ``count=None``: a record of count n is n rows
+    (a negative count is an error); ``count="n"``: one row per record, its count in column
+    ``n``. Values are checked against their column's type: :class:`SparkOutputError` names the
+    record, the column and the value.
+    """
+    schema = arrow_schema(schema)
+    columns = columns or Columns([n for n in schema.names if n != count])
+    rows, sources = [], []
+    for record, n in contents.items():
+        values = columns.flatten(record)
+        if count is None and n < 0:
+            raise SparkOutputError(f"{where}: record {show(record)} has count {n}: use "
+                                   f"count='...' for negative counts")
+        copies = 1 if count is not None else n
+        rows.extend([values + ((n,) if count is not None else ())] * copies)
+        sources.extend([record] * copies)
+    return _table(rows, sources, schema, list(columns.names) + ([count] if count else []), where)
 
 
 def view_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
@@ -694,8 +612,12 @@ def changes_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = N
                        time: str = "time", diff: str = "diff") -> Any:
     """A ``CollectionView``'s consolidated changes as a ``ray.data.Dataset`` of ``schema``:
     the record's columns, then ``time`` and ``diff`` (integer columns)."""
-    table = records_to_arrow(view.changes(), schema, columns, extra=(time, diff),
-                             where=f"changes of {view.capture!r}")
+    schema = arrow_schema(schema)
+    columns = columns or Columns([n for n in schema.names if n not in (time, diff)])
+    changes = view.changes()
+    rows = [columns.flatten(d) + (t, r) for d, t, r in changes]
+    table = _table(rows, [d for d, _, _ in changes], schema, list(columns.names) + [time, diff],
+                   f"changes of {view.capture!r}")
     return _ray().data.from_arrow(table)
 
 
