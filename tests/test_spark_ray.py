@@ -64,14 +64,14 @@ def spark(ray_session) -> Iterator[Any]:
         pytest.skip("Spark needs Java 17 (no java on PATH, no JAVA_HOME)")
     ray = ray_session
     start = time.monotonic()
-    session = spark_on_ray("timelypy-tests", executors=1, executor_cores=1,
-                           executor_memory="1G", log_level="ERROR", warm=True)
-    log.warning("RayDP Spark up and warm in %.1f s", time.monotonic() - start)
-    assert _raydp_actors(ray) and _java_children(ray)  # what the teardown checks is gone
     try:
-        yield session
+        with spark_on_ray("timelypy-tests", executors=1, executor_cores=1,
+                          executor_memory="1G", log_level="ERROR", warm=True) as session:
+            log.warning("RayDP Spark up and warm in %.1f s", time.monotonic() - start)
+            assert _raydp_actors(ray) and _java_children(ray)  # the teardown checks them gone
+            yield session  # the with exit stops RayDP
     finally:
-        stop_spark_on_ray()
+        stop_spark_on_ray()  # a no-op after the with exit, unless starting failed half-way
         deadline = time.monotonic() + 30
         while (_raydp_actors(ray) or _java_children(ray)) and time.monotonic() < deadline:
             time.sleep(0.5)

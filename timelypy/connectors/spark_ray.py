@@ -285,7 +285,7 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     NaN, null or non-integer diffs, bad ops, times before ``time`` - so a bad row fails here,
     on the driver, before any worker starts (:class:`SparkInputError` naming ``input``, the
     column, the row and the value). Then Spark writes the rows into Ray's object store as Arrow
-    blocks (``blocks`` of them; default at least 2 per worker), and
+    blocks (``blocks``; default: the DataFrame's partitions, at least one per worker), and
     ``streaming_split(workers, equal=False)`` hands every worker the blocks it pulls. Use the
     result in ``build`` (:func:`shard_collection`, :func:`feed_shard`) or in a session's
     dataflow, then :meth:`SparkShards.release` it.
@@ -302,7 +302,7 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
 
     frame, reader = _mapped_frame(df, columns, input, time, check)
     partitions = frame.rdd.getNumPartitions()
-    wanted = blocks or max(partitions, 2 * workers)
+    wanted = blocks or max(partitions, workers)
     start = _time.monotonic()
     dataset = from_spark_recoverable(frame, parallelism=wanted if wanted != partitions else None)
     iterators = dataset.streaming_split(workers, equal=False)
