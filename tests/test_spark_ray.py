@@ -54,6 +54,21 @@ def _java_children(ray: Any) -> list:
             and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+def _leave_plain_spark() -> None:
+    """pyspark keeps one JVM per process. A plain Spark of another test file (a session-scoped
+    fixture, still open) started it without RayDP's classes: stop that Spark's context and let
+    pyspark start a new JVM for RayDP; the old JVM stays for that fixture's own teardown."""
+    from pyspark import SparkContext
+
+    if SparkContext._jvm is None:
+        return
+    log.warning("a plain Spark ran in this process: RayDP gets a JVM of its own")
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
 @pytest.fixture(scope="session")
 def spark(ray_session) -> Iterator[Any]:
     """ONE RayDP Spark (1 executor, 1 core, 1 GiB) for the file, warmed; stopped at the end,
@@ -63,6 +78,7 @@ def spark(ray_session) -> Iterator[Any]:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Spark needs Java 17 (no java on PATH, no JAVA_HOME)")
     ray = ray_session
+    _leave_plain_spark()
     start = time.monotonic()
     try:
         with spark_on_ray("timelypy-tests", executors=1, executor_cores=1,

@@ -1,4 +1,4 @@
-"""Spark on Ray (RayDP): co-scheduled Spark, DataFrame loads that bypass the driver, Ray Dataset sinks."""
+"""Spark on Ray (RayDP): co-scheduled Spark, loads that bypass the driver, Ray Dataset sinks."""
 
 from __future__ import annotations
 
@@ -72,8 +72,7 @@ def _raydp() -> Any:
 
 
 # ----------------------------------------------------------------------------- Spark on Ray
-class _State:
-    """The RayDP Spark this module started (RayDP keeps one per process)."""
+class _State:  # the RayDP Spark this module started (RayDP keeps one per process)
     session: Any = None
     stopping = False
     lock = threading.RLock()
@@ -103,10 +102,14 @@ def is_spark_on_ray(spark: "SparkSession") -> bool:
         return False
 
 
+_PLAIN_SPARK = ("pyspark keeps one JVM per process, and a plain (non-Ray) Spark started it "
+                "without RayDP's classes: start Spark on Ray in a process whose first Spark it "
+                "is")
+
+
 def _settings(executors: int, executor_cores: int, configs: Optional[Mapping[str, Any]],
               ray: Any) -> Dict[str, str]:
-    """RayDP's configs: :data:`RAYDP_SETTINGS`, loopback on a loopback Ray, then ``configs``
-    (extra Java options are appended to the required ones)."""
+    """RayDP's configs: :data:`RAYDP_SETTINGS`, loopback on a loopback Ray, ``configs``."""
     settings = dict(RAYDP_SETTINGS)
     settings["spark.sql.shuffle.partitions"] = str(max(2, executors * executor_cores))
     settings["spark.pyspark.python"] = sys.executable
@@ -146,29 +149,46 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
     Spark one executor of one core and timelypy 0.25-0.5 CPU per worker: Ray's CPUs are
     logical, and during a load Spark produces while timelypy consumes, sharing the real cores.
     """
-    if spark is not None and not is_spark_on_ray(spark):
+    if spark is not None:
+        if is_spark_on_ray(spark):
+            return spark
         raise SparkConnectorError("spark_on_ray: the SparkSession given does not run on Ray "
                                   "(RayDP); use timelypy.connectors.spark for a plain Spark")
-    if spark is not None:
-        return spark
     if executors < 1 or executor_cores < 1:
         raise ValueError(f"spark_on_ray: executors and executor_cores must be >= 1, got "
                          f"{executors} and {executor_cores}")
     raydp, ray = _raydp(), _ray()
     with _State.lock:
         if _State.session is not None:
-            raise SparkConnectorError("spark_on_ray: a RayDP Spark started here is running "
-                                      "(RayDP keeps one per process): stop it first, or pass "
-                                      "it as spark=")
+            raise SparkConnectorError("spark_on_ray: a RayDP Spark started here runs (RayDP "
+                                      "keeps one per process): stop it, or pass it as spark=")
+        from pyspark.sql import SparkSession
+
+        try:
+            active = SparkSession.active()  # the active or default session
+        except Exception:  # noqa: BLE001 - none
+            active = None
+        if active is not None and not is_spark_on_ray(active):
+            raise SparkConnectorError(f"spark_on_ray: a plain Spark runs here: {_PLAIN_SPARK}")
         if not ray.is_initialized():
             ray.init(address=address)
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         start = _time.monotonic()
-        session = raydp.init_spark(app_name, num_executors=executors,
-                                   executor_cores=executor_cores,
-                                   executor_memory=executor_memory,
-                                   configs=_settings(executors, executor_cores, configs, ray))
+        try:
+            session = raydp.init_spark(app_name, num_executors=executors,
+                                       executor_cores=executor_cores,
+                                       executor_memory=executor_memory,
+                                       configs=_settings(executors, executor_cores, configs, ray))
+        except Exception as exc:
+            try:  # RayDP keeps a half-started Spark that blocks the next start
+                raydp.stop_spark()
+            except Exception:  # noqa: BLE001 - the error below says what failed
+                log.warning("spark_on_ray: RayDP failed to clean up", exc_info=True)
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise SparkConnectorError(f"spark_on_ray: RayDP could not start Spark "
+                                      f"({type(exc).__name__}: {first}). If a plain Spark ran "
+                                      f"in this process, that is why: {_PLAIN_SPARK}") from exc
         session.__class__ = _owned_class()
         _State.session = session
     session.sparkContext.setLogLevel(log_level)
@@ -255,26 +275,6 @@ class SparkShards(List[Shard]):
         self.release()
 
 
-def _mapped_frame(df: "DataFrame", columns: Columns, input: str, time: int,
-                  check: bool) -> Tuple["DataFrame", RowReader]:
-    """``df`` reduced to the mapped columns, checked (schema always; rows with one Spark
-    query when ``check``); :class:`SparkInputError` names the column, the row and the value."""
-    if not isinstance(columns, Columns):
-        raise TypeError(f"columns must be a Columns mapping, got {type(columns).__name__}")
-
-    def example() -> Optional[Dict[str, Any]]:
-        first = df.limit(1).collect()
-        return first[0].asDict() if first else None
-
-    reader = columns.reader(df.schema, input, example)
-    frame = reader.select(df)
-    if check:
-        bad = reader.bad_rows(frame, time)
-        if bad:
-            raise reader.refused(bad, "Nothing of it was loaded.")
-    return frame, reader
-
-
 def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: str = "spark",
                    time: int = 0, check: bool = True,
                    blocks: Optional[int] = None) -> SparkShards:
@@ -292,15 +292,23 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     """
     if workers < 1:
         raise ValueError(f"dataset_shards: workers must be >= 1, got {workers}")
-    spark = df.sparkSession
-    if not is_spark_on_ray(spark):
+    if not isinstance(columns, Columns):
+        raise TypeError(f"columns must be a Columns mapping, got {type(columns).__name__}")
+    if not is_spark_on_ray(df.sparkSession):
         raise SparkConnectorError(f"input {input!r}: the DataFrame's Spark does not run on Ray "
                                   f"(start it with spark_on_ray()); with a plain Spark use "
                                   f"timelypy.connectors.spark.load")
     _raydp()
     from raydp.spark.dataset import from_spark_recoverable
 
-    frame, reader = _mapped_frame(df, columns, input, time, check)
+    def example() -> Optional[Dict[str, Any]]:  # a row to show in a schema error
+        first = df.limit(1).collect()
+        return first[0].asDict() if first else None
+    reader = columns.reader(df.schema, input, example)
+    frame = reader.select(df)
+    bad = reader.bad_rows(frame, time) if check else []
+    if bad:
+        raise reader.refused(bad, "Nothing of it was loaded.")
     partitions = frame.rdd.getNumPartitions()
     wanted = blocks or max(partitions, workers)
     start = _time.monotonic()
@@ -318,8 +326,8 @@ class _ShardReader:
 
     _END = object()
 
-    def __init__(self, shard: Shard, batch_rows: int, read_timeout: float,
-                 prefetch: int = 2) -> None:
+    def __init__(self, shard: Shard, batch_rows: int, read_timeout: float, prefetch: int = 2
+                 ) -> None:
         self.shard = shard
         self.batch_rows = batch_rows
         self.read_timeout = read_timeout
@@ -407,31 +415,22 @@ class ShardInput:
         self.done = False  # the whole shard was read (the input is closed)
         self._reader = _ShardReader(shard, batch_rows, read_timeout)
 
-    @property
-    def closed(self) -> bool:
-        """The shard was read and the input closed."""
-        return self.done
+    closed = property(lambda self: self.done, doc="The shard was read and the input closed.")
 
     def flush(self) -> None:
         """Insert the next ready batch (if any) and flush; close the input after the last."""
-        if not self.done:
-            try:
-                batch = self._reader.take()
-                if batch is _ShardReader._END:
-                    self._finish()
-                    return
-                if batch is not None:
-                    self.rows += _insert(self.session, self.shard, batch, self.rows)
-            except BaseException:
-                self._reader.stop()
-                raise
+        try:
+            batch = None if self.done else self._reader.take()
+            if batch is not None and batch is not _ShardReader._END:
+                self.rows += _insert(self.session, self.shard, batch, self.rows)
+        except BaseException:
+            self._reader.stop()
+            raise
+        if batch is _ShardReader._END:
+            self.done = True
+            self._reader.stop()
+            self.session.close()
         self.session.flush()
-
-    def _finish(self) -> None:
-        self.done = True
-        self._reader.stop()
-        self.session.close()
-        log.debug("shard %d of input %r: %d rows", self.shard.index, self.shard.input, self.rows)
 
     def close(self) -> None:
         """Let the rest of the shard in, then close (the worker keeps stepping meanwhile)."""
@@ -444,9 +443,8 @@ class ShardInput:
 
     def describe(self) -> str:
         """The input, its shard and progress (for stall diagnostics)."""
-        state = "read" if self.done else "reading"
         return (f"{self.shard.input!r} shard {self.shard.index} at {self.shard.time!r} "
-                f"({self.rows} rows, {state})")
+                f"({self.rows} rows, {'read' if self.done else 'reading'})")
 
 
 def _check_batch_rows(batch_rows: int) -> None:
