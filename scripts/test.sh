@@ -6,7 +6,12 @@
 # lines) if an interrupted run left any: never `ray stop`, which stops every Ray on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install -q --disable-pip-version-check -e '.[dev,ray,spark]'
+python -m pip install -q --disable-pip-version-check -e '.[dev,ray,spark,docs]'
+# Graphviz renders `timelypy graph --format png`; the DOT and Mermaid text need nothing.
+if ! command -v dot >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq --no-install-recommends graphviz) >/dev/null 2>&1 \
+        || echo "graphviz could not be installed: the PNG rendering test will be skipped"
+fi
 export RAY_USAGE_STATS_ENABLED=0
 TIMELYPY_RAY_TEST_DIR="$(mktemp -d /tmp/tpy-run-XXXXXX)"
 export TIMELYPY_RAY_TEST_DIR
