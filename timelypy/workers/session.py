@@ -47,6 +47,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 from ..errors import (InputClosedError, SessionCommandError, SessionInputError, TimelyError,
                       WaitTimeoutError, WorkerError, describe_exception, format_exception_safely)
+from .defaults import resolve_run
 from .backends import get_backend
 from .batch import Batch, check_time, check_update, rejected_error, route, show
 from .handles import Changes, HandleDirectory, Input, Lookup, Probe, describe_handles
@@ -442,8 +443,9 @@ class DataflowSession:
         return False
 
 
-def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: int = 1,
-                 backend: str = "inline", timeout: float = 60.0, **options: Any) -> DataflowSession:
+def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: Optional[int] = None,
+                 backend: Optional[str] = None, timeout: float = 60.0,
+                 **options: Any) -> DataflowSession:
     """Build ``dataflow`` on ``workers`` workers of ``backend`` and return a driver session.
 
     ``dataflow(scope)`` must return a dict naming its handles. ``timeout`` bounds every wait
@@ -452,9 +454,9 @@ def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: int = 1,
     back to (the default 127.0.0.1 suits one machine); ``heartbeat_timeout`` (processes, ray;
     default 30 s) is how long a worker may stay silent before it is declared hung and the
     session fails with :class:`~timelypy.errors.WorkerHungError`. An unknown backend name raises
-    :class:`ValueError` listing the registered ones.
+    :class:`ValueError` listing the registered ones. ``workers`` and ``backend`` left unset come
+    from the environment (:mod:`timelypy.workers.defaults`), else 1 and ``"inline"``.
     """
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+    workers, backend, options = resolve_run(workers, backend, options)
     get_backend(backend)  # fail early and clearly on an unknown name
     return DataflowSession(dataflow, workers, backend, timeout, dict(options))
