@@ -20,12 +20,16 @@ process, on several local processes, or on a Ray cluster.
 from . import errors, instrument
 from .dataflow import (Capability, CapabilitySet, Captured, Exchange, InputCapability, InputHandle,
                        LoopHandle, Notificator, Pipeline, ProbeHandle, Scope, Stream)
-from .order import (INT_ORDER, IntSummary, PathSummary, Product, ProductSummary, TimeOrder, join,
-                    less_equal, less_than, meet)
+from .order import (INT_ORDER, IntSummary, PathSummary, Product, ProductSummary, TimeOrder,
+                    less_equal, less_than)
 from .differential import (Arranged, CapturedCollection, Collection, InputSession, TraceHandle,
                            Variable, concatenate)
 from .progress import Antichain, ChangeBatch, MutableAntichain
-from .errors import StallError
+from .errors import (AuthenticationError, CycleError, DataEncodingError, DiffTypeError,
+                     HandleKindError, InputClosedError, NotConvergedError, OperatorError,
+                     ReduceOutputError, SessionCommandError, SessionInputError, StallError,
+                     TimelyError, TimeOrderError, UnhashableDataError, UnknownHandleError,
+                     WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError)
 from .hashing import stable_hash
 from .workers import (Backend, DataflowSession, Worker, backend_names, execute, open_session,
                       register_backend)
@@ -42,7 +46,6 @@ __all__ = [
     "open_session",
     "DataflowSession",
     "Worker",
-    "StallError",
     "Scope",
     "Stream",
     "Collection",
@@ -70,11 +73,31 @@ __all__ = [
     "INT_ORDER",
     "less_equal",
     "less_than",
-    "join",
-    "meet",
     "Antichain",
     "MutableAntichain",
     "ChangeBatch",
     "stable_hash",
+    # error types, at the top level too (``except tp.WorkerError``); all in ``timelypy.errors``
+    "TimelyError",
+    "TimeOrderError",
+    "InputClosedError",
+    "OperatorError",
+    "CycleError",
+    "WorkerError",
+    "WorkerDiedError",
+    "WorkerHungError",
+    "NotConvergedError",
+    "ReduceOutputError",
+    "UnhashableDataError",
+    "WaitTimeoutError",
+    "StallError",
+    "AuthenticationError",
+    "DataEncodingError",
+    "DiffTypeError",
+    "SessionInputError",
+    "SessionCommandError",
+    "UnknownHandleError",
+    "HandleKindError",
     "__version__",
 ]
+
