@@ -10,12 +10,14 @@ in a fresh temporary directory (a page may write files).
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 from typing import List
 
 import pytest
 from sybil import Sybil
+from sybil.example import SybilFailure
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -60,12 +62,20 @@ def test_page_code_blocks_run(page, request, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     document = SYBIL.parse(ROOT / page)
     document.namespace["__name__"] = "__main__"
-    for example in document.examples():
-        try:
-            example.evaluate()
-        except Exception as exc:
-            raise AssertionError(f"{page}, the block at line {example.line}: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+    environment = dict(os.environ)             # a page may set variables, as a reader would
+    try:
+        for example in document.examples():
+            try:
+                example.evaluate()
+            except SybilFailure:
+                raise                          # names the page and line, expected and got
+            except Exception as exc:
+                raise AssertionError(f"{page}, the block at line {example.line}: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        for name in set(os.environ) - set(environment):
+            del os.environ[name]
+        os.environ.update(environment)
 
 
 def test_every_page_has_python_blocks_or_none_to_run():
