@@ -10,7 +10,10 @@ query reads (the largest components), and the example prints each micro-batch's 
     python examples/spark_pipeline.py --backend processes --workers 2
     python examples/spark_pipeline.py --backend ray --workers 2   # Spark on Ray (RayDP)
 
-Every micro-batch's components are checked against a from-scratch union-find.
+With ``--backend ray`` Spark runs on Ray through RayDP and the graph goes from Spark's
+executors to the timelypy workers through Ray's object store (``dataset_shards``), not through
+the driver; the micro-batches of changes go through the driver session. Every micro-batch's
+components are checked against a from-scratch union-find.
 """
 
 from __future__ import annotations
@@ -30,15 +33,21 @@ import timelypy as tp  # noqa: E402
 from connectivity import connected_labels, union_find_labels  # noqa: E402
 from timelypy.connectors.spark import (Columns, CollectionView, ForeachBatchSink,  # noqa: E402
                                        load, local_spark)
+from timelypy.connectors.spark_ray import (dataset_shards, is_spark_on_ray,  # noqa: E402
+                                           shard_collection, spark_on_ray)
 
 Edge = Tuple[int, int]
 TOP_QUERY = ("SELECT label, count(*) AS size FROM components GROUP BY label "
              "ORDER BY size DESC, label LIMIT 10")
 
 
-def dataflow(scope: Any) -> Dict[str, Any]:
-    """Edges in (directed as given); labels out: ``(node, smallest node of its component)``."""
+def dataflow(scope: Any, shards: Any = None) -> Dict[str, Any]:
+    """Edges in (directed as given); labels out: ``(node, smallest node of its component)``.
+    With ``shards`` (Spark on Ray) the initial graph comes from this worker's shard too."""
     edges_in, edges = scope.new_collection("edges")
+    if shards is not None:
+        _, graph = shard_collection(scope, shards, "graph")
+        edges = edges.concat(graph)
     symmetric = edges.flat_map(lambda e: [e, (e[1], e[0])])
     labels = connected_labels(symmetric)
     return {"edges": edges_in, "labels": labels.capture(), "probe": labels.probe()}
@@ -80,19 +89,42 @@ def spark_for(backend: str, workers: int) -> Iterator[Any]:
     """Plain local PySpark, or (``backend="ray"``) Spark on the Ray cluster through RayDP."""
     from pyspark.sql import SparkSession
 
+    existing = SparkSession.getActiveSession()
     if backend == "ray":
-        from timelypy.connectors.spark_ray import spark_on_ray
-
+        if existing is not None and is_spark_on_ray(existing):
+            yield existing
+            return
         with spark_on_ray(app_name="spark-pipeline") as spark:
             yield spark
         return
-    existing = SparkSession.getActiveSession()
     spark = existing or local_spark("spark-pipeline", cores=2)
     try:
         yield spark
     finally:
         if existing is None:
             spark.stop()
+
+
+@contextlib.contextmanager
+def _graph_session(spark: Any, edges_dir: str, backend: str, workers: int) -> Iterator[Any]:
+    """A session of :func:`dataflow` holding the graph at time 0, advanced to time 1."""
+    edges = spark.read.parquet(edges_dir)
+    if backend != "ray":
+        with tp.open_session(dataflow, workers=workers, backend=backend, timeout=120) as session:
+            load(session, "edges", edges, Columns(["src", "dst"]))
+            session.advance_to(1)
+            yield session
+        return
+    import cloudpickle  # the Ray workers cannot import this file: send its functions by value
+
+    import connectivity
+    for module in (sys.modules[__name__], connectivity):
+        cloudpickle.register_pickle_by_value(module)
+    with dataset_shards(edges, workers, Columns(["src", "dst"]), input="graph") as shards:
+        with tp.open_session(lambda scope: dataflow(scope, shards), workers=workers,
+                             backend="ray", timeout=120, num_cpus_per_worker=0.25) as session:
+            session.advance_to(1)
+            yield session
 
 
 def run(spark: Any, directory: str, backend: str, workers: int, nodes: int, edges: int,
@@ -106,12 +138,8 @@ def run(spark: Any, directory: str, backend: str, workers: int, nodes: int, edge
     for batch in changes:  # one file per micro-batch, written in order
         spark.createDataFrame(batch, "src long, dst long, diff int").coalesce(1) \
             .write.mode("append").parquet(changes_dir)
-    options = {"num_cpus_per_worker": 0.25} if backend == "ray" else {}
     results: List[Dict[str, Any]] = []
-    with tp.open_session(dataflow, workers=workers, backend=backend, timeout=120,
-                         **options) as session:
-        load(session, "edges", spark.read.parquet(edges_dir), Columns(["src", "dst"]))
-        session.advance_to(1)
+    with _graph_session(spark, edges_dir, backend, workers) as session:
         view = CollectionView(session, "labels")
         view.refresh()
         truth = set(graph)

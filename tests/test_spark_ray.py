@@ -229,3 +229,21 @@ def test_bad_input_is_refused_with_the_row(spark):
             _count_by_key(shards, 1)
     with pytest.raises(SparkOutputError, match="column 'k' has type int64, but record"):
         records_to_arrow({("x", 1): 1}, "k bigint, v bigint")
+
+
+def test_the_spark_pipeline_example_runs_on_ray(spark):
+    """examples/spark_pipeline.py --backend ray: the graph through Ray Dataset shards, the
+    micro-batches through the driver session; every batch checked in the example itself."""
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "examples")
+    sys.path.insert(0, examples)
+    try:
+        import spark_pipeline
+    finally:
+        sys.path.remove(examples)
+    results = spark_pipeline.main(["--backend", "ray", "--workers", "2", "--nodes", "300",
+                                   "--edges", "250", "--batches", "3", "--changes", "40",
+                                   "--quiet"])
+    assert [r["batch"] for r in results] == [0, 1, 2]
+    for r in results:
+        assert r["top"] and r["top"] == sorted(r["top"], key=lambda lt: (-lt[1], lt[0]))
