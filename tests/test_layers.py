@@ -5,7 +5,8 @@ The layers, top (most basic) to bottom (docs/architecture.md):
     order / progress  ->  communication  ->  dataflow  ->  differential  ->  launch (workers)
                                                                          ->  connectors
 
-``errors``, ``instrument`` and ``hashing`` are leaf modules every layer may use. Each layer may
+``errors``, ``instrument``, ``stats`` (statistics from instrument events) and ``hashing`` are leaf
+modules every layer may use. Each layer may
 import only the layers before it. The one deliberate exception: ``dataflow/scope.py`` imports
 ``differential.input`` inside ``Scope.new_collection`` (as differential dataflow's ``Input`` trait
 extends a timely scope).
@@ -21,7 +22,8 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "timelypy"
 
-LEAVES = {"timelypy.errors", "timelypy.instrument", "timelypy.hashing", "timelypy.order"}
+LEAVES = {"timelypy.errors", "timelypy.instrument", "timelypy.hashing", "timelypy.order",
+          "timelypy.stats"}
 ORDER = ["progress", "communication", "dataflow", "differential", "workers", "connectors", "cli"]
 ALLOWED_UPWARD = {("timelypy.dataflow.scope", "timelypy.differential.input")}
 
@@ -116,6 +118,7 @@ def test_leaf_modules_import_only_leaves():
     for leaf in LEAVES:
         assert GRAPH[leaf] <= LEAVES, (leaf, GRAPH[leaf] - LEAVES)
     assert GRAPH["timelypy.instrument"] == set()
+    assert GRAPH["timelypy.stats"] == {"timelypy.instrument"}
 
 
 def test_specific_rules_of_the_architecture():

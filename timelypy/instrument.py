@@ -26,7 +26,7 @@ from typing import Any, Callable, Deque, Iterable, List, NamedTuple, Optional, T
 
 __all__ = ["Instruments", "Sink", "EventLog", "LoggingSink", "OperatorScheduled",
            "OperatorFinished", "BatchProduced", "ChannelSent", "ChannelReceived", "LinkBytes",
-           "SpineMerged", "FrontierChanged", "EVENT_TYPES"]
+           "SpineMerged", "FrontierChanged", "ArrangementCreated", "EVENT_TYPES"]
 
 
 class OperatorScheduled(NamedTuple):
@@ -39,13 +39,21 @@ class OperatorScheduled(NamedTuple):
 
 
 class OperatorFinished(NamedTuple):
-    """An operator ran for ``elapsed`` seconds (``time.perf_counter`` clock)."""
+    """An operator ran for ``elapsed`` seconds (``time.perf_counter`` clock).
+
+    ``records_in`` / ``records_out`` are the records it reported consumed (all inputs) and
+    produced (all outputs) to progress tracking since it last ran (an input operator's produced
+    records include those its handle flushed in between); ``batches_in`` is the number of
+    messages it took from its input queues during this run."""
 
     worker: int
     scope: str
     operator: int
     name: str
     elapsed: float
+    records_in: int = 0
+    records_out: int = 0
+    batches_in: int = 0
 
 
 class BatchProduced(NamedTuple):
@@ -112,8 +120,22 @@ class FrontierChanged(NamedTuple):
     changes: Tuple[Tuple[Any, int], ...]
 
 
+class ArrangementCreated(NamedTuple):
+    """An arrange operator created the trace ``trace`` (emitted once, when it is built, if a
+    sink listens). ``trace`` is the live trace object (``stored_updates()``, ``batches``,
+    ``keys()``, ``since``): a sink that wants sizes reads them when it is asked, never on the
+    hot path."""
+
+    worker: int
+    scope: str
+    operator: int
+    name: str
+    trace: Any
+
+
 EVENT_TYPES: Tuple[type, ...] = (OperatorScheduled, OperatorFinished, BatchProduced, ChannelSent,
-                                 ChannelReceived, LinkBytes, SpineMerged, FrontierChanged)
+                                 ChannelReceived, LinkBytes, SpineMerged, FrontierChanged,
+                                 ArrangementCreated)
 """Every event type the engine emits."""
 
 Sink = Callable[[Any], None]

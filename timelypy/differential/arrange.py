@@ -16,6 +16,7 @@ from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import unhashable_error
+from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
 from .consolidation import consolidate
 from .trace import Batch, BatchData, Spine
@@ -158,6 +159,9 @@ class ArrangeOperator(OperatorCore):
         self.spine = Spine(self.order, name, instruments=worker.instruments, worker=worker.index)
         self.batcher = Batcher(self.order)
         self.writer = TraceWriter(self.spine, store=keep_trace)
+        if keep_trace and worker.instruments.enabled:
+            worker.instruments.emit(ArrangementCreated(worker.index, self.subgraph.name,
+                                                       self.index, name, self.spine))
         self._caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]

@@ -310,10 +310,17 @@ class Subgraph(Operate):
         :class:`OperatorFinished` event."""
         instruments = self.instruments
         instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
+        queues = [p.queue for p in getattr(child, "input_ports", ())]
+        waiting = sum(map(len, queues))
         started = perf_counter()
         result = child.schedule()
+        elapsed = perf_counter() - started
+        shared = child.shared
+        consumed = sum(sum(b.counts.values()) for b in shared.consumeds)
+        produced = sum(sum(b.counts.values()) for b in shared.produceds)
         instruments.emit(OperatorFinished(instruments.worker, self.name, idx, child.name,
-                                          perf_counter() - started))
+                                          elapsed, consumed, produced,
+                                          waiting - sum(map(len, queues))))
         return result
 
     def _send_progress(self) -> None:

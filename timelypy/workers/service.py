@@ -30,12 +30,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..communication.fabric import control_message
 from ..errors import StallError, TimelyError
 from ..order import less_equal
+from ..stats import StatsSink, export_ray_metrics, in_ray_actor
 from .handles import Changes, Input, Lookup, Probe, Retracting, describe_handles, find_handle
 from .rendezvous import connect_to_driver
 from .worker import Worker
 
 __all__ = ["HandleService", "serve", "UPDATE", "STAGE", "COMMIT", "DISCARD", "ADVANCE", "FLUSH",
-           "CHANGES", "LOOKUP", "FRONTIER", "WAIT", "CLOSE", "HELLO", "OK", "FAILED", "ERROR",
+           "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED", "ERROR",
            "Command", "Staged", "Rejection"]
 
 Command = Tuple[Any, ...]
@@ -60,6 +61,9 @@ LOOKUP = "lookup"
 """``(LOOKUP, arrangement, key)``: ``{value: count}`` of ``key``."""
 FRONTIER = "frontier"
 """``(FRONTIER, probe)``: the probe's frontier."""
+STATS = "stats"
+"""``(STATS,)``: this worker's operator statistics (:meth:`timelypy.stats.StatsSink.snapshot`);
+fails unless the session collects statistics."""
 WAIT = "wait"
 """``(WAIT, probe, time)``: answered once the probe has passed every time before ``time``."""
 CLOSE = "close"
@@ -95,7 +99,7 @@ class HandleService:
         self._commands: Dict[str, Callable[..., Any]] = {
             UPDATE: self.update, STAGE: self.stage, COMMIT: self.commit, DISCARD: self.discard,
             ADVANCE: self.advance, FLUSH: self.flush, CHANGES: self.changes,
-            LOOKUP: self.lookup, FRONTIER: self.frontier,
+            LOOKUP: self.lookup, FRONTIER: self.frontier, STATS: self.stats,
         }
 
     def handle(self, command: Command) -> Any:
@@ -175,6 +179,19 @@ class HandleService:
     def frontier(self, name: str) -> List[Any]:
         """The frontier of the probe ``name``."""
         return find_handle(self.handles, name, Probe).frontier
+
+    def stats(self) -> Dict[str, Any]:
+        """This worker's operator statistics (plain data); exported as Ray metrics too when
+        the worker is a Ray actor. :class:`~timelypy.errors.TimelyError` if the session does not
+        collect statistics."""
+        for sink in self.worker.instruments.sinks:
+            if isinstance(sink, StatsSink):
+                snapshot = sink.snapshot()
+                if in_ray_actor():
+                    export_ray_metrics(snapshot)
+                return snapshot
+        raise TimelyError("session: statistics are off; open the session with "
+                          "open_session(..., statistics=True)")
 
     def probe_passed(self, name: str, time: Any) -> bool:
         """The probe ``name`` has passed every time before ``time``."""

@@ -47,18 +47,20 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 from ..errors import (InputClosedError, SessionCommandError, SessionInputError, TimelyError,
                       WaitTimeoutError, WorkerError, describe_exception, format_exception_safely)
+from ..stats import Statistics, StatsSink
 from .defaults import resolve_run
 from .backends import get_backend
 from .batch import Batch, check_time, check_update, rejected_error, route, show
 from .handles import Changes, HandleDirectory, Input, Lookup, Probe, describe_handles
 from .remote import RemoteClient, Request
-from .service import (ADVANCE, CHANGES, COMMIT, DISCARD, FLUSH, FRONTIER, LOOKUP, STAGE, WAIT,
-                      Command, HandleService)
+from .display import begin_wait, end_wait
+from .service import (ADVANCE, CHANGES, COMMIT, DISCARD, FLUSH, FRONTIER, LOOKUP, STAGE, STATS,
+                      WAIT, Command, HandleService)
 from .worker import Worker
 
 __all__ = ["open_session", "DataflowSession", "WorkerClient", "InProcessClient", "RemoteClient"]
 
-log = logging.getLogger("timelypy.workers")
+log = logging.getLogger(__name__)
 
 
 class WorkerClient(Protocol):
@@ -176,6 +178,25 @@ class InProcessClient:
     def abort(self) -> None:
         """Nothing runs on its own: dropping the workers stops them."""
 
+    def peek_frontier(self, probe: str) -> List[Any]:
+        """The named probe's frontier on worker 0, read without a command (for the progress
+        display, from another thread: may be a step old)."""
+        return list(self._services[0].frontier(probe))
+
+
+class WithStatistics:
+    """A session's dataflow function that first registers a
+    :class:`~timelypy.stats.StatsSink` on its worker (``open_session(..., statistics=True)``)."""
+
+    def __init__(self, dataflow: Callable[[Any], Dict[str, Any]]) -> None:
+        self.dataflow = dataflow
+
+    def __call__(self, scope: Any) -> Dict[str, Any]:
+        worker = scope.worker
+        if not any(isinstance(s, StatsSink) for s in worker.instruments.sinks):
+            worker.instruments.add(StatsSink(worker.index))
+        return self.dataflow(scope)
+
 
 def _abandoned(client: WorkerClient) -> None:
     """A session was garbage-collected or the interpreter exits with it open: stop it."""
@@ -189,10 +210,20 @@ class DataflowSession:
     """A running dataflow, driven from the caller's process. See :func:`open_session`."""
 
     def __init__(self, dataflow: Callable[[Any], Dict[str, Any]], workers: int, backend: str,
-                 timeout: float, options: Dict[str, Any]) -> None:
+                 timeout: float, options: Dict[str, Any], statistics: bool = False,
+                 progress: Optional[bool] = None) -> None:
         self.workers = workers
         self.backend = backend
         self.timeout = timeout
+        self.statistics = statistics
+        """The workers collect operator statistics (:meth:`stats`)."""
+        self.progress = progress
+        """Show the progress display during long waits (None: on a terminal only)."""
+        self._sent = 0
+        self._sent_before_wait = 0
+        if statistics:
+            dataflow = WithStatistics(dataflow)
+        log.info("session: starting %d worker(s) on %s", workers, backend)
         self._batch = Batch()
         self._time: Any = 0
         self._closed = False
@@ -212,6 +243,8 @@ class DataflowSession:
         self._handles = HandleDirectory(self._client.handles)
         self._input_times: Dict[str, Any] = {name: 0 for name in self._handles.inputs()}
         self._finalizer = weakref.finalize(self, _abandoned, self._client)
+        log.info("session: %d worker(s) on %s ready (pids %s), handles %s", workers, backend,
+                 sorted(set(self._client.pids)), ", ".join(self.handle_names))
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -262,15 +295,53 @@ class DataflowSession:
                                      self.workers, self._handles.retracts(input)))
 
     def insert(self, input: str, data: Any) -> None:
-        """Add one copy of ``data`` to the named input, now."""
+        """Add one copy of ``data`` to the named input at the input's current time.
+
+        Buffered in the driver until the next :meth:`flush` (or :meth:`advance_to`); checked
+        now (see :meth:`update`).
+
+        >>> import timelypy as tp
+        >>> def dataflow(scope):
+        ...     words_in, words = scope.new_collection()
+        ...     return {"words": words_in, "probe": words.probe(), "out": words.capture()}
+        >>> with tp.open_session(dataflow) as s:
+        ...     s.insert("words", "hello")
+        ...     s.advance_to(1); s.wait("probe")
+        ...     s.changes("out")
+        [('hello', 0, 1)]
+        """
         self.update(input, data, 1)
 
     def remove(self, input: str, data: Any) -> None:
-        """Remove one copy of ``data`` from the named input, now."""
+        """Remove one copy of ``data`` from the named input at the input's current time (a
+        differential input; a timely input takes no retractions).
+
+        >>> import timelypy as tp
+        >>> def dataflow(scope):
+        ...     words_in, words = scope.new_collection()
+        ...     return {"words": words_in, "probe": words.probe(), "out": words.capture()}
+        >>> with tp.open_session(dataflow) as s:
+        ...     s.insert("words", "hello"); s.advance_to(1)
+        ...     s.remove("words", "hello"); s.advance_to(2); s.wait("probe")
+        ...     sorted(s.changes("out"))
+        [('hello', 0, 1), ('hello', 1, -1)]
+        """
         self.update(input, data, -1)
 
     def update_at(self, input: str, data: Any, time: Any, diff: int) -> None:
-        """Change ``data`` by ``diff`` at ``time`` (at or after the input's time)."""
+        """Change ``data`` by ``diff`` at ``time``, which must be at or after the input's time
+        (an update "in the future": it takes effect once the inputs advance past ``time``).
+
+        >>> import timelypy as tp
+        >>> def dataflow(scope):
+        ...     nums_in, nums = scope.new_collection()
+        ...     return {"nums": nums_in, "probe": nums.probe(), "out": nums.capture()}
+        >>> with tp.open_session(dataflow) as s:
+        ...     s.update_at("nums", 7, time=3, diff=2)
+        ...     s.advance_to(4); s.wait("probe")
+        ...     s.changes("out")
+        [(7, 3, 2)]
+        """
         self.update(input, data, diff, time)
 
     def discard(self) -> List[Tuple[str, Any, Any, int]]:
@@ -290,6 +361,16 @@ class DataflowSession:
             return
         parts = self._batch.parts(self.workers)
         self._check_sendable(parts)
+        size = len(self._batch)
+        watch = begin_wait(f"session: loading {size:,} updates",
+                           lambda: {"input": repr(self._time)}, self.progress)
+        try:
+            self._stage_and_commit(parts, timeout)
+        finally:
+            end_wait(watch)
+        self._sent += size
+
+    def _stage_and_commit(self, parts: Any, timeout: float) -> None:
         stage = [(i, (STAGE, [(name, ups) for name, ups, _ in parts[i]])) for i in self._everyone]
         try:
             replies = self._client.request(stage, timeout)
@@ -365,11 +446,46 @@ class DataflowSession:
 
     def wait(self, probe: str, time: Any = None, timeout: Optional[float] = None) -> None:
         """Step until the named probe has passed every time before ``time`` (default: the
-        session time) on every worker; :class:`WaitTimeoutError` after ``timeout`` seconds."""
+        session time) on every worker; :class:`WaitTimeoutError` after ``timeout`` seconds.
+
+        A wait longer than half a second shows the progress display when it is on (see
+        ``progress`` of :func:`open_session`): the input time, the probe's frontier (in-process
+        backends), the updates loaded since the previous wait and their rate."""
         self._check_usable()
         self._handles.require(probe, Probe)
         t = self._time if time is None else time
-        self._call(self._everyone, (WAIT, probe, t), timeout)
+        loaded = self._sent - self._sent_before_wait
+        peek = getattr(self._client, "peek_frontier", None)
+
+        def status() -> Dict[str, Any]:
+            return {"input": repr(self._time), "records": loaded,
+                    "output": repr(peek(probe)) if peek is not None else None}
+
+        watch = begin_wait(f"session: waiting for {probe!r} to pass {t!r}", status, self.progress)
+        try:
+            self._call(self._everyone, (WAIT, probe, t), timeout)
+        finally:
+            end_wait(watch)
+        self._sent_before_wait = self._sent
+
+    def stats(self) -> Statistics:
+        """Every worker's operator statistics so far (records and batches in and out, runs, time
+        spent, arrangement sizes), as a :class:`~timelypy.stats.Statistics`. The session must
+        be opened with ``statistics=True``; on Ray the workers also export them as Ray metrics.
+
+        >>> import timelypy as tp
+        >>> def dataflow(scope):
+        ...     nums_in, nums = scope.new_collection()
+        ...     return {"nums": nums_in, "probe": nums.filter(lambda x: x > 2).probe()}
+        >>> with tp.open_session(dataflow, statistics=True) as s:
+        ...     for x in range(5):
+        ...         s.insert("nums", x)
+        ...     s.advance_to(1); s.wait("probe")
+        ...     [op["records_out"] for op in s.stats().find("filter")]
+        [2]
+        """
+        self._check_usable()
+        return Statistics(self._call(self._everyone, (STATS,)))
 
     def changes(self, capture: str) -> List[Any]:
         """The updates a captured collection produced since the last call (all workers)."""
@@ -422,6 +538,8 @@ class DataflowSession:
             self._client.close(max(deadline - _time.monotonic(), 0.05))
         except TimelyError as exc:
             problem = problem or exc
+        log.info("session: closed (%d worker(s) on %s)%s", self.workers, self.backend,
+                 f" with {type(problem).__name__}" if problem is not None else "")
         if problem is not None:
             raise problem
 
@@ -430,6 +548,7 @@ class DataflowSession:
         if not self._closed:
             self._closed = True
             self._finalizer.detach()
+            log.info("session: aborting %d worker(s) on %s", self.workers, self.backend)
             self._client.abort()
 
     def __enter__(self) -> "DataflowSession":
@@ -445,6 +564,7 @@ class DataflowSession:
 
 def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: Optional[int] = None,
                  backend: Optional[str] = None, timeout: float = 60.0,
+                 statistics: bool = False, progress: Optional[bool] = None,
                  **options: Any) -> DataflowSession:
     """Build ``dataflow`` on ``workers`` workers of ``backend`` and return a driver session.
 
@@ -456,7 +576,11 @@ def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: Optional[in
     session fails with :class:`~timelypy.errors.WorkerHungError`. An unknown backend name raises
     :class:`ValueError` listing the registered ones. ``workers`` and ``backend`` left unset come
     from the environment (:mod:`timelypy.workers.defaults`), else 1 and ``"inline"``.
+    ``statistics=True`` makes the workers collect operator statistics (:meth:`DataflowSession.stats`);
+    ``progress`` forces the progress display of long waits on or off (default: on a terminal
+    only, or as ``TIMELYPY_PROGRESS`` says; see :mod:`timelypy.workers.display`).
     """
     workers, backend, options = resolve_run(workers, backend, options)
     get_backend(backend)  # fail early and clearly on an unknown name
-    return DataflowSession(dataflow, workers, backend, timeout, dict(options))
+    return DataflowSession(dataflow, workers, backend, timeout, dict(options),
+                           statistics=statistics, progress=progress)
