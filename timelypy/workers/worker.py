@@ -16,10 +16,11 @@ from ..order import INT_ORDER
 from ..progress.broadcast import Progcaster
 from ..progress.reachability import Location
 from ..progress.subgraph import Subgraph
+from .display import begin_wait, end_wait, progress_enabled
 
 __all__ = ["Worker", "StallError", "run_worker", "tuned_gc"]
 
-log = logging.getLogger("timelypy.workers")
+log = logging.getLogger(__name__)
 
 
 class Worker:
@@ -98,6 +99,8 @@ class Worker:
             self._building = False
         root.finalize()
         self._dataflows.append(root)
+        log.debug("worker %d/%d: built %s (%d operators)", self.index, self.peers, name,
+                  len(root.children) - 1)
         return result
 
     def dataflows(self) -> List[Subgraph]:
@@ -239,7 +242,19 @@ class Worker:
                     f"worker {self.index}: waiting for the probe to pass {time!r}, but inputs of "
                     f"this worker hold it back: {', '.join(holders)}. Nothing advances them while "
                     f"the worker waits: call advance_to({time!r}) and flush() on them first.")
-        return 1 + self.step_while(lambda: probe.less_than(time), timeout=timeout)
+        watch = None
+        if self.index == 0 and progress_enabled():  # a line on stderr for a long wait
+            watch = begin_wait(f"worker 0: waiting for the probe to pass {time!r}",
+                               lambda: self._wait_status(probe), True)
+        try:
+            return 1 + self.step_while(lambda: probe.less_than(time), timeout=timeout)
+        finally:
+            end_wait(watch)
+
+    def _wait_status(self, probe: Any) -> Dict[str, Any]:
+        """What the progress display shows while :meth:`step_until` waits."""
+        return {"input": ", ".join(h.describe() for h in self._inputs) or None,
+                "output": repr(getattr(probe, "frontier", "?"))}
 
     def inputs_holding(self, probe: Any, time: Any) -> List[str]:
         """The open inputs of this worker whose capabilities keep ``probe`` before ``time``
@@ -311,8 +326,10 @@ def tuned_gc() -> Iterator[None]:
 
 def run_worker(worker: Worker, build: Callable[[Worker], Any], timeout: Optional[float] = None) -> Any:
     """The body every backend runs on each worker: build, close inputs, step to completion."""
+    log.debug("worker %d/%d: starting", worker.index, worker.peers)
     with tuned_gc():
         result = build(worker)
         worker.close_inputs()
         worker.step_until_done(timeout=timeout)
+    log.debug("worker %d/%d: done", worker.index, worker.peers)
     return result
