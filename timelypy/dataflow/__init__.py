@@ -4,6 +4,7 @@ from .capability import Capability, CapabilitySet, InputCapability
 from .capture import Captured
 from .channels import Exchange, Pipeline
 from .feedback import LoopHandle
+from .graph import DataflowGraph, graph_of, render_png, to_dot, to_mermaid
 from .input import InputHandle
 from .notificator import Notificator
 from .probe import ProbeHandle
@@ -23,4 +24,9 @@ __all__ = [
     "ProbeHandle",
     "Scope",
     "Stream",
+    "DataflowGraph",
+    "graph_of",
+    "to_dot",
+    "to_mermaid",
+    "render_png",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+import logging
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import TimelyError
 from ..order import IntSummary, PathSummary, Product, ProductSummary, TimeOrder
@@ -16,6 +17,8 @@ from .stream import Stream
 from .worker_interface import AsWorker
 
 __all__ = ["Scope"]
+
+log = logging.getLogger(__name__)
 
 
 def _to_inner(t: Any) -> Product:
@@ -45,6 +48,11 @@ class Scope:
         self.parent = parent
         self._inner_inputs: List[OutputPort] = []
         self._outer_outputs: List[OutputPort] = []
+        self.edges: List[Tuple[Location, Location, str]] = []
+        """Every edge built here, in order: ``(source, target, pact)`` with the pact's name,
+        ``"Pipeline"`` or ``"Exchange"`` (what :mod:`timelypy.dataflow.graph` draws)."""
+        self.nested: Dict[int, "Scope"] = {}
+        """The nested scopes built here, by their operator index in this scope."""
 
     # ----------------------------------------------------------------- identity
     @property
@@ -63,7 +71,25 @@ class Scope:
         return self.subgraph.name
 
     def describe(self) -> str:
-        """A text picture of this scope's operators and edges."""
+        """A text picture of this scope's operators and edges, one per line.
+
+        The first line names the scope and counts its inputs and outputs; then each operator as
+        ``[index] name`` (a nested scope as ``[index] subgraph:`` followed by its own picture,
+        indented), then each edge as ``Source(node, port) -> Target(node, port)``. Node 0 is the
+        scope's boundary: ``Source(0, i)`` is scope input ``i`` seen from inside, ``Target(0, j)``
+        scope output ``j``. For a picture with pacts and clusters see
+        :func:`timelypy.dataflow.graph.to_dot` and :func:`~timelypy.dataflow.graph.to_mermaid`.
+
+        >>> import timelypy as tp
+        >>> def build(worker):
+        ...     def dataflow(scope):
+        ...         handle, stream = scope.new_input()
+        ...         stream.map(lambda x: x + 1).probe()
+        ...         return scope.describe()
+        ...     return worker.dataflow(dataflow)
+        >>> print(tp.execute(build)[0].splitlines()[0])
+        scope 'dataflow1' (0 in, 0 out)
+        """
         return self.subgraph.describe()
 
     # ----------------------------------------------------------------- sources
@@ -140,12 +166,14 @@ class Scope:
     def iterative(self, fn: Callable[["Scope"], Any], name: str = "Iterate") -> Any:
         """Build a nested scope with ``Product(outer, int)`` times; returns ``fn(child)``."""
         worker = self.worker
+        log.debug("worker %d: building iterative scope %r", worker.index, name)
         sub = Subgraph(name, self.order.nested(), peers=worker.peers, to_inner=_to_inner,
                        to_outer=_to_outer, summarize=_summarize)
         sub.instruments = worker.instruments
         self.subgraph.add_child(sub)
         sub.progcaster = worker.new_progcaster(sub)
         child = Scope(worker, sub, sub.order, parent=self)
+        self.nested[sub.index] = child
         result = fn(child)
         sub.finalize()
         return result
@@ -180,8 +208,11 @@ class Scope:
                 f"{self.subgraph.name!r}: use enter/leave to cross scopes")
         worker = self.worker
         channel = worker.new_identifier()
-        self.subgraph.add_edge(Location(stream.port.node, stream.port.port, True),
-                               Location(node, port, False))
+        source, target_location = Location(stream.port.node, stream.port.port, True), \
+            Location(node, port, False)
+        self.subgraph.add_edge(source, target_location)
+        self.edges.append((source, target_location,
+                           "Exchange" if isinstance(pact, Exchange) else "Pipeline"))
         if isinstance(pact, Exchange) and worker.peers > 1:
             pusher = ExchangePusher(target, pact.key_fn, worker.peers, worker.index,
                                     worker.fabric, channel, worker.instruments,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import threading
 import time as _time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -18,9 +19,42 @@ from ..progress.reachability import Location
 from ..progress.subgraph import Subgraph
 from .display import begin_wait, end_wait, progress_enabled
 
-__all__ = ["Worker", "StallError", "run_worker", "tuned_gc"]
+__all__ = ["Worker", "StallError", "run_worker", "tuned_gc", "observe_dataflows"]
 
 log = logging.getLogger(__name__)
+
+_Observer = Tuple[Callable[["Worker", Any], None], Optional[Callable[["Worker", str], None]]]
+_observers: Tuple[_Observer, ...] = ()
+_observers_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def observe_dataflows(built: Callable[["Worker", Any], None],
+                      starting: Optional[Callable[["Worker", str], None]] = None) -> Iterator[None]:
+    """While the block runs, call ``built(worker, scope)`` after every :meth:`Worker.dataflow`
+    of this process has built its root ``scope`` (operators, edges and nested scopes complete),
+    and ``starting(worker, name)`` just before it calls the build function (to add instrument
+    sinks that must see the dataflow being built).
+
+    Observers see only workers of this process (the inline backend); they are how ``timelypy
+    graph`` draws the dataflows a program builds::
+
+        scopes = []
+        with observe_dataflows(lambda worker, scope: scopes.append(scope)):
+            tp.execute(build)
+
+    An observer that raises fails the build. Nesting is allowed (observers are called in the
+    order they were entered).
+    """
+    global _observers
+    entry: _Observer = (built, starting)
+    with _observers_lock:
+        _observers = _observers + (entry,)
+    try:
+        yield
+    finally:
+        with _observers_lock:
+            _observers = tuple(o for o in _observers if o is not entry)
 
 
 class Worker:
@@ -92,6 +126,10 @@ class Worker:
         root.instruments = self.instruments
         root.progcaster = self.new_progcaster(root)
         scope = Scope(self, root, INT_ORDER)
+        observers = _observers
+        for _, starting in observers:
+            if starting is not None:
+                starting(self, name)
         self._building = True
         try:
             result = fn(scope)
@@ -99,6 +137,8 @@ class Worker:
             self._building = False
         root.finalize()
         self._dataflows.append(root)
+        for built, _ in observers:
+            built(self, scope)
         log.debug("worker %d/%d: built %s (%d operators)", self.index, self.peers, name,
                   len(root.children) - 1)
         return result
