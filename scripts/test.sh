@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q --disable-pip-version-check -e '.[dev,ray,spark,docs]'
+# The docs site builds without a warning (broken links, missing pages, bad docstring references).
+site_dir="$(mktemp -d /tmp/tpy-site-XXXXXX)"
+NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --quiet --site-dir "$site_dir"
+rm -rf "$site_dir"
 # Graphviz renders `timelypy graph --format png`; the DOT and Mermaid text need nothing.
 if ! command -v dot >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq --no-install-recommends graphviz) >/dev/null 2>&1 \
