@@ -636,11 +636,11 @@ def stray_build():
         captured: List[str] = []
         handler = logging.Handler(logging.WARNING)
         handler.emit = lambda record: captured.append(record.getMessage())
-        logging.getLogger("timelypy.workers").addHandler(handler)
+        logging.getLogger("timelypy.communication").addHandler(handler)
         try:
             state = inner(worker)
         finally:
-            logging.getLogger("timelypy.workers").removeHandler(handler)
+            logging.getLogger("timelypy.communication").removeHandler(handler)
         silent = state.pop("_keep_open", None)
         if silent is not None:
             silent.close()

@@ -36,6 +36,8 @@ from .workers import (Backend, DataflowSession, Worker, backend_names, execute, 
 
 __version__ = "0.1.0"
 
+__import__("logging").getLogger(__name__).addHandler(__import__("logging").NullHandler())
+
 __all__ = [
     "errors",
     "instrument",

@@ -22,7 +22,7 @@ from .wire import HEADER_SIZE
 
 __all__ = ["MeshLinks", "Peer", "Address"]
 
-log = logging.getLogger("timelypy.workers")
+log = logging.getLogger(__name__)
 
 Address = Tuple[str, int]
 """A worker's listening address: ``("127.0.0.1", port)``."""
@@ -315,6 +315,7 @@ class MeshLinks:
             if peer.reader is not None and peer.reader.is_alive():
                 peer.reader.join(max(deadline - time.monotonic(), 0.0))
         self._release(peers)
+        log.debug("worker %d: mesh links closed", self.index)
 
     def abort(self) -> None:
         """Close every connection at once, without goodbyes: peers will see this worker as dead."""
@@ -324,6 +325,7 @@ class MeshLinks:
             self._closing = True
             peers = list(self._peers.values())
         self._release(peers)
+        log.debug("worker %d: mesh links aborted", self.index)
 
     def _release(self, peers: List[Peer]) -> None:
         for peer in peers:

@@ -9,6 +9,7 @@ from it). :func:`import_stream` replays a trace in another dataflow on the same 
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..dataflow.capability import Capability
@@ -19,6 +20,8 @@ from ..progress.frontier import Antichain
 from .trace import Batch, Cursor, Spine
 
 __all__ = ["ImportOperator", "TraceAgent", "TraceHandle", "import_stream"]
+
+log = logging.getLogger(__name__)
 
 _INF = float("inf")
 
@@ -93,6 +96,7 @@ class TraceAgent:
         if self.importer is None:
             raise TimelyError(f"import: the trace handle on {self.spine.name!r} was not "
                               f"exported by an arrangement (use Arranged.trace)")
+        log.debug("import of trace %r into scope %r", self.spine.name, name)
         return self.importer(scope, import_stream(self, scope, name), self.spine)
 
     def get(self, key: Any) -> List[Tuple[Any, Any, int]]:

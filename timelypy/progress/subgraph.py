@@ -11,6 +11,7 @@ collect their progress, and broadcast this worker's progress batch.
 
 from __future__ import annotations
 
+import logging
 from time import perf_counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -23,6 +24,8 @@ from .operate import Operate
 from .reachability import Location, ReachabilityBuilder, ReachabilityTracker
 
 __all__ = ["Subgraph"]
+
+log = logging.getLogger(__name__)
 
 
 def _identity(t: Any) -> Any:
@@ -144,6 +147,8 @@ class Subgraph(Operate):
         interested = {Location(op.index, i, False) for op in self.children[1:]
                       if op.frontier_interest for i in range(op.inputs)}
         self.tracker = builder.build(self.order.le, self.order.is_total, interested)
+        log.debug("scope %r: reachability over %d operators and %d edges", self.name,
+                  len(self.children) - 1, len(self._edges))
         # Summaries of this scope for its parent, mapped to outer time.
         summary = builder.scope_summary(self.inputs, self.outputs)
         self._summary = [[[m for m in (self.summarize(s) for s in cell) if m is not None]

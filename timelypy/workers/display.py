@@ -15,7 +15,7 @@ stderr is a terminal and this process is not a Ray worker or job.
 >>> progress_enabled(False)
 False
 
-The lines also go to the ``timelypy.progress`` logger at DEBUG (once a second).
+The lines also go to the ``timelypy.workers.display`` logger at DEBUG (once a second).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ DELAY = 0.5
 INTERVAL = 0.1
 """Seconds between refreshes of the line (10 a second at most)."""
 
-log = logging.getLogger("timelypy.progress")
+log = logging.getLogger(__name__)
 
 Status = Callable[[], Mapping[str, Any]]
 """Returns ``{"input": text, "output": text, "records": int or None}`` (any may be missing)."""

@@ -64,7 +64,7 @@ from .supervise import (HEARTBEAT_TIMEOUT, Supervisor, WorkerMain, error_outcome
 
 __all__ = ["run_in_processes", "default_start_method", "WorkerMain"]
 
-log = logging.getLogger("timelypy.workers")
+log = logging.getLogger(__name__)
 
 _EXIT_PARENT_GONE = 70
 
@@ -423,6 +423,8 @@ def run_in_processes(
     tracked = _track(processes)
     try:
         settings = MeshSettings(connect_timeout, mesh_window, mesh_send_timeout)
+        log.info("processes: starting %d worker process(es) (%s)", peers,
+                 start_method or default_start_method())
         _start(ctx, peers, payload, secret, settings, startup_timeout, heartbeat,
                processes, conns)
         job = _Processes(processes, conns, heartbeat_timeout, cancel)
@@ -435,3 +437,5 @@ def run_in_processes(
         cancelled = cancel is not None and cancel.is_set()
         _stop(processes, conns, _CANCEL_GRACE if cancelled else grace, clean)
         _LIVE_JOBS.pop(tracked, None)
+        log.debug("processes: %d worker process(es) stopped after %.3f s%s", peers,
+                  time.monotonic() - start, "" if clean else " (the job failed or was cancelled)")

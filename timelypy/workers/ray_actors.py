@@ -61,7 +61,7 @@ from .supervise import (ERROR, HEARTBEAT_TIMEOUT, POLL, BuildOnMesh, ErrorReport
 
 __all__ = ["run_ray", "run_on_ray_actors", "shutdown", "ACTOR_CLASS_NAME", "TimelypyWorker"]
 
-log = logging.getLogger("timelypy.workers")
+log = logging.getLogger(__name__)
 
 ACTOR_CLASS_NAME = "TimelypyWorker"
 """The class name of the worker actors (as shown by ``ray list actors`` / the dashboard)."""
@@ -407,6 +407,7 @@ def run_on_ray_actors(worker_main: Callable[[int, int, Any], Any], workers: int,
     try:
         pg = _place(ray, workers, num_cpus_per_worker, placement_strategy, startup_deadline,
                     startup_timeout)
+        log.info("ray: starting %d worker actor(s)", workers)
         _start_actors(job, workers, pg, num_cpus_per_worker, secrets.token_bytes(32))
         addresses = _gather_hellos(job, startup_deadline,
                                    min(startup_timeout, timeout or startup_timeout))

@@ -32,7 +32,7 @@ from .service import CLOSE, ERROR, FAILED, HELLO, Command, serve
 
 __all__ = ["RemoteClient", "Request", "STOP_WAIT"]
 
-log = logging.getLogger("timelypy.workers")
+log = logging.getLogger(__name__)
 
 Request = Sequence[Tuple[int, Command]]
 """``[(worker index, command), ...]``: commands to several workers, answered together."""

@@ -25,7 +25,7 @@ from ..errors import TimelyError
 
 __all__ = ["DRIVER", "HANDSHAKE_TIMEOUT", "DriverListener", "connect_to_driver"]
 
-log = logging.getLogger("timelypy.workers")
+log = logging.getLogger(__name__)
 
 DRIVER = (1 << 32) - 1
 """The index the driver answers with in the handshake (no worker has it)."""

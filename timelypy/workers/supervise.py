@@ -14,6 +14,7 @@ Two halves, written once for both backends:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from ..errors import (WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHung
 __all__ = ["WorkerMain", "BuildOnMesh", "ErrorReport", "Outcome", "OK", "ERROR",
            "SECONDARY_GRACE", "POLL", "HEARTBEAT_TIMEOUT", "heartbeat_interval",
            "pickle_for_workers", "run_worker_main", "Supervisor", "unpickle_results"]
+
+log = logging.getLogger(__name__)
 
 WorkerMain = Callable[[int, int, SocketMesh], Any]
 """``worker_main(index, peers, mesh) -> result``: what every worker of a job runs."""
@@ -215,6 +218,7 @@ class Supervisor:
         it stopped answering and was killed (:class:`WorkerHungError`)."""
         if not self.answered(i):
             self.deaths.append((i, message, detail, WorkerHungError if hung else WorkerDiedError))
+            log.info("%s", message)
 
     def heard(self, i: int) -> None:
         """Worker ``i`` showed a sign of life just now."""

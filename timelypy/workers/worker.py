@@ -274,6 +274,16 @@ class Worker:
         """
         if not probe.less_than(time):
             return 0
+        watch = None
+        if self.index == 0 and progress_enabled():  # a line on stderr for a long wait
+            watch = begin_wait(f"worker 0: waiting for the probe to pass {time!r}",
+                               lambda: self._wait_status(probe), True)
+        try:
+            return self._step_until(probe, time, timeout)
+        finally:
+            end_wait(watch)
+
+    def _step_until(self, probe: Any, time: Any, timeout: Optional[float]) -> int:
         self.step()  # flushes the inputs (a session's advance_to takes effect here)
         if probe.less_than(time):
             holders = self.inputs_holding(probe, time)
@@ -282,14 +292,7 @@ class Worker:
                     f"worker {self.index}: waiting for the probe to pass {time!r}, but inputs of "
                     f"this worker hold it back: {', '.join(holders)}. Nothing advances them while "
                     f"the worker waits: call advance_to({time!r}) and flush() on them first.")
-        watch = None
-        if self.index == 0 and progress_enabled():  # a line on stderr for a long wait
-            watch = begin_wait(f"worker 0: waiting for the probe to pass {time!r}",
-                               lambda: self._wait_status(probe), True)
-        try:
-            return 1 + self.step_while(lambda: probe.less_than(time), timeout=timeout)
-        finally:
-            end_wait(watch)
+        return 1 + self.step_while(lambda: probe.less_than(time), timeout=timeout)
 
     def _wait_status(self, probe: Any) -> Dict[str, Any]:
         """What the progress display shows while :meth:`step_until` waits."""
