@@ -19,8 +19,8 @@ from ..errors import SessionInputError, UnhashableDataError
 from ..hashing import stable_hash
 from ..order import Product, less_equal
 
-__all__ = ["Update", "Batch", "Parts", "check_update", "check_time", "route", "show",
-           "rejected_error"]
+__all__ = ["Update", "Batch", "Parts", "check_update", "check_updates", "check_time", "route",
+           "show", "rejected_error"]
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 80
@@ -115,6 +115,43 @@ def check_update(input: str, data: Any, diff: Any, time: Any, now: Any, workers:
     return Update(input, data, time, diff, worker)
 
 
+def _spread(values: Any, n: int, what: str, input: str) -> List[Any]:
+    """``values`` as a list of ``n``: one value for all, or a sequence of exactly ``n``."""
+    if values is None or isinstance(values, (numbers.Number, Product, str, bytes)):
+        return [values] * n
+    values = list(values)
+    if len(values) != n:
+        raise SessionInputError(f"session: input {input!r}: {len(values)} {what} for {n} records "
+                                f"(give one for all, or one per record)", input=input,
+                                value=len(values))
+    return values
+
+
+def check_updates(input: str, records: Sequence[Any], diffs: Any, times: Any, now: Any,
+                  workers: int, retracts: bool) -> List[Update]:
+    """:func:`check_update` of many records at once: the :class:`Update` of each, or the
+    :class:`SessionInputError` of the first bad one (then none is accepted). ``diffs`` and
+    ``times`` are one value for all records or one per record (a time of None: ``now``).
+    Clean int updates take a fast path; anything else is checked one by one."""
+    n = len(records)
+    diff_list = _spread(diffs, n, "diffs", input)
+    time_list = [now if t is None else t for t in _spread(times, n, "times", input)]
+    fast = type(now) is int and all(type(d) is int for d in diff_list) and all(
+        type(t) is int and t >= now for t in time_list) and (retracts or min(diff_list,
+                                                                            default=0) >= 0)
+    if fast:
+        try:
+            hashes = [stable_hash(r) for r in records]
+        except Exception:  # noqa: BLE001 - the slow path names the record
+            fast = False
+    if not fast:
+        return [check_update(input, r, d, t, now, workers, retracts)
+                for r, d, t in zip(records, diff_list, time_list)]
+    owners = [h % workers for h in hashes] if workers > 1 else [0] * n
+    return [Update(input, r, t, d, w)
+            for r, t, d, w in zip(records, time_list, diff_list, owners)]
+
+
 class Batch:
     """The accepted updates of a session that were not sent yet, in call order."""
 
@@ -127,6 +164,10 @@ class Batch:
     def add(self, update: Update) -> None:
         """Buffer ``update``."""
         self.updates.append(update)
+
+    def extend(self, updates: Iterable[Update]) -> None:
+        """Buffer ``updates``, in order."""
+        self.updates.extend(updates)
 
     def parts(self, workers: int) -> Parts:
         """The updates grouped by worker, then by input (each with its positions)."""

@@ -25,7 +25,7 @@ import os
 import threading
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..communication.fabric import control_message
 from ..errors import StallError, TimelyError
@@ -117,7 +117,7 @@ class HandleService:
         """Send ``(data, time, diff)`` updates into the input ``name``: all of them, or (if one
         is rejected) none, with :class:`~timelypy.errors.TimelyError` naming it."""
         handle = find_handle(self.handles, name, Input)
-        for position, update in enumerate(updates):
+        for position, update in enumerate(() if clean_updates(handle, updates) else updates):
             reason = rejection(handle, update)
             if reason is not None:
                 raise TimelyError(f"session: worker {self.worker.index} rejected update "
@@ -133,6 +133,8 @@ class HandleService:
                 handle = find_handle(self.handles, name, Input)
             except TimelyError as exc:
                 rejected.append((name, -1, str(exc)))
+                continue
+            if clean_updates(handle, updates):
                 continue
             for position, update in enumerate(updates):
                 reason = rejection(handle, update)
@@ -210,6 +212,24 @@ class HandleService:
                 f"worker {self.worker.index}: probe {name!r} cannot pass {time!r}: inputs hold "
                 f"it back: {', '.join(holders)}. Call advance_to({time!r}) (it flushes) before "
                 f"waiting for {time!r}.")
+
+
+def clean_updates(handle: Any, updates: Sequence[Any]) -> bool:
+    """True if every update is a ``(data, time, diff)`` of hashable data with int time and diff
+    that :func:`rejection` would accept (the common case, checked without building messages)."""
+    now = getattr(handle, "time", None)
+    if type(now) is not int:
+        return False
+    retracts = isinstance(handle, Retracting)
+    try:
+        for data, time, diff in updates:
+            if type(time) is not int or time < now or type(diff) is not int or (
+                    diff < 0 and not retracts):
+                return False
+            hash(data)
+    except Exception:  # noqa: BLE001 - rejection() says what is wrong
+        return False
+    return True
 
 
 def rejection(handle: Any, update: Any) -> Optional[str]:

@@ -50,7 +50,7 @@ from ..errors import (InputClosedError, SessionCommandError, SessionInputError, 
 from ..stats import Statistics, StatsSink
 from .defaults import resolve_run
 from .backends import get_backend
-from .batch import Batch, check_time, check_update, rejected_error, route, show
+from .batch import Batch, check_time, check_update, check_updates, rejected_error, route, show
 from .handles import Changes, HandleDirectory, Input, Lookup, Probe, describe_handles
 from .remote import RemoteClient, Request
 from .display import begin_wait, end_wait
@@ -293,6 +293,29 @@ class DataflowSession:
         now = self._input_times[input]
         self._batch.add(check_update(input, data, diff, now if time is None else time, now,
                                      self.workers, self._handles.retracts(input)))
+
+    def update_many(self, input: str, records: Sequence[Any], diffs: Any = 1,
+                    times: Any = None) -> None:
+        """Change every one of ``records`` in the named input: by ``diffs`` (one int for all,
+        or one per record) at ``times`` (None: the input's time; one time for all, or one per
+        record). The bulk form of :meth:`update`, for loads: all are checked first, and if one
+        is wrong :class:`~timelypy.errors.SessionInputError` names it and none is buffered.
+
+        >>> import timelypy as tp
+        >>> def dataflow(scope):
+        ...     numbers_in, numbers = scope.new_collection()
+        ...     return {"numbers": numbers_in, "probe": numbers.probe(), "out": numbers.capture()}
+        >>> with tp.open_session(dataflow) as s:
+        ...     s.update_many("numbers", [1, 2, 3], diffs=[1, 1, 2])
+        ...     s.advance_to(1); s.wait("probe")
+        ...     sorted(s.changes("out"))
+        [(1, 0, 1), (2, 0, 1), (3, 0, 2)]
+        """
+        self._check_usable()
+        self._handles.require(input, Input)
+        now = self._input_times[input]
+        self._batch.extend(check_updates(input, records, diffs, times, now, self.workers,
+                                         self._handles.retracts(input)))
 
     def insert(self, input: str, data: Any) -> None:
         """Add one copy of ``data`` to the named input at the input's current time.
