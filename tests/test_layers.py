@@ -94,6 +94,8 @@ GRAPH = {m: _imports(m) for m in MODULES}
 def _layer(module: str) -> str:
     if module in LEAVES or module == "timelypy":
         return module
+    if module == "timelypy.__main__":  # ``python -m timelypy``: the command line
+        return "cli"
     return module.split(".")[1]
 
 

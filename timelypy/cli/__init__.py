@@ -1,0 +1,36 @@
+"""The ``timelypy`` command line: run programs and examples, benchmarks, pictures of dataflows.
+
+``timelypy --help`` lists the commands; each has its own ``--help``. ``python -m timelypy``
+is the same program. See ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import typer
+
+from .bench import bench
+from .graph import graph
+from .programs import examples, run
+
+__all__ = ["app", "main"]
+
+
+app = typer.Typer(
+    name="timelypy",
+    help="Timely and Differential Dataflow for Python: run programs and examples on any "
+         "backend, run benchmarks, draw dataflows.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("run")(run)
+app.command("examples")(examples)
+app.command("bench")(bench)
+app.command("graph")(graph)
+
+
+def main(argv: Optional[List[str]] = None) -> Any:
+    """Entry point of the ``timelypy`` console script (``argv``: default ``sys.argv[1:]``)."""
+    return app(args=argv, prog_name="timelypy")

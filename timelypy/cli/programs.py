@@ -1,0 +1,87 @@
+"""``timelypy run`` and ``timelypy examples``: run a program, list or run the bundled examples.
+
+Workers and backend reach the program through the environment (:mod:`timelypy.workers.defaults`):
+every ``execute`` / ``open_session`` call that leaves ``workers`` and ``backend`` unset uses them.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+from typing import List, Optional
+
+import typer
+
+from .common import (BACKENDS, bundled_dir, fail, first_doc_line, run_environment, run_program,
+                     scripts_in)
+
+__all__ = ["run", "examples"]
+
+WORKERS_HELP = "Number of workers (TIMELYPY_WORKERS); default: the program's own choice, else 1."
+BACKEND_HELP = (f"Backend: {' | '.join(BACKENDS)} (TIMELYPY_BACKEND); default: the program's own "
+                f"choice, else inline.")
+ADDRESS_HELP = "Address of a running Ray cluster for the ray backend (TIMELYPY_RAY_ADDRESS)."
+
+
+def run(
+    program: pathlib.Path = typer.Argument(..., help="The Python program to run as __main__."),
+    args: Optional[List[str]] = typer.Argument(
+        None, help="Arguments for the program (after --, e.g. `-- 1000 --verbose`)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help=WORKERS_HELP),
+    backend: Optional[str] = typer.Option(None, "--backend", "-b", help=BACKEND_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=ADDRESS_HELP),
+) -> None:
+    """Run PROGRAM.py as __main__ with the given workers and backend.
+
+    Every tp.execute(...) / tp.open_session(...) call of the program that leaves workers and backend unset uses these (as timely's execute_from_args takes them from the command line):
+
+        timelypy run examples/skip_level.py --workers 2 --backend processes
+    """
+    with run_environment(workers, backend, ray_address):
+        run_program(program, args or [])
+
+
+def _print_examples(directory: pathlib.Path) -> None:
+    scripts = scripts_in(directory)
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"timelypy examples ({directory})", title_justify="left")
+        table.add_column("name", style="bold cyan", no_wrap=True)
+        table.add_column("what it shows")
+        for path in scripts:
+            table.add_row(path.stem, first_doc_line(path))
+        Console().print(table)
+        Console().print("Run one: [bold]timelypy examples NAME [--workers N --backend B] "
+                        "[-- args][/bold]")
+        return
+    width = max((len(p.stem) for p in scripts), default=0)
+    for path in scripts:
+        typer.echo(f"{path.stem.ljust(width)}  {first_doc_line(path)}")
+
+
+def examples(
+    name: Optional[str] = typer.Argument(
+        None, help="The example to run (e.g. skip_level); none: list them."),
+    args: Optional[List[str]] = typer.Argument(None, help="Arguments for the example (after --)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help=WORKERS_HELP),
+    backend: Optional[str] = typer.Option(None, "--backend", "-b", help=BACKEND_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=ADDRESS_HELP),
+) -> None:
+    """List the bundled examples, or run one of them.
+
+        timelypy examples
+
+        timelypy examples skip_level --workers 2 --backend processes -- 40
+    """
+    directory = bundled_dir("examples")
+    if name is None:
+        _print_examples(directory)
+        return
+    program = directory / (name if name.endswith(".py") else f"{name}.py")
+    if not program.is_file():
+        known = ", ".join(p.stem for p in scripts_in(directory))
+        raise fail(f"no example named {name!r}; the examples are: {known}")
+    with run_environment(workers, backend, ray_address):
+        run_program(program, args or [])
