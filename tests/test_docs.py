@@ -1,4 +1,5 @@
-"""Every code block of README.md and docs/ runs as written, and every link stays in the repository.
+"""Every code block of README.md and docs/ runs as written, every link stays in the repository,
+and every docstring example of the package prints what it shows.
 
 Sybil reads each page; its ```python blocks run in order in one namespace per page, like a
 reader pasting them one after the other into one interpreter (``__name__`` is ``"__main__"``
@@ -19,6 +20,7 @@ import pytest
 from sybil import Sybil
 from sybil.example import SybilFailure
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
+from sybil.parsers.rest import DocTestParser
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -76,6 +78,25 @@ def test_page_code_blocks_run(page, request, tmp_path, monkeypatch):
         for name in set(os.environ) - set(environment):
             del os.environ[name]
         os.environ.update(environment)
+
+
+DOCSTRINGS = Sybil(parsers=[DocTestParser()], path=str(ROOT))
+
+
+def _modules_with_examples() -> List[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "timelypy").rglob("*.py")
+                  if ">>>" in p.read_text())
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("module", _modules_with_examples())
+def test_docstring_examples_run(module, tmp_path, monkeypatch):
+    """The ``>>>`` examples of a module's docstrings print what they show. As on a page, they
+    run in order in one namespace per module (a class's example may set up its methods')."""
+    monkeypatch.chdir(tmp_path)
+    document = DOCSTRINGS.parse(ROOT / module)
+    for example in document.examples():
+        example.evaluate()
 
 
 def test_every_page_has_python_blocks_or_none_to_run():

@@ -39,6 +39,9 @@ class Collection:
 
     Build collections with ``scope.new_collection()``; every method returns a new collection
     (or an :class:`Arranged`, a probe, or a capture).
+
+    Example: ``session, words = scope.new_collection()`` in a dataflow, then
+    ``words.map(len).count()``; the guide's Operators page runs every method.
     """
 
     __slots__ = ("scope", "_stream", "_base", "_stages")
@@ -53,7 +56,10 @@ class Collection:
     # ------------------------------------------------------------------ plumbing
     @property
     def inner(self) -> Stream:
-        """The timely stream of update batches (builds the fused linear operator if needed)."""
+        """The timely stream of update batches (builds the fused linear operator if needed).
+
+        Example: ``collection.inner.inspect(print)`` prints every ``(data, time, diff)`` (a
+        timely ``Stream``)."""
         if self._stream is None:
             base = self._base.inner
             names = ">".join(kind for kind, _ in self._stages)
@@ -68,29 +74,46 @@ class Collection:
 
     # ------------------------------------------------------------------ linear
     def map(self, f: Callable[[Any], Any]) -> "Collection":
-        """Apply ``f`` to every record (counts of records made equal add up)."""
+        """Apply ``f`` to every record (counts of records made equal add up).
+
+        Example: ``words.map(len)`` turns ``{"a": 1, "bb": 1, "cc": 1}`` into ``{1: 1, 2: 2}``."""
         return self._then("map", f)
 
     def filter(self, predicate: Callable[[Any], bool]) -> "Collection":
-        """Keep the records satisfying ``predicate``."""
+        """Keep the records satisfying ``predicate``.
+
+        Example: ``numbers.filter(lambda x: x % 2 == 0)`` turns ``{1, 2, 3, 4}`` into
+        ``{2, 4}``."""
         return self._then("filter", predicate)
 
     def flat_map(self, f: Callable[[Any], Iterable[Any]]) -> "Collection":
-        """Replace each record by the records of ``f(record)``."""
+        """Replace each record by the records of ``f(record)``.
+
+        Example: ``lines.flat_map(str.split)`` turns ``{"a rose is a rose"}`` into
+        ``{"a": 2, "is": 1, "rose": 2}``."""
         return self._then("flat_map", f)
 
     def explode(self, f: Callable[[Any], Iterable[Tuple[Any, int]]]) -> "Collection":
-        """Replace each record by ``(record2, diff2)`` pairs; diffs multiply."""
+        """Replace each record by ``(record2, diff2)`` pairs; diffs multiply.
+
+        Example: ``pairs.explode(lambda kv: [kv])`` turns the record ``("a", 3)`` into ``"a"``
+        with count 3."""
         return self._then("explode", f)
 
     def join_function(self, f: Callable[[Any], Iterable[Tuple[Any, Any, int]]]) -> "Collection":
         """The general linear operator: each record ``x`` becomes the updates ``f(x)`` of
         ``(record2, time2, diff2)``; output time is the lattice join of the times, diff the
-        product (differential-dataflow's ``join_function``)."""
+        product (differential-dataflow's ``join_function``).
+
+        Example: ``c.join_function(lambda x: [(x, 5, 1)])`` moves every record of time 0 to time
+        5."""
         return self._then("join_function", f)
 
     def negate(self) -> "Collection":
-        """Every diff negated."""
+        """Every diff negated.
+
+        Example: ``a.concat(b.negate())`` is ``a - b``: ``{1, 2} - {2, 3}`` is
+        ``{1: 1, 3: -1}``."""
         return self._then("negate", None)
 
     def inspect(self, f: Callable[[Tuple[Any, Any, int]], Any]) -> "Collection":
@@ -98,39 +121,57 @@ class Collection:
 
         The inspection is built at once (it ends the current fused chain), so it runs even when
         nothing is connected downstream.
+
+        Example: ``counts.inspect(print)`` prints ``(('a', 2), 0, 1)`` and every later update.
         """
         return Collection(self.scope, self._then("inspect", f).inner)
 
     def map_times(self, f: Callable[[Any], Any]) -> "Collection":
-        """Apply ``f`` to every update's time (``f`` must not move times backwards)."""
+        """Apply ``f`` to every update's time (``f`` must not move times backwards).
+
+        Example: ``c.map_times(lambda t: t + 1)`` delays every update by one time."""
         return self._then("time", f)
 
     def results_in(self, summary: PathSummary) -> "Collection":
-        """Advance every update's time by a path summary, dropping those that overflow."""
+        """Advance every update's time by a path summary, dropping those that overflow.
+
+        Example: ``c.results_in(tp.IntSummary(1))`` delays every update by one time."""
         return self._then("results_in", summary.results_in)
 
     def concat(self, *others: "Collection") -> "Collection":
-        """The sum of this collection and ``others``."""
+        """The sum of this collection and ``others``.
+
+        Example: ``a.concat(b)`` with ``a = {1, 2}`` and ``b = {2, 3}`` is
+        ``{1: 1, 2: 2, 3: 1}``."""
         if not others:
             return self
         return Collection(self.scope, self.inner.concat(*[o.inner for o in others]))
 
     def concatenate(self, others: Iterable["Collection"]) -> "Collection":
-        """The sum of this collection and every collection of ``others``."""
+        """The sum of this collection and every collection of ``others``.
+
+        Example: ``a.concatenate([b, c])`` is ``a.concat(b, c)``."""
         return self.concat(*list(others))
 
     def consolidate(self, name: str = "Consolidate") -> "Collection":
         """The same collection with at most one update per ``(data, time)`` (and none that
-        sum to zero), emitted once each time is complete."""
+        sum to zero), emitted once each time is complete.
+
+        Example: ``a.concat(a.negate()).consolidate()`` emits nothing: every update cancels."""
         return Collection(self.scope, consolidate_stream(self.inner, name))
 
     # ------------------------------------------------------------------ scopes
     def enter(self, child: Any) -> "Collection":
-        """This collection inside the nested scope ``child`` (unchanging across iterations)."""
+        """This collection inside the nested scope ``child`` (unchanging across iterations).
+
+        Example: in ``roots.iterate(body)``, ``body(reached)`` uses
+        ``edges.enter(reached.scope)``."""
         return Collection(child, self.inner.enter(child)).map_times(_to_inner)
 
     def leave(self) -> "Collection":
-        """This collection in the parent scope, accumulating every iteration."""
+        """This collection in the parent scope, accumulating every iteration.
+
+        Example: ``scope.iterative(lambda child: body(roots.enter(child)).leave())``."""
         parent = self.scope.parent
         if parent is None:
             raise TimelyError("leave: the collection is in a root scope")
@@ -145,6 +186,10 @@ class Collection:
         must consolidate (reduce, distinct, consolidate...) or cancelling updates may circulate.
         ``max_iterations`` bounds the loop: exceeding it raises
         :class:`~timelypy.errors.NotConvergedError`.
+
+        Example: ``roots.iterate(lambda r: r.map(lambda n: (n,
+        n)).join_map(edges.enter(r.scope), lambda n, _, m: m).concat(r).distinct())`` is every
+        node reachable from ``roots``.
         """
         def inner(child):
             var = Variable.new_from(self.enter(child), max_iterations=max_iterations)
@@ -158,11 +203,16 @@ class Collection:
 
     # ------------------------------------------------------------------ arranged
     def arrange_by_key(self, name: Optional[str] = None) -> "Arranged":
-        """Index ``(key, val)`` records by key into a shared trace."""
+        """Index ``(key, val)`` records by key into a shared trace.
+
+        Example: ``by_src = edges.arrange_by_key()``; ``by_src.semijoin(queries)`` and
+        ``queries.join_core(by_src, logic)`` then share one index."""
         return self._arrange(False, name or "ArrangeByKey")
 
     def arrange_by_self(self, name: Optional[str] = None) -> "Arranged":
-        """Index records by themselves (keys with no values)."""
+        """Index records by themselves (keys with no values).
+
+        Example: ``seen = nodes.arrange_by_self()``; ``edges.semijoin(seen)`` reuses it."""
         return self._arrange(True, name or "ArrangeBySelf")
 
     def _arrange(self, by_self: bool, name: str, keep_trace: bool = True) -> "Arranged":
@@ -170,66 +220,100 @@ class Collection:
         return Arranged(self.scope, stream, spine, by_self=by_self)
 
     def join(self, other: "Collection") -> "Collection":
-        """``(key, (v1, v2))`` for matching ``(key, v1)`` and ``(key, v2)``; counts multiply."""
+        """``(key, (v1, v2))`` for matching ``(key, v1)`` and ``(key, v2)``; counts multiply.
+
+        Example: ``likes.join(lives)``: ``("ann", "tea")`` and ``("ann", "paris")`` give
+        ``("ann", ("tea", "paris"))``."""
         return _arranged(self).join(_arranged(other))
 
     def join_map(self, other: "Collection", f: Callable[[Any, Any, Any], Any]) -> "Collection":
-        """``f(key, v1, v2)`` for every matching pair."""
+        """``f(key, v1, v2)`` for every matching pair.
+
+        Example: ``likes.join_map(lives, lambda who, what, where: (where, what))`` gives
+        ``("paris", "tea")``."""
         return _arranged(self).join_map(_arranged(other), f)
 
     def join_core(self, other: Any,
                   logic: Callable[[Any, Any, Any], Iterable[Any]]) -> "Collection":
-        """The records of the iterable ``logic(key, v1, v2)`` for every matching pair."""
+        """The records of the iterable ``logic(key, v1, v2)`` for every matching pair.
+
+        Example: ``queries.join_core(by_src, lambda q, _, dst: [(q, dst)])`` with ``by_src`` an
+        arrangement of ``(src, dst)`` edges."""
         return _arranged(self).join_core(_arranged(other), logic)
 
     def semijoin(self, keys: Any) -> "Collection":
-        """The ``(key, val)`` records whose key is in ``keys`` (counts multiply)."""
+        """The ``(key, val)`` records whose key is in ``keys`` (counts multiply).
+
+        Example: ``likes.semijoin(names)`` with ``names = {"ann"}`` keeps ``("ann", "tea")``,
+        drops ``("bob", "coffee")``."""
         return _arranged(self).semijoin(keys)
 
     def antijoin(self, keys: Any) -> "Collection":
-        """The ``(key, val)`` records whose key is not in ``keys`` (``keys`` should be a set)."""
+        """The ``(key, val)`` records whose key is not in ``keys`` (``keys`` should be a set).
+
+        Example: ``likes.antijoin(names)`` with ``names = {"ann"}`` keeps only
+        ``("bob", "coffee")``."""
         return self.concat(self.semijoin(keys).negate())
 
     def reduce(self, logic: Logic, name: str = "Reduce") -> "Collection":
         """Per key, ``logic(key, [(val, count), ...])`` (sorted by value, counts non-zero)
-        returns ``[(out_val, count), ...]``; the result holds ``(key, out_val)``."""
+        returns ``[(out_val, count), ...]``; the result holds ``(key, out_val)``.
+
+        Example: ``prices.reduce(lambda key, vals: [(vals[0][0], 1)])`` (the least value per
+        key) turns ``{("tea", 3), ("tea", 2)}`` into ``{("tea", 2)}``."""
         return self._arrange(False, "ArrangeByKey", keep_trace=False).reduce(logic, name)
 
     def count(self) -> "Collection":
-        """``(record, count)`` for every record with a non-zero count."""
+        """``(record, count)`` for every record with a non-zero count.
+
+        Example: ``words.count()`` turns ``{"a": 2, "is": 1}`` into ``{("a", 2), ("is", 1)}``."""
         if self.scope.order.is_total:
             return self.count_total()
         return self._private_by_self().reduce(count_logic, "Count").map(_unwrap_key_value)
 
     def count_total(self) -> "Collection":
-        """``count`` for totally ordered times: O(1) per update (no interesting times)."""
+        """``count`` for totally ordered times: O(1) per update (no interesting times).
+
+        Example: ``words.count_total()`` is what ``words.count()`` runs for ``int`` times."""
         arranged = self._private_by_self()
         return Collection(self.scope, count_total(arranged.stream, arranged.view, "CountTotal"))
 
     def sum(self) -> "Collection":
-        """``(key, total)`` where ``total`` sums ``value * count`` over the key's values."""
+        """``(key, total)`` where ``total`` sums ``value * count`` over the key's values.
+
+        Example: ``prices.sum()`` turns ``{("tea", 3), ("tea", 2)}`` into ``{("tea", 5)}``."""
         return self.reduce(sum_logic, "Sum")
 
     def distinct(self) -> "Collection":
         """Each record with a positive count, once (records with non-positive counts
-        vanish)."""
+        vanish).
+
+        Example: ``numbers.distinct()`` turns ``{1: 2, 2: 1, 3: -1}`` into ``{1: 1, 2: 1}``."""
         if self.scope.order.is_total:
             return self.distinct_total()
         return self._private_by_self().reduce(distinct_logic, "Distinct").map(_first)
 
     def distinct_total(self) -> "Collection":
-        """``distinct`` for totally ordered times: O(1) per update."""
+        """``distinct`` for totally ordered times: O(1) per update.
+
+        Example: ``numbers.distinct_total()`` is what ``numbers.distinct()`` runs for ``int``
+        times."""
         return self.threshold_total(_positive, name="DistinctTotal")
 
     def threshold(self, f: Callable[[Any, int], int]) -> "Collection":
-        """Each record with count ``f(record, count)`` (``f`` is called for non-zero counts)."""
+        """Each record with count ``f(record, count)`` (``f`` is called for non-zero counts).
+
+        Example: ``numbers.threshold(lambda x, n: 1 if n >= 2 else 0)`` turns ``{1: 2, 2: 1}``
+        into ``{1: 1}``."""
         if self.scope.order.is_total:
             return self.threshold_total(f)
         return self._private_by_self().reduce(threshold_logic(f), "Threshold").map(_first)
 
     def threshold_total(self, f: Callable[[Any, int], int],
                         name: str = "ThresholdTotal") -> "Collection":
-        """``threshold`` for totally ordered times: O(1) per update."""
+        """``threshold`` for totally ordered times: O(1) per update.
+
+        Example: ``numbers.threshold_total(lambda x, n: min(n, 1))`` for ``int`` times."""
         arranged = self._private_by_self()
         return Collection(self.scope, threshold_total(arranged.stream, arranged.view, f, name))
 
@@ -238,20 +322,31 @@ class Collection:
 
     # ------------------------------------------------------------------ observing
     def probe(self) -> ProbeHandle:
-        """A probe on this collection's frontier."""
+        """A probe on this collection's frontier.
+
+        Example: ``probe = counts.probe()`` in the dataflow, then
+        ``worker.step_until(probe, t)``."""
         return self.inner.probe()
 
     def probe_with(self, handle: ProbeHandle) -> "Collection":
-        """Let ``handle`` also watch this collection's frontier; returns the collection."""
+        """Let ``handle`` also watch this collection's frontier; returns the collection.
+
+        Example: ``probe = tp.ProbeHandle()``, ``a.probe_with(probe)``, ``b.probe_with(probe)``:
+        one probe watches both."""
         self.inner.probe_with(handle)
         return self
 
     def capture(self) -> CapturedCollection:
-        """Record every update (see :class:`~.captured.CapturedCollection`)."""
+        """Record every update (see :class:`~.captured.CapturedCollection`).
+
+        Example: ``out = counts.capture()``; after running, ``out.consolidated()``,
+        ``out.at(t)`` or ``out.by_time()``."""
         return CapturedCollection(self.inner.capture(), self.scope.order.le)
 
     def exchange(self, key_fn: Callable[[Any], Any]) -> "Collection":
-        """Move every record to the worker owning ``key_fn(record)``."""
+        """Move every record to the worker owning ``key_fn(record)``.
+
+        Example: ``pairs.exchange(lambda kv: kv[0])`` gathers each key's records on one worker."""
         return Collection(self.scope, self.inner.exchange(lambda u: key_fn(u[0])))
 
     def __repr__(self) -> str:
@@ -259,7 +354,9 @@ class Collection:
 
 
 def concatenate(collections: Sequence[Collection]) -> Collection:
-    """The sum of several collections of one scope."""
+    """The sum of several collections of one scope.
+
+    Example: ``tp.concatenate([a, b, c])`` is ``a.concat(b, c)``."""
     first, *rest = collections
     return first.concat(*rest)
 
@@ -270,6 +367,9 @@ class Variable(Collection):
     ``Variable.new_from(source)`` starts at ``source`` (the feedback carries
     ``result - source``, so at iteration ``i+1`` the variable equals ``result_i``).
     ``Variable.new(scope)`` starts empty (for mutual recursion).
+
+    Example: ``reached = tp.Variable.new_from(roots.enter(child))`` inside
+    ``scope.iterative(loop)``, then ``reached.set(step)`` and ``step.leave()``.
     """
 
     __slots__ = ("_handle", "_source", "_summary", "_set")
@@ -277,13 +377,18 @@ class Variable(Collection):
     @classmethod
     def new(cls, scope: Any, max_iterations: Optional[int] = None,
             summary: Optional[PathSummary] = None) -> "Variable":
-        """An empty variable in the iterative ``scope``."""
+        """An empty variable in the iterative ``scope``.
+
+        Example: ``v = tp.Variable.new(child)`` in ``scope.iterative(loop)``; later
+        ``v.set(next_value)``."""
         return cls._make(scope, None, max_iterations, summary)
 
     @classmethod
     def new_from(cls, source: Collection, max_iterations: Optional[int] = None,
                  summary: Optional[PathSummary] = None) -> "Variable":
-        """A variable starting at ``source`` (a collection of the iterative scope)."""
+        """A variable starting at ``source`` (a collection of the iterative scope).
+
+        Example: ``reached = tp.Variable.new_from(roots.enter(child))``."""
         return cls._make(source.scope, source, max_iterations, summary)
 
     @classmethod
@@ -299,7 +404,9 @@ class Variable(Collection):
         return var
 
     def set(self, result: Collection) -> Collection:
-        """Define the next iterate as ``result``; returns ``result``."""
+        """Define the next iterate as ``result``; returns ``result``.
+
+        Example: ``reached.set(reached.concat(next_hops).distinct())``."""
         if self._set:
             raise TimelyError("Variable.set called twice")
         self._set = True
@@ -313,6 +420,9 @@ class Arranged:
 
     Filtering (:meth:`filter`) and entering a nested scope (:meth:`enter`) wrap the view, so
     wrappers never build a new index.
+
+    Example: ``by_src = edges.arrange_by_key()``; ``by_src.lookup(2)``,
+    ``by_src.semijoin(queries)``.
     """
 
     def __init__(self, scope: Any, stream: Stream, spine: Spine, *, by_self: bool = False,
@@ -324,40 +434,59 @@ class Arranged:
 
     @property
     def spine(self) -> Spine:
-        """The shared trace."""
+        """The shared trace.
+
+        Example: ``arranged.spine.get(2)`` is ``[(3, 0, 1), (4, 0, 1)]`` for edges ``(2, 3)``
+        and ``(2, 4)`` at time 0."""
         return self.view.spine
 
     def lookup(self, key: Any) -> dict:
         """The values of ``key`` accumulated over every time in the trace, with their non-zero
-        counts (an interactive query, as in the book's "interactive queries")."""
+        counts (an interactive query, as in the book's "interactive queries").
+
+        Example: ``by_src.lookup(2)`` is ``{3: 1, 4: 1}`` for edges ``(2, 3)`` and ``(2, 4)``."""
         return accumulate((v, r) for v, _t, r in self.spine.get(key))
 
     # ------------------------------------------------------------------ sharing
     @property
     def trace(self) -> TraceAgent:
         """A new reader handle on the trace (it holds back compaction until advanced/closed);
-        ``handle.import_(scope)`` brings the trace into another dataflow."""
+        ``handle.import_(scope)`` brings the trace into another dataflow.
+
+        Example: ``trace = by_src.trace``; a later
+        ``worker.dataflow(lambda scope: trace.import_(scope).as_collection().capture())``."""
         return TraceAgent(self.spine, through_seq=float("inf"), explicit=True,
                           importer=_imported)
 
     def filter(self, pred: Callable[[Any, Any], bool]) -> "Arranged":
-        """The same arrangement seen through ``pred(key, val)`` (no new index)."""
+        """The same arrangement seen through ``pred(key, val)`` (no new index).
+
+        Example: ``by_src.filter(lambda src, dst: src == dst)`` reads only the self-loops."""
         return Arranged(self.scope, self.stream, self.spine, by_self=self.by_self,
                         view=self.view.filter(pred))
 
     def enter(self, child: Any) -> "Arranged":
-        """The arrangement inside the nested scope ``child``, times read as ``Product(t, 0)``."""
+        """The arrangement inside the nested scope ``child``, times read as ``Product(t, 0)``.
+
+        Example: ``by_src.enter(child)`` in ``scope.iterative(loop)``: the edges at every
+        iteration."""
         return Arranged(child, self.stream.enter(child), self.spine, by_self=self.by_self,
                         view=self.view.enter())
 
     def read_batch(self, batch: Batch) -> Iterable[Tuple[Any, List[Tuple[Any, Any, int]]]]:
-        """``(key, [(val, time, diff)])`` of ``batch`` through this view's wrappers."""
+        """``(key, [(val, time, diff)])`` of ``batch`` through this view's wrappers.
+
+        Example: ``for key, vals in arranged.read_batch(batch):`` in an operator reading
+        ``arranged.stream``."""
         return self.view.read_batch(batch)
 
     # ------------------------------------------------------------------ operators
     def as_collection(self, f: Optional[Callable[[Any, Any], Any]] = None) -> Collection:
         """The arranged updates as a collection; ``f(key, val)`` makes each record (default
-        ``(key, val)``, or ``key`` for an arrangement by self)."""
+        ``(key, val)``, or ``key`` for an arrangement by self).
+
+        Example: ``by_src.as_collection(lambda src, dst: dst)`` is the collection of
+        destinations."""
         read = self.view.read_batch
         if f is None:
             f = _key_only if self.by_self else _key_value
@@ -383,26 +512,40 @@ class Arranged:
     def join_core(self, other: "Arranged", logic: Callable[[Any, Any, Any], Iterable[Any]],
                   name: str = "JoinCore") -> Collection:
         """For every pair of matching keys, the records ``logic(key, val1, val2)`` (an
-        iterable) at the join of the two times with the product of the diffs."""
+        iterable) at the join of the two times with the product of the diffs.
+
+        Example: ``by_dst.join_core(by_src, lambda mid, src, dst: [(src, dst)])`` is the two-hop
+        pairs."""
         return self._join(other, joins.core, logic, name)
 
     def join_map(self, other: "Arranged", f: Callable[[Any, Any, Any], Any],
                  name: str = "JoinMap") -> Collection:
-        """``f(key, val1, val2)`` for every pair of matching keys."""
+        """``f(key, val1, val2)`` for every pair of matching keys.
+
+        Example:
+        ``likes_by_name.join_map(lives_by_name, lambda who, what, where: (where, what))`` gives
+        ``("paris", "tea")``."""
         return self._join(other, joins.mapped, f, name)
 
     def join(self, other: "Arranged", name: str = "Join") -> Collection:
-        """``(key, (val1, val2))`` for every pair of matching keys."""
+        """``(key, (val1, val2))`` for every pair of matching keys.
+
+        Example: ``likes_by_name.join(lives_by_name)`` gives ``("ann", ("tea", "paris"))``."""
         return self._join(other, joins.pairs, None, name)
 
     def semijoin(self, keys: Any, name: str = "Semijoin") -> Collection:
         """The ``(key, val)`` records whose key is in ``keys`` (a collection or arrangement by
-        self), with multiplicities multiplied."""
+        self), with multiplicities multiplied.
+
+        Example: ``by_src.semijoin(queries)`` is the ``(src, dst)`` edges of the queried
+        sources."""
         return self._join(keys, joins.semijoin_pairs, None, name, by_self=True)
 
     def reduce(self, logic: Logic, name: str = "Reduce") -> Collection:
         """Per key: ``logic(key, [(val, count)])`` returns ``[(out_val, count)]``; the output
-        collection holds ``(key, out_val)`` with those counts at every time."""
+        collection holds ``(key, out_val)`` with those counts at every time.
+
+        Example: ``by_src.reduce(lambda src, dsts: [(len(dsts), 1)])`` is ``(src, out-degree)``."""
         return Collection(self.scope, reduce_stream(self.stream, self.view, logic, name))
 
     def __repr__(self) -> str:
