@@ -37,6 +37,9 @@ class TraceAgent:
     the reader no longer blocks merging. ``close()`` releases both holds. ``explicit`` agents
     (handed to users) make the spine compact at once when they advance. ``importer`` is how
     :meth:`import_` wraps the imported stream (an arrangement passes its own constructor).
+
+    Example: ``trace = edges.arrange_by_key().trace`` returns one; ``trace.import_(scope)`` in a
+    later dataflow, ``trace.close()`` when done.
     """
 
     def __init__(self, spine: Spine, since: Optional[Sequence[Any]] = None,
@@ -52,7 +55,10 @@ class TraceAgent:
         spine.add_reader(self)
 
     def set_logical_compaction(self, frontier: Sequence[Any]) -> None:
-        """Allow compaction up to ``frontier`` (joined with the current one; never backwards)."""
+        """Allow compaction up to ``frontier`` (joined with the current one; never backwards).
+
+        Example: ``trace.set_logical_compaction([t])`` once nothing will read the trace at times
+        before ``t``."""
         if self.closed:
             return
         order = self.spine.order
@@ -78,19 +84,27 @@ class TraceAgent:
         self.spine.hold_since(changes, self.explicit)
 
     def set_physical_compaction(self, frontier: Sequence[Any]) -> None:
-        """With an empty frontier, stop blocking merges of batches not yet acknowledged."""
+        """With an empty frontier, stop blocking merges of batches not yet acknowledged.
+
+        Example: ``trace.set_physical_compaction([])``: merge batches freely."""
         if not frontier:
             self.through_seq = _INF
             self.spine.maintain()
 
     def acknowledge(self, seq: int) -> None:
-        """This reader has seen every batch up to ``seq``."""
+        """This reader has seen every batch up to ``seq``.
+
+        Example: an importing operator calls ``agent.acknowledge(seq)`` after reading the batch
+        numbered ``seq``."""
         if seq > self.through_seq:
             self.through_seq = seq
 
     def import_(self, scope: Any, name: str = "Import") -> Any:
         """This trace as an arrangement in ``scope``, another dataflow on the same worker (the
-        Differential Dataflow book's "sharing arrangements across dataflows")."""
+        Differential Dataflow book's "sharing arrangements across dataflows").
+
+        Example:
+        ``worker.dataflow(lambda scope: trace.import_(scope).as_collection().capture())``."""
         if self.closed:
             raise TimelyError("import: the trace handle is closed")
         if self.importer is None:
@@ -100,19 +114,29 @@ class TraceAgent:
         return self.importer(scope, import_stream(self, scope, name), self.spine)
 
     def get(self, key: Any) -> List[Tuple[Any, Any, int]]:
-        """Every ``(val, time, diff)`` of ``key`` in the trace."""
+        """Every ``(val, time, diff)`` of ``key`` in the trace.
+
+        Example: ``trace.get(2)`` is ``[(3, 0, 1), (4, 0, 1)]`` for edges ``(2, 3)`` and
+        ``(2, 4)`` inserted at time 0."""
         return self.spine.get(key)
 
     def cursor(self) -> Cursor:
-        """Sequential access by key, then value, then time (see :class:`~.trace.Cursor`)."""
+        """Sequential access by key, then value, then time (see :class:`~.trace.Cursor`).
+
+        Example: ``cursor = trace.cursor()`` walks the trace key by key, then value, then time."""
         return self.spine.cursor()
 
     def accumulate(self, key: Any, time: Any) -> Dict[Any, int]:
-        """Values of ``key`` with their counts at ``time`` (must be at or beyond ``since``)."""
+        """Values of ``key`` with their counts at ``time`` (must be at or beyond ``since``).
+
+        Example: ``trace.accumulate(2, 0)`` is ``{3: 1, 4: 1}`` for edges ``(2, 3)`` and
+        ``(2, 4)``."""
         return self.spine.accumulate(key, time)
 
     def close(self) -> None:
-        """Release this reader's holds on compaction and merging. Idempotent."""
+        """Release this reader's holds on compaction and merging. Idempotent.
+
+        Example: ``trace.close()`` once the last dataflow that imports it is built."""
         if self.closed:
             return
         self.closed = True
@@ -202,7 +226,10 @@ class ImportOperator(OperatorCore):
 
 def import_stream(agent: TraceAgent, scope: Any, name: str = "Import") -> Stream:
     """The stream of ``agent``'s trace's batches in ``scope`` (another dataflow on the same
-    worker): a snapshot of the trace, then every new batch."""
+    worker): a snapshot of the trace, then every new batch.
+
+    Example: ``stream = import_stream(trace, scope)``; ``trace.import_(scope)`` wraps it as an
+    arrangement."""
     if agent.closed:
         raise TimelyError("import: the trace handle is closed")
     op = ImportOperator(scope, agent, name)

@@ -19,6 +19,9 @@ class InputSession:
     ``update_at`` at a time at or after it. ``advance_to(t)`` promises no more changes before
     ``t``; it takes effect (the dataflow learns of it) at ``flush()``, so it can be called per
     record cheaply. Changes are buffered until ``flush()`` (or a large buffer, or a worker step).
+
+    Example: ``words_in, words = scope.new_collection()`` in a dataflow; then
+    ``words_in.insert("a")``, ``words_in.advance_to(1)``, ``words_in.flush()``.
     """
 
     BUFFER = 4096
@@ -34,7 +37,9 @@ class InputSession:
 
     @property
     def time(self) -> Any:
-        """The session's current time."""
+        """The session's current time.
+
+        Example: after ``session.advance_to(3)``, ``session.time`` is ``3``."""
         return self._time
 
     def _check(self, data: Any) -> None:
@@ -48,7 +53,9 @@ class InputSession:
                 f"lists or dicts), got {data!r}") from None
 
     def insert(self, data: Any) -> None:
-        """Add one copy of ``data`` at the current time."""
+        """Add one copy of ``data`` at the current time.
+
+        Example: ``session.insert(("ann", "tea"))``."""
         try:
             hash(data)
         except TypeError:
@@ -61,7 +68,9 @@ class InputSession:
             self._send()
 
     def remove(self, data: Any) -> None:
-        """Remove one copy of ``data`` at the current time."""
+        """Remove one copy of ``data`` at the current time.
+
+        Example: ``session.remove(("ann", "tea"))`` undoes one ``insert``."""
         try:
             hash(data)
         except TypeError:
@@ -74,7 +83,10 @@ class InputSession:
             self._send()
 
     def update(self, data: Any, diff: int) -> None:
-        """Add ``diff`` copies (negative: remove) of ``data`` at the current time."""
+        """Add ``diff`` copies (negative: remove) of ``data`` at the current time.
+
+        Example: ``session.update("a", 3)`` adds three copies of ``"a"``;
+        ``session.update("a", -3)`` removes them."""
         try:
             hash(data)
         except TypeError:
@@ -99,7 +111,10 @@ class InputSession:
             f"{diff!r} of type {type(diff).__name__}")
 
     def update_at(self, data: Any, time: Any, diff: int) -> None:
-        """Change ``data`` by ``diff`` at ``time``, which must be at or after the session time."""
+        """Change ``data`` by ``diff`` at ``time``, which must be at or after the session time.
+
+        Example: ``session.update_at("a", 5, -1)`` while at time 2: one ``"a"`` fewer from time
+        5 on."""
         self._check(data)
         if not self._le(self._time, time):
             raise TimeOrderError(
@@ -113,12 +128,16 @@ class InputSession:
                 self._send()
 
     def send_updates(self, updates: Iterable[Tuple[Any, Any, int]]) -> None:
-        """Apply ``(data, time, diff)`` updates, each at a time at or after the session time."""
+        """Apply ``(data, time, diff)`` updates, each at a time at or after the session time.
+
+        Example: ``session.send_updates([("a", 5, 1), ("b", 6, -1)])``."""
         for data, time, diff in updates:
             self.update_at(data, time, diff)
 
     def insert_many(self, records: Iterable[Any]) -> None:
-        """Insert every record of ``records`` at the current time."""
+        """Insert every record of ``records`` at the current time.
+
+        Example: ``session.insert_many(range(1000))``."""
         t = self._time
         buf = self._buffer
         closed = self._closed
@@ -130,7 +149,10 @@ class InputSession:
             self._send()
 
     def advance_to(self, time: Any) -> None:
-        """Move the session time forward (effective at the next ``flush``)."""
+        """Move the session time forward (effective at the next ``flush``).
+
+        Example: ``session.advance_to(1)``, ``session.flush()``,
+        ``worker.step_until(probe, 1)``: time 0 complete."""
         if self._closed:
             raise InputClosedError(f"input session {self._name!r}: used after close()")
         if not self._le(self._time, time):
@@ -145,7 +167,10 @@ class InputSession:
             self._handle.send_batch(data)
 
     def flush(self) -> None:
-        """Send buffered changes and let the dataflow know the session's time."""
+        """Send buffered changes and let the dataflow know the session's time.
+
+        Example: ``session.advance_to(t)``, ``session.flush()``, then
+        ``worker.step_until(probe, t)``."""
         handle = self._handle
         if self._buffer:
             self._send()
@@ -157,7 +182,10 @@ class InputSession:
         handle.flush()  # after close: only messages held while the dataflow was being built
 
     def close(self) -> None:
-        """Flush and close: the collection will not change again. Idempotent."""
+        """Flush and close: the collection will not change again. Idempotent.
+
+        Example: ``session.close()``, then ``worker.step_until_done()`` runs a batch computation
+        to its end."""
         if self._closed:
             return
         self._send()
@@ -166,26 +194,38 @@ class InputSession:
 
     @property
     def closed(self) -> bool:
-        """The session was closed: the collection will not change again."""
+        """The session was closed: the collection will not change again.
+
+        Example: ``True`` after ``session.close()``."""
         return self._closed
 
     def capability(self) -> Optional[Tuple[Any, Any, Any]]:
         """The capability the session's input holds: ``(subgraph, location, time)``, or None
-        once closed (see :meth:`~timelypy.dataflow.input.InputHandle.capability`)."""
+        once closed (see :meth:`~timelypy.dataflow.input.InputHandle.capability`).
+
+        Example: ``(subgraph, location, 3)`` at time 3; ``None`` after ``close()``."""
         return self._handle.capability()
 
     def has_pending(self) -> bool:
-        """Changes are buffered here or in the input handle."""
+        """Changes are buffered here or in the input handle.
+
+        Example: ``True`` after ``session.insert(x)``; ``False`` again after
+        ``session.flush()``."""
         return bool(self._buffer) or self._handle.has_pending()
 
     def describe(self) -> str:
-        """The session's name and time (for stall diagnostics)."""
+        """The session's name and time (for stall diagnostics).
+
+        Example: ``"'edges' at 3"``, or ``"'edges' at 3 (closed)"``."""
         return f"{self._name!r} at {self._time!r}" + (" (closed)" if self.closed else "")
 
 
 def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Collection]:
     """A new input collection in ``scope``: returns ``(session, collection)``. The session is
-    registered with the worker (flushed at every step, closed when ``build`` returns)."""
+    registered with the worker (flushed at every step, closed when ``build`` returns).
+
+    Example: ``edges_in, edges = new_collection(scope, "edges")``;
+    ``scope.new_collection("edges")`` calls it."""
     handle, stream = scope.new_input(name, register=False)
     session = InputSession(handle, name)
     scope.worker.register_input(session)
@@ -194,7 +234,9 @@ def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Colle
 
 def new_collection_from(scope: Any, records: Iterable[Any],
                         name: str = "Input") -> Tuple[InputSession, Collection]:
-    """Like :func:`new_collection`, with ``records`` inserted at the minimum time."""
+    """Like :func:`new_collection`, with ``records`` inserted at the minimum time.
+
+    Example: ``session, numbers = new_collection_from(scope, range(10))``."""
     session, coll = new_collection(scope, name)
     for r in records:
         session.insert(r)
