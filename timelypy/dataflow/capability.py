@@ -21,6 +21,9 @@ class Capability:
 
     Creating or cloning a capability records ``+1`` at its time, dropping it ``-1``.
     ``output`` is the output port index; ``valid`` turns False once dropped.
+
+    Example: in an operator's logic, ``with output.session(cap) as session: session.give(x)``
+    sends at ``cap.time``; ``cap.downgrade(t + 1)`` moves on.
     """
 
     __slots__ = ("time", "_internal", "_le", "output", "_operator", "valid")
@@ -47,12 +50,16 @@ class Capability:
 
     def delayed(self, t: Any) -> "Capability":
         """A new capability at ``t >= self.time`` on the same output; TimeOrderError if
-        ``t`` is not at or after it or this one was dropped."""
+        ``t`` is not at or after it or this one was dropped.
+
+        Example: ``later = cap.delayed(cap.time + 1)``."""
         self._check(t, "delay")
         return Capability(t, self._internal, self._le, self.output, self._operator)
 
     def downgrade(self, t: Any) -> None:
-        """Move this capability forward to ``t >= self.time`` (atomically: +1@t, -1@old)."""
+        """Move this capability forward to ``t >= self.time`` (atomically: +1@t, -1@old).
+
+        Example: ``cap.downgrade(5)``: nothing more at times before 5."""
         self._check(t, "downgrade")
         if t != self.time:
             self._internal.update(t, 1)
@@ -60,7 +67,9 @@ class Capability:
             self.time = t
 
     def drop(self) -> None:
-        """Release the capability. Idempotent."""
+        """Release the capability. Idempotent.
+
+        Example: ``cap.drop()``: the output can complete."""
         if self.valid:
             self.valid = False
             self._internal.update(self.time, -1)
@@ -72,7 +81,9 @@ class Capability:
 
 class InputCapability:
     """The time of a received message, usable to send at that time during this activation or
-    to :meth:`retain` a real capability."""
+    to :meth:`retain` a real capability.
+
+    Example: ``for cap, data in input: ...``; ``cap.retain()`` keeps the message's time."""
 
     __slots__ = ("time", "_op")
 
@@ -81,12 +92,16 @@ class InputCapability:
         self._op = op
 
     def retain(self, output: int = 0) -> Capability:
-        """A capability at this message's time for ``output``."""
+        """A capability at this message's time for ``output``.
+
+        Example: ``notificator.notify_at(cap.retain())``."""
         op = self._op
         return Capability(self.time, op.shared.internals[output], op.order.le, output, op.name)
 
     def delayed(self, t: Any, output: int = 0) -> Capability:
-        """A capability at ``t >= self.time`` for ``output``."""
+        """A capability at ``t >= self.time`` for ``output``.
+
+        Example: ``cap.delayed(cap.time + 1)`` to send one time later."""
         op = self._op
         if not op.order.le(self.time, t):
             raise TimeOrderError(f"operator {op.name!r}: cannot delay message time {self.time!r} "
@@ -98,7 +113,10 @@ class InputCapability:
 
 
 class CapabilitySet:
-    """An antichain of capabilities: send at any time at or after one of them."""
+    """An antichain of capabilities: send at any time at or after one of them.
+
+    Example: ``caps = tp.CapabilitySet(scope.order.le)``; ``caps.insert(cap.retain())``; later
+    ``caps.downgrade(frontier)``."""
 
     __slots__ = ("caps", "_le")
 
@@ -110,7 +128,9 @@ class CapabilitySet:
 
     def insert(self, cap: Capability) -> None:
         """Take ownership of ``cap``, keeping an antichain: drop ``cap`` if a held capability is
-        at or before it, else drop the held ones at or after it. O(len)."""
+        at or before it, else drop the held ones at or after it. O(len).
+
+        Example: ``caps.insert(cap.retain())``."""
         le = self._le
         for c in self.caps:
             if le(c.time, cap.time):
@@ -127,12 +147,17 @@ class CapabilitySet:
 
     def retain(self, time: Any, internal: ChangeBatch, output: int = 0, operator: str = "") -> None:
         """Hold a capability at ``time`` (the time of a message just consumed, which justifies
-        it) unless one at or before ``time`` is already held. O(len)."""
+        it) unless one at or before ``time`` is already held. O(len).
+
+        Example: operators built with ``scope.operator`` call ``caps.retain(time, internal)`` for a
+        message just consumed."""
         if self.find(time) is None:
             self.insert(Capability(time, internal, self._le, output, operator))
 
     def find(self, t: Any) -> Optional[Capability]:
-        """A held capability at or before ``t``, or None. O(len)."""
+        """A held capability at or before ``t``, or None. O(len).
+
+        Example: ``caps.find(t)`` to send at ``t``, or ``None``."""
         le = self._le
         for c in self.caps:
             if le(c.time, t):
@@ -141,14 +166,18 @@ class CapabilitySet:
 
     def delayed(self, t: Any) -> Capability:
         """A new capability at ``t`` derived from a held one at or before ``t``; TimeOrderError
-        if none is held. O(len)."""
+        if none is held. O(len).
+
+        Example: ``caps.delayed(5)``."""
         c = self.find(t)
         if c is None:
             raise TimeOrderError(f"no held capability at or before {t!r} (held: {self.times()})")
         return c.delayed(t)
 
     def downgrade(self, frontier: Iterable[Any]) -> None:
-        """Hold exactly one capability per element of ``frontier`` (each derived from a held one)."""
+        """Hold exactly one capability per element of ``frontier`` (each derived from a held one).
+
+        Example: ``caps.downgrade(input.frontier)`` keeps only what pending work needs."""
         new: List[Capability] = []
         for t in frontier:
             new.append(self.delayed(t))
@@ -157,11 +186,15 @@ class CapabilitySet:
         self.caps = new
 
     def times(self) -> List[Any]:
-        """The times of the held capabilities, sorted."""
+        """The times of the held capabilities, sorted.
+
+        Example: ``[2, 5]``."""
         return sorted(c.time for c in self.caps)
 
     def drop_all(self) -> None:
-        """Drop every held capability and empty the set."""
+        """Drop every held capability and empty the set.
+
+        Example: ``caps.drop_all()`` once the input is done."""
         for c in self.caps:
             c.drop()
         self.caps = []

@@ -14,7 +14,9 @@ __all__ = ["Captured", "CaptureOperator"]
 class Captured:
     """What a captured stream delivered: ``messages`` as ``(time, list of records)`` in arrival
     order, and the frontier of the stream (``frontier``, ``done()``); ``frontier_history`` lists
-    every frontier the stream has had, in order."""
+    every frontier the stream has had, in order.
+
+    Example: ``out = stream.capture()``; after running, ``out.records()``, ``out.by_time()``."""
 
     HISTORY = 10_000
     """``frontier_history`` keeps at least the most recent ``HISTORY`` frontiers (at most twice
@@ -28,11 +30,15 @@ class Captured:
         self.frontier_history: List[List[Any]] = []
 
     def records(self) -> List[Tuple[Any, Any]]:
-        """Every ``(time, record)`` in arrival order."""
+        """Every ``(time, record)`` in arrival order.
+
+        Example: ``[(0, "a"), (1, "b")]`` for ``"a"`` sent at time 0 and ``"b"`` at time 1."""
         return [(t, r) for t, data in self.messages for r in data]
 
     def by_time(self) -> Dict[Any, List[Any]]:
-        """Records grouped by time (times in order, records in arrival order)."""
+        """Records grouped by time (times in order, records in arrival order).
+
+        Example: ``{0: ["a"], 1: ["b"]}`` for the same records."""
         out: Dict[Any, List[Any]] = {}
         for t, data in self.messages:
             out.setdefault(t, []).extend(data)
@@ -40,7 +46,9 @@ class Captured:
 
     def changes_from(self, start: int) -> Tuple[List[Tuple[Any, Any]], int]:
         """The ``(time, record)`` pairs of messages ``start`` onwards, and the next position
-        (for readers that poll, such as a driver session). See :meth:`read_from`."""
+        (for readers that poll, such as a driver session). See :meth:`read_from`.
+
+        Example: ``pairs, position = out.changes_from(position)`` in a polling loop."""
         batch, position = self.read_from(start)
         return [(t, r) for t, data in batch for r in data], position
 
@@ -48,7 +56,9 @@ class Captured:
         """Messages ``start`` onwards (positions count every message ever captured) and the
         next position. A poller declares the messages before ``start`` read: they are released,
         so a capture that is drained this way keeps flat memory (``messages`` then holds only
-        the unread ones). O(messages returned)."""
+        the unread ones). O(messages returned).
+
+        Example: ``messages, position = out.read_from(position)``."""
         drop = start - self.released
         if drop > 0:
             del self.messages[:drop]
@@ -59,15 +69,21 @@ class Captured:
 
     @property
     def frontier(self) -> List[Any]:
-        """The stream's current frontier, sorted (empty once the stream is complete)."""
+        """The stream's current frontier, sorted (empty once the stream is complete).
+
+        Example: ``[2]`` while times 2 and later may still arrive; ``[]`` once done."""
         return sorted(self._frontier.frontier)
 
     def done(self) -> bool:
-        """The frontier is empty: nothing more can arrive."""
+        """The frontier is empty: nothing more can arrive.
+
+        Example: ``worker.step_while(lambda: not out.done())``."""
         return self._frontier.is_empty()
 
     def less_than(self, t: Any) -> bool:
-        """Some time strictly before ``t`` may still arrive. O(len(frontier))."""
+        """Some time strictly before ``t`` may still arrive. O(len(frontier)).
+
+        Example: ``worker.step_while(lambda: out.less_than(3))``."""
         return self._frontier.less_than(t)
 
 

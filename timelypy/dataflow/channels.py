@@ -25,7 +25,9 @@ __all__ = ["Pipeline", "Exchange", "InputPort", "OutputPort", "IngressPort", "Eg
 
 
 class Pipeline:
-    """Pact: records stay on this worker."""
+    """Pact: records stay on this worker.
+
+    Example: ``stream.unary(factory, tp.Pipeline())``: no exchange between workers."""
 
     __slots__ = ()
 
@@ -39,6 +41,9 @@ class Exchange:
     ``key_fn`` must return a value :func:`~timelypy.hashing.stable_hash` accepts (ints,
     strings, bytes, floats, None, bools, tuples of those, Products). The hash is the same in
     every process.
+
+    Example: ``stream.unary(factory, tp.Exchange(lambda kv: kv[0]))`` gathers each key on one
+    worker.
     """
 
     __slots__ = ("key_fn",)

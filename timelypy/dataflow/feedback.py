@@ -55,7 +55,10 @@ class FeedbackOperator(OperatorCore):
 
 
 class LoopHandle:
-    """The input end of a feedback operator; connect a stream with ``stream.connect_loop``."""
+    """The input end of a feedback operator; connect a stream with ``stream.connect_loop``.
+
+    Example: ``handle, stream = child.feedback()``; ``stream.map(step).connect_loop(handle)``
+    closes the loop."""
 
     __slots__ = ("op",)
 

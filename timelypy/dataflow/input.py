@@ -30,6 +30,9 @@ class InputHandle:
 
     Records are buffered and pushed on :meth:`advance_to`, :meth:`flush`, :meth:`close`, when
     the buffer is large, and at every ``worker.step()``.
+
+    Example: ``handle, stream = scope.new_input()``; ``handle.send_batch([1, 2])``,
+    ``handle.advance_to(1)``, ``handle.close()``.
     """
 
     BUFFER = 1024
@@ -46,37 +49,51 @@ class InputHandle:
 
     @property
     def time(self) -> Any:
-        """The current time: records sent now carry it; earlier times are closed."""
+        """The current time: records sent now carry it; earlier times are closed.
+
+        Example: ``0`` at first; ``3`` after ``handle.advance_to(3)``."""
         return self._now
 
     @property
     def order(self) -> Any:
-        """The :class:`~timelypy.order.TimeOrder` of the input's times."""
+        """The :class:`~timelypy.order.TimeOrder` of the input's times.
+
+        Example: ``handle.order.le(0, 1)`` is ``True``."""
         return self._op.order
 
     @property
     def name(self) -> str:
-        """The input operator's name."""
+        """The input operator's name.
+
+        Example: ``"Input"`` unless ``scope.new_input(name)`` said otherwise."""
         return self._op.name
 
     def capability(self) -> Optional[Tuple[Any, Location, Any]]:
         """``(subgraph, output location, time)`` of the capability this input holds, or None
-        once it is closed (used to explain a wait that cannot finish)."""
+        once it is closed (used to explain a wait that cannot finish).
+
+        Example: ``(subgraph, location, 3)`` at time 3; ``None`` after ``close()``."""
         if self._closed:
             return None
         return self._op.subgraph, Location(self._op.index, 0, True), self._now
 
     def has_pending(self) -> bool:
-        """Records are buffered, or held until the dataflow is built."""
+        """Records are buffered, or held until the dataflow is built.
+
+        Example: ``True`` after ``handle.send(x)``, ``False`` after ``handle.flush()``."""
         return bool(self._buffer or self._early)
 
     def describe(self) -> str:
-        """The input's name and time (for stall diagnostics)."""
+        """The input's name and time (for stall diagnostics).
+
+        Example: ``"'Input' at 3"``."""
         return f"{self._op.name!r} at {self._now!r}" + (" (closed)" if self._closed else "")
 
     def send_updates(self, updates: Iterable[Tuple[Any, Any, int]]) -> None:
         """Send ``(record, time, count)`` triples: ``count`` copies of each record at its time
-        (timely inputs carry no diffs, so ``count`` must be positive)."""
+        (timely inputs carry no diffs, so ``count`` must be positive).
+
+        Example: ``handle.send_updates([("a", 0, 2), ("b", 4, 1)])``."""
         for record, time, count in updates:
             if count < 1:
                 raise ValueError(
@@ -87,7 +104,9 @@ class InputHandle:
 
     @property
     def closed(self) -> bool:
-        """``close()`` was called: nothing more can be sent."""
+        """``close()`` was called: nothing more can be sent.
+
+        Example: ``True`` after ``handle.close()``."""
         return self._closed
 
     def _check_open(self, what: str) -> None:
@@ -95,7 +114,9 @@ class InputHandle:
             raise InputClosedError(f"input {self._op.name!r}: {what} after close()")
 
     def send(self, record: Any, time: Optional[Any] = None) -> None:
-        """Send one record at the current time, or at ``time`` if given (at or after it)."""
+        """Send one record at the current time, or at ``time`` if given (at or after it).
+
+        Example: ``handle.send("a")``; ``handle.send("b", time=5)``."""
         self._check_open("send")
         if time is None or time == self._now:
             self._buffer.append(record)
@@ -105,7 +126,9 @@ class InputHandle:
             self.send_batch([record], time)
 
     def send_batch(self, records: Iterable[Any], time: Optional[Any] = None) -> None:
-        """Send many records at the current time (or at a later ``time``)."""
+        """Send many records at the current time (or at a later ``time``).
+
+        Example: ``handle.send_batch(range(1000))``."""
         self._check_open("send_batch")
         if time is not None and time != self._now:
             if not self._le(self._now, time):
@@ -134,7 +157,9 @@ class InputHandle:
         self._op.activate()
 
     def flush(self) -> None:
-        """Push buffered records into the dataflow."""
+        """Push buffered records into the dataflow.
+
+        Example: ``handle.flush()`` before ``worker.step()``, or let the step flush it."""
         if self._buffer:
             data, self._buffer = self._buffer, []
             self._deliver(self._now, data)
@@ -145,7 +170,9 @@ class InputHandle:
             self._op.activate()
 
     def advance_to(self, time: Any) -> None:
-        """Promise that no more records will be sent at times before ``time``."""
+        """Promise that no more records will be sent at times before ``time``.
+
+        Example: ``handle.advance_to(1)``: time 0 can complete."""
         self._check_open("advance_to")
         now = self._now
         if time == now:
@@ -161,7 +188,9 @@ class InputHandle:
         self._op.activate()
 
     def close(self) -> None:
-        """Flush and release the input's capability: its consumers can complete. Idempotent."""
+        """Flush and release the input's capability: its consumers can complete. Idempotent.
+
+        Example: ``handle.close()``, then ``worker.step_until_done()``."""
         if self._closed:
             return
         self.flush()

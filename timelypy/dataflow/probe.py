@@ -18,6 +18,9 @@ class ProbeHandle:
     ``less_than(t)``: some time strictly before ``t`` may still appear; ``less_equal(t)``: ``t``
     itself may still appear; ``done()``: nothing more can appear. The usual driver loop is
     ``while probe.less_than(input.time): worker.step()``.
+
+    Example: ``probe = stream.probe()`` in a dataflow;
+    ``worker.step_while(lambda: probe.less_than(t))``.
     """
 
     __slots__ = ("_frontier", "_targets")
@@ -28,7 +31,9 @@ class ProbeHandle:
         self._targets: List[Tuple[Any, Location]] = []
 
     def attach(self, subgraph: Any, target: Location) -> None:
-        """Record that a probe operator at ``target`` of ``subgraph`` reports to this handle."""
+        """Record that a probe operator at ``target`` of ``subgraph`` reports to this handle.
+
+        Example: ``stream.probe_with(handle)`` calls it; programs do not."""
         self._targets.append((subgraph, target))
 
     def __getstate__(self) -> dict:
@@ -41,24 +46,35 @@ class ProbeHandle:
 
     @property
     def targets(self) -> List[Tuple[Any, Location]]:
-        """``(subgraph, input location)`` of every probe operator reporting to this handle."""
+        """``(subgraph, input location)`` of every probe operator reporting to this handle.
+
+        Example: one ``(subgraph, location)`` per ``probe_with``."""
         return list(self._targets)
 
     def less_than(self, t: Any) -> bool:
-        """Some time strictly before ``t`` may still appear. O(len(frontier))."""
+        """Some time strictly before ``t`` may still appear. O(len(frontier)).
+
+        Example: ``worker.step_while(lambda: probe.less_than(3))`` runs until times 0 to 2 are
+        complete."""
         return self._frontier.less_than(t)
 
     def less_equal(self, t: Any) -> bool:
-        """``t`` itself (or a time before it) may still appear. O(len(frontier))."""
+        """``t`` itself (or a time before it) may still appear. O(len(frontier)).
+
+        Example: ``probe.less_equal(3)`` is ``True`` while time 3 may still appear."""
         return self._frontier.less_equal(t)
 
     def done(self) -> bool:
-        """The frontier is empty: nothing more can appear."""
+        """The frontier is empty: nothing more can appear.
+
+        Example: ``worker.step_while(lambda: not probe.done())``."""
         return self._frontier.is_empty()
 
     @property
     def frontier(self) -> List[Any]:
-        """The current frontier, sorted."""
+        """The current frontier, sorted.
+
+        Example: ``[3]`` while times 3 and later may still appear; ``[]`` once done."""
         return sorted(self._frontier.frontier)
 
     def __repr__(self) -> str:

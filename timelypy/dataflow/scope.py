@@ -38,6 +38,9 @@ class Scope:
 
     Times in a root scope are ints; an iterative scope nested in a scope with time ``T`` has
     time ``Product(T, int)``.
+
+    Example: ``worker.dataflow(lambda scope: scope.new_collection())`` hands the root scope to
+    the function; ``scope.iterative(loop)`` hands ``loop`` a nested one.
     """
 
     def __init__(self, worker: AsWorker, subgraph: Subgraph, order: TimeOrder,
@@ -57,17 +60,23 @@ class Scope:
     # ----------------------------------------------------------------- identity
     @property
     def index(self) -> int:
-        """The worker's index (as in timely's ``scope.index()``)."""
+        """The worker's index (as in timely's ``scope.index()``).
+
+        Example: ``range(scope.index, n, scope.peers)`` is this worker's share of ``n`` items."""
         return self.worker.index
 
     @property
     def peers(self) -> int:
-        """The number of workers (as in timely's ``scope.peers()``)."""
+        """The number of workers (as in timely's ``scope.peers()``).
+
+        Example: ``range(scope.index, n, scope.peers)`` is this worker's share of ``n`` items."""
         return self.worker.peers
 
     @property
     def name(self) -> str:
-        """The scope's name (the dataflow's name for a root scope)."""
+        """The scope's name (the dataflow's name for a root scope).
+
+        Example: ``"dataflow1"`` for the first root scope of a worker."""
         return self.subgraph.name
 
     def describe(self) -> str:
@@ -99,6 +108,9 @@ class Scope:
         The worker flushes the handle at every step and closes it when ``build`` returns;
         ``register=False`` leaves that to a wrapper that registers itself instead (as the
         differential ``InputSession`` does).
+
+        Example: ``handle, stream = scope.new_input()``; ``handle.send("a")``,
+        ``handle.advance_to(1)``.
         """
         if not self.order.is_total:
             raise TimelyError("inputs can only be created in a root scope (totally ordered time)")
@@ -109,7 +121,9 @@ class Scope:
         return handle, Stream(self, op.output_ports[0])
 
     def input_from(self, records: Iterable[Any], name: str = "InputFrom") -> Stream:
-        """A stream holding ``records`` at the minimum time (then complete)."""
+        """A stream holding ``records`` at the minimum time (then complete).
+
+        Example: ``scope.input_from(range(10)).map(lambda x: x * 2).capture()``."""
         handle, stream = self.new_input(name)
         handle.send_batch(list(records))
         handle.close()
@@ -121,6 +135,9 @@ class Scope:
         The one deliberate upward reference of the timely layer (as differential dataflow's
         ``Input`` trait extends a timely scope): the import is local, so the timely layer does
         not load the differential layer until this is called.
+
+        Example: ``edges_in, edges = scope.new_collection("edges")``;
+        ``edges_in.insert((1, 2))``.
         """
         from ..differential.input import new_collection
 
@@ -128,13 +145,17 @@ class Scope:
 
     def new_collection_from(self, records: Iterable[Any], name: str = "Input"):
         """A new differential input holding ``records`` at the minimum time:
-        returns ``(InputSession, Collection)``."""
+        returns ``(InputSession, Collection)``.
+
+        Example: ``session, numbers = scope.new_collection_from(range(10))``."""
         from ..differential.input import new_collection_from
 
         return new_collection_from(self, records, name)
 
     def import_trace(self, trace: Any, name: str = "Import"):
-        """Bring a trace handle exported from another dataflow into this one."""
+        """Bring a trace handle exported from another dataflow into this one.
+
+        Example: ``arranged = scope.import_trace(trace)`` is ``trace.import_(scope)``."""
         return trace.import_(self, name)
 
     def feedback(self, summary: Optional[PathSummary] = None, name: str = "Feedback",
@@ -143,6 +164,9 @@ class Scope:
 
         ``summary`` defaults to advancing the innermost coordinate by one (the loop summary of
         an iterative scope).
+
+        Example: in ``scope.iterative(loop)``: ``handle, stream = child.feedback()``, later
+        ``result.connect_loop(handle)``.
         """
         if summary is None:
             if self.order.outer is None:
@@ -156,6 +180,9 @@ class Scope:
         """A generic operator with several inputs and outputs.
 
         ``factory(capabilities, info)`` returns ``logic(inputs, outputs)``.
+
+        Example: ``scope.operator([(a, None), (b, None)], 1, factory)`` (``Stream.unary`` and
+        ``Stream.binary`` are the usual shapes).
         """
         op = GenericOperator(self, name, len(inputs), outputs, factory, summary=summary)
         for i, (stream, pact) in enumerate(inputs):
@@ -164,7 +191,10 @@ class Scope:
 
     # ----------------------------------------------------------------- nesting
     def iterative(self, fn: Callable[["Scope"], Any], name: str = "Iterate") -> Any:
-        """Build a nested scope with ``Product(outer, int)`` times; returns ``fn(child)``."""
+        """Build a nested scope with ``Product(outer, int)`` times; returns ``fn(child)``.
+
+        Example: ``scope.iterative(lambda child: body(roots.enter(child)).leave())``;
+        ``Collection.iterate`` builds on it."""
         worker = self.worker
         log.debug("worker %d: building iterative scope %r", worker.index, name)
         sub = Subgraph(name, self.order.nested(), peers=worker.peers, to_inner=_to_inner,
@@ -201,7 +231,9 @@ class Scope:
     # ----------------------------------------------------------------- wiring
     def connect(self, stream: Stream, node: int, port: int, target: Any, pact: Any) -> None:
         """Connect ``stream`` to input ``port`` of child ``node``, whose messages go to
-        ``target``, under ``pact`` (None: pipeline). Records the edge for progress tracking."""
+        ``target``, under ``pact`` (None: pipeline). Records the edge for progress tracking.
+
+        Example: ``Stream.connect_to`` calls it; programs do not."""
         if stream.scope.subgraph is not self.subgraph:
             raise TimelyError(
                 f"stream from scope {stream.scope.subgraph.name!r} used in scope "
