@@ -108,15 +108,19 @@ class _SpySession:
         self.updates = self.flushed = self.flushes = 0
         self.max_held = 0
         self.fail_flush = fail_flush
-        self.pulled = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._s, name)
 
     def update(self, *args: Any) -> None:
         self.updates += 1
-        self.max_held = max(self.max_held, self.pulled - self.flushed)
+        self.max_held = max(self.max_held, self._s.pending + 1)
         self._s.update(*args)
+
+    def update_many(self, input: str, records: Any, *args: Any) -> None:
+        self.updates += len(records)
+        self.max_held = max(self.max_held, self._s.pending + len(records))
+        self._s.update_many(input, records, *args)
 
     def flush(self) -> None:
         self.flushes += 1
@@ -128,22 +132,26 @@ class _SpySession:
 
 
 def test_load_holds_about_one_batch(spark, monkeypatch):
-    from pyspark.sql import DataFrame
+    """Rows come from Spark in Arrow tables of about one partition; the session never holds
+    more than ``batch_rows`` of them unflushed."""
+    from timelypy.connectors import spark as connector
 
     rows, batch = 10_000, 1_000
     df = spark.range(rows).selectExpr("id % 10 as src", "id as dst").repartition(4)
+    tables = []
+    original = connector.arrow_batches
+
+    def counted(frame: Any) -> Iterator[Any]:
+        for table in original(frame):
+            tables.append(table.num_rows)
+            yield table
+    monkeypatch.setattr(connector, "arrow_batches", counted)
     with tp.open_session(edges_dataflow) as real:
         spy = _SpySession(real)
-        original = DataFrame.toLocalIterator
-
-        def counted(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-            for row in original(self, *args, **kwargs):
-                spy.pulled += 1
-                yield row
-        monkeypatch.setattr(DataFrame, "toLocalIterator", counted)
         assert load(spy, "edges", df, Columns(key="src", value="dst"), batch_rows=batch) == rows
-    assert spy.pulled == rows and spy.flushes == rows // batch
-    assert spy.max_held <= batch  # rows pulled from Spark but not flushed: at most one batch
+    assert sum(tables) == rows and len(tables) >= 4  # streamed: one table per Arrow batch
+    assert spy.updates == rows and spy.flushes == rows // batch
+    assert spy.max_held <= batch  # buffered in the session, not flushed: at most one batch
 
 
 # ----------------------------------------------------------------------------- bad input

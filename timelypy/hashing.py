@@ -38,7 +38,11 @@ def stable_hash(value: Any) -> int:
     if isinstance(value, tuple):
         h = 0x345678 + len(value)
         for item in value:
-            h = _mix((h * 1000003 + stable_hash(item)) & _MASK)
+            # _mix inlined, and ints hashed in place: tuples of ints are the common key.
+            h = (h * 1000003 + (item & _MASK if type(item) is int else stable_hash(item))) & _MASK
+            h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+            h = (h ^ (h >> 27)) * 0x94D049BB133111EB & _MASK
+            h ^= h >> 31
         return h
     if t is bool:
         return int(value)

@@ -27,7 +27,7 @@ import shutil
 import sys
 import threading
 import time as _time
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ..errors import SessionInputError, WorkerError
 from ..workers.session import DataflowSession
@@ -130,37 +130,72 @@ class _Progress:
         self.latest: Optional[int] = None
 
 
+def _to_ipc(batches: Iterator[Any]) -> Iterator[Any]:
+    """In Spark's Python workers (``mapInArrow``): each Arrow batch as one row of Arrow IPC
+    bytes, so that the driver receives whole batches through ``toLocalIterator``."""
+    import pyarrow as pa
+
+    for batch in batches:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        yield pa.RecordBatch.from_pydict({"ipc": [sink.getvalue().to_pybytes()]})
+
+
+def arrow_batches(df: "DataFrame") -> Iterator[Any]:
+    """The rows of ``df`` as Arrow tables, streamed to the driver one partition at a time
+    (``mapInArrow`` packs Spark's Arrow batches, ``toLocalIterator`` fetches them): the driver
+    holds about one partition, Spark's JVM one more. The public road from Spark's executors to
+    the driver in Arrow (``toPandas`` and ``toArrow`` collect the whole DataFrame)."""
+    import pyarrow as pa
+
+    packed = df.mapInArrow(_to_ipc, "ipc binary")
+    for (blob,) in packed.toLocalIterator(prefetchPartitions=False):
+        yield pa.ipc.open_stream(blob).read_all()
+
+
 def _stream(session: DataflowSession, input: str, reader: RowReader, rows: "DataFrame",
             batch_rows: int, time: Optional[int], progress: _Progress, sign: int = 1,
             limit: Optional[int] = None) -> None:
-    """Send the rows of ``rows`` to ``input`` (diffs times ``sign``), flushing every
-    ``batch_rows`` rows; stop after ``limit`` rows. Rows come from ``toLocalIterator`` one
-    partition at a time: the driver holds at most one batch of updates (plus one partition in
-    Spark's JVM). Raises :class:`BadRow` or the session's errors."""
+    """Send the rows of ``rows`` to ``input`` (diffs times ``sign``) from Arrow batches
+    (:func:`arrow_batches`), flushing every ``batch_rows`` rows (the session holds at most
+    that many); stop after ``limit`` rows. Raises :class:`BadRow` or the session's errors."""
     buffered = 0
-    for row in rows.toLocalIterator(prefetchPartitions=False):
-        if limit is not None and progress.sent + buffered >= limit:
-            break
-        item = reader.convert(row)
-        if item is None:
-            continue
-        record, diff, t = item
-        t = time if t is None else t
-        try:
-            session.update(input, record, sign * diff, t)
-        except SessionInputError as exc:
-            raise BadRow((reader.row_dict(row), reader.columns.names[0],
-                          f"refused by the session: {exc}")) from exc
-        if t is not None and (progress.latest is None or t > progress.latest):
-            progress.latest = t
-        buffered += 1
-        if buffered >= batch_rows:
-            session.flush()
-            progress.sent += buffered
-            buffered = 0
+    for table in arrow_batches(rows):
+        offset = 0
+        while offset < table.num_rows:
+            room = batch_rows - buffered
+            if limit is not None:
+                room = min(room, limit - progress.sent - buffered)
+                if room <= 0:
+                    break
+            part = table.slice(offset, room)
+            offset += part.num_rows
+            buffered += _send_part(session, input, reader, part, time, progress, sign)
+            if buffered >= batch_rows:
+                session.flush()
+                progress.sent += buffered
+                buffered = 0
     if buffered:
         session.flush()
         progress.sent += buffered
+
+
+def _send_part(session: DataflowSession, input: str, reader: RowReader, part: Any,
+               time: Optional[int], progress: _Progress, sign: int) -> int:
+    """Buffer one Arrow slice's rows in the session; the number of updates buffered."""
+    records, diffs, times = reader.convert_table(part)
+    if sign != 1:
+        diffs = [sign * d for d in diffs]
+    try:
+        session.update_many(input, records, diffs, time if times is None else times)
+    except SessionInputError as exc:
+        raise BadRow(({"record": exc.value}, reader.columns.names[0],
+                      f"refused by the session: {exc}")) from exc
+    latest = max(times) if times else (time if records else None)
+    if latest is not None and (progress.latest is None or latest > progress.latest):
+        progress.latest = latest
+    return len(records)
 
 
 def _check_batch_rows(batch_rows: int) -> None:

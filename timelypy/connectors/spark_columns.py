@@ -340,8 +340,77 @@ class RowReader:
                                                   f"(before its frontier)")
         return self.columns.make_record(values), diff, time
 
+    def convert_table(self, table: Any, now: Optional[int] = None
+                      ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
+        """Columnar :meth:`convert` of an Arrow table or batch of the :attr:`Columns.selected`
+        columns: ``(records, diffs, times)`` (times None: the input's time). Checks run on whole
+        columns (nulls, NaN, ops, times); a batch that fails one is converted row by row, so
+        the error (:class:`BadRow`) and ``null_keys="drop"`` act exactly as :meth:`convert`."""
+        import pyarrow.compute as pc
+
+        columns = table.columns
+        if not self._columns_clean(columns, now, pc):
+            return self._convert_rows(columns, now)
+        lists = [c.to_pylist() for c in columns[:self.width]]
+        cols = self.columns
+        if cols.record:
+            records = lists[0] if len(lists) == 1 else list(zip(*lists))
+        else:
+            k = len(cols.key)
+            keys = lists[0] if k == 1 else list(zip(*lists[:k]))
+            values = lists[k] if len(lists) == k + 1 else list(zip(*lists[k:]))
+            records = list(zip(keys, values))
+        if self._diff is not None:
+            diffs = columns[self._diff].to_pylist()
+        elif self._op is not None:
+            signs = self._signs
+            diffs = [signs[o] for o in columns[self._op].to_pylist()]
+        else:
+            diffs = [1] * len(records)
+        times = columns[self._time].to_pylist() if self._time is not None else None
+        return records, diffs, times
+
+    def _columns_clean(self, columns: Sequence[Any], now: Optional[int], pc: Any) -> bool:
+        """No value of ``columns`` fails a check (so no row needs looking at)."""
+        if any(columns[i].null_count for i in self._nulls):
+            return False
+        if any(pc.any(pc.is_nan(columns[i])).as_py() for i in self._floats):
+            return False
+        if self._diff is not None and columns[self._diff].null_count:
+            return False
+        if self._op is not None:
+            ops = columns[self._op]
+            if ops.null_count or not pc.all(pc.is_in(ops, value_set=_arrow_strings(
+                    self.columns.ops))).as_py():
+                return False
+        if self._time is not None:
+            times = columns[self._time]
+            if times.null_count or (now is not None and len(times) and
+                                    pc.min(times).as_py() < now):
+                return False
+        return True
+
+    def _convert_rows(self, columns: Sequence[Any], now: Optional[int]
+                      ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
+        records: List[Any] = []
+        diffs: List[int] = []
+        times: List[Optional[int]] = []
+        for row in zip(*[c.to_pylist() for c in columns]):
+            item = self.convert(row, now)
+            if item is not None:
+                records.append(item[0])
+                diffs.append(item[1])
+                times.append(item[2])
+        return records, diffs, (times if self._time is not None else None)
+
     def _bad(self, row: Sequence[Any], index: int, reason: str) -> Any:
         raise BadRow((self.row_dict(row), self.columns.selected[index], reason))
+
+
+def _arrow_strings(values: Sequence[str]) -> Any:
+    import pyarrow as pa
+
+    return pa.array(list(values), type=pa.string())
 
 
 class BadRow(Exception):
