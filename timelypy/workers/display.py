@@ -8,8 +8,8 @@ transient ``rich`` live line; forced on elsewhere, it is written as plain lines 
 second).
 
 When it shows (:func:`progress_enabled`): the ``progress`` argument when given (True / False);
-else the environment variable ``TIMELYPY_PROGRESS`` (``1`` on, ``0`` off); else only when
-stderr is a terminal and this process is not a Ray worker or job.
+else the environment variable ``TIMELYPY_PROGRESS`` (``1`` on, ``0`` off; read at most once a
+second); else only when stderr is a terminal and this process is not a Ray worker or job.
 
 >>> from timelypy.workers.display import progress_enabled
 >>> progress_enabled(False)
@@ -46,23 +46,24 @@ Status = Callable[[], Mapping[str, Any]]
 
 
 def progress_enabled(progress: Optional[bool] = None, stream: Optional[TextIO] = None) -> bool:
-    """Whether a wait shows the display (see the module docstring for the rules)."""
+    """Whether a wait shows the display (see the module docstring for the rules). Without
+    ``progress``, the decision is remembered for a second per stream: a wait pays no system
+    call and no environment lookup for it."""
     if progress is not None:
         return bool(progress)
-    env = os.environ.get(ENV, "").strip().lower()
-    if env:
-        return env not in ("0", "false", "no", "off")
     stream = stream if stream is not None else sys.stderr
+    now = _time.monotonic()
     last = _LAST_DECISION
-    if last and last[0] is stream:
+    if last and last[0] is stream and now < last[2]:
         return last[1]
-    decision = _decide(stream)
-    _LAST_DECISION[:] = [stream, decision]
+    env = os.environ.get(ENV, "").strip().lower()
+    decision = env not in ("0", "false", "no", "off") if env else _decide(stream)
+    _LAST_DECISION[:] = [stream, decision, now + 1.0]
     return decision
 
 
 _LAST_DECISION: List[Any] = []
-"""``[stream, decision]`` of the last default decision (a wait pays no system call for it)."""
+"""``[stream, decision, valid until]`` of the last default decision."""
 
 
 def _decide(stream: Any) -> bool:
