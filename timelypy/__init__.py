@@ -30,7 +30,9 @@ from .errors import (AuthenticationError, CycleError, DataEncodingError, DiffTyp
                      ReduceOutputError, SessionCommandError, SessionInputError, StallError,
                      TimelyError, TimeOrderError, UnhashableDataError, UnknownHandleError,
                      WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError)
+from .dataflow.graph import DataflowGraph, graph_of, to_dot, to_mermaid
 from .hashing import stable_hash
+from .stats import Statistics, StatsSink
 from .workers import (Backend, DataflowSession, Worker, backend_names, execute, open_session,
                       register_backend)
 
@@ -79,6 +81,13 @@ __all__ = [
     "MutableAntichain",
     "ChangeBatch",
     "stable_hash",
+    # statistics and pictures of a dataflow (``timelypy.stats``, ``timelypy.dataflow.graph``)
+    "Statistics",
+    "StatsSink",
+    "DataflowGraph",
+    "graph_of",
+    "to_dot",
+    "to_mermaid",
     # error types, at the top level too (``except tp.WorkerError``); all in ``timelypy.errors``
     "TimelyError",
     "TimeOrderError",
