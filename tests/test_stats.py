@@ -209,3 +209,19 @@ def test_instrument_hub_without_sinks_stays_disabled():
     sink = hub.add(StatsSink(0))
     hub.remove(sink)
     assert not hub.enabled
+
+
+def _build_in_ray(worker):
+    from timelypy.stats import in_ray_actor
+
+    _build(worker)
+    return in_ray_actor()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(180)
+def test_execute_ray_counts_and_metrics(ray_session):
+    stats = Statistics()
+    assert tp.execute(_build_in_ray, workers=2, backend="ray", statistics=stats,
+                      timeout=120) == [True, True]  # so the workers exported Ray metrics too
+    _check_counts(stats, 2)
