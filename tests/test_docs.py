@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 # Pages whose blocks start worker processes, or need the tests' local Ray (``ray_session``).
-PROCESSES_PAGES = {"README.md", "docs/guide/workers.md", "docs/guide/interactive.md"}
+PROCESSES_PAGES = {"README.md", "docs/guide/workers.md"}
 RAY_PAGES = {"docs/ray.md"}
 SPARK_PAGES = {"docs/spark.md"}
 # Pages not run yet, with the reason (each is a defect to fix in the page, not in this test).
