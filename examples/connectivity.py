@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 import sys
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import timelypy as tp
 
@@ -74,18 +74,32 @@ def union_find_labels(edges: Set[Edge]) -> Dict[int, int]:
     return {x: find(x) for x in parent}
 
 
-def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1) -> List[Dict[str, Any]]:
+def merged(parts: Iterable[Dict[Any, int]]) -> Dict[Any, int]:
+    """The sum of the workers' contents at one time (each worker holds its share)."""
+    out: Dict[Any, int] = {}
+    for part in parts:
+        for record, count in part.items():
+            out[record] = out.get(record, 0) + count
+    return {record: count for record, count in out.items() if count}
+
+
+def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1,
+         workers: Optional[int] = None, backend: Optional[str] = None) -> List[Dict[str, Any]]:
     """Run ``rounds`` rounds of graph and query changes; return per round the query answers
     and the inputs: ``{"time", "queries": {node: label}, "components", "graph": undirected
     edges (a, b) with a <= b, "asked": query nodes}``. Raises ``AssertionError`` if the
-    labels or answers ever differ from union-find."""
-    rng = random.Random(seed)
-
-    def random_edge() -> Edge:
-        a, b = rng.randrange(nodes), rng.randrange(nodes)
-        return (a, b)
+    labels or answers ever differ from union-find. Every worker draws the same changes and
+    worker 0 makes them; each worker reads its share of the outputs (``timelypy run
+    --workers`` sets the workers when None)."""
 
     def build(worker: tp.Worker):
+        rng = random.Random(seed)
+        mine = worker.index == 0
+
+        def random_edge() -> Edge:
+            a, b = rng.randrange(nodes), rng.randrange(nodes)
+            return (a, b)
+
         def dataflow(scope):
             edge_session, edge_coll = scope.new_collection(name="edges")
             query_session, queries = scope.new_collection(name="queries")
@@ -98,23 +112,25 @@ def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1) -> Li
         edge_session, query_session, cap_labels, cap_answers, probe = worker.dataflow(dataflow)
         graph: Set[Edge] = set()     # undirected edges, stored as (min, max)
         asked: Set[int] = set()
-        results: List[Dict[str, Any]] = []
+        shares: List[Tuple[Dict[Any, int], Dict[Any, int], Set[Edge], Set[int]]] = []
 
         def add(e: Edge) -> None:
             a, b = min(e), max(e)
             if (a, b) in graph:
                 return
             graph.add((a, b))
-            edge_session.insert((a, b))
-            if a != b:
-                edge_session.insert((b, a))
+            if mine:
+                edge_session.insert((a, b))
+                if a != b:
+                    edge_session.insert((b, a))
 
         def remove(e: Edge) -> None:
             graph.discard(e)
             a, b = e
-            edge_session.remove((a, b))
-            if a != b:
-                edge_session.remove((b, a))
+            if mine:
+                edge_session.remove((a, b))
+                if a != b:
+                    edge_session.remove((b, a))
 
         for r in range(rounds + 1):
             edge_session.advance_to(r)
@@ -134,33 +150,37 @@ def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1) -> Li
                 q = rng.randrange(nodes)
                 if q not in asked:
                     asked.add(q)
-                    query_session.insert(q)
+                    if mine:
+                        query_session.insert(q)
             if asked and r % 2 == 1:
                 q = rng.choice(sorted(asked))
                 asked.discard(q)
-                query_session.remove(q)
+                if mine:
+                    query_session.remove(q)
             for s in (edge_session, query_session):
                 s.advance_to(r + 1)
                 s.flush()
             worker.step_until(probe, r + 1, timeout=60)
-
-            directed = set(graph) | {(b, a) for a, b in graph}
-            expected = union_find_labels(directed)
-            got = cap_labels.at(r)
-            assert got == {(n, l): 1 for n, l in expected.items()}, f"round {r}: labels differ"
-            answers = cap_answers.at(r)
-            expected_answers = {(q, expected[q]): 1 for q in asked if q in expected}
-            assert answers == expected_answers, f"round {r}: query answers differ"
-            results.append({"time": r,
-                            "queries": dict(sorted(q for q in answers)),
-                            "components": len(set(expected.values())),
-                            "graph": frozenset(graph),
-                            "asked": frozenset(asked)})
+            shares.append((cap_labels.at(r), cap_answers.at(r), set(graph), set(asked)))
         edge_session.close()
         query_session.close()
-        return results
+        return shares
 
-    (results,) = tp.execute(build)
+    parts = tp.execute(build, workers=workers, backend=backend)
+    results: List[Dict[str, Any]] = []
+    for r, (_, _, graph, asked) in enumerate(parts[0]):
+        directed = set(graph) | {(b, a) for a, b in graph}
+        expected = union_find_labels(directed)
+        got = merged(part[r][0] for part in parts)
+        assert got == {(n, l): 1 for n, l in expected.items()}, f"round {r}: labels differ"
+        answers = merged(part[r][1] for part in parts)
+        expected_answers = {(q, expected[q]): 1 for q in asked if q in expected}
+        assert answers == expected_answers, f"round {r}: query answers differ"
+        results.append({"time": r,
+                        "queries": dict(sorted(q for q in answers)),
+                        "components": len(set(expected.values())),
+                        "graph": frozenset(graph),
+                        "asked": frozenset(asked)})
     return results
 
 

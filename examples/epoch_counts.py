@@ -15,7 +15,7 @@ Run it::
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import timelypy as tp
 
@@ -49,8 +49,10 @@ def count_per_epoch(capability: tp.Capability, info):
     return logic
 
 
-def main() -> str:
-    """Run the dataflow; return (and, as a script, print) a log of sends and emitted counts."""
+def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
+    """Run the dataflow; return (and, as a script, print) a log of sends and emitted counts.
+    Worker 0 sends and counts (the operator's pact is a pipeline); the others only advance
+    (``timelypy run --workers`` sets the workers when None)."""
 
     def build(worker: tp.Worker):
         log: List[str] = []
@@ -65,11 +67,12 @@ def main() -> str:
 
         handle, captured, probe = worker.dataflow(dataflow)
         for epoch, plan in sorted(PLAN.items()):
-            ahead = plan["ahead"]
-            log.append(f"epoch {epoch}: send {plan['now']}"
-                       + (f", ahead {ahead}" if ahead else ""))
-            for record in plan["now"]:
-                handle.send(record)
+            ahead = plan["ahead"] if worker.index == 0 else {}
+            if worker.index == 0:
+                log.append(f"epoch {epoch}: send {plan['now']}"
+                           + (f", ahead {ahead}" if ahead else ""))
+                for record in plan["now"]:
+                    handle.send(record)
             for time, records in sorted(ahead.items()):
                 for record in records:
                     handle.send(record, time=time)
@@ -80,8 +83,9 @@ def main() -> str:
         worker.step_until_done(timeout=10)
         return log, captured
 
-    (log, captured), = tp.execute(build)
-    emitted: List[Tuple[int, int]] = [r for _, r in captured.records()]
+    results = tp.execute(build, workers=workers, backend=backend)
+    log = [line for part, _ in results for line in part]
+    emitted: List[Tuple[int, int]] = [r for _, captured in results for _, r in captured.records()]
     times = [t for t, _ in emitted]
     log.append(f"emitted in order: {emitted}")
     log.append(f"in time order: {times == sorted(times)}; each epoch once: "

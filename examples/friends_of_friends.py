@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import random
 import sys
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import timelypy as tp
 
@@ -101,10 +101,13 @@ def _as_set(acc: Dict[Any, int], what: str) -> Set[Any]:
 
 
 # --------------------------------------------------------------------------- the driver
-def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2) -> Dict[str, Any]:
+def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2,
+         backend: Optional[str] = None) -> Dict[str, Any]:
     """Run both parts for ``rounds`` rounds of changes to ``knows`` (and to ``query``); return
     ``{"shared": [per-round result sizes], "imports": {round: results at the end}}``.
-    Raises ``AssertionError`` on any difference from the from-scratch answers."""
+    Raises ``AssertionError`` on any difference from the from-scratch answers. One worker:
+    each round checks the worker's own outputs; ``backend`` None comes from ``timelypy run
+    --backend`` (else inline)."""
     rng = random.Random(seed)
 
     def build(worker: tp.Worker):
@@ -219,7 +222,7 @@ def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2) -> D
         final = {r0: sorted(cap.at(rounds)) for r0, (cap, _) in imports.items()}
         return {"shared": shared_sizes, "imports": final}
 
-    (result,) = tp.execute(build)
+    (result,) = tp.execute(build, workers=1, backend=backend)
     return result
 
 

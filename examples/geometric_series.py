@@ -29,7 +29,7 @@ Run it::
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import timelypy as tp
 
@@ -60,10 +60,12 @@ def from_scratch(inputs: Dict[int, int], limit: int = 50) -> Dict[int, int]:
     return out
 
 
-def main(changes: Sequence[Tuple[int, int, int]] = CHANGES,
-         limit: int = 50) -> Dict[int, List[Tuple[int, int]]]:
+def main(changes: Sequence[Tuple[int, int, int]] = CHANGES, limit: int = 50,
+         workers: Optional[int] = None,
+         backend: Optional[str] = None) -> Dict[int, List[Tuple[int, int]]]:
     """Run the loop over ``changes``; return its output consolidated and grouped by version:
-    ``{version: [(record, diff), ...]}`` sorted by record."""
+    ``{version: [(record, diff), ...]}`` sorted by record. Worker 0 makes the changes
+    (``timelypy run --workers`` sets the workers when None)."""
 
     def build(worker: tp.Worker):
         def dataflow(scope):
@@ -78,12 +80,20 @@ def main(changes: Sequence[Tuple[int, int, int]] = CHANGES,
                 session.advance_to(version)
                 session.flush()
                 worker.step_until(probe, session.time, timeout=60)
-            session.update(record, diff)
+            if worker.index == 0:
+                session.update(record, diff)
         session.close()
         return captured
 
-    (captured,) = tp.execute(build)
-    return {t: sorted(updates) for t, updates in sorted(captured.by_time().items())}
+    acc: Dict[Tuple[int, int], int] = {}
+    for captured in tp.execute(build, workers=workers, backend=backend):
+        for x, t, d in captured.updates():
+            acc[(t, x)] = acc.get((t, x), 0) + d
+    out: Dict[int, List[Tuple[int, int]]] = {}
+    for (t, x), d in sorted(acc.items()):
+        if d:
+            out.setdefault(t, []).append((x, d))
+    return out
 
 
 if __name__ == "__main__":

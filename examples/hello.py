@@ -12,43 +12,55 @@ Run it::
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional, Tuple
 
 import timelypy as tp
 
 EPOCHS = 10
 
 
-def main() -> str:
-    """Run the dataflow; return (and, as a script, print) the lines it produced."""
+Line = Tuple[int, int, int, int, str]
+"""``(epoch, 0 for records / 1 for the epoch's end, worker, sequence, text)``: sorts the lines of
+all workers into one listing."""
 
-    def build(worker: tp.Worker) -> List[str]:
-        lines: List[str] = []
+
+def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
+    """Run the dataflow; return (and, as a script, print) the lines it produced. Worker 0
+    sends the records; the exchange spreads them over the workers (``timelypy run --workers``
+    sets how many when ``workers`` is None)."""
+
+    def build(worker: tp.Worker) -> List[Line]:
+        lines: List[Line] = []
+
+        def seen(epoch, records):
+            lines.extend((epoch, 0, worker.index, len(lines), f"worker {worker.index}:\thello {x}")
+                         for x in records)
 
         def dataflow(scope):
             handle, stream = scope.new_input()
-            probe = (stream
-                     .exchange(lambda x: x)
-                     .inspect(lambda x: lines.append(f"worker {worker.index}:\thello {x}"))
-                     .probe())
+            probe = stream.exchange(lambda x: x).inspect_batch(seen).probe()
             return handle, probe
 
         handle, probe = worker.dataflow(dataflow)
         for epoch in range(EPOCHS):
             # One record per epoch, and a second one every third epoch.
-            handle.send(epoch)
-            if epoch % 3 == 0:
-                handle.send(100 + epoch)
+            if worker.index == 0:
+                handle.send(epoch)
+                if epoch % 3 == 0:
+                    handle.send(100 + epoch)
             handle.advance_to(epoch + 1)
             worker.step_until(probe, handle.time, timeout=10)
-            lines.append(f"epoch {epoch} complete: probe frontier {probe.frontier}")
+            if worker.index == 0:
+                lines.append((epoch, 1, 0, 0, f"epoch {epoch} complete: probe frontier "
+                                              f"{probe.frontier}"))
         handle.close()
         worker.step_until_done(timeout=10)
-        lines.append(f"done: {probe.done()}")
+        if worker.index == 0:
+            lines.append((EPOCHS, 1, 0, 0, f"done: {probe.done()}"))
         return lines
 
-    (lines,) = tp.execute(build)
-    return "\n".join(lines)
+    results = tp.execute(build, workers=workers, backend=backend)
+    return "\n".join(line[-1] for line in sorted(line for part in results for line in part))
 
 
 if __name__ == "__main__":

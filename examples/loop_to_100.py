@@ -14,7 +14,7 @@ Records start at various values, over two epochs. Run it::
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import timelypy as tp
 
@@ -22,8 +22,9 @@ TARGET = 100
 STARTS = {0: [0, 37, 90, 100], 1: [99, 50, 1]}  # epoch -> start values
 
 
-def main() -> str:
-    """Run the loop; return (and, as a script, print) one line per record, then a summary."""
+def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
+    """Run the loop; return (and, as a script, print) one line per record, then a summary.
+    Worker 0 sends the records (``timelypy run --workers`` sets the workers when None)."""
 
     def build(worker: tp.Worker):
         exits: List[Tuple[tp.Product, Tuple[int, int, int]]] = []
@@ -50,18 +51,22 @@ def main() -> str:
         handle, captured = worker.dataflow(dataflow)
         for epoch, starts in sorted(STARTS.items()):
             handle.advance_to(epoch)
-            handle.send_batch(starts)
+            if worker.index == 0:
+                handle.send_batch(starts)
         return exits, captured
 
-    (exits, captured), = tp.execute(build)
+    results = tp.execute(build, workers=workers, backend=backend)
+    exits = [e for part, _ in results for e in part]
+    records = [r for _, captured in results for r in captured.records()]
+    done = all(captured.done() for _, captured in results)
 
     lines: List[str] = []
     for inner_time, (start, value, rounds) in sorted(exits, key=lambda e: (e[0][0], e[1][0])):
         lines.append(f"epoch {inner_time[0]}: start {start:3d} reached {value} after {rounds:3d} "
                      f"iterations (left the loop at {inner_time!r})")
-    outside = sorted((t, r[0]) for t, r in captured.records())
+    outside = sorted((t, r[0]) for t, r in records)
     lines.append(f"outside the loop: {len(outside)} records at epochs "
-                 f"{sorted({t for t, _ in outside})}; complete: {captured.done()}")
+                 f"{sorted({t for t, _ in outside})}; complete: {done}")
     return "\n".join(lines)
 
 

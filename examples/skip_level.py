@@ -31,7 +31,7 @@ Run it::
 from __future__ import annotations
 
 import sys
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import timelypy as tp
 
@@ -48,9 +48,11 @@ def _sort_key(update: Update):
     return (data, time, diff)
 
 
-def main(size: int = 10, workers: int = 1, interactive: bool = False) -> List[Update]:
+def main(size: int = 10, workers: Optional[int] = None, interactive: bool = False,
+         backend: Optional[str] = None) -> List[Update]:
     """Run the program on ``workers`` workers; return its consolidated output updates,
-    sorted as in the book (by record, then time)."""
+    sorted as in the book (by record, then time). ``workers`` / ``backend`` left None come
+    from ``timelypy run --workers N --backend B`` (else 1 worker, inline)."""
 
     def build(worker: tp.Worker):
         def dataflow(scope):
@@ -84,7 +86,7 @@ def main(size: int = 10, workers: int = 1, interactive: bool = False) -> List[Up
         session.close()
         return captured
 
-    results = tp.execute(build, workers=workers)
+    results = tp.execute(build, workers=workers, backend=backend)
     acc: dict = {}
     for captured in results:
         for data, time, diff in captured.updates():
@@ -94,7 +96,7 @@ def main(size: int = 10, workers: int = 1, interactive: bool = False) -> List[Up
 
 if __name__ == "__main__":
     size = int(sys.argv[1]) if len(sys.argv) > 1 else 10
-    workers = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    workers = int(sys.argv[2]) if len(sys.argv) > 2 else None
     updates = main(size, workers)
     if size <= 100:
         for update in updates:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import sys
-from typing import Any, Dict, FrozenSet, List, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 import timelypy as tp
 
@@ -104,10 +104,22 @@ def edges_at(changes: List[Tuple[int, Edge, int]], time: int) -> Set[Edge]:
     return {e for e, c in acc.items() if c > 0}
 
 
-def main(size: int = 30, rounds: int = 10, seed: int = 0) -> Dict[int, Dict[str, FrozenSet[Edge]]]:
+def merged(parts: Iterable[Dict[Any, int]]) -> Dict[Any, int]:
+    """The sum of the workers' contents at one time (each worker holds its share)."""
+    out: Dict[Any, int] = {}
+    for part in parts:
+        for record, count in part.items():
+            out[record] = out.get(record, 0) + count
+    return {record: count for record, count in out.items() if count}
+
+
+def main(size: int = 30, rounds: int = 10, seed: int = 0, workers: Optional[int] = None,
+         backend: Optional[str] = None) -> Dict[int, Dict[str, FrozenSet[Edge]]]:
     """Maintain both closures while the org chart changes, one round per time; return
     ``{time: {"transitive": pairs, "manages": pairs}}`` read from the outputs at each time.
-    Raises ``AssertionError`` if either differs from the from-scratch closure."""
+    Raises ``AssertionError`` if either differs from the from-scratch closure. Worker 0 makes
+    the changes; each worker reads its share of the outputs (``timelypy run --workers`` sets
+    the workers when None)."""
     changes = schedule(size, rounds, seed)
 
     def build(worker: tp.Worker):
@@ -120,26 +132,29 @@ def main(size: int = 30, rounds: int = 10, seed: int = 0) -> Dict[int, Dict[str,
             return session, a.capture(), b.capture(), probe
 
         session, cap_a, cap_b, probe = worker.dataflow(dataflow)
-        results: Dict[int, Dict[str, FrozenSet[Edge]]] = {}
+        shares = []
         for r in range(rounds + 1):
             session.advance_to(r)
             for t, edge, diff in changes:
-                if t == r:
+                if t == r and worker.index == 0:
                     session.update(edge, diff)
             session.advance_to(r + 1)
             session.flush()
             worker.step_until(probe, session.time, timeout=60)
-            expected = from_scratch(edges_at(changes, r))
-            got_a = frozenset(cap_a.at(r))
-            got_b = frozenset(cap_b.at(r))
-            assert got_a == expected, f"round {r}: transitive version differs"
-            assert got_b == expected, f"round {r}: manages version differs"
-            assert all(c == 1 for c in cap_a.at(r).values()), f"round {r}: counts not 1"
-            results[r] = {"transitive": got_a, "manages": got_b}
+            shares.append((cap_a.at(r), cap_b.at(r)))
         session.close()
-        return results
+        return shares
 
-    (results,) = tp.execute(build)
+    parts = tp.execute(build, workers=workers, backend=backend)
+    results: Dict[int, Dict[str, FrozenSet[Edge]]] = {}
+    for r in range(rounds + 1):
+        expected = from_scratch(edges_at(changes, r))
+        at_a = merged(part[r][0] for part in parts)
+        got_a, got_b = frozenset(at_a), frozenset(merged(part[r][1] for part in parts))
+        assert got_a == expected, f"round {r}: transitive version differs"
+        assert got_b == expected, f"round {r}: manages version differs"
+        assert all(c == 1 for c in at_a.values()), f"round {r}: counts not 1"
+        results[r] = {"transitive": got_a, "manages": got_b}
     return results
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import sys
 from collections import Counter
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import timelypy as tp
 
@@ -43,16 +43,33 @@ def from_scratch(lines: Counter) -> Dict[Tuple[str, int], int]:
     return {(w, c): 1 for w, c in words.items() if c}
 
 
-def main(lines: int = 20, rounds: int = 5, seed: int = 3) -> List[Dict[str, Any]]:
+def merged(parts: Iterable[Dict[Any, int]]) -> Dict[Any, int]:
+    """The sum of the workers' contents at one time (each worker holds its share)."""
+    out: Dict[Any, int] = {}
+    for part in parts:
+        for record, count in part.items():
+            out[record] = out.get(record, 0) + count
+    return {record: count for record, count in out.items() if count}
+
+
+def main(lines: int = 20, rounds: int = 5, seed: int = 3, workers: Optional[int] = None,
+         backend: Optional[str] = None) -> List[Dict[str, Any]]:
     """Run ``rounds`` rounds of line changes; return after each round ``{"counts": {word:
     count}, "lines": Counter of the current lines}``. Raises ``AssertionError`` if the counts
-    ever differ from counting from scratch."""
-    rng = random.Random(seed)
-
-    def new_line() -> str:
-        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
+    ever differ from counting from scratch. Every worker draws the same changes and worker 0
+    makes them; each worker reads its share of the counts (``timelypy run --workers`` sets the
+    workers when None)."""
 
     def build(worker: tp.Worker):
+        rng = random.Random(seed)
+        return rounds_of_changes(worker, rng)
+
+    def new_line(rng: random.Random) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
+
+    def rounds_of_changes(worker: tp.Worker, rng: random.Random):
+        mine = worker.index == 0
+
         def dataflow(scope):
             session, text = scope.new_collection(name="lines")
             counts = word_counts(text)
@@ -65,26 +82,32 @@ def main(lines: int = 20, rounds: int = 5, seed: int = 3) -> List[Dict[str, Any]
             session.advance_to(r)
             adds = lines if r == 0 else max(1, lines // 4)
             for _ in range(adds):
-                line = new_line() if r == 0 or rng.random() < 0.8 else rng.choice(sorted(current))
+                line = (new_line(rng) if r == 0 or rng.random() < 0.8
+                        else rng.choice(sorted(current)))
                 current[line] += 1
-                session.insert(line)
+                if mine:
+                    session.insert(line)
             if r > 0:
                 for _ in range(max(1, lines // 5)):
                     line = rng.choice(sorted(current))
                     current[line] -= 1
                     if not current[line]:
                         del current[line]
-                    session.remove(line)
+                    if mine:
+                        session.remove(line)
             session.advance_to(r + 1)
             session.flush()
             worker.step_until(probe, session.time, timeout=60)
-            got = captured.at(r)
-            assert got == from_scratch(current), f"round {r}: counts differ"
-            history.append({"counts": dict(sorted(got)), "lines": Counter(current)})
+            history.append((captured.at(r), Counter(current)))
         session.close()
         return history
 
-    (history,) = tp.execute(build)
+    parts = tp.execute(build, workers=workers, backend=backend)
+    history: List[Dict[str, Any]] = []
+    for r, (_, current) in enumerate(parts[0]):
+        got = merged(part[r][0] for part in parts)
+        assert got == from_scratch(current), f"round {r}: counts differ"
+        history.append({"counts": dict(sorted(got)), "lines": current})
     return history
 
 
