@@ -18,7 +18,7 @@ from timelypy.connectors.spark import (Columns, CollectionView, SparkInputError,
 from timelypy.connectors.spark_ray import (changes_to_dataset, dataset_shards, dataset_to_spark,
                                            feed_shard, records_to_arrow, shard_collection,
                                            spark_on_ray, stop_spark_on_ray, view_to_dataset)
-from timelypy.errors import WorkerError
+from timelypy.errors import TimelyError, WorkerError
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -247,3 +247,48 @@ def test_the_spark_pipeline_example_runs_on_ray(spark):
     assert [r["batch"] for r in results] == [0, 1, 2]
     for r in results:
         assert r["top"] and r["top"] == sorted(r["top"], key=lambda lt: (-lt[1], lt[0]))
+
+
+def test_spark_and_workers_sizes_workers_beside_a_given_spark(spark, pairs):
+    """spark_and_workers with the running RayDP Spark: workers get what Spark leaves of the
+    tests' 4 CPUs (1 executor core -> 1.0 each for 2 workers, capped at one), sessions opened
+    through the plan close with it, the Spark given stays up."""
+    from timelypy.connectors.spark_cluster import spark_and_workers
+
+    small = pairs.limit(3000)
+    expected = {r["k"]: r["count"] for r in small.groupBy("k").count().collect()}
+    with spark_and_workers(workers=2, spark=spark, timeout=120) as cluster:
+        assert cluster.num_cpus_per_worker == 1.0 and not cluster.owns_spark
+        with dataset_shards(small, 2, PAIRS, input="pairs") as shards:
+            def dataflow(scope):
+                _, loaded = shard_collection(scope, shards)
+                counts = loaded.map(lambda kv: kv[0]).count()
+                return {"counts": counts.capture(), "probe": counts.probe()}
+            session = cluster.open_session(dataflow)
+            session.advance_to(1)
+            view = CollectionView(session, "counts")
+            view.refresh()
+            assert dict(view.contents()) == {(k, n): 1 for k, n in expected.items()}
+    with pytest.raises(TimelyError, match="used after close"):  # closed with the plan
+        session.flush()
+    assert spark.range(3).count() == 3  # the Spark given is still up
+
+
+def test_the_spark_on_ray_docs_block_runs(spark):
+    """docs/spark.md's Spark-on-Ray block (skipped by the docs test, whose process runs a
+    plain Spark) runs here as written, after this file's RayDP Spark is stopped: it starts and
+    stops its own. Last in the file: the fixture's Spark is gone after it."""
+    import pathlib
+
+    from sybil import Sybil
+    from sybil.parsers.markdown import PythonCodeBlockParser
+
+    page = pathlib.Path(__file__).resolve().parent.parent / "docs" / "spark.md"
+    heading = page.read_text().splitlines().index("## Spark on Ray (RayDP)") + 1
+    stop_spark_on_ray()
+    document = Sybil(parsers=[PythonCodeBlockParser()]).parse(page)
+    document.namespace["__name__"] = "__main__"
+    blocks = [example for example in document.examples() if example.line > heading]
+    assert blocks, "no Spark-on-Ray block in docs/spark.md"
+    for example in blocks:
+        example.evaluate()

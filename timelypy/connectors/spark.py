@@ -39,7 +39,7 @@ from .spark_view import CollectionView
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Columns", "local_spark", "load", "apply_changes", "ForeachBatchSink",
+__all__ = ["Columns", "local_spark", "load", "arrow_batches", "apply_changes", "ForeachBatchSink",
            "CollectionView", "SparkConnectorError", "SparkInputError", "SparkOutputError",
            "SparkUnavailableError", "JAVA_OPTIONS", "SPARK_SETTINGS"]
 
