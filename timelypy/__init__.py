@@ -30,7 +30,7 @@ from .errors import (AuthenticationError, CycleError, DataEncodingError, DiffTyp
                      ReduceOutputError, SessionCommandError, SessionInputError, StallError,
                      TimelyError, TimeOrderError, UnhashableDataError, UnknownHandleError,
                      WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError)
-from .dataflow.graph import DataflowGraph, graph_of, to_dot, to_mermaid
+from .dataflow.graph import DataflowGraph, GraphvizNotFound, graph_of, render_png, to_dot, to_mermaid
 from .hashing import stable_hash
 from .stats import Statistics, StatsSink
 from .workers import (Backend, DataflowSession, Worker, backend_names, execute, open_session,
@@ -88,6 +88,8 @@ __all__ = [
     "graph_of",
     "to_dot",
     "to_mermaid",
+    "render_png",
+    "GraphvizNotFound",
     # error types, at the top level too (``except tp.WorkerError``); all in ``timelypy.errors``
     "TimelyError",
     "TimeOrderError",
