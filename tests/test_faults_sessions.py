@@ -295,7 +295,7 @@ def test_stray_connections_to_the_driver_are_refused_and_logged(backend, backend
                                                                  monkeypatch, caplog):
     strays: List[socket.socket] = []
     monkeypatch.setattr(rendezvous, "DriverListener", _stray_listener(strays))
-    caplog.set_level(logging.WARNING, logger="timelypy.workers")
+    caplog.set_level(logging.WARNING, logger="timelypy")
     started = time.monotonic()
     try:
         with tp.open_session(count_dataflow, workers=2, backend=backend, timeout=30) as s:
@@ -320,7 +320,7 @@ def test_stray_connections_to_the_driver_are_refused_and_logged(backend, backend
 
 def _refusals(caplog) -> List[str]:
     return [r.getMessage() for r in caplog.records
-            if r.name == "timelypy.workers" and "refused connection" in r.getMessage()]
+            if r.name.startswith("timelypy.") and "refused connection" in r.getMessage()]
 
 
 # ------------------------------------------------------------------------------------------
@@ -392,8 +392,10 @@ def test_close_honours_its_timeout_with_a_stopped_worker():
 
 
 EXIT_SCRIPT = '''
-import sys, threading, time
+import logging, sys, threading, time
 import timelypy as tp
+
+logging.basicConfig()  # the library only logs (its logger has a NullHandler): show warnings
 
 
 def dataflow(scope):

@@ -287,13 +287,13 @@ def drain(mesh: SocketMesh, count: int, timeout: float = 10.0) -> list:
 
 @pytest.fixture
 def warnings_log(caplog):
-    caplog.set_level(logging.WARNING, logger="timelypy.workers")
+    caplog.set_level(logging.WARNING, logger="timelypy")
     return caplog
 
 
 def refusals(caplog) -> List[str]:
     return [r.getMessage() for r in caplog.records
-            if r.name == "timelypy.workers" and "refused connection" in r.getMessage()]
+            if r.name.startswith("timelypy.") and "refused connection" in r.getMessage()]
 
 
 class TestMeshInProcess:
@@ -541,7 +541,7 @@ class TestProcesses:
             captured: list = []
             handler = logging.Handler()
             handler.emit = lambda record: captured.append(record.getMessage())
-            logging.getLogger("timelypy.workers").addHandler(handler)
+            logging.getLogger("timelypy").addHandler(handler)
             # Barrier: nobody sends strays before every worker's handler is in place.
             mesh.broadcast("ready")
             got, ready = [], 0
