@@ -275,8 +275,7 @@ class Collection:
         """``count`` for totally ordered times: O(1) per update (no interesting times).
 
         Example: ``words.count_total()`` is what ``words.count()`` runs for ``int`` times."""
-        arranged = self._private_by_self()
-        return Collection(self.scope, count_total(arranged.stream, arranged.view, "CountTotal"))
+        return Collection(self.scope, count_total(self.inner, "CountTotal"))
 
     def sum(self) -> "Collection":
         """``(key, total)`` where ``total`` sums ``value * count`` over the key's values.
@@ -298,7 +297,7 @@ class Collection:
 
         Example: ``numbers.distinct_total()`` is what ``numbers.distinct()`` runs for ``int``
         times."""
-        return self.threshold_total(_positive, name="DistinctTotal")
+        return Collection(self.scope, threshold_total(self.inner, None, "DistinctTotal"))
 
     def threshold(self, f: Callable[[Any, int], int]) -> "Collection":
         """Each record with count ``f(record, count)`` (``f`` is called for non-zero counts).
@@ -314,8 +313,7 @@ class Collection:
         """``threshold`` for totally ordered times: O(1) per update.
 
         Example: ``numbers.threshold_total(lambda x, n: min(n, 1))`` for ``int`` times."""
-        arranged = self._private_by_self()
-        return Collection(self.scope, threshold_total(arranged.stream, arranged.view, f, name))
+        return Collection(self.scope, threshold_total(self.inner, f, name))
 
     def _private_by_self(self) -> "Arranged":
         return self._arrange(True, "ArrangeBySelf", keep_trace=False)
@@ -585,7 +583,3 @@ def _key_only(k: Any, v: Any) -> Any:
 
 def _key_value(k: Any, v: Any) -> Tuple[Any, Any]:
     return (k, v)
-
-
-def _positive(record: Any, count: int) -> int:
-    return 1 if count > 0 else 0
