@@ -104,6 +104,10 @@ class SocketMesh(MeshLinks):
         self.messages_received = 0
         self.dropped_after_bye = 0
         """Messages not sent because their destination had already closed its mesh."""
+        self.wait_seconds = 0.0
+        """Seconds the worker spent blocked in :meth:`wait` (idle, waiting for its peers)."""
+        self.encode_seconds = 0.0
+        """Seconds spent encoding messages for other workers (the sending side of the codec)."""
         super().__init__(index, peers, listener, addresses, secret, connect_timeout,
                          handshake_timeout, send_timeout)
 
@@ -226,9 +230,11 @@ class SocketMesh(MeshLinks):
         with self._cond:
             self._raise_failure()
             if not (self._inbox or self._held or ledger.has_requests()):
+                start = time.perf_counter()
                 self._cond.wait_for(
                     lambda: self._inbox or self._failures or ledger.has_requests(),
                     max(timeout, 0.0))
+                self.wait_seconds += time.perf_counter() - start
                 self._raise_failure()
             return bool(self._inbox or self._held or ledger.has_requests())
 
@@ -347,12 +353,17 @@ class SocketMesh(MeshLinks):
         if dest == self.index:
             self._deliver_local((obj,))
             return
-        self._send_frames(self._peer(dest), data_frame(encode(obj)), 1)
+        start = time.perf_counter()
+        data = data_frame(encode(obj))
+        self.encode_seconds += time.perf_counter() - start
+        self._send_frames(self._peer(dest), data, 1)
 
     def broadcast(self, obj: Any) -> None:
         """Send ``obj`` to every worker, this one included (encoded once)."""
         if self.peers > 1:
+            start = time.perf_counter()
             data = data_frame(encode(obj))
+            self.encode_seconds += time.perf_counter() - start
             for j in range(self.peers):
                 if j != self.index:
                     self._send_frames(self._peer(j), data, 1)

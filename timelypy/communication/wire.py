@@ -14,6 +14,7 @@ a progress update, or a small control message. :func:`encode` turns one such obj
   inside a msgpack extension. Plain data never touches pickle.
 
 >>> from ..order import Product
+from ..progress.reachability import Location
 >>> decode(encode([(1, "a"), (Product(2, 3), {4, 5})]))
 ((1, 'a'), (Product(2, 3), {4, 5}))
 
@@ -42,6 +43,7 @@ import cloudpickle
 import msgpack
 
 from ..order import Product
+from ..progress.reachability import Location
 
 __all__ = [
     "encode",
@@ -55,6 +57,8 @@ __all__ = [
     "EXT_SET",
     "EXT_FROZENSET",
     "EXT_PICKLE",
+    "EXT_COLUMNS",
+    "EXT_LOCATION",
 ]
 
 # msgpack extension type codes (0..127 are free for applications; -1 is msgpack's Timestamp).
@@ -70,8 +74,15 @@ EXT_FROZENSET = 5
 """A ``frozenset``; payload is the msgpack array of its elements."""
 EXT_PICKLE = 6
 """Anything else; payload is a cloudpickle pickle."""
+EXT_COLUMNS = 7
+"""A list of ``n`` plain tuples of one length ``k`` sent column by column: the payload is the
+msgpack array ``[k, column_0, ..., column_{k-1}]`` (each column itself maybe columnar); it
+decodes to the tuple of the ``n`` row tuples (as every sequence decodes)."""
+EXT_LOCATION = 8
+"""A progress ``Location(node, port, is_source)``; payload is 17 bytes (``<qq?``)."""
 
 _INT_PAIR = struct.Struct("<qq")
+_LOCATION = struct.Struct("<qq?")
 _HEADER = struct.Struct("<Q")
 HEADER_SIZE = _HEADER.size
 """Size in bytes of the length prefix written by :func:`frame`."""
@@ -174,6 +185,45 @@ def _encode_product(obj: Product) -> msgpack.ExtType:
     return _ext(EXT_PRODUCT, _pack([outer, inner]))
 
 
+COLUMNAR_MIN_ROWS = 16
+"""Sequences of at least this many plain tuples of one length travel column by column."""
+_COLUMNAR_MAX_WIDTH = 8
+_location_cache: Dict[Location, msgpack.ExtType] = {}
+
+
+def _columns(rows: Any) -> Optional[msgpack.ExtType]:
+    """``rows`` (a list or tuple) as one :data:`EXT_COLUMNS` extension when every row is an
+    exact ``tuple`` of one length (1..8), else None. The type and length checks and the
+    transposition run in C (``map``, ``set``, ``zip``), so a batch of ``((k, v), t, r)``
+    updates costs a few C passes instead of two Python calls per update; the columns are tuples
+    again and may go columnar in turn (the ``(k, v)`` column)."""
+    if type(rows[0]) is not tuple:
+        return None
+    types = set(map(type, rows))
+    if len(types) != 1 or tuple not in types:
+        return None
+    widths = set(map(len, rows))
+    if len(widths) != 1:
+        return None
+    (width,) = widths
+    if not 0 < width <= _COLUMNAR_MAX_WIDTH:
+        return None
+    return _ext(EXT_COLUMNS, _pack([width, *zip(*rows)]))
+
+
+def _encode_location(obj: Any) -> msgpack.ExtType:
+    ext = _location_cache.get(obj)
+    if ext is None:
+        try:
+            ext = _ext(EXT_LOCATION, _LOCATION.pack(*obj))
+        except (struct.error, TypeError):
+            return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
+        if len(_location_cache) >= _CACHE_LIMIT:
+            _location_cache.clear()
+        _location_cache[obj] = ext
+    return ext
+
+
 def _default(obj: Any) -> Any:
     """msgpack's fallback under ``strict_types``: everything that is not an exact builtin.
 
@@ -181,9 +231,15 @@ def _default(obj: Any) -> Any:
     """
     cls = type(obj)
     if cls is tuple:
+        if len(obj) >= COLUMNAR_MIN_ROWS:
+            ext = _columns(obj)
+            if ext is not None:
+                return ext
         return list(obj)
     if cls is Product:
         return _encode_product(obj)
+    if cls is Location:
+        return _encode_location(obj)
     if cls is int:
         # Only reached when the int does not fit msgpack's 64-bit encodings.
         size = obj.bit_length() // 8 + 1
@@ -195,16 +251,37 @@ def _default(obj: Any) -> Any:
     return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
 
 
+def _encode_rows(obj: Any) -> Any:
+    """``obj`` with a top-level list of rows (or a list among a tuple's items, as the records
+    of a data message ``("d", channel, time, records)``) replaced by its columnar extension.
+    msgpack packs lists itself, so :func:`_default` never sees them."""
+    cls = type(obj)
+    if cls is list:
+        if len(obj) >= COLUMNAR_MIN_ROWS:
+            return _columns(obj) or obj
+        return obj
+    if cls is tuple and len(obj) <= 4:
+        for i, item in enumerate(obj):
+            if type(item) is list and len(item) >= COLUMNAR_MIN_ROWS:
+                ext = _columns(item)
+                if ext is not None:
+                    return (*obj[:i], ext, *obj[i + 1:])
+    return obj
+
+
 def encode(obj: Any) -> bytes:
     """Serialize ``obj`` to bytes for another worker; :func:`decode` reverses it.
 
     Cost: one C-level pass plus one Python call per tuple, Product, set, big int and pickled
-    value. Raises whatever cloudpickle raises for an object that cannot be pickled at all.
+    value - except that a list (or tuple) of 16 or more plain tuples of one length goes column
+    by column (:data:`EXT_COLUMNS`: a few C passes, one Python call per column); a data message's
+    records therefore cost about a third of the per-tuple encoding. Raises whatever cloudpickle
+    raises for an object that cannot be pickled at all.
 
     >>> decode(encode({"k": [1, 2]}))
     {'k': (1, 2)}
     """
-    return _pack(obj)
+    return _pack(_encode_rows(obj))
 
 
 # --------------------------------------------------------------------------------------
@@ -212,6 +289,13 @@ def encode(obj: Any) -> bytes:
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
+    if code == EXT_COLUMNS:
+        width, *columns = _unpack(data)
+        if len(columns) != width:
+            raise ValueError("timelypy wire: a columnar batch with a wrong number of columns")
+        return tuple(zip(*columns))
+    if code == EXT_LOCATION:
+        return Location(*_LOCATION.unpack(data))
     if code == EXT_PRODUCT_INTS:
         product = _decode_int_pairs.get(data)
         if product is None:
