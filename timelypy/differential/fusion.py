@@ -9,6 +9,7 @@ functions; it is built from a fixed grammar, never from user text.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from ..dataflow.fusion import compile_comprehension
@@ -28,6 +29,8 @@ def fuse_updates(stages: Sequence[Tuple[str, Any]],
     ``join_function``). Every re-binding uses a fresh variable name, so nested loops in the
     comprehension never see a value rebound by an inner clause.
     """
+    if len(stages) == 1 and stages[0][0] == "inspect":
+        return _inspect_only(stages[0][1])
     ns: Dict[str, Any] = {"tjoin": tjoin}
     d, t, r = "d", "t", "r"
     clauses = ["for d, t, r in data"]
@@ -65,3 +68,14 @@ def fuse_updates(stages: Sequence[Tuple[str, Any]],
         else:
             raise ValueError(f"cannot fuse {kind!r}")
     return compile_comprehension(f"[({d}, {t}, {r}) {' '.join(clauses)}]", ns)
+
+
+def _inspect_only(f: Callable) -> Callable[[List[Any]], List[Any]]:
+    """A lone inspect: call ``f`` on every update (the loop runs in C) and pass the batch on
+    as it is (batches are shared read-only, so no copy is needed)."""
+
+    def run(data: List[Any]) -> List[Any]:
+        deque(map(f, data), maxlen=0)
+        return data
+
+    return run
