@@ -8,13 +8,12 @@ a progress update, or a small control message. :func:`encode` turns one such obj
   themselves (``bytearray`` and ``memoryview`` arrive as ``bytes``).
 * Every sequence (``tuple`` or ``list``) arrives as a ``tuple``: records are hashable on both sides.
 * :class:`timelypy.order.Product` arrives as a ``Product`` (nested Products too).
-* ``set`` and ``frozenset`` arrive as themselves.
+* ``set`` and ``frozenset`` arrive as themselves; so does a progress ``Location``.
 * Anything else msgpack cannot carry exactly (user classes, subclasses of builtins such as named
   tuples or ``IntEnum``, functions and lambdas, datetimes, ...) travels as a cloudpickle payload
   inside a msgpack extension. Plain data never touches pickle.
 
 >>> from ..order import Product
-from ..progress.reachability import Location
 >>> decode(encode([(1, "a"), (Product(2, 3), {4, 5})]))
 ((1, 'a'), (Product(2, 3), {4, 5}))
 
