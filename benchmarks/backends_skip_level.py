@@ -33,7 +33,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional
 
-from common import emit, environment, error_info, note, now
+from common import (add_profile_argument, emit, environment, error_info, note, now,
+                    profile_workers, profiled)
 
 
 import timelypy  # noqa: E402
@@ -55,6 +56,7 @@ def open_loop_build(size: int, batch: int, check: bool):
 
         session, probe, cap = worker.dataflow(dataflow)
         index, peers = worker.index, worker.peers
+        usage = WorkerUsage(worker)
         start = now()
         insert = session.insert
         for p in range(index, size, peers):
@@ -80,7 +82,8 @@ def open_loop_build(size: int, batch: int, check: bool):
         session.flush()
         worker.step_until(probe, session.time)
         open_s = now() - start
-        out: Dict[str, Any] = {"load_s": load_s, "open_loop_s": open_s, "mods": mods}
+        out: Dict[str, Any] = {"load_s": load_s, "open_loop_s": open_s, "mods": mods,
+                               "usage": usage.finish()}
         if check:
             final = cap.at(size)
             out["final_size"] = sum(final.values())
@@ -88,6 +91,35 @@ def open_loop_build(size: int, batch: int, check: bool):
         return out
 
     return build
+
+
+class WorkerUsage:
+    """CPU seconds of this worker's process and main thread, seconds blocked waiting for peers,
+    and the mesh's bytes and messages, from construction to :meth:`finish`."""
+
+    def __init__(self, worker: Any) -> None:
+        import time
+
+        self._time = time
+        self._mesh = getattr(worker.fabric, "mesh", None)
+        self._start = (now(), time.process_time(), time.thread_time(), self._mesh_counts())
+
+    def _mesh_counts(self) -> List[float]:
+        m = self._mesh
+        if m is None:
+            return [0, 0, 0, 0.0, 0.0]
+        return [m.bytes_sent, m.messages_sent, m.messages_received,
+                getattr(m, "wait_seconds", 0.0), getattr(m, "encode_seconds", 0.0)]
+
+    def finish(self) -> Dict[str, Any]:
+        wall0, cpu0, thread0, mesh0 = self._start
+        mesh = [a - b for a, b in zip(self._mesh_counts(), mesh0)]
+        wall = now() - wall0
+        return {"wall_s": round(wall, 3),
+                "process_cpu_s": round(self._time.process_time() - cpu0, 3),
+                "main_thread_cpu_s": round(self._time.thread_time() - thread0, 3),
+                "bytes_sent": mesh[0], "messages_sent": mesh[1], "messages_received": mesh[2],
+                "wait_s": round(mesh[3], 3), "encode_s": round(mesh[4], 3)}
 
 
 def expected_final(size: int) -> Dict[str, int]:
@@ -105,8 +137,8 @@ def expected_final(size: int) -> Dict[str, int]:
 
 def run_one(backend: str, workers: int, size: int, batch: int, check: bool) -> Dict[str, Any]:
     t0 = now()
-    outs = timelypy.execute(open_loop_build(size, batch, check), workers=workers,
-                            backend=backend)
+    build = profile_workers(open_loop_build(size, batch, check), workers, backend)
+    outs = timelypy.execute(build, workers=workers, backend=backend)
     wall = now() - t0
     load_s = max(o["load_s"] for o in outs)
     open_s = max(o["open_loop_s"] for o in outs)
@@ -121,6 +153,13 @@ def run_one(backend: str, workers: int, size: int, batch: int, check: bool) -> D
         "load_plus_modifications_s": round(load_s + open_s, 4),
         "execute_wall_s": round(wall, 4),
     }
+    usages = [o["usage"] for o in outs]
+    cpus = [u["process_cpu_s"] for u in usages]
+    row["per_worker"] = usages
+    # With one core per worker the run can go no faster than its busiest worker's CPU.
+    row["cpu_sum_s"] = round(sum(cpus), 3)
+    row["cpu_max_s"] = round(max(cpus), 3)
+    row["speedup_bound_from_cpu"] = round(sum(cpus) / max(cpus), 3) if max(cpus) else None
     if check:
         got = {"final_size": sum(o["final_size"] for o in outs),
                "final_hash": sum(o["final_hash"] for o in outs)}
@@ -306,6 +345,7 @@ def main() -> None:
                     help="rounds over all configurations; each reports its best round")
     ap.add_argument("--transport", action="store_true",
                     help="also measure Ray call vs. TCP mesh round trips and throughput")
+    add_profile_argument(ap)
     args = ap.parse_args()
 
     result: Dict[str, Any] = {
@@ -376,6 +416,15 @@ def main() -> None:
                     for k in ("load_s", "modifications_s", "load_plus_modifications_s",
                               "execute_wall_s")
                 }
+        for w in args.workers:
+            one, many = find("processes", 1), find("processes", w)
+            if w > 1 and one and many:
+                # The deterministic view of scaling on a busy machine: one worker's CPU over the
+                # busiest of the w workers' CPU (the speedup w idle cores could give at most).
+                ratios[f"processes_cpu_speedup_bound_{w}_over_1"] = round(
+                    one["cpu_sum_s"] / many["cpu_max_s"], 3) if many["cpu_max_s"] else None
+                ratios[f"processes_wall_speedup_{w}_over_1"] = round(
+                    one["load_plus_modifications_s"] / many["load_plus_modifications_s"], 3)
         result["ratios"] = ratios
         if args.transport:
             note("transports ...")
@@ -390,4 +439,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.setrecursionlimit(10_000)
-    main()
+    with profiled():
+        main()

@@ -30,6 +30,9 @@ from timelypy.order import Product
 from timelypy.workers.launcher import run_in_processes
 from timelypy.communication.wire import decode, encode
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import add_profile_argument, profile_workers, profiled, _profile  # noqa: E402
+
 
 def make_batches(records: int, batch: int, shape: str) -> List[list]:
     """``records`` records split into lists of ``batch``."""
@@ -150,11 +153,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="report the best of this many runs")
     parser.add_argument("--codec-only", action="store_true",
                         help="only time encode+decode of one batch of each shape")
+    add_profile_argument(parser)
     args = parser.parse_args()
     if args.codec_only:
         print(json.dumps({"benchmark": "wire_codec", "batch": args.batch,
                           "repeat": max(args.repeat, 20),
-                          "shapes": codec_report(args.batch, max(args.repeat, 20))}, indent=2))
+                          "shapes": codec_report(args.batch, max(args.repeat, 20)),
+                          **({"profile": _profile.describe()} if _profile.path else {})},
+                         indent=2))
         return
 
     batches = make_batches(args.records, args.batch, args.shape)
@@ -166,7 +172,7 @@ def main() -> None:
     for _ in range(args.repeat):
         started = time.perf_counter()
         sender, receiver = run_in_processes(
-            mesh_worker(args.records, args.batch, args.shape), 2,
+            profile_mesh_worker(mesh_worker(args.records, args.batch, args.shape)), 2,
             timeout=600, start_method=args.start_method,
         )
         assert receiver["received"] == args.records
@@ -196,8 +202,26 @@ def main() -> None:
             "seconds": round(local, 6),
             "records_per_s": round(args.records / local),
         },
+        **({"profile": _profile.describe()} if _profile.path else {}),
     }, indent=2))
 
 
+def profile_mesh_worker(fn: Any) -> Any:
+    """``fn(index, peers, mesh)`` profiled in each process under ``--profile``."""
+    if _profile.path is None:
+        return fn
+    build = profile_workers(lambda worker: fn(worker.index, worker.peers, worker.mesh), 2)
+
+    def main(index: int, peers: int, mesh: Any) -> Dict[str, Any]:
+        class _Worker:
+            pass
+        worker = _Worker()
+        worker.index, worker.peers, worker.mesh = index, peers, mesh
+        return build(worker)
+
+    return main
+
+
 if __name__ == "__main__":
-    main()
+    with profiled():
+        main()

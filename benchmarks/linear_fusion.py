@@ -27,7 +27,8 @@ import gc
 import re
 from typing import Any, Callable, Dict, List, Tuple
 
-from common import add_gc_argument, emit, environment, error_info, gc_mode, now
+from common import (add_gc_argument, add_profile_argument, emit, environment, error_info, gc_mode,
+                    now, profiled)
 
 import timelypy
 from timelypy.differential import Collection
@@ -116,6 +117,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=0,
                     help="flush and step every this many records (0: one flush at the end)")
     add_gc_argument(ap)
+    add_profile_argument(ap)
     args = ap.parse_args()
     records = list(range(args.records))
     result: Dict[str, Any] = {
@@ -178,4 +180,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with profiled():
+        main()

@@ -29,7 +29,8 @@ from typing import Any, Dict, List
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "examples"))
 
-from common import emit, environment, latency_stats_us, note  # noqa: E402
+from common import (add_profile_argument, emit, environment, latency_stats_us, note,  # noqa: E402
+                    profiled)
 
 import timelypy as tp  # noqa: E402
 from spark_pipeline import dataflow as components_dataflow  # noqa: E402
@@ -135,6 +136,7 @@ def main() -> None:
     ap.add_argument("--spark-samples", type=int, default=1,
                     help="micro-batches for which Spark recomputes from scratch")
     ap.add_argument("--seed", type=int, default=1)
+    add_profile_argument(ap)
     args = ap.parse_args()
     result: Dict[str, Any] = {"benchmark": "spark_connector", "parameters": vars(args),
                               **environment()}
@@ -152,4 +154,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with profiled():
+        main()

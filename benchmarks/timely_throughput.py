@@ -10,7 +10,7 @@
     followed by a probe wait (``send; advance_to(e + 1); worker.step_until(probe, e + 1)``):
     median and p99 microseconds per epoch.
 
-Prints one JSON object. ``--profile`` prints cProfile tables for both workloads to stderr.
+Prints one JSON object. ``--profile [PATH]`` profiles both workloads (see benchmarks/README.md).
 
     python benchmarks/timely_throughput.py --records 1000000 --batches 1000 --epochs 10000
 """
@@ -18,18 +18,16 @@ Prints one JSON object. ``--profile`` prints cProfile tables for both workloads 
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import json
 import os
 import platform
-import pstats
 import statistics
 import sys
 import time
 from typing import Callable, List, Optional
 
-import timelypy as tp
+from common import add_profile_argument, emit, profiled
+
+import timelypy as tp  # noqa: E402
 
 
 def make_functions(n: int) -> List[Callable[[int], int]]:
@@ -141,17 +139,6 @@ def percentile(sorted_samples: List[float], q: float) -> float:
     return sorted_samples[k]
 
 
-def profile(fn: Callable[[], object], limit: int = 25) -> str:
-    prof = cProfile.Profile()
-    prof.enable()
-    fn()
-    prof.disable()
-    out = io.StringIO()
-    stats = pstats.Stats(prof, stream=out)
-    stats.sort_stats("tottime").print_stats(limit)
-    return out.getvalue()
-
-
 def main(argv: Optional[List[str]] = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -160,9 +147,16 @@ def main(argv: Optional[List[str]] = None) -> dict:
     parser.add_argument("--maps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3,
                         help="best of this many runs for the throughput measurements")
-    parser.add_argument("--profile", action="store_true",
-                        help="print cProfile tables (tottime) of both workloads to stderr")
+    add_profile_argument(parser)
     args = parser.parse_args(argv)
+    with profiled(args, "timely_throughput"):
+        result = measure(args)
+    emit(result)
+    return result
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """Both workloads (map-chain throughput, closed-loop latency) as the result dict."""
 
     fs = make_functions(args.maps)
     check_correctness(fs)
@@ -218,13 +212,6 @@ def main(argv: Optional[List[str]] = None) -> dict:
             "epochs_preempted_over_1ms": preempted,
         },
     }
-    print(json.dumps(result))
-
-    if args.profile:
-        print("==== profile: map chain throughput ====", file=sys.stderr)
-        print(profile(lambda: run_throughput(batches, fs)), file=sys.stderr)
-        print("==== profile: closed-loop latency ====", file=sys.stderr)
-        print(profile(lambda: run_latency(args.epochs, fs)), file=sys.stderr)
     return result
 
 
