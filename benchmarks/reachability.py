@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Set, Tuple
 
 from common import (add_gc_argument, emit, environment, error_info, gc_mode, latency_stats_us,
                     note, now, sample_indices, slowest, speedup)
+from common import add_profile_argument, profiled  # noqa: E402
 
 import timelypy
 
@@ -192,6 +193,7 @@ def main() -> None:
     ap.add_argument("--check", action="store_true",
                     help="capture the reachable set and compare with BFS (initial and final)")
     add_gc_argument(ap)
+    add_profile_argument(ap)
     args = ap.parse_args()
     n_edges = args.edges if args.edges is not None else 2 * args.nodes
 
@@ -246,4 +248,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with profiled():
+        main()

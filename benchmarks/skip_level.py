@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Tuple
 
 from common import (add_gc_argument, emit, environment, error_info, gc_mode, latency_stats_us,
                     note, now, sample_indices, slowest, speedup)
+from common import add_profile_argument, profiled  # noqa: E402
 
 import timelypy
 
@@ -197,6 +198,7 @@ def main() -> None:
     ap.add_argument("--check", action="store_true",
                     help="capture the output and compare the final state with the naive answer")
     add_gc_argument(ap)
+    add_profile_argument(ap)
     args = ap.parse_args()
     N = args.size
 
@@ -280,4 +282,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.setrecursionlimit(10_000)
-    main()
+    with profiled():
+        main()

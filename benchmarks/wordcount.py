@@ -27,6 +27,7 @@ from typing import Any, Dict, List
 
 from common import (add_gc_argument, emit, environment, error_info, gc_mode, latency_stats_us,
                     note, now, sample_indices, slowest, speedup)
+from common import add_profile_argument, profiled  # noqa: E402
 
 import timelypy
 
@@ -142,6 +143,7 @@ def main() -> None:
     ap.add_argument("--check", action="store_true",
                     help="capture the counts and compare the final state with the naive Counter")
     add_gc_argument(ap)
+    add_profile_argument(ap)
     args = ap.parse_args()
 
     lines, plan = make_workload(args.lines, args.words_per_line, args.vocab, args.zipf,
@@ -189,4 +191,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with profiled():
+        main()
