@@ -384,21 +384,18 @@ class _ShardReader:
 
 def _insert(session: Any, shard: Shard, batch: Any, sent: int) -> int:
     """Insert an Arrow batch's rows into ``session`` (an ``InputSession``); the rows used.
-    A bad row raises :class:`SparkInputError` saying how many rows were inserted before."""
-    reader, at, used = shard.reader, shard.time, 0
-    for row in zip(*[column.to_pylist() for column in batch.columns]):
-        try:
-            item = reader.convert(row, at)
-        except BadRow as exc:
-            raise reader.refused([exc.bad], f"Worker {shard.index} stopped there: the "
-                                            f"{sent + used} rows of its shard before it were "
-                                            f"inserted.") from exc
-        if item is None:
-            continue
-        record, diff, t = item
-        session.update_at(record, at if t is None else t, diff)
-        used += 1
-    return used
+    A bad row raises :class:`SparkInputError`; nothing of its batch is inserted."""
+    reader, at = shard.reader, shard.time
+    try:
+        records, diffs, times = reader.convert_table(batch, at)
+    except BadRow as exc:
+        raise reader.refused([exc.bad], f"Worker {shard.index} stopped there: the {sent} rows "
+                                        f"of its shard before its batch were inserted.") from exc
+    if times is None and at == session.time and all(d == 1 for d in diffs):
+        session.insert_many(records)  # the common load: one copy of each row, now
+    else:
+        session.send_updates(zip(records, times or [at] * len(records), diffs))
+    return len(records)
 
 
 class ShardInput:
