@@ -63,7 +63,13 @@ class OperatorCore(Operate):
         if self.subgraph.parent is not None:
             self.subgraph.wake()
 
+    adopt_frontiers = True
+
     def _apply_frontiers(self) -> bool:
+        """Bring the input frontiers up to date; True if one moved."""
+        if self.frontier_moved:  # the scope maintains them in place (adopted)
+            self.frontier_moved = False
+            return True
         changed = False
         for i, fb in enumerate(self.shared.frontiers):
             if fb.counts:

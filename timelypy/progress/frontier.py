@@ -218,35 +218,44 @@ class MutableAntichain(_FrontierQueries):
         # Totally ordered times: the frontier is the least time with a positive count.
         counts = self._counts
         frontier = self._elements
-        old = frontier[0] if frontier else None
-        rebuild = False
-        for t, d in updates:
-            if not d:
-                continue
-            c = counts.get(t, 0) + d
-            if c:
-                counts[t] = c
-            else:
-                del counts[t]
-            if old is None or t <= old:
-                rebuild = True
-        if not rebuild:
-            return []
-        new = None
-        for t, c in counts.items():
-            if c > 0 and (new is None or t < new):
-                new = t
+        if frontier:
+            old = frontier[0]
+            rebuild = False
+            for t, d in updates:
+                if d:
+                    c = counts.get(t, 0) + d
+                    if c:
+                        counts[t] = c
+                    else:
+                        del counts[t]
+                    if t <= old:
+                        rebuild = True
+            if not rebuild:
+                return []
+        else:
+            old = None
+            for t, d in updates:
+                if d:
+                    c = counts.get(t, 0) + d
+                    if c:
+                        counts[t] = c
+                    else:
+                        del counts[t]
+        if not counts:
+            new = None
+        else:
+            new = min(counts)
+            if counts[new] <= 0:  # transiently negative counts (several workers): scan
+                new = min((t for t, c in counts.items() if c > 0), default=None)
         if new == old:
             return []
-        changes = []
-        if old is not None:
-            changes.append((old, -1))
-        if new is not None:
-            changes.append((new, 1))
-            self._elements = [new]
-        else:
+        if new is None:
             self._elements = []
-        return changes
+            return [(old, -1)]
+        self._elements = [new]
+        if old is None:
+            return [(new, 1)]
+        return [(old, -1), (new, 1)]
 
     def update(self, t: Any, d: int) -> List[Tuple[Any, int]]:
         """Apply one count change; return the frontier changes (costs as :meth:`update_iter`)."""

@@ -64,6 +64,11 @@ class Operate:
     """False for operators that never look at their input frontiers (map, concat, feedback):
     the tracker then does not maintain implications at their inputs (timely's
     ``FrontierInterest::Never``)."""
+    adopt_frontiers: bool = False
+    """True for operators whose ``input_frontiers`` (MutableAntichains) the scope may maintain
+    in place as the tracker's implications; it then sets ``frontier_moved`` instead of
+    writing changes into ``shared.frontiers``."""
+    frontier_moved: bool = False
     wake_on_frontier: bool = True
     """False for operators whose frontier changes are consumed without running them (probes and
     captures write them straight into their handles)."""

@@ -259,15 +259,16 @@ class ReachabilityTracker:
             self.reach[loc] = [(t, None if len(s) == 1 and s[0].is_identity() else s)
                                for t, s in sums.items()
                                if t.node != 0 and (interested is None or t in interested)]
-            if loc.node != 0:
-                self.output_reach[loc] = [(t.port, s) for t, s in sums.items() if t.node == 0]
+            out = [(t.port, s) for t, s in sums.items() if t.node == 0]
+            if loc.node != 0 and out:
+                self.output_reach[loc] = out
         self.pointstamps: Dict[Location, MutableAntichain] = {}
         self.implications: Dict[Location, MutableAntichain] = {
             loc: MutableAntichain(le, total) for loc in locations
             if not loc.is_source and loc.node != 0 and (interested is None or loc in interested)
         }
         self.output_changes: Dict[int, ChangeBatch] = {}
-        self._staged: Dict[Location, List[Tuple[Any, int]]] = {}
+        self._staged: Dict[Location, Dict[Any, int]] = {}
         self.total_counts = 0
         self.cap_counts: Dict[int, int] = {}
 
@@ -276,9 +277,17 @@ class ReachabilityTracker:
         if delta:
             staged = self._staged.get(loc)
             if staged is None:
-                self._staged[loc] = [(time, delta)]
+                self._staged[loc] = {time: delta}
             else:
-                staged.append((time, delta))
+                staged[time] = staged.get(time, 0) + delta
+
+    def stage(self, loc: Location) -> Dict[Any, int]:
+        """The ``{time: delta}`` changes staged at ``loc``, for a caller that adds many
+        (zero deltas are allowed and ignored). O(1)."""
+        staged = self._staged.get(loc)
+        if staged is None:
+            staged = self._staged[loc] = {}
+        return staged
 
     def update_source(self, node: int, port: int, time: Any, delta: int) -> None:
         """Stage a capability count change at output ``port`` of ``node``. O(1)."""
@@ -301,20 +310,24 @@ class ReachabilityTracker:
         if not self._staged:
             return {}
         staged, self._staged = self._staged, {}
-        le = self._le
+        pointstamps = self.pointstamps
+        reach = self.reach
         pending: Dict[Location, List[Tuple[Any, int]]] = {}
         for loc, changes in staged.items():
-            ps = self.pointstamps.get(loc)
+            if not any(changes.values()):  # produced and consumed within the same round
+                continue
+            ps = pointstamps.get(loc)
             if ps is None:
-                ps = self.pointstamps[loc] = MutableAntichain(le, self._total)
-            for _, d in changes:
-                self.total_counts += d
+                ps = pointstamps[loc] = MutableAntichain(self._le, self._total)
+            moved = sum(changes.values())
+            if moved:
+                self.total_counts += moved
                 if loc.is_source:
-                    self.cap_counts[loc.node] = self.cap_counts.get(loc.node, 0) + d
-            frontier_changes = ps.update_iter(changes)
+                    self.cap_counts[loc.node] = self.cap_counts.get(loc.node, 0) + moved
+            frontier_changes = ps.update_iter(changes.items())
             if not frontier_changes:
                 continue
-            for tgt, sums in self.reach.get(loc, ()):
+            for tgt, sums in reach.get(loc, ()):
                 bucket = pending.get(tgt)
                 if bucket is None:
                     bucket = pending[tgt] = []
@@ -326,21 +339,36 @@ class ReachabilityTracker:
                         u = s.results_in(t)
                         if u is not None:
                             bucket.append((u, d))
-            for j, sums in self.output_reach.get(loc, ()):
-                oc = self.output_changes.get(j)
-                if oc is None:
-                    oc = self.output_changes[j] = ChangeBatch()
-                for t, d in frontier_changes:
-                    for s in sums:
-                        u = s.results_in(t)
-                        if u is not None:
-                            oc.update(u, d)
+            if loc in self.output_reach:
+                self._to_outputs(loc, frontier_changes)
         pushed: Dict[Location, List[Tuple[Any, int]]] = {}
+        implications = self.implications
         for tgt, changes in pending.items():
-            fc = self.implications[tgt].update_iter(changes)
+            fc = implications[tgt].update_iter(changes)
             if fc:
                 pushed[tgt] = fc
         return pushed
+
+    def _to_outputs(self, loc: Location, frontier_changes: List[Tuple[Any, int]]) -> None:
+        """Add the frontier changes at ``loc`` to the implications at the scope outputs it
+        reaches."""
+        for j, sums in self.output_reach[loc]:
+            oc = self.output_changes.get(j)
+            if oc is None:
+                oc = self.output_changes[j] = ChangeBatch()
+            for t, d in frontier_changes:
+                for s in sums:
+                    u = s.results_in(t)
+                    if u is not None:
+                        oc.update(u, d)
+
+    def adopt(self, target: Location, antichain: MutableAntichain) -> None:
+        """Maintain the implications at ``target`` in ``antichain`` (an operator's own input
+        frontier, empty like the implications it replaces): the operator then reads them
+        without copies. ValueError unless both are empty."""
+        if self.implications[target].frontier or antichain.frontier:
+            raise ValueError(f"adopt {target}: frontiers must be empty")
+        self.implications[target] = antichain
 
     def frontier_at(self, target: Location) -> List[Any]:
         """The implication frontier at ``target``: the times that may still arrive there (do not

@@ -62,6 +62,7 @@ class Subgraph(Operate):
         """One flag per child (index 0 is the boundary): run it at the next schedule. Ports and
         operators of this scope set their flag (timely's activations)."""
         self._moves: List[Any] = [None]
+        self._adopted: List[bool] = [False]
         self._incomplete: List[bool] = [False]
         self.finalized = False
         self.parent: Optional["Subgraph"] = None
@@ -122,7 +123,8 @@ class Subgraph(Operate):
 
     def quiet(self) -> bool:
         """No child is scheduled and no progress is pending here (nested scopes aside)."""
-        return not (any(self.activations[1:]) or self.final_progress or self.local_progress)
+        return not (any(self.activations[1:]) or self.final_progress or self.local_progress
+                    or (self.tracker is not None and self.tracker.has_staged()))
 
     def finalize(self) -> None:
         """Build reachability, reject cycles that do not advance time, seed initial capabilities."""
@@ -147,6 +149,7 @@ class Subgraph(Operate):
         interested = {Location(op.index, i, False) for op in self.children[1:]
                       if op.frontier_interest for i in range(op.inputs)}
         self.tracker = builder.build(self.order.le, self.order.is_total, interested)
+        self._adopted = [False] + [self._adopt(op) for op in self.children[1:]]
         log.debug("scope %r: reachability over %d operators and %d edges", self.name,
                   len(self.children) - 1, len(self._edges))
         # Summaries of this scope for its parent, mapped to outer time.
@@ -193,11 +196,16 @@ class Subgraph(Operate):
         active = self.activations
         instruments = self.instruments
         listening = instruments is not None and instruments.enabled
+        adopted = self._adopted
         for tgt, changes in pushed.items():
-            child = children[tgt.node]
-            child.shared.frontiers[tgt.port].extend(changes)
+            node = tgt.node
+            child = children[node]
+            if adopted[node]:  # the child's input frontier is the implication: flag the move
+                child.frontier_moved = True
+            else:
+                child.shared.frontiers[tgt.port].extend(changes)
             if child.wake_on_frontier:
-                active[tgt.node] = True
+                active[node] = True
             if listening:
                 instruments.emit(FrontierChanged(instruments.worker, self.name, tgt.node,
                                                  tgt.port, tuple(changes)))
@@ -254,10 +262,10 @@ class Subgraph(Operate):
     max_rounds = 8
     """Rounds of children per :meth:`schedule` on a single worker (with several, one round)."""
 
-    def _report_moves(self, op: Operate) -> Tuple[Tuple[Dict[Any, int], Tuple[Location, ...], int], ...]:
-        """Where a child's reports go: ``(counts of one report buffer, locations, sign)`` for
-        each consumed (at its input, negated), internal (at its output) and produced (at every
-        target of its output) buffer."""
+    def _report_moves(self, op: Operate) -> Tuple[Tuple[Dict[Any, int], Tuple[Location, ...], Tuple[Location, ...], int], ...]:
+        """Where a child's reports go: ``(counts of one report buffer, locations inside the
+        scope, locations on its boundary, sign)`` for each consumed (at its input, negated),
+        internal (at its output) and produced (at every target of its output) buffer."""
         sp = op.shared
         moves = [(b._counts, (Location(op.index, i, False),), -1)
                  for i, b in enumerate(sp.consumeds)]
@@ -265,7 +273,25 @@ class Subgraph(Operate):
                   for o, b in enumerate(sp.internals)]
         moves += [(b._counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
                   for o, b in enumerate(sp.produceds)]
-        return tuple(moves)
+        return tuple((counts, tuple(l for l in locs if l.node != 0),
+                      tuple(l for l in locs if l.node == 0), sign)
+                     for counts, locs, sign in moves)
+
+    def _adopt(self, op: Operate) -> bool:
+        """Let the tracker maintain ``op``'s input frontiers in place (their implications), so
+        the scope only flags a move instead of sending changes the operator re-applies. Only
+        for operators that ask (``adopt_frontiers``) and read plain frontier buffers."""
+        if not (getattr(op, "adopt_frontiers", False) and op.inputs and op.frontier_interest):
+            return False
+        implications = self.tracker.implications
+        locs = [Location(op.index, i, False) for i in range(op.inputs)]
+        if any(type(op.shared.frontiers[i]) is not ChangeBatch or locs[i] not in implications
+               or implications[locs[i]].frontier or op.input_frontiers[i].frontier
+               for i in range(op.inputs)):
+            return False
+        for i, loc in enumerate(locs):
+            self.tracker.adopt(loc, op.input_frontiers[i])
+        return True
 
     def _run_children(self, local: ChangeBatch) -> None:
         children = self.children
@@ -275,6 +301,8 @@ class Subgraph(Operate):
         all_moves = self._moves
         instruments = self.instruments
         listening = instruments is not None and instruments.enabled
+        direct = self.progcaster is None
+        staged = self.tracker._staged
         for idx in range(1, len(children)):
             if not active[idx]:
                 if not incomplete[idx] or not isinstance(children[idx], Subgraph):
@@ -292,12 +320,28 @@ class Subgraph(Operate):
                 # still delivered if the caller carries on; report what it consumed first.
                 active[idx] = True
                 failure = exc
-            # Move the child's reports into the scope's batch. This is the hottest loop of the
-            # progress layer: the dictionaries are updated in place, without ChangeBatch calls.
-            counts = (local if child.local else final)._counts
-            for source, locations, sign in all_moves[idx]:
+            # Move the child's reports: on one worker straight into the tracker's staged counts
+            # (boundary locations through the final batch), else into the batch to broadcast.
+            # The hottest loop of the progress layer: dictionaries updated in place.
+            counts = (local if child.local and not direct else final)._counts
+            for source, inner, outer, sign in all_moves[idx]:
                 if source:
-                    for loc in locations:
+                    for loc in inner:
+                        if direct:
+                            st = staged.get(loc)
+                            if st is None:
+                                st = staged[loc] = {}
+                            for t, d in source.items():
+                                st[t] = st.get(t, 0) + sign * d
+                            continue
+                        for t, d in source.items():
+                            k = (loc, t)
+                            c = counts.get(k, 0) + sign * d
+                            if c:
+                                counts[k] = c
+                            else:
+                                del counts[k]
+                    for loc in outer:
                         for t, d in source.items():
                             k = (loc, t)
                             c = counts.get(k, 0) + sign * d
