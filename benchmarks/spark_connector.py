@@ -10,6 +10,10 @@
     the same result from scratch for a sample of the micro-batches, as a Spark user would
     without timelypy: label propagation with DataFrame joins to a fixpoint.
 
+``--raydp`` measures instead the load through Spark on Ray (RayDP): Spark's executors write
+Arrow blocks into Ray's object store and each Ray worker reads its shard (``dataset_shards``),
+into 1 and 2 Ray workers: rows per second overall (shards + job) and inside the workers.
+
 Prints one JSON object::
 
     python benchmarks/spark_connector.py --rows 1000000 --nodes 100000 --edges 100000 \\
@@ -58,6 +62,52 @@ def measure_load(spark: Any, rows: int, backend: str, workers: int) -> Dict[str,
     df.unpersist()
     return {"backend": backend, "workers": workers, "rows": sent, "seconds": round(seconds, 3),
             "rows_per_s": round(sent / seconds)}
+
+
+def _count_shards(shards: Any) -> Any:
+    """``build`` of a Ray job: load this worker's shard, count per key; rows and seconds."""
+
+    def build(worker: Any) -> Dict[str, Any]:
+        from timelypy.connectors.spark_ray import shard_collection
+
+        started = time.perf_counter()
+
+        def flow(scope: Any) -> Any:
+            source, records = shard_collection(scope, shards)
+            return source, records.map(lambda kv: kv[0]).count().probe()
+
+        source, _ = worker.dataflow(flow)
+        worker.step_until_done(timeout=600)
+        return {"rows": source.rows, "seconds": time.perf_counter() - started}
+    return build
+
+
+def measure_load_raydp(rows: int, worker_counts: List[int]) -> List[Dict[str, Any]]:
+    """Rows per second from Spark on Ray (RayDP) into Ray workers through Dataset shards:
+    Spark's executors write Arrow blocks to Ray's object store, each worker reads its own."""
+    from timelypy.connectors.spark_cluster import spark_and_workers
+    from timelypy.connectors.spark_ray import dataset_shards
+
+    out = []
+    with spark_and_workers(workers=max(worker_counts), app_name="bench-raydp",
+                           log_level="ERROR") as cluster:
+        df = cluster.spark.range(rows).selectExpr("id % 1000 AS k", "id AS v").cache()
+        df.count()
+        for workers in worker_counts:
+            started = time.perf_counter()
+            with dataset_shards(df, workers, Columns(key=["k"], value=["v"]), input="records",
+                                check=False) as shards:
+                split = time.perf_counter()
+                results = tp.execute(_count_shards(shards), workers=workers, backend="ray",
+                                     timeout=600, num_cpus_per_worker=cluster.num_cpus_per_worker)
+            seconds = time.perf_counter() - started
+            loaded = sum(r["rows"] for r in results)
+            in_workers = max(r["seconds"] for r in results)
+            out.append({"backend": "ray (RayDP shards)", "workers": workers, "rows": loaded,
+                        "shards_s": round(split - started, 3), "seconds": round(seconds, 3),
+                        "rows_per_s": round(loaded / seconds),
+                        "rows_per_s_in_workers": round(loaded / in_workers)})
+    return out
 
 
 def spark_components(spark: Any, edges: List[Any]) -> Dict[int, int]:
@@ -136,10 +186,18 @@ def main() -> None:
     ap.add_argument("--spark-samples", type=int, default=1,
                     help="micro-batches for which Spark recomputes from scratch")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--raydp", action="store_true",
+                    help="measure only the load through Spark on Ray (RayDP) and Dataset shards "
+                         "into Ray workers (a process whose first Spark is RayDP's)")
     add_profile_argument(ap)
     args = ap.parse_args()
     result: Dict[str, Any] = {"benchmark": "spark_connector", "parameters": vars(args),
                               **environment()}
+    if args.raydp:
+        note("load through RayDP shards ...")
+        result["load"] = measure_load_raydp(args.rows, args.workers)
+        emit(result)
+        return
     with tempfile.TemporaryDirectory(prefix="timelypy-bench-spark-") as directory:
         spark = local_spark("bench-spark-connector", cores=2, local_dir=directory)
         try:

@@ -114,7 +114,7 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
                       executor_cores: int = 1, executor_memory: Union[str, int] = "1G",
                       num_cpus_per_worker: Optional[float] = None,
                       spark: Optional["SparkSession"] = None, address: Optional[str] = None,
-                      configs: Optional[Dict[str, Any]] = None,
+                      configs: Optional[Dict[str, Any]] = None, log_level: str = "WARN",
                       **session_options: Any) -> SparkAndWorkers:
     """Spark on Ray (RayDP) and room for ``workers`` timelypy workers beside it.
 
@@ -122,7 +122,7 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
     authentication included). Spark: ``spark`` if given (it must run on Ray; it is not
     stopped here), else :func:`~timelypy.connectors.spark_ray.spark_on_ray` with
     ``executors`` executors of ``executor_cores`` CPUs and ``executor_memory`` (and
-    ``configs``). ``num_cpus_per_worker`` defaults to :func:`worker_cpus` of the cluster's
+    ``configs``, ``log_level``). ``num_cpus_per_worker`` defaults to :func:`worker_cpus` of the cluster's
     CPUs and Spark's reservation, so both fit at once. ``session_options`` (``timeout``,
     ``heartbeat_timeout``, ...) go to every :meth:`SparkAndWorkers.open_session`.
     """
@@ -140,7 +140,8 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
         spark_cpus = executors * executor_cores if owns else _spark_cpus(spark)
         num_cpus_per_worker = worker_cpus(cluster, spark_cpus, workers)
     if owns:
-        spark = spark_on_ray(app_name, executors, executor_cores, executor_memory, configs)
+        spark = spark_on_ray(app_name, executors, executor_cores, executor_memory, configs,
+                             log_level=log_level)
     plan = SparkAndWorkers(spark, workers, num_cpus_per_worker, owns, session_options)
     log.info("spark_and_workers: %r", plan)
     return plan
