@@ -94,7 +94,12 @@ class OutputPort:
         if not data:
             return
         if self.counted:
-            self.produced.update(time, len(data))
+            counts = self.produced.counts  # ChangeBatch.update, inlined
+            c = counts.get(time, 0) + len(data)
+            if c:
+                counts[time] = c
+            else:
+                del counts[time]
         if self.instruments.enabled:
             self.instruments.emit(BatchProduced(self.instruments.worker, self.node, self.port,
                                                 time, len(data)))

@@ -182,8 +182,17 @@ class InputHandle:
                 f"input {self._op.name!r}: cannot advance to {time!r}, before its current time "
                 f"{now!r} (time only moves forward)")
         self.flush()
-        self._internal.update(time, 1)
-        self._internal.update(now, -1)
+        internal = self._internal.counts  # ChangeBatch.update inlined: +1 at time, -1 at now
+        c = internal.get(time, 0) + 1
+        if c:
+            internal[time] = c
+        else:
+            del internal[time]
+        c = internal.get(now, 0) - 1
+        if c:
+            internal[now] = c
+        else:
+            del internal[now]
         self._now = time
         self._op.activate()
 

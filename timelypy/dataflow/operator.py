@@ -274,12 +274,12 @@ class LinearOperator(OperatorCore):
         self._frontier_buf.clear()
         q = self._queue
         if q:
-            consumed = self._consumed
+            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
             out = self._out
             fn = self._batch_fn
             while q:
                 time, data = q.popleft()
-                consumed.update(time, len(data))
+                consumed[time] = consumed.get(time, 0) + len(data)
                 try:
                     result = fn(data)
                 except TimelyError:

@@ -9,7 +9,7 @@ from ..errors import TimelyError
 from ..order import IntSummary, PathSummary, Product, ProductSummary, TimeOrder
 from ..progress.reachability import Location
 from ..progress.subgraph import Subgraph
-from .channels import (EgressPort, Exchange, ExchangePusher, IngressPort, OutputPort, PipelinePusher)
+from .channels import EgressPort, Exchange, ExchangePusher, IngressPort, OutputPort
 from .feedback import FeedbackOperator, LoopHandle
 from .input import InputHandle, InputOperator
 from .operator import GenericOperator
@@ -251,5 +251,5 @@ class Scope:
                                     name=self.subgraph.children[node].name if node else "output")
             worker.register_channel(channel, target)
         else:
-            pusher = PipelinePusher(target)
+            pusher = target  # a pipeline delivers to the target itself (no pusher in between)
         stream.port.pushers.append(pusher)

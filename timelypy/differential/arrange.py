@@ -172,13 +172,13 @@ class ArrangeOperator(OperatorCore):
         changed = self._apply_frontiers()
         q = self._queue
         if q:
-            consumed = self._consumed
+            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
             push = self.batcher.push
             caps = self._caps
             internal = self.shared.internals[0]
             while q:
                 time, data = q.popleft()
-                consumed.update(time, len(data))
+                consumed[time] = consumed.get(time, 0) + len(data)
                 caps.retain(time, internal, 0, self.name)
                 push(data)
         if changed:

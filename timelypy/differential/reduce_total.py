@@ -52,10 +52,10 @@ class _TotalReduce(OperatorCore):
         changed = self._apply_frontiers()
         q = self._queue
         if q:
-            consumed = self._consumed
+            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
             while q:
                 time, data = q.popleft()
-                consumed.update(time, len(data))
+                consumed[time] = consumed.get(time, 0) + len(data)
                 cap = self._cap
                 if cap is None or time < cap:  # hold the least message time
                     internal = self._internal

@@ -23,8 +23,9 @@ class ChangeBatch:
     def __init__(self, pairs: Iterable[Tuple[Any, int]] = ()) -> None:
         self._counts: Dict[Any, int] = {}
         self.counts = self._counts
-        """The live ``{item: count}`` dictionary, for reading only: hot loops test it for
-        emptiness without a call (``if batch.counts:``)."""
+        """The live ``{item: count}`` dictionary: hot loops test it for emptiness without a
+        call (``if batch.counts:``) and may add to it in place, as :meth:`update` does (never
+        leaving a zero count)."""
         for item, delta in pairs:
             self.update(item, delta)
 

@@ -156,6 +156,8 @@ class MutableAntichain(_FrontierQueries):
         self._counts: Dict[Any, int] = {}
         self._elements: List[Any] = []
         self._total = total
+        if total and type(self) is MutableAntichain:
+            self.__class__ = _TotalAntichain
 
     @classmethod
     def from_elem(cls, t: Any,
@@ -312,3 +314,22 @@ class MutableAntichain(_FrontierQueries):
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={sorted(self._elements)!r})"
+
+
+class _TotalAntichain(MutableAntichain):
+    """A :class:`MutableAntichain` of totally ordered times (what ``MutableAntichain(le,
+    total=True)`` makes): updates and queries without the partial-order dispatch."""
+
+    __slots__ = ()
+
+    update_iter = MutableAntichain._update_total
+
+    def less_than(self, t: Any) -> bool:
+        """The frontier's time is ``< t``. O(1)."""
+        e = self._elements
+        return bool(e) and e[0] < t
+
+    def less_equal(self, t: Any) -> bool:
+        """The frontier's time is ``<= t``. O(1)."""
+        e = self._elements
+        return bool(e) and e[0] <= t

@@ -32,6 +32,20 @@ def _identity(t: Any) -> Any:
     return t
 
 
+def _move(source: Dict[Any, int], locations: Tuple[Any, ...], sign: int,
+          counts: Dict[Any, int]) -> None:
+    """Add ``sign *`` the ``{time: count}`` of ``source`` at each location to ``counts``
+    (keyed ``(location, time)``; zero counts removed)."""
+    for loc in locations:
+        for t, d in source.items():
+            k = (loc, t)
+            c = counts.get(k, 0) + sign * d
+            if c:
+                counts[k] = c
+            else:
+                del counts[k]
+
+
 class Subgraph(Operate):
     """A scope: children, edges, a reachability tracker and the progress protocol."""
 
@@ -323,33 +337,26 @@ class Subgraph(Operate):
             # Move the child's reports: on one worker straight into the tracker's staged counts
             # (boundary locations through the final batch), else into the batch to broadcast.
             # The hottest loop of the progress layer: dictionaries updated in place.
-            counts = (local if child.local and not direct else final)._counts
-            for source, inner, outer, sign in all_moves[idx]:
-                if source:
-                    for loc in inner:
-                        if direct:
+            if direct:
+                for source, inner, outer, sign in all_moves[idx]:
+                    if source:
+                        for loc in inner:
                             st = staged.get(loc)
                             if st is None:
-                                st = staged[loc] = {}
-                            for t, d in source.items():
-                                st[t] = st.get(t, 0) + sign * d
-                            continue
-                        for t, d in source.items():
-                            k = (loc, t)
-                            c = counts.get(k, 0) + sign * d
-                            if c:
-                                counts[k] = c
+                                staged[loc] = (source.copy() if sign > 0 else
+                                               {t: -d for t, d in source.items()})
                             else:
-                                del counts[k]
-                    for loc in outer:
-                        for t, d in source.items():
-                            k = (loc, t)
-                            c = counts.get(k, 0) + sign * d
-                            if c:
-                                counts[k] = c
-                            else:
-                                del counts[k]
-                    source.clear()
+                                for t, d in source.items():
+                                    st[t] = st.get(t, 0) + sign * d
+                        if outer:
+                            _move(source, outer, sign, final._counts)
+                        source.clear()
+            else:
+                counts = (local if child.local else final)._counts
+                for source, inner, outer, sign in all_moves[idx]:
+                    if source:
+                        _move(source, inner + outer, sign, counts)
+                        source.clear()
             if failure is not None:
                 self._send_progress()
                 raise failure
