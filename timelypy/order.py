@@ -323,6 +323,12 @@ class TimeOrder:
 
     def nested(self) -> "TimeOrder":
         """The order of ``Product(self's time, int)``, used by an iterative child scope."""
+        if self.is_total:
+            return _PRODUCT_INT_ORDER
+        return self._nested_generic()
+
+    def _nested_generic(self) -> "TimeOrder":
+        """``nested`` for an outer order that is itself a product (nested iterative scopes)."""
         outer_le, outer_join, outer_meet = self.le, self.join, self.meet
 
         def le(a, b):
@@ -353,6 +359,35 @@ def _int_le(a: int, b: int) -> bool:
 
 INT_ORDER = TimeOrder(0, _int_le, max, min, IntSummary(0), 0, None)
 """The order of root-scope (int) times."""
+
+_new_tuple = tuple.__new__
+
+
+# Product(int, int), the times of an iterative scope in a root scope: the hot case, so its
+# order is written out on the two coordinates (no calls to the outer order, and Products are
+# built with tuple.__new__ rather than through Product.__new__).
+def _pii_le(a: Product, b: Product) -> bool:
+    return a[0] <= b[0] and a[1] <= b[1]
+
+
+def _pii_join(a: Product, b: Product) -> Product:
+    a0, a1 = a
+    b0, b1 = b
+    if a0 <= b0:
+        return b if a1 <= b1 else _new_tuple(Product, (b0, a1))
+    return a if b1 <= a1 else _new_tuple(Product, (a0, b1))
+
+
+def _pii_meet(a: Product, b: Product) -> Product:
+    a0, a1 = a
+    b0, b1 = b
+    if a0 <= b0:
+        return a if a1 <= b1 else _new_tuple(Product, (a0, b1))
+    return b if b1 <= a1 else _new_tuple(Product, (b0, a1))
+
+
+_PRODUCT_INT_ORDER = TimeOrder(Product(0, 0), _pii_le, _pii_join, _pii_meet,
+                               ProductSummary(IntSummary(0), IntSummary(0)), 1, INT_ORDER)
 
 
 def order_for(t: Any) -> TimeOrder:

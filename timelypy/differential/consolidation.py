@@ -83,6 +83,21 @@ def advance_and_consolidate(updates: Iterable[Update], since: Sequence[Any],
         for v, t, r in updates:
             k = (v, t if t >= s0 else s0)
             acc[k] = acc.get(k, 0) + r
+    elif since and order.depth == 1 and order.outer.is_total:
+        # Product(int, int): advancing to an antichain is the join with its meet (a product of
+        # total orders is a distributive lattice), written out on the two coordinates.
+        m0, m1 = since[0]
+        for f0, f1 in since:
+            m0 = f0 if f0 < m0 else m0
+            m1 = f1 if f1 < m1 else m1
+        new = tuple.__new__
+        product = type(since[0])
+        for v, t, r in updates:
+            a, b = t
+            if a < m0 or b < m1:
+                t = new(product, (a if a >= m0 else m0, b if b >= m1 else m1))
+            k = (v, t)
+            acc[k] = acc.get(k, 0) + r
     elif since:
         join, meet = order.join, order.meet
         for v, t, r in updates:

@@ -11,14 +11,14 @@ proportional to the live values.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import ReduceOutputError, TimelyError, user_error
 from ..progress.frontier import Antichain
-from .consolidation import accumulate_at, advance_and_consolidate
+from .consolidation import advance_and_consolidate
 from .trace import TraceView
 
 __all__ = ["ReduceOperator", "count_logic", "distinct_logic", "reduce_stream", "sum_logic",
@@ -42,7 +42,8 @@ class ReduceOperator(OperatorCore):
         self.out_hist: Dict[Any, History] = {}
         self.pending: Dict[Any, Set[Any]] = {}
         self.pending_times: Dict[Any, Set[Any]] = {}
-        self._compacted_sizes: Dict[Tuple[int, Any], int] = {}
+        self._in_sizes: Dict[Any, int] = {}
+        self._out_sizes: Dict[Any, int] = {}
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
@@ -123,13 +124,20 @@ class ReduceOperator(OperatorCore):
         if self.order.is_total:
             candidates = seeds
         else:
-            candidates = self._interesting_times(seeds, hist_in, self.out_hist.get(key, []))
-        ready = sorted(t for t in candidates if not beyond(t))
+            candidates = self._interesting_times(seeds, hist_in, self.out_hist.get(key))
+        ready = []
         for t in candidates:
             if beyond(t):
                 self._add_pending(key, t)
+            else:
+                ready.append(t)
         if ready:
-            out_hist = self.out_hist.setdefault(key, [])
+            # Python's order on Products is lexicographic: a linear extension of the product
+            # order, so every time is evaluated after the times below it.
+            ready.sort()
+            out_hist = self.out_hist.get(key)
+            if out_hist is None:
+                self.out_hist[key] = out_hist = []
             for t in ready:
                 self._evaluate_at(key, t, hist_in, out_hist, output)
         # Compact both histories to the frontier: every later evaluation is at or beyond it.
@@ -138,70 +146,92 @@ class ReduceOperator(OperatorCore):
     def _take_pending(self, key: Any) -> Set[Any]:
         """Remove and return the pending times of ``key``."""
         seeds = self.pending.pop(key)
+        pending_times = self.pending_times
         for t in seeds:
-            keys = self.pending_times[t]
+            keys = pending_times[t]
             keys.discard(key)
             if not keys:
-                del self.pending_times[t]
+                del pending_times[t]
         return seeds
 
     def _interesting_times(self, seeds: Set[Any], hist_in: History,
-                           hist_out: History) -> Set[Any]:
-        """The seeds closed under joins with each other and with the history's times."""
+                           hist_out: Optional[History]) -> Set[Any]:
+        """The seeds closed under joins with each other and with the history's times.
+
+        ``join(c, x)`` is ``c`` itself when ``x <= c``: a history time below every seed (most
+        of the history, once compacted to the frontier) never makes a new candidate, so with
+        one seed the history is filtered first and usually nothing is left."""
         le, tjoin = self.order.le, self.order.join
-        history_times = {t for _, t, _ in hist_in}
-        history_times.update(t for _, t, _ in hist_out)
+        history = {t for _, t, _ in hist_in}
+        if hist_out:
+            history.update([t for _, t, _ in hist_out])
+        if len(seeds) == 1:
+            for s in seeds:
+                history = [x for x in history if not le(x, s)]
+            if not history:
+                return seeds
+        else:
+            history.difference_update(seeds)
+            history = list(history)
         candidates = set(seeds)
-        frontier_new = set(seeds)
-        while frontier_new:
-            fresh = set()
-            for c in frontier_new:
-                # join(c, x) is c itself when x <= c: skip those (most of the history).
-                for x in history_times:
+        new = list(seeds)
+        while new:
+            fresh = []
+            others = history + list(candidates)
+            for c in new:
+                for x in others:
                     if not le(x, c):
                         j = tjoin(c, x)
                         if j not in candidates:
-                            fresh.add(j)
-                for x in candidates:
-                    if not le(x, c):
-                        j = tjoin(c, x)
-                        if j not in candidates:
-                            fresh.add(j)
-            candidates |= fresh
-            frontier_new = fresh
+                            candidates.add(j)
+                            fresh.append(j)
+            new = fresh
         return candidates
 
     def _evaluate_at(self, key: Any, t: Any, hist_in: History, out_hist: History,
                      output: Dict) -> None:
         """Emit the difference between ``logic`` on the input at ``t`` and the output at ``t``."""
         le = self.order.le
-        group = list(accumulate_at(hist_in, t, le).items())
-        current = accumulate_at(out_hist, t, le)
+        acc: Dict[Any, int] = {}
+        for v, u, r in hist_in:
+            if le(u, t):
+                acc[v] = acc.get(v, 0) + r
+        group = [(v, r) for v, r in acc.items() if r]
+        current: Dict[Any, int] = {}
+        for v, u, r in out_hist:
+            if le(u, t):
+                current[v] = current.get(v, 0) + r
         if group:
-            try:
-                group.sort()
-            except TypeError:
-                group.sort(key=repr)
+            if len(group) > 1:
+                try:
+                    group.sort()
+                except TypeError:
+                    group.sort(key=repr)
             desired = self._check_output(key, self.logic(key, group))
         else:
             desired = {}
+        changes = []
         for v, r in current.items():
             d = desired.get(v, 0) - r
-            if d:
-                self._emit(key, v, t, d, out_hist, output)
+            if d and r:
+                changes.append((v, d))
         for v, r in desired.items():
             if not current.get(v):
-                self._emit(key, v, t, r, out_hist, output)
+                changes.append((v, r))
+        if changes:
+            self._emit(key, t, changes, out_hist, output)
 
-    def _emit(self, key, v, t, d, out_hist, output) -> None:
-        out_hist.append((v, t, d))
+    def _emit(self, key: Any, t: Any, changes: List[Tuple[Any, int]], out_hist: History,
+              output: Dict) -> None:
         cap = self.caps.find(t)
         if cap is None:  # pragma: no cover - a bug if it happens
             raise TimelyError(f"reduce {self.name!r}: no capability for time {t!r}")
         bucket = output.get(cap.time)
         if bucket is None:
             output[cap.time] = bucket = []
-        bucket.append(((key, v), t, d))
+        for v, d in changes:
+            out_hist.append((v, t, d))
+            bucket.append(((key, v), t, d))
 
     def _check_output(self, key: Any, desired: Any) -> Dict[Any, int]:
         out: Dict[Any, int] = {}
@@ -223,21 +253,25 @@ class ReduceOperator(OperatorCore):
         """Advance a key's histories to the frontier and consolidate them, once they have
         doubled since the last time (amortised O(1) per update; keeps them proportional to the
         live values)."""
-        sizes = self._compacted_sizes
-        for which, store in enumerate((self.in_hist, self.out_hist)):
+        for store, sizes in ((self.in_hist, self._in_sizes), (self.out_hist, self._out_sizes)):
             hist = store.get(key)
             if hist is None:
                 continue
-            size_key = (which, key)
-            if len(hist) <= max(4, 2 * sizes.get(size_key, 0)):
+            n = len(hist)
+            if n <= 4:
+                if not n:
+                    del store[key]
+                    sizes.pop(key, None)
+                continue
+            if n <= 2 * sizes.get(key, 0):
                 continue
             new = advance_and_consolidate(hist, frontier, self.order)
             if new:
                 store[key] = new
-                sizes[size_key] = len(new)
+                sizes[key] = len(new)
             else:
                 del store[key]
-                sizes.pop(size_key, None)
+                sizes.pop(key, None)
 
 
 def reduce_stream(batches: Stream, view: TraceView, logic: Logic, name: str = "Reduce") -> Stream:
