@@ -53,7 +53,7 @@ class Spine:
         self.seq = 0
         self.upper: List[Any] = [order.minimum]
         self._minimum = [order.minimum]
-        self._since = MutableAntichain(order.le)
+        self._since = MutableAntichain(order.le, order.is_total)
         self._since.update_iter([(order.minimum, 1)])  # the writer's own hold, see `advance_writer`
         self._writer_since: List[Any] = [order.minimum]
         self.readers: List[Any] = []
