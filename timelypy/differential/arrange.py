@@ -234,6 +234,62 @@ class ArrangeOperator(OperatorCore):
         caps.downgrade(times)
 
 
+class _TotalArrange(ArrangeOperator):
+    """:class:`ArrangeOperator` for totally ordered times: its one capability (at the least
+    pending time) is held as a time, without capability objects."""
+
+    def __init__(self, scope: Any, name: str, keep_trace: bool = True):
+        super().__init__(scope, name, keep_trace)
+        self._cap: Any = None
+        self._internal = self.shared.internals[0]
+
+    def schedule(self) -> bool:
+        """Hand arrived updates to the batcher; seal a batch when the input frontier passes
+        the held time."""
+        changed = self._apply_frontiers()
+        q = self._queue
+        if q:
+            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+            push = self.batcher.push
+            while q:
+                time, data = q.popleft()
+                consumed[time] = consumed.get(time, 0) + len(data)
+                cap = self._cap
+                if cap is None or time < cap:
+                    self._move_cap(time)
+                push(data)
+        if changed:
+            try:
+                self._seal()
+            except TypeError as exc:
+                raise unhashable_error(self, (u[0] for u in self.batcher.pending)) from exc
+        return False
+
+    def _move_cap(self, time: Any) -> None:
+        """Hold the capability at ``time`` (None: hold none) instead of the held one."""
+        internal = self._internal
+        if time is not None:
+            internal.update(time, 1)
+        if self._cap is not None:
+            internal.update(self._cap, -1)
+        self._cap = time
+
+    def _seal(self) -> None:
+        """Seal the updates before the input frontier into a batch sent at the held time."""
+        frontier = list(self.input_frontiers[0].frontier)
+        cap = self._cap
+        if cap is None or (frontier and not cap < frontier[0]):
+            self.writer.advance(frontier)
+            return
+        data, count = self.batcher.seal_before(frontier)
+        batch = self.writer.write(data, frontier, count)
+        if count:
+            self._out.push(cap, [batch])
+        rest = self.batcher.frontier()
+        self._move_cap(rest[0] if rest else None)
+        self.writer.advance(frontier, sealed=True)
+
+
 def _key_of_update(u: Update) -> Any:
     return u[0][0]
 
@@ -252,7 +308,7 @@ def arrange_stream(updates: Stream, scope: Any, name: str, by_self: bool = False
     """
     if by_self:
         updates = updates.map_batch(_as_keys, name="AsKeys")
-    op = ArrangeOperator(scope, name, keep_trace)
+    op = (_TotalArrange if scope.order.is_total else ArrangeOperator)(scope, name, keep_trace)
     updates.connect_to(op, 0, Exchange(_key_of_update))
     return Stream(scope, op.output_ports[0]), op.spine
 
