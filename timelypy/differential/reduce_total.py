@@ -37,7 +37,6 @@ class _TotalReduce(OperatorCore):
         if not scope.order.is_total:
             raise TimelyError(f"{name}: needs totally ordered times (use count/distinct/"
                               f"threshold inside iterative scopes)")
-        self.counts: Dict[Any, int] = {}
         self.pending: Dict[Any, Dict[Any, int]] = {}
         """``time -> {record: summed diff}`` for times the input frontier has not passed."""
         self._cap: Optional[Any] = None
@@ -125,25 +124,35 @@ class _TotalReduce(OperatorCore):
 
 
 class CountTotal(_TotalReduce):
-    """``(record, count)`` for every record with a non-zero count."""
+    """``(record, count)`` for every record with a non-zero count.
+
+    ``pairs`` keeps each record's current ``(record, count)`` tuple: it is both the state and
+    the record a later change retracts, so a change builds one pair, not two."""
+
+    def __init__(self, scope: Any, name: str):
+        super().__init__(scope, name)
+        self.pairs: Dict[Any, Any] = {}
 
     def _emit(self, sums: Dict[Any, int], t: Any, out: List[Any]) -> None:
-        counts = self.counts
-        get = counts.get
+        pairs = self.pairs
+        get = pairs.get
         append, extend = out.append, out.extend
         for d, r in sums.items():
             if r:
-                old = get(d, 0)
-                new = old + r
-                if new:
-                    counts[d] = new
-                    if old:
-                        extend((((d, old), t, -1), ((d, new), t, 1)))
-                    else:
-                        append(((d, new), t, 1))
+                old = get(d)
+                if old is None:
+                    new = (d, r)
+                    pairs[d] = new
+                    append((new, t, 1))
+                    continue
+                c = old[1] + r
+                if c:
+                    new = (d, c)
+                    pairs[d] = new
+                    extend(((old, t, -1), (new, t, 1)))
                 else:
-                    del counts[d]
-                    append(((d, old), t, -1))
+                    del pairs[d]
+                    append((old, t, -1))
 
 
 class ThresholdTotal(_TotalReduce):
@@ -153,6 +162,7 @@ class ThresholdTotal(_TotalReduce):
     def __init__(self, scope: Any, f: Optional[Callable[[Any, int], int]], name: str):
         super().__init__(scope, name)
         self.f = f
+        self.counts: Dict[Any, int] = {}
 
     def _emit(self, sums: Dict[Any, int], t: Any, out: List[Any]) -> None:
         counts, f = self.counts, self.f
