@@ -43,6 +43,8 @@ class ReduceOperator(OperatorCore):
         self.pending: Dict[Any, Set[Any]] = {}
         self.pending_times: Dict[Any, Set[Any]] = {}
         self._in_sizes: Dict[Any, int] = {}
+        self._fresh: Set[Any] = set()  # keys with input since their last evaluation
+        self._pii = self.order.depth == 1  # times are Product(int, int)
         self._out_sizes: Dict[Any, int] = {}
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
@@ -75,6 +77,7 @@ class ReduceOperator(OperatorCore):
             internal = self.shared.internals[0]
             inputs = self.in_hist
             read = self.view.read_batch
+            fresh = self._fresh
             while q:
                 time, batches = q.popleft()
                 consumed.update(time, len(batches))
@@ -88,6 +91,7 @@ class ReduceOperator(OperatorCore):
                             hist.extend(vals)
                         for _, t, _ in vals:
                             self._add_pending(key, t)
+                        fresh.add(key)
         if changed or received:
             self._process()
         return False
@@ -121,9 +125,16 @@ class ReduceOperator(OperatorCore):
         """Re-evaluate ``key`` at every time the frontier has passed where it may change."""
         seeds = self._take_pending(key)
         hist_in = self.in_hist.get(key, [])
-        if self.order.is_total:
+        if self.order.is_total or key not in self._fresh:
+            # Without new input the pending times are already closed under joins with the
+            # history (they are what is left of the last closure; the outputs since were at
+            # times of that closure, and advancing to the frontier commutes with joins).
             candidates = seeds
+        elif self._pii:
+            self._fresh.discard(key)
+            candidates = _closure_pii(seeds, hist_in, self.out_hist.get(key))
         else:
+            self._fresh.discard(key)
             candidates = self._interesting_times(seeds, hist_in, self.out_hist.get(key))
         ready = []
         for t in candidates:
@@ -191,16 +202,14 @@ class ReduceOperator(OperatorCore):
     def _evaluate_at(self, key: Any, t: Any, hist_in: History, out_hist: History,
                      output: Dict) -> None:
         """Emit the difference between ``logic`` on the input at ``t`` and the output at ``t``."""
-        le = self.order.le
-        acc: Dict[Any, int] = {}
-        for v, u, r in hist_in:
-            if le(u, t):
-                acc[v] = acc.get(v, 0) + r
+        if self._pii:
+            acc = _accumulate_pii(hist_in, t)
+            current = _accumulate_pii(out_hist, t)
+        else:
+            le = self.order.le
+            acc = _accumulate(hist_in, t, le)
+            current = _accumulate(out_hist, t, le)
         group = [(v, r) for v, r in acc.items() if r]
-        current: Dict[Any, int] = {}
-        for v, u, r in out_hist:
-            if le(u, t):
-                current[v] = current.get(v, 0) + r
         if group:
             if len(group) > 1:
                 try:
@@ -272,6 +281,62 @@ class ReduceOperator(OperatorCore):
             else:
                 del store[key]
                 sizes.pop(key, None)
+
+
+def _accumulate(hist: History, t: Any, le: Callable) -> Dict[Any, int]:
+    """``{value: total}`` over the updates of ``hist`` at times ``<= t`` (zeros kept)."""
+    acc: Dict[Any, int] = {}
+    for v, u, r in hist:
+        if le(u, t):
+            acc[v] = acc.get(v, 0) + r
+    return acc
+
+
+def _accumulate_pii(hist: History, t: Any) -> Dict[Any, int]:
+    """:func:`_accumulate` for Product(int, int) times, the comparison written out."""
+    o, i = t
+    acc: Dict[Any, int] = {}
+    get = acc.get
+    for v, (a, b), r in hist:
+        if a <= o and b <= i:
+            acc[v] = get(v, 0) + r
+    return acc
+
+
+def _closure_pii(seeds: Set[Any], hist_in: History, hist_out: Optional[History]) -> Set[Any]:
+    """The joins of every set of times of ``seeds``, the input and the output history that
+    holds a seed (what :meth:`ReduceOperator._interesting_times` computes), for
+    Product(int, int) times, in O(outer values x times) instead of pairwise joins.
+
+    A join is ``(max outer, max inner)``, so ``(o, i)`` is one exactly when some time has
+    outer ``o`` and inner ``<= i``, some time has inner ``i`` and outer ``<= o``, and some seed
+    is ``<= (o, i)``."""
+    times = {t for _, t, _ in hist_in}
+    if hist_out:
+        times.update([t for _, t, _ in hist_out])
+    times.update(seeds)
+    if len(seeds) == 1:
+        for s0, s1 in seeds:
+            for a, b in times:
+                if a > s0 or b > s1:
+                    break
+            else:
+                return seeds
+    seed_min = min([a for a, _ in seeds])
+    product = type(next(iter(seeds)))
+    new = tuple.__new__
+    candidates = set(seeds)
+    for o in {a for a, _ in times}:
+        if o < seed_min:
+            continue
+        lo = min([b for a, b in seeds if a <= o])
+        at_o = min([b for a, b in times if a == o])
+        if at_o > lo:
+            lo = at_o
+        for a, b in times:
+            if a <= o and b >= lo:
+                candidates.add(new(product, (o, b)))
+    return candidates
 
 
 def reduce_stream(batches: Stream, view: TraceView, logic: Logic, name: str = "Reduce") -> Stream:
