@@ -269,6 +269,8 @@ class ReachabilityTracker:
         }
         self.output_changes: Dict[int, ChangeBatch] = {}
         self._staged: Dict[Location, Dict[Any, int]] = {}
+        self._routes: Dict[Location, Any] = {}
+        self._target_keys: Dict[Location, int] = {}
         self.total_counts = 0
         self.cap_counts: Dict[int, int] = {}
 
@@ -310,44 +312,61 @@ class ReachabilityTracker:
         if not self._staged:
             return {}
         staged, self._staged = self._staged, {}
-        pointstamps = self.pointstamps
-        reach = self.reach
-        pending: Dict[Location, List[Tuple[Any, int]]] = {}
+        routes = self._routes
+        cap_counts = self.cap_counts
+        pending: Dict[int, Tuple[Location, MutableAntichain, List[Tuple[Any, int]]]] = {}
         for loc, changes in staged.items():
             if not any(changes.values()):  # produced and consumed within the same round
                 continue
-            ps = pointstamps.get(loc)
-            if ps is None:
-                ps = pointstamps[loc] = MutableAntichain(self._le, self._total)
+            route = routes.get(loc)
+            if route is None:
+                route = self._route(loc)
+            ps, targets, node, outputs = route
             moved = sum(changes.values())
             if moved:
                 self.total_counts += moved
-                if loc.is_source:
-                    self.cap_counts[loc.node] = self.cap_counts.get(loc.node, 0) + moved
+                if node is not None:
+                    cap_counts[node] = cap_counts.get(node, 0) + moved
             frontier_changes = ps.update_iter(changes.items())
             if not frontier_changes:
                 continue
-            for tgt, sums in reach.get(loc, ()):
-                bucket = pending.get(tgt)
-                if bucket is None:
-                    bucket = pending[tgt] = []
+            for key, tgt, sums, imp in targets:
+                entry = pending.get(key)
+                if entry is None:
+                    entry = pending[key] = (tgt, imp, [])
                 if sums is None:
-                    bucket.extend(frontier_changes)
+                    entry[2].extend(frontier_changes)
                     continue
+                bucket = entry[2]
                 for t, d in frontier_changes:
                     for s in sums:
                         u = s.results_in(t)
                         if u is not None:
                             bucket.append((u, d))
-            if loc in self.output_reach:
+            if outputs:
                 self._to_outputs(loc, frontier_changes)
         pushed: Dict[Location, List[Tuple[Any, int]]] = {}
-        implications = self.implications
-        for tgt, changes in pending.items():
-            fc = implications[tgt].update_iter(changes)
+        for tgt, imp, changes in pending.values():
+            fc = imp.update_iter(changes)
             if fc:
                 pushed[tgt] = fc
         return pushed
+
+    def _route(self, loc: Location) -> Tuple[MutableAntichain, List[Tuple[int, Location, Any, Any]],
+                                             Optional[int], bool]:
+        """What :meth:`propagate_all` needs of ``loc``, looked up once: its pointstamps, the
+        targets it reaches (a small int key each, cheaper to hash than a location; the path
+        summaries; the implications), its node if it is a source, and whether it reaches scope
+        outputs."""
+        ps = self.pointstamps.get(loc)
+        if ps is None:
+            ps = self.pointstamps[loc] = MutableAntichain(self._le, self._total)
+        keys = self._target_keys
+        targets = [(keys.setdefault(tgt, len(keys)), tgt, sums, self.implications[tgt])
+                   for tgt, sums in self.reach.get(loc, ())]
+        route = (ps, targets, loc.node if loc.is_source else None, loc in self.output_reach)
+        self._routes[loc] = route
+        return route
 
     def _to_outputs(self, loc: Location, frontier_changes: List[Tuple[Any, int]]) -> None:
         """Add the frontier changes at ``loc`` to the implications at the scope outputs it
@@ -369,6 +388,7 @@ class ReachabilityTracker:
         if self.implications[target].frontier or antichain.frontier:
             raise ValueError(f"adopt {target}: frontiers must be empty")
         self.implications[target] = antichain
+        self._routes.clear()
 
     def frontier_at(self, target: Location) -> List[Any]:
         """The implication frontier at ``target``: the times that may still arrive there (do not

@@ -355,7 +355,16 @@ class Subgraph(Operate):
                 counts = (local if child.local else final)._counts
                 for source, inner, outer, sign in all_moves[idx]:
                     if source:
-                        _move(source, inner + outer, sign, counts)
+                        for loc in inner or outer:
+                            for t, d in source.items():
+                                k = (loc, t)
+                                c = counts.get(k, 0) + sign * d
+                                if c:
+                                    counts[k] = c
+                                else:
+                                    del counts[k]
+                        if inner and outer:
+                            _move(source, outer, sign, counts)
                         source.clear()
             if failure is not None:
                 self._send_progress()
