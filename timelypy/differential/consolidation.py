@@ -91,11 +91,10 @@ def advance_and_consolidate(updates: Iterable[Update], since: Sequence[Any],
             m0 = f0 if f0 < m0 else m0
             m1 = f1 if f1 < m1 else m1
         new = tuple.__new__
-        product = type(since[0])
         for v, t, r in updates:
             a, b = t
-            if a < m0 or b < m1:
-                t = new(product, (a if a >= m0 else m0, b if b >= m1 else m1))
+            if a < m0 or b < m1:  # the advanced time is of the kind of t (Product or tuple)
+                t = new(type(t), (a if a >= m0 else m0, b if b >= m1 else m1))
             k = (v, t)
             acc[k] = acc.get(k, 0) + r
     elif since:

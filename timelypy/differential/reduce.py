@@ -17,6 +17,7 @@ from ..dataflow.capability import CapabilitySet
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import ReduceOutputError, TimelyError, user_error
+from ..order import Product
 from ..progress.frontier import Antichain
 from .consolidation import advance_and_consolidate
 from .trace import TraceView
@@ -29,6 +30,7 @@ Group = List[Tuple[Any, int]]
 Logic = Callable[[Any, Group], Group]
 """``logic(key, group)``: the output values of ``key`` with their counts."""
 History = List[Tuple[Any, Any, int]]
+_new_tuple = tuple.__new__
 
 
 class ReduceOperator(OperatorCore):
@@ -44,7 +46,11 @@ class ReduceOperator(OperatorCore):
         self.pending_times: Dict[Any, Set[Any]] = {}
         self._in_sizes: Dict[Any, int] = {}
         self._fresh: Set[Any] = set()  # keys with input since their last evaluation
-        self._pii = self.order.depth == 1  # times are Product(int, int)
+        # Product(int, int) times: the histories and pending times hold them as plain tuples
+        # ``(outer, inner)``, which the garbage collector stops tracking once they survive a
+        # collection (a Product, a tuple subclass, and every tuple holding one are scanned on
+        # every full collection); output and capabilities get Products back.
+        self._pii = self.order.depth == 1
         self._out_sizes: Dict[Any, int] = {}
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
@@ -78,12 +84,15 @@ class ReduceOperator(OperatorCore):
             inputs = self.in_hist
             read = self.view.read_batch
             fresh = self._fresh
+            pii = self._pii
             while q:
                 time, batches = q.popleft()
                 consumed.update(time, len(batches))
                 caps.retain(time, internal, 0, self.name)
                 for batch in batches:
                     for key, vals in read(batch):
+                        if pii:  # plain-tuple times: see __init__
+                            vals = [(v, (t[0], t[1]), r) for v, t, r in vals]
                         hist = inputs.get(key)
                         if hist is None:
                             inputs[key] = list(vals)
@@ -119,7 +128,10 @@ class ReduceOperator(OperatorCore):
         pending_frontier = Antichain(le=self.order.le)
         for t in self.pending_times:
             pending_frontier.insert(t)
-        self.caps.downgrade(list(pending_frontier))
+        if self._pii:
+            self.caps.downgrade([_new_tuple(Product, t) for t in pending_frontier])
+        else:
+            self.caps.downgrade(list(pending_frontier))
 
     def _evaluate(self, key: Any, frontier: List[Any], beyond: Callable, output: Dict) -> None:
         """Re-evaluate ``key`` at every time the frontier has passed where it may change."""
@@ -238,9 +250,10 @@ class ReduceOperator(OperatorCore):
         bucket = output.get(cap.time)
         if bucket is None:
             output[cap.time] = bucket = []
+        pt = _new_tuple(Product, t) if self._pii else t
         for v, d in changes:
             out_hist.append((v, t, d))
-            bucket.append(((key, v), t, d))
+            bucket.append(((key, v), pt, d))
 
     def _check_output(self, key: Any, desired: Any) -> Dict[Any, int]:
         out: Dict[Any, int] = {}
