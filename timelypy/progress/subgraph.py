@@ -137,7 +137,8 @@ class Subgraph(Operate):
 
     def quiet(self) -> bool:
         """No child is scheduled and no progress is pending here (nested scopes aside)."""
-        return not (any(self.activations[1:]) or self.final_progress or self.local_progress
+        return not (any(self.activations[1:]) or self.final_progress.counts
+                    or self.local_progress.counts
                     or (self.tracker is not None and self.tracker.has_staged()))
 
     def finalize(self) -> None:
@@ -192,7 +193,7 @@ class Subgraph(Operate):
     def _propagate(self) -> None:
         tracker = self.tracker
         final = self.final_progress
-        if final:
+        if final.counts:
             to_outer = self.to_outer
             shared = self.shared
             for (loc, t), d in final.drain_unsorted():
@@ -226,7 +227,7 @@ class Subgraph(Operate):
         if tracker.output_changes:
             to_outer = self.to_outer
             for j, oc in tracker.output_changes.items():
-                if oc:
+                if oc.counts:
                     changes = [(to_outer(t), d) for t, d in oc.drain_unsorted()]
                     fc = self.output_capabilities[j].update_iter(changes)
                     if fc:
@@ -236,7 +237,7 @@ class Subgraph(Operate):
         tracker = self.tracker
         to_inner = self.to_inner
         for i, fb in enumerate(self.shared.frontiers):
-            if fb:
+            if fb.counts:
                 for t, d in fb.drain_unsorted():
                     tracker.update(Location(0, i, True), to_inner(t), d)
 
@@ -248,7 +249,7 @@ class Subgraph(Operate):
         # 2. Records that entered through our inputs.
         local = self.local_progress
         for i, ic in enumerate(self.ingress_counts):
-            if ic:
+            if ic.counts:
                 src = Location(0, i, True)
                 targets = self.edges_from.get(src, ())
                 for t, n in ic.drain_unsorted():
@@ -390,7 +391,7 @@ class Subgraph(Operate):
 
     def _send_progress(self) -> None:
         local = self.local_progress
-        if not local:
+        if not local.counts:
             return
         if self.progcaster is None:
             local.drain_into(self.final_progress)
@@ -400,7 +401,7 @@ class Subgraph(Operate):
     def has_work(self) -> bool:
         """Something is scheduled or pending here or in a nested scope (the next step would do
         something)."""
-        if any(self.activations) or self.final_progress or self.local_progress:
+        if any(self.activations) or self.final_progress.counts or self.local_progress.counts:
             return True
         if self.tracker is not None and self.tracker.has_staged():
             return True
@@ -417,8 +418,8 @@ class Subgraph(Operate):
             any(self._incomplete)
             or any(self.activations)
             or self.tracker.tracking_anything()
-            or bool(self.final_progress)
-            or bool(self.local_progress)
+            or bool(self.final_progress.counts)
+            or bool(self.local_progress.counts)
         )
 
     # ------------------------------------------------------------------ introspection
