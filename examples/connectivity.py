@@ -42,9 +42,10 @@ def connected_labels(edges: Any) -> Any:
     before those are even proposed. The fixed point is the book's; far fewer labels change on
     the way, at the load and after every change of the graph."""
     labels = edges.map(lambda e: (e[0], e[0])).distinct()
+    by_src = edges.arrange_by_key()  # arranged once, outside the loop, and entered into it
 
     def body(inner):
-        edges_in = edges.enter(inner.scope)
+        edges_in = by_src.enter(inner.scope)
         start = inner.scope.order.minimum[0]
         labels_in = labels.enter(inner.scope).join_function(
             lambda nl: [(nl, tp.Product(start, _priority(nl[1])), 1)])
