@@ -62,8 +62,8 @@ class Batcher:
         if self.order.is_total:
             return [min(u[1] for u in pending)]
         times = Antichain(le=self.order.le)
-        for upd in pending:
-            times.insert(upd[1])
+        for t in dict.fromkeys([upd[1] for upd in pending]):
+            times.insert(t)
         return list(times)
 
 
@@ -91,9 +91,13 @@ def _group_not_beyond(pending: List[Update], upper: List[Any],
     data: BatchData = {}
     keep = []
     get = data.get
+    beyond: dict = {}  # per distinct time: far fewer than updates
     for upd in pending:
         kv, t, r = upd
-        if not any(le(u, t) for u in upper):
+        b = beyond.get(t)
+        if b is None:
+            beyond[t] = b = any(le(u, t) for u in upper)
+        if not b:
             lst = get(kv[0])
             if lst is None:
                 data[kv[0]] = [(kv[1], t, r)]
