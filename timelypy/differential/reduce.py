@@ -108,6 +108,18 @@ class ReduceOperator(OperatorCore):
     def _process(self) -> None:
         frontier = list(self.input_frontiers[0].frontier)
         beyond = self.input_frontiers[0].less_equal  # t is at or beyond the input frontier
+        if self._pii and len(frontier) == 1:
+            f0, f1 = frontier[0]
+
+            def beyond(t: Any) -> bool:
+                return f0 <= t[0] and f1 <= t[1]
+        elif self._pii:
+            def beyond(t: Any) -> bool:
+                a, b = t
+                for f0, f1 in frontier:
+                    if f0 <= a and f1 <= b:
+                        return True
+                return False
         ready_keys: Set[Any] = set()
         for t, keys in self.pending_times.items():
             if not beyond(t):
@@ -215,8 +227,15 @@ class ReduceOperator(OperatorCore):
                      output: Dict) -> None:
         """Emit the difference between ``logic`` on the input at ``t`` and the output at ``t``."""
         if self._pii:
-            acc = _accumulate_pii(hist_in, t)
-            current = _accumulate_pii(out_hist, t)
+            o, i = t
+            acc = {}
+            for v, (a, b), r in hist_in:
+                if a <= o and b <= i:
+                    acc[v] = acc.get(v, 0) + r
+            current = {}
+            for v, (a, b), r in out_hist:
+                if a <= o and b <= i:
+                    current[v] = current.get(v, 0) + r
         else:
             le = self.order.le
             acc = _accumulate(hist_in, t, le)
@@ -302,17 +321,6 @@ def _accumulate(hist: History, t: Any, le: Callable) -> Dict[Any, int]:
     for v, u, r in hist:
         if le(u, t):
             acc[v] = acc.get(v, 0) + r
-    return acc
-
-
-def _accumulate_pii(hist: History, t: Any) -> Dict[Any, int]:
-    """:func:`_accumulate` for Product(int, int) times, the comparison written out."""
-    o, i = t
-    acc: Dict[Any, int] = {}
-    get = acc.get
-    for v, (a, b), r in hist:
-        if a <= o and b <= i:
-            acc[v] = get(v, 0) + r
     return acc
 
 
