@@ -83,7 +83,7 @@ class ReduceOperator(OperatorCore):
             internal = self.shared.internals[0]
             inputs = self.in_hist
             read = self.view.read_batch
-            fresh = self._fresh
+            fresh = self._fresh if not self.order.is_total else set()  # total: no closures
             pii = self._pii
             while q:
                 time, batches = q.popleft()
