@@ -332,17 +332,21 @@ def _closure_pii(seeds: Set[Any], hist_in: History, hist_out: Optional[History])
     A join is ``(max outer, max inner)``, so ``(o, i)`` is one exactly when some time has
     outer ``o`` and inner ``<= i``, some time has inner ``i`` and outer ``<= o``, and some seed
     is ``<= (o, i)``."""
+    if len(seeds) == 1:  # the common case: every time of the history below the seed
+        for s0, s1 in seeds:
+            for _, (a, b), _ in hist_in:
+                if a > s0 or b > s1:
+                    break
+            else:
+                for _, (a, b), _ in hist_out or ():
+                    if a > s0 or b > s1:
+                        break
+                else:
+                    return seeds
     times = {t for _, t, _ in hist_in}
     if hist_out:
         times.update([t for _, t, _ in hist_out])
     times.update(seeds)
-    if len(seeds) == 1:
-        for s0, s1 in seeds:
-            for a, b in times:
-                if a > s0 or b > s1:
-                    break
-            else:
-                return seeds
     seed_min = min([a for a, _ in seeds])
     product = type(next(iter(seeds)))
     new = tuple.__new__
