@@ -56,7 +56,7 @@ from .remote import RemoteClient, Request
 from .display import begin_wait, end_wait
 from .service import (ADVANCE, CHANGES, COMMIT, DISCARD, FLUSH, FRONTIER, LOOKUP, STAGE, STATS,
                       WAIT, Command, HandleService)
-from .worker import Worker
+from .worker import Worker, tuned_gc
 
 __all__ = ["open_session", "DataflowSession", "WorkerClient", "InProcessClient", "RemoteClient"]
 
@@ -149,7 +149,12 @@ class InProcessClient:
 
     def _step_until(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
         """Step every worker, round-robin, until ``condition()``; ``what`` says what timed out.
-        A worker whose step raises fails the session."""
+        A worker whose step raises fails the session. The collector is tuned meanwhile, as
+        in every backend's workers (a process of its own gets it for its whole life)."""
+        with tuned_gc():
+            self._step_while_not(condition, deadline, what)
+
+    def _step_while_not(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
         steps = 0
         while not condition():
             for w in self._workers:
