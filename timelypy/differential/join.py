@@ -94,9 +94,34 @@ def core(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
     return kernel
 
 
+class _JoinWork:
+    """One accepted batch being joined with the other trace, resumable between activations:
+    the keys still to visit (an iterator over the batch, which no merge touches while the
+    join has not acknowledged it) and the other trace's batches as they were at the start."""
+
+    __slots__ = ("side", "time", "batch", "keys", "others")
+
+    def __init__(self, side: int, time: Any, batch: Batch, keys: Any, others: List[Batch]):
+        self.side = side
+        self.time = time
+        self.batch = batch
+        self.keys = keys
+        self.others = others
+
+
 class JoinOperator(OperatorCore):
     """Joins two arrangements: each new batch of one input against the other's trace as
-    accepted so far, so that every pair of updates is joined exactly once."""
+    accepted so far, so that every pair of updates is joined exactly once.
+
+    Work is fuelled, as differential-dataflow's ``join_core``: an activation produces about
+    :attr:`fuel` output updates, sends them, and resumes where it stopped at the next
+    activation (holding a capability at the batch's time, and keeping the other trace from
+    merging meanwhile), so the operators downstream consume the output in bounded pieces
+    instead of one list as large as the whole join of a big batch.
+    """
+
+    fuel = 100_000
+    """Output updates per activation before the join yields."""
 
     def __init__(self, scope: Any, a: TraceView, b: TraceView, product: JoinProduct,
                  logic: Optional[Callable], name: str):
@@ -108,46 +133,90 @@ class JoinOperator(OperatorCore):
         self.ack_a = 0
         self.ack_b = 0
         self._out = self.output_ports[0]
+        self._work: Optional[_JoinWork] = None
+        self._held: List[Tuple[int, Any, List[Batch]]] = []
 
     def schedule(self) -> bool:
-        """Join every arrived batch with the other trace; acknowledge it; release holds."""
+        """Join arrived batches with the other trace (about :attr:`fuel` outputs), acknowledge
+        the finished ones, release holds; activate again while work remains."""
         changed = self._apply_frontiers()
-        out = self._out
-        for side in (0, 1):
-            q = self.input_ports[side].queue
-            if not q:
-                continue
-            consumed = self.shared.consumeds[side]
-            while q:
-                time, batches = q.popleft()
-                consumed.update(time, len(batches))
-                for batch in batches:
-                    try:
-                        result = self._join_batch(side, batch)
-                    except TimelyError:
-                        raise
-                    except Exception as exc:
-                        raise user_error(self, exc, f"a batch at time {time!r}") from exc
-                    if side == 0:
-                        self.ack_a = batch.seq
-                    else:
-                        self.ack_b = batch.seq
-                    if result:
-                        out.push(time, result)
-        acked = self.ack_a != self.ha.through_seq or self.ack_b != self.hb.through_seq
+        fuel = self.fuel
+        acked = False
+        while fuel > 0:
+            if self._work is None and not self._start_next():
+                break
+            fuel = self._run_work(fuel)
+            if self._work is None:
+                acked = True
+        if self._work is not None or self._held or any(p.queue for p in self.input_ports):
+            self.activate()
         self.ha.acknowledge(self.ack_a)
         self.hb.acknowledge(self.ack_b)
-        if changed or acked:
+        if (changed or acked) and self._work is None:
             self._release()
         return False
+
+    def _start_next(self) -> bool:
+        """Begin the next arrived batch (input 0's before input 1's); False if none waits."""
+        while not self._held:
+            for side in (0, 1):
+                q = self.input_ports[side].queue
+                if q:
+                    time, batches = q.popleft()
+                    self.shared.consumeds[side].update(time, len(batches))
+                    if batches:
+                        self.shared.internals[0].update(time, 1)  # until all are joined
+                        self._held.append((side, time, list(batches)))
+                    break
+            else:
+                return False
+        side, time, batches = self._held[0]
+        batch = batches.pop(0)
+        if not batches:
+            self._held.pop(0)
+        mine, other, ack = (self.a, self.b, self.ack_b) if side == 0 else \
+            (self.b, self.a, self.ack_a)
+        others = other.spine.batches_through(ack)
+        other.spine.pin()
+        self._work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
+        return True
+
+    def _run_work(self, fuel: int) -> int:
+        """Join keys of the current batch until about ``fuel`` outputs are made; send them.
+        Returns the fuel left (0 or less when the batch is not finished)."""
+        work = self._work
+        try:
+            out = self._join_keys(work, fuel)
+        except TimelyError:
+            raise
+        except Exception as exc:
+            raise user_error(self, exc, f"a batch at time {work.time!r}") from exc
+        if out:
+            self._out.push(work.time, out)
+        fuel -= len(out)
+        if fuel > 0:  # the batch is done
+            self._finish(work)
+        return fuel
+
+    def _finish(self, work: _JoinWork) -> None:
+        self._work = None
+        if work.side == 0:
+            self.ack_a = work.batch.seq
+            self.b.spine.unpin()
+        else:
+            self.ack_b = work.batch.seq
+            self.a.spine.unpin()
+        if not self._held:  # the last batch of its message
+            self.shared.internals[0].update(work.time, -1)
 
     def _release(self) -> None:
         """Trace a is only ever joined with future b updates, and vice versa: let each trace
         compact up to the other input's frontier."""
         fa, fb = self.input_frontiers[0].frontier, self.input_frontiers[1].frontier
         if not fa and not fb:
-            self.ha.close()
-            self.hb.close()
+            if not self._held and not any(p.queue for p in self.input_ports):
+                self.ha.close()
+                self.hb.close()
             return
         self.ha.set_logical_compaction(self.a.unmap_frontier(fb) if fb else [])
         self.hb.set_logical_compaction(self.b.unmap_frontier(fa) if fa else [])
@@ -155,37 +224,51 @@ class JoinOperator(OperatorCore):
         if self.b.spine is not self.a.spine:
             self.b.spine.maintain()
 
-    def _join_batch(self, side: int, batch: Batch) -> List[Any]:
-        if side == 0:
-            mine, other, ack = self.a, self.b, self.ack_b
-        else:
-            mine, other, ack = self.b, self.a, self.ack_a
-        others = other.spine.batches_through(ack)
-        if not others:
-            return []
-        opred, otm = other.pred, other.time_map
+    def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
+        """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""
+        others = work.others
         out: List[Any] = []
-        kernel = self.kernels[side]
-        for key, vals in mine.read_batch(batch):
-            lists = []
-            for ob in others:
-                ov = ob.data.get(key)
-                if ov:
-                    lists.append(ov)
-            if not lists:
-                continue
-            if opred is not None or otm is not None:
-                lists = [ov for _, ov in wrap_items([(key, l) for l in lists], opred, otm)]
-                if not lists:
+        if not others:
+            return out
+        other = self.b if work.side == 0 else self.a
+        opred, otm = other.pred, other.time_map
+        wrapped = opred is not None or otm is not None
+        kernel = self.kernels[work.side]
+        single = others[0].data if len(others) == 1 and not wrapped else None
+        for key, vals in work.keys:
+            if single is not None:
+                merged = single.get(key)
+                if not merged:
                     continue
-            if len(lists) > 1:
-                merged = []
-                for ov in lists:
-                    merged.extend(ov)
             else:
-                merged = lists[0]
+                merged = self._other_values(key, others, opred, otm, wrapped)
+                if not merged:
+                    continue
             kernel(key, vals, merged, out)
+            if len(out) >= fuel:
+                break
         return out
+
+    @staticmethod
+    def _other_values(key: Any, others: List[Batch], opred: Any, otm: Any,
+                      wrapped: bool) -> Vals:
+        lists = []
+        for ob in others:
+            ov = ob.data.get(key)
+            if ov:
+                lists.append(ov)
+        if not lists:
+            return lists
+        if wrapped:
+            lists = [ov for _, ov in wrap_items([(key, l) for l in lists], opred, otm)]
+            if not lists:
+                return lists
+        if len(lists) == 1:
+            return lists[0]
+        merged = []
+        for ov in lists:
+            merged.extend(ov)
+        return merged
 
 
 def join_streams(a: Tuple[Stream, TraceView], b: Tuple[Stream, TraceView], product: JoinProduct,

@@ -60,6 +60,7 @@ class Spine:
         self.listeners: List[Any] = []
         self._inserted = 0
         self._force_compaction = False
+        self._pins = 0
         self.complete = False
 
     # ------------------------------------------------------------------ writing
@@ -191,6 +192,8 @@ class Spine:
     def compact(self) -> None:
         """Merge what readers allow and compact every batch they have all seen, now
         (normally automatic and amortised)."""
+        if self._pins:
+            return
         self._maintain()
         self._compact_prefix(self._mergeable())
 
@@ -203,7 +206,20 @@ class Spine:
             m += 1
         return m
 
+    def pin(self) -> None:
+        """Keep every stored batch as it is (no merge, no compaction) until :meth:`unpin`: a
+        reader is part-way through the batches it took from :meth:`batches_through`."""
+        self._pins += 1
+
+    def unpin(self) -> None:
+        """Release one :meth:`pin`; maintenance resumes when none is left."""
+        self._pins -= 1
+        if not self._pins:
+            self._maintain()
+
     def _maintain(self) -> None:
+        if self._pins:
+            return
         batches = self.batches
         phys = self.physical_seq()
         m = 0
