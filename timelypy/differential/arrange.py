@@ -112,14 +112,25 @@ def _consolidate_groups(data: BatchData) -> int:
     """Consolidate (in place) the keys with several updates; drop keys that cancel out.
     Returns the number of updates left."""
     count = 0
-    for k, lst in list(data.items()):
-        if len(lst) > 1:
-            lst = consolidate(lst)
-            if not lst:
-                del data[k]
+    empty = []
+    for k, lst in data.items():
+        n = len(lst)
+        if n == 1:
+            count += 1
+            continue
+        if n == 2:  # the commonest case under churn: a retraction and an insertion
+            (v1, t1, r1), (v2, t2, r2) = lst
+            if (v1 != v2 or t1 != t2) and r1 and r2:
+                count += 2
                 continue
+        lst = consolidate(lst)
+        if lst:
             data[k] = lst
-        count += len(lst)
+            count += len(lst)
+        else:
+            empty.append(k)
+    for k in empty:
+        del data[k]
     return count
 
 

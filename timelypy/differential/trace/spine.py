@@ -218,7 +218,8 @@ class Spine:
             self._maintain()
 
     def _maintain(self) -> None:
-        if self._pins:
+        if self._pins or not self._since.frontier:
+            # Pinned, or nothing may be read at any time any more: merging is wasted work.
             return
         batches = self.batches
         phys = self.physical_seq()
@@ -258,8 +259,12 @@ class Spine:
 
     def _compact_prefix(self, m: int) -> None:
         """Compact (advance to since, consolidate) every batch of the first ``m``."""
+        since = self._since.frontier
+        unmoved = since[0] if len(since) == 1 and self.order.is_total else None
         for idx in range(m):
             b = self.batches[idx]
+            if unmoved is not None and b.lower and unmoved <= b.lower[0]:
+                continue  # no time of b is before since, and batches are consolidated per key
             if not b.owned:
                 b = b.owned_copy()
                 self.batches[idx] = b
@@ -274,40 +279,8 @@ class Spine:
         order = self.order
         target = a if a.owned else a.owned_copy()
         data = target.data
-        count = target.count
         single = since[0] if len(since) == 1 and order.is_total else None
-        for key, vals in b.data.items():
-            existing = data.get(key)
-            if existing is None:
-                data[key] = list(vals)
-                count += len(vals)
-                continue
-            if single is not None and len(existing) == 1 and len(vals) == 1:
-                # The commonest case under churn, inline: one update on each side.
-                v1, t1, r1 = existing[0]
-                v2, t2, r2 = vals[0]
-                if t1 < single:
-                    t1 = single
-                if t2 < single:
-                    t2 = single
-                if v1 == v2 and t1 == t2:
-                    r = r1 + r2
-                    if r:
-                        data[key] = [(v1, t1, r)]
-                    else:
-                        del data[key]
-                        count -= 1
-                else:
-                    data[key] = [(v1, t1, r1), (v2, t2, r2)]
-                    count += 1
-                continue
-            new = advance_and_consolidate(existing + vals, since, order)
-            count += len(new) - len(existing)
-            if new:
-                data[key] = new
-            else:
-                del data[key]
-        target.count = count
+        target.count = _merge_consolidating(data, b.data, target.count, since, order, single)
         target.upper = b.upper
         target.seq = b.seq
         target.since = since
@@ -354,3 +327,41 @@ class Spine:
     def __repr__(self) -> str:
         return f"Spine({self.name!r}, batches={len(self.batches)}, " \
                f"updates={self.stored_updates()}, since={self.since})"
+
+
+def _merge_consolidating(data: BatchData, newer: BatchData, count: int, since: List[Any],
+                         order: Any, single: Any) -> int:
+    """Merge ``newer`` into ``data`` (owned), advancing the times of the keys present in both
+    to ``since`` and consolidating them; returns the new count."""
+    for key, vals in newer.items():
+        existing = data.get(key)
+        if existing is None:
+            data[key] = list(vals)
+            count += len(vals)
+            continue
+        if single is not None and len(existing) == 1 and len(vals) == 1:
+            # The commonest case under churn, inline: one update on each side.
+            v1, t1, r1 = existing[0]
+            v2, t2, r2 = vals[0]
+            if t1 < single:
+                t1 = single
+            if t2 < single:
+                t2 = single
+            if v1 == v2 and t1 == t2:
+                r = r1 + r2
+                if r:
+                    data[key] = [(v1, t1, r)]
+                else:
+                    del data[key]
+                    count -= 1
+            else:
+                data[key] = [(v1, t1, r1), (v2, t2, r2)]
+                count += 1
+            continue
+        new = advance_and_consolidate(existing + vals, since, order)
+        count += len(new) - len(existing)
+        if new:
+            data[key] = new
+        else:
+            del data[key]
+    return count
