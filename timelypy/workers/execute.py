@@ -9,7 +9,8 @@ from typing import Any, Callable, List, Optional, Tuple
 from ..stats import Statistics, StatsSink, export_ray_metrics, in_ray_actor
 from .backends import get_backend
 from .defaults import resolve_run
-from .worker import Worker, tuned_gc
+from .collector import paused_collector
+from .worker import Worker
 
 __all__ = ["execute", "CollectStatistics"]
 
@@ -48,7 +49,7 @@ def execute(build: Callable[[Worker], Any], workers: Optional[int] = None,
         build = CollectStatistics(build, timeout)
     log.debug("execute: %d worker(s) on %s", workers, backend)
     started = _time.monotonic()
-    with tuned_gc():
+    with paused_collector():
         results = runner.run(build, workers, timeout=timeout, **options)
     log.debug("execute: %d worker(s) on %s done in %.3f s", workers, backend,
               _time.monotonic() - started)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import threading
 import time as _time
@@ -17,6 +16,7 @@ from ..order import INT_ORDER
 from ..progress.broadcast import Progcaster
 from ..progress.reachability import Location
 from ..progress.subgraph import Subgraph
+from .collector import maybe_collect, paused_collector
 from .display import begin_wait, end_wait, progress_enabled
 
 __all__ = ["Worker", "StallError", "run_worker", "tuned_gc", "observe_dataflows"]
@@ -181,6 +181,7 @@ class Worker:
 
     def step(self) -> bool:
         """Do one round of work on every dataflow; returns whether any dataflow is incomplete."""
+        maybe_collect()
         for handle in self._inputs:
             handle.flush()
         received = self._receive()
@@ -349,22 +350,11 @@ class Worker:
         return f"Worker(index={self.index}, peers={self.peers})"
 
 
-GC_THRESHOLDS = (100_000, 50, 1000)
-"""Collector thresholds while a dataflow runs. Dataflows hold millions of small acyclic tuples;
-CPython's defaults then spend about half of a large load in full collections (measured: skip-level
-load of 3*10^5 people 3.6 s with the defaults, 1.6 s with these, 1.3 s with gc off)."""
-
-
 @contextlib.contextmanager
 def tuned_gc() -> Iterator[None]:
-    """Raise the garbage collector's thresholds for the duration (restored afterwards)."""
-    old = gc.get_threshold()
-    gc.set_threshold(max(old[0], GC_THRESHOLDS[0]), max(old[1], GC_THRESHOLDS[1]),
-                     max(old[2], GC_THRESHOLDS[2]))
-    try:
+    """The collector policy while workers step (see :mod:`.collector`; paused by default)."""
+    with paused_collector():
         yield
-    finally:
-        gc.set_threshold(*old)
 
 
 def run_worker(worker: Worker, build: Callable[[Worker], Any], timeout: Optional[float] = None) -> Any:
