@@ -153,7 +153,8 @@ class JoinOperator(OperatorCore):
             fuel = self._run_work(fuel)
             if self._work is None:
                 acked = True
-        if self._work is not None or self._held or any(p.queue for p in self.input_ports):
+        ports = self.input_ports
+        if self._work is not None or self._held or ports[0].queue or ports[1].queue:
             self.activate()
         self.ha.acknowledge(self.ack_a)
         self.hb.acknowledge(self.ack_b)

@@ -212,10 +212,8 @@ class Spine:
         self._pins += 1
 
     def unpin(self) -> None:
-        """Release one :meth:`pin`; maintenance resumes when none is left."""
+        """Release one :meth:`pin`; the next insert or :meth:`maintain` merges again."""
         self._pins -= 1
-        if not self._pins:
-            self._maintain()
 
     def _maintain(self) -> None:
         if self._pins or not self._since.frontier:
