@@ -24,11 +24,11 @@ from .arrange import arrange_stream
 from .captured import CapturedCollection
 from .consolidate import consolidate_stream
 from .consolidation import accumulate
-from .fusion import fuse_updates
+from .fusion import ACCUMULABLE, fuse_updates
 from .iterate import loop_variable
 from .reduce import (Logic, count_logic, distinct_logic, reduce_stream, sum_logic,
                      threshold_logic)
-from .reduce_total import count_total, threshold_total
+from .reduce_total import _TotalReduce, count_total, threshold_total
 from .trace import Batch, Spine, TraceView
 
 __all__ = ["Arranged", "Collection", "Variable", "concatenate"]
@@ -124,6 +124,13 @@ class Collection:
 
         Example: ``counts.inspect(print)`` prints ``(('a', 2), 0, 1)`` and every later update.
         """
+        if self._stream is not None:
+            # Straight after count / distinct / threshold at total times: the reduction calls
+            # ``f`` on each time's changes as it makes them (no operator, no list in between).
+            port = self._stream.port
+            op = self.scope.subgraph.children[port.node]
+            if isinstance(op, _TotalReduce) and op.fuse_inspect(f):
+                return Collection(self.scope, self._stream)
         return Collection(self.scope, self._then("inspect", f).inner)
 
     def map_times(self, f: Callable[[Any], Any]) -> "Collection":
@@ -274,7 +281,18 @@ class Collection:
     def count_total(self) -> "Collection":
         """``count`` for totally ordered times: O(1) per update (no interesting times).
 
-        Example: ``words.count_total()`` is what ``words.count()`` runs for ``int`` times."""
+        Example: ``words.count_total()`` is what ``words.count()`` runs for ``int`` times.
+
+        On one worker, a pending chain of time-preserving linear operators (``lines.flat_map(
+        str.split).count()``) runs inside the count (``Linear[flat_map]>CountTotal``): each
+        record goes straight into the sums, with no update per record in between."""
+        stages = self._stages
+        if (self._stream is None and stages and self.scope.worker.peers == 1
+                and all(kind in ACCUMULABLE for kind, _ in stages)):
+            names = ">".join(kind for kind, _ in stages)
+            return Collection(self.scope, count_total(self._base.inner,
+                                                      f"Linear[{names}]>CountTotal",
+                                                      list(stages)))
         return Collection(self.scope, count_total(self.inner, "CountTotal"))
 
     def sum(self) -> "Collection":

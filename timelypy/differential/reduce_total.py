@@ -6,33 +6,59 @@ record) and sums them per time and record as they arrive (one dict update each, 
 tuples). When the input frontier passes a time, every record whose count changed at that time
 costs one dict update of its current count and its output changes from ``f(old)`` to
 ``f(new)``. No history, no trace; one capability, at the least pending time.
+
+Two more fusions keep a whole activation free of intermediate lists:
+
+* **Upstream**, a chain of time-preserving linear operators (map, filter, flat_map, explode,
+  negate) can run inside the operator (``stages``; on one worker, where the exchange by record
+  moves nothing): each input update's records go straight into the sums
+  (:func:`~.fusion.fuse_accumulate`), with no update triple per record and no list.
+* **Downstream**, an ``inspect`` (:meth:`_TotalReduce.fuse_inspect`) is called on each time's
+  changes as they are made. When nothing but probes reads the output (probes discard data and
+  only count it), the changes are not kept for the output message: it carries as many
+  placeholders, so every count the progress protocol and the instruments see is unchanged,
+  while each time's update tuples are freed as soon as the inspection saw them (the collector
+  is not triggered by a large activation's output).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional
+from collections import deque
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..dataflow.channels import Exchange
-from ..dataflow.operator import OperatorCore
+from ..dataflow.channels import Exchange, InputPort
+from ..dataflow.operator import OperatorCore, _offending
+from ..dataflow.probe import ProbeOperator
 from ..dataflow.stream import Stream
 from ..errors import TimelyError, unhashable_error, user_error
+from .fusion import fuse_accumulate, fuse_updates
 
 __all__ = ["CountTotal", "ThresholdTotal", "count_total", "threshold_total"]
-
-
-_NO_TIME = object()
 
 
 def _data_of(u: Any) -> Any:
     return u[0]
 
 
+class _Named:
+    """Names the user's fused stage (the operator the unfused dataflow would have run) in
+    error messages."""
+
+    __slots__ = ("name", "worker_index")
+
+    def __init__(self, name: str, worker_index: int):
+        self.name = name
+        self.worker_index = worker_index
+
+
 class _TotalReduce(OperatorCore):
     """Shared plumbing: sum arrived updates per time and record; when the input frontier
-    passes a time, turn its sums into output changes (in time order)."""
+    passes a time, turn its sums into output changes (in time order).
 
-    def __init__(self, scope: Any, name: str):
+    ``stages``: ``(kind, function)`` linear stages applied to every input update first (see
+    the module notes); empty for updates that arrive as they are to be counted."""
+
+    def __init__(self, scope: Any, name: str, stages: Sequence[Tuple[str, Any]] = ()):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         if not scope.order.is_total:
             raise TimelyError(f"{name}: needs totally ordered times (use count/distinct/"
@@ -45,6 +71,20 @@ class _TotalReduce(OperatorCore):
         self._consumed = self.shared.consumeds[0]
         self._internal = self.shared.internals[0]
         self._out = self.output_ports[0]
+        self._stages = list(stages)
+        self._accept = fuse_accumulate(self._stages)
+        self._inspect: Optional[Callable[[Any], Any]] = None
+        self._consume = deque(maxlen=0).extend
+        self._sinks: Tuple[int, bool] = (-1, False)
+        """``(number of consumers, whether all are probes)`` when last checked."""
+
+    def fuse_inspect(self, f: Callable[[Any], Any]) -> bool:
+        """Call ``f((record, time, diff))`` on every output update as it is made (at most one
+        inspection is fused; False if one already is)."""
+        if self._inspect is not None:
+            return False
+        self._inspect = f
+        return True
 
     def schedule(self) -> bool:
         """Sum arrived updates; emit the changes at times the input frontier has passed."""
@@ -52,6 +92,7 @@ class _TotalReduce(OperatorCore):
         q = self._queue
         if q:
             consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+            accept, pending = self._accept, self.pending
             while q:
                 time, data = q.popleft()
                 consumed[time] = consumed.get(time, 0) + len(data)
@@ -63,25 +104,42 @@ class _TotalReduce(OperatorCore):
                         internal.update(cap, -1)
                     self._cap = time
                 try:
-                    self._accept(data)
-                except TypeError as exc:
-                    raise unhashable_error(self, (u[0] for u in data)) from exc
+                    accept(data, pending)
+                except TimelyError:
+                    raise
+                except Exception as exc:
+                    raise self._accept_error(exc, data, time) from exc
         if changed and self.pending:
             self._release()
         return False
 
-    def _accept(self, data: List[Any]) -> None:
-        """Add every ``(record, time, diff)`` of ``data`` to the sums of its time."""
-        pending = self.pending
-        last: Any = _NO_TIME
-        acc: Dict[Any, int] = {}
-        for d, t, r in data:
-            if t != last:
-                acc = pending.get(t)
-                if acc is None:
-                    acc = pending[t] = defaultdict(int)
-                last = t
-            acc[d] += r
+    def _accept_error(self, exc: Exception, data: List[Any], time: Any) -> Exception:
+        """The error for a batch whose accumulation raised: the user's fused stage (named as
+        the unfused ``Linear[...]`` operator, with the offending record), or a record that
+        cannot be hashed."""
+        records: Any = (u[0] for u in data)
+        if self._stages:
+            chain = fuse_updates(self._stages, self.order.join)
+            try:
+                records = [u[0] for u in chain(data)]
+            except Exception as inner:  # the user's function: name it as its own operator
+                names = ">".join(kind for kind, _ in self._stages)
+                return user_error(_Named(f"Linear[{names}]", self.worker_index), inner,
+                                  _offending(chain, data, time))
+        if isinstance(exc, TypeError):
+            return unhashable_error(self, records)
+        return user_error(self, exc)
+
+    def _sink_only(self) -> bool:
+        """Nothing but probes reads the output (they only count its records)."""
+        pushers = self._out.pushers
+        n, only = self._sinks
+        if n != len(pushers):
+            only = all(type(p) is InputPort
+                       and isinstance(p.subgraph.children[p.node], ProbeOperator)
+                       for p in pushers)
+            self._sinks = (len(pushers), only)
+        return only
 
     def _release(self) -> None:
         """Emit the changes at the pending times the input frontier has passed (in time
@@ -91,23 +149,55 @@ class _TotalReduce(OperatorCore):
         if frontier:
             bound = frontier[0]
             ready = [t for t in pending if t < bound]
-            if not ready:
+            if not ready:  # nothing to emit; the capability may still move up to the least
+                self._hold_least()  # pending time (updates sent ahead of their message time)
                 return
             if len(ready) > 1:
                 ready.sort()
         else:
             ready = sorted(pending)
+        inspect = self._inspect
+        sink = self._sink_only()
+        emit = self._emit
         out: List[Any] = []
+        produced = 0
         try:
             for t in ready:
-                self._emit(pending.pop(t), t, out)
+                changes = emit(pending.pop(t), t)
+                if not changes:
+                    continue
+                if inspect is not None:
+                    try:
+                        self._consume(map(inspect, changes))
+                    except TimelyError:
+                        raise
+                    except Exception as exc:
+                        raise user_error(_Named("Linear[inspect]", self.worker_index), exc,
+                                         f"an update at time {t!r}") from exc
+                if sink:
+                    produced += len(changes)
+                elif out:
+                    out += changes
+                else:
+                    out = changes
         except TimelyError:
             raise
         except Exception as exc:
             raise user_error(self, exc) from exc
         cap = self._cap
-        if out:
+        if sink:
+            if produced:
+                self._out.push(cap, [None] * produced)
+        elif out:
             self._out.push(cap, out)
+        self._hold_least()
+
+    def _hold_least(self) -> None:
+        """Keep the one capability at the least pending time (none if nothing is pending)."""
+        cap = self._cap
+        if cap is None:
+            return
+        pending = self.pending
         internal = self._internal
         if not pending:
             internal.update(cap, -1)
@@ -119,7 +209,9 @@ class _TotalReduce(OperatorCore):
                 internal.update(cap, -1)
                 self._cap = least
 
-    def _emit(self, sums: Dict[Any, int], t: Any, out: List[Any]) -> None:
+    def _emit(self, sums: Dict[Any, int], t: Any) -> List[Any]:
+        """The output changes at time ``t`` for the summed input changes ``sums`` (a fresh
+        list, which the caller may keep)."""
         raise NotImplementedError
 
 
@@ -129,14 +221,15 @@ class CountTotal(_TotalReduce):
     ``pairs`` keeps each record's current ``(record, count)`` tuple: it is both the state and
     the record a later change retracts, so a change builds one pair, not two."""
 
-    def __init__(self, scope: Any, name: str):
-        super().__init__(scope, name)
+    def __init__(self, scope: Any, name: str, stages: Sequence[Tuple[str, Any]] = ()):
+        super().__init__(scope, name, stages)
         self.pairs: Dict[Any, Any] = {}
 
-    def _emit(self, sums: Dict[Any, int], t: Any, out: List[Any]) -> None:
+    def _emit(self, sums: Dict[Any, int], t: Any) -> List[Any]:
         pairs = self.pairs
         get = pairs.get
-        append, extend = out.append, out.extend
+        out: List[Any] = []
+        append = out.append
         for d, r in sums.items():
             if r:
                 old = get(d)
@@ -146,13 +239,14 @@ class CountTotal(_TotalReduce):
                     append((new, t, 1))
                     continue
                 c = old[1] + r
+                append((old, t, -1))
                 if c:
                     new = (d, c)
                     pairs[d] = new
-                    extend(((old, t, -1), (new, t, 1)))
+                    append((new, t, 1))
                 else:
                     del pairs[d]
-                    append((old, t, -1))
+        return out
 
 
 class ThresholdTotal(_TotalReduce):
@@ -164,9 +258,10 @@ class ThresholdTotal(_TotalReduce):
         self.f = f
         self.counts: Dict[Any, int] = {}
 
-    def _emit(self, sums: Dict[Any, int], t: Any, out: List[Any]) -> None:
+    def _emit(self, sums: Dict[Any, int], t: Any) -> List[Any]:
         counts, f = self.counts, self.f
         get = counts.get
+        out: List[Any] = []
         append = out.append
         for d, r in sums.items():
             if not r:
@@ -185,12 +280,20 @@ class ThresholdTotal(_TotalReduce):
             fn = f(d, new) if new else 0
             if fo != fn:
                 append((d, t, fn - fo))
+        return out
 
 
-def count_total(updates: Stream, name: str = "CountTotal") -> Stream:
+def count_total(updates: Stream, name: str = "CountTotal",
+                stages: Sequence[Tuple[str, Any]] = ()) -> Stream:
     """The counts of a stream of ``(record, time, diff)`` updates (exchanged by record) as
-    ``((record, count), time, diff)``."""
-    op = CountTotal(updates.scope, name)
+    ``((record, count), time, diff)``.
+
+    ``stages``: time-preserving linear stages (kinds in :data:`~.fusion.ACCUMULABLE`) to apply
+    to ``updates`` first, inside the operator; only on one worker (the exchange routes the
+    updates as they arrive, so on several workers the stages must run before it)."""
+    if stages and updates.scope.worker.peers != 1:
+        raise TimelyError("count_total: linear stages fuse only on one worker")
+    op = CountTotal(updates.scope, name, stages)
     updates.connect_to(op, 0, Exchange(_data_of))
     return Stream(updates.scope, op.output_ports[0])
 
