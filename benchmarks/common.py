@@ -108,8 +108,9 @@ def timed(fn: Callable[[], Any]) -> float:
 
 def add_gc_argument(parser: Any) -> None:
     parser.add_argument("--gc", choices=["on", "off"], default="on",
-                        help="off: disable Python's cyclic garbage collector while the dataflow "
-                             "runs (shows how much of the time is GC scanning the heap)")
+                        help="off: disable Python's cyclic garbage collector for the whole "
+                             "measurement; on (default): the library's policy (paused while "
+                             "workers step, see TIMELYPY_GC; set TIMELYPY_GC=tuned to compare)")
 
 
 class gc_mode:
