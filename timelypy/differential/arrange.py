@@ -296,13 +296,24 @@ class _TotalArrange(ArrangeOperator):
         if cap is None or (frontier and not cap < frontier[0]):
             self.writer.advance(frontier)
             return
-        data, count = self.batcher.seal_before(frontier)
+        batcher = self.batcher
+        data, keep = _group_before(batcher.pending, frontier[0] if frontier else None)
+        batcher.pending = keep
+        count = _consolidate_groups(data)
         batch = self.writer.write(data, frontier, count)
         if count:
             self._out.push(cap, [batch])
-        rest = self.batcher.frontier()
-        self._move_cap(rest[0] if rest else None)
-        self.writer.advance(frontier, sealed=True)
+        if keep:
+            self._move_cap(min(u[1] for u in keep))
+        else:  # the common case: everything sealed, release the capability
+            internal = self._internal.counts
+            c = internal.get(cap, 0) - 1
+            if c:
+                internal[cap] = c
+            else:
+                del internal[cap]
+            self._cap = None
+        self.writer.spine.advance_writer(frontier)
 
 
 def _key_of_update(u: Update) -> Any:

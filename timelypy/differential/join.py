@@ -140,6 +140,9 @@ class JoinOperator(OperatorCore):
         self._out = self.output_ports[0]
         self._work: Optional[_JoinWork] = None
         self._held: List[Tuple[int, Any, List[Batch]]] = []
+        self._queues = (self.input_ports[0].queue, self.input_ports[1].queue)
+        self._consumed = (self.shared.consumeds[0].counts, self.shared.consumeds[1].counts)
+        self._internal = self.shared.internals[0].counts
 
     def schedule(self) -> bool:
         """Join arrived batches with the other trace (about :attr:`fuel` outputs), acknowledge
@@ -153,8 +156,8 @@ class JoinOperator(OperatorCore):
             fuel = self._run_work(fuel)
             if self._work is None:
                 acked = True
-        ports = self.input_ports
-        if self._work is not None or self._held or ports[0].queue or ports[1].queue:
+        q0, q1 = self._queues
+        if self._work is not None or self._held or q0 or q1:
             self.activate()
         self.ha.acknowledge(self.ack_a)
         self.hb.acknowledge(self.ack_b)
@@ -164,28 +167,45 @@ class JoinOperator(OperatorCore):
 
     def _start_next(self) -> bool:
         """Begin the next arrived batch (input 0's before input 1's); False if none waits."""
-        while not self._held:
-            for side in (0, 1):
-                q = self.input_ports[side].queue
-                if q:
-                    time, batches = q.popleft()
-                    self.shared.consumeds[side].update(time, len(batches))
-                    if batches:
-                        self.shared.internals[0].update(time, 1)  # until all are joined
-                        self._held.append((side, time, list(batches)))
-                    break
+        held = self._held
+        while not held:
+            q0, q1 = self._queues
+            if q0:
+                side, q = 0, q0
+            elif q1:
+                side, q = 1, q1
             else:
                 return False
-        side, time, batches = self._held[0]
+            time, batches = q.popleft()
+            if batches:
+                # ChangeBatch.update inlined: consumed, and a capability until all are joined.
+                consumed = self._consumed[side]
+                consumed[time] = consumed.get(time, 0) + len(batches)
+                internal = self._internal
+                c = internal.get(time, 0) + 1
+                if c:
+                    internal[time] = c
+                else:
+                    del internal[time]
+                if len(batches) == 1:  # the common case: nothing to hold for later
+                    self._begin(side, time, batches[0])
+                    return True
+                held.append((side, time, list(batches)))
+        side, time, batches = held[0]
         batch = batches.pop(0)
         if not batches:
-            self._held.pop(0)
+            held.pop(0)
+        self._begin(side, time, batch)
+        return True
+
+    def _begin(self, side: int, time: Any, batch: Batch) -> None:
+        """Make ``batch`` (of input ``side``, at ``time``) the current work."""
         mine, other, ack = (self.a, self.b, self.ack_b) if side == 0 else \
             (self.b, self.a, self.ack_a)
-        others = other.spine.batches_through(ack)
-        other.spine.pin()
+        spine = other.spine
+        others = spine.batches_through(ack)
+        spine._pins += 1  # Spine.pin, inlined
         self._work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
-        return True
 
     def _run_work(self, fuel: int) -> int:
         """Join keys of the current batch until about ``fuel`` outputs are made; send them.
@@ -213,7 +233,12 @@ class JoinOperator(OperatorCore):
             self.ack_b = work.batch.seq
             self.a.spine.unpin()
         if not self._held:  # the last batch of its message
-            self.shared.internals[0].update(work.time, -1)
+            internal = self._internal
+            c = internal.get(work.time, 0) - 1
+            if c:
+                internal[work.time] = c
+            else:
+                del internal[work.time]
 
     def _release(self) -> None:
         """Trace a is only ever joined with future b updates, and vice versa: let each trace

@@ -65,6 +65,27 @@ def insert_summary(antichain: List[PathSummary], summary: PathSummary) -> bool:
     return True
 
 
+def _move_least(antichain: MutableAntichain, counts: Dict[Any, int],
+                old: Any) -> List[Tuple[Any, int]]:
+    """Recompute the frontier of a totally ordered ``antichain`` (whose ``counts`` changed and
+    whose frontier was ``old``, None if empty) and return its changes."""
+    if not counts:
+        new = None
+    else:
+        new = min(counts)
+        if counts[new] <= 0:  # transiently negative counts (several workers): scan
+            new = min((t for t, c in counts.items() if c > 0), default=None)
+    if new == old:
+        return []
+    if new is None:
+        antichain._elements = []
+        return [(old, -1)]
+    antichain._elements = [new]
+    if old is None:
+        return [(new, 1)]
+    return [(old, -1), (new, 1)]
+
+
 class _Node:
     __slots__ = ("index", "name", "inputs", "outputs", "summary")
 
@@ -311,6 +332,8 @@ class ReachabilityTracker:
         """
         if not self._staged:
             return {}
+        if self._total:
+            return self._propagate_total()
         staged, self._staged = self._staged, {}
         routes = self._routes
         cap_counts = self.cap_counts
@@ -348,6 +371,67 @@ class ReachabilityTracker:
         pushed: Dict[Location, List[Tuple[Any, int]]] = {}
         for tgt, imp, changes in pending.values():
             fc = imp.update_iter(changes)
+            if fc:
+                pushed[tgt] = fc
+        return pushed
+
+    def _propagate_total(self) -> Dict[Location, List[Tuple[Any, int]]]:
+        """:meth:`propagate_all` for totally ordered times, where each frontier is the least
+        time with a positive count: the count tables are updated inline (no call per
+        location; the hot path of a closed loop)."""
+        staged, self._staged = self._staged, {}
+        routes = self._routes
+        cap_counts = self.cap_counts
+        pending: Dict[int, Tuple[Location, MutableAntichain, List[Tuple[Any, int]]]] = {}
+        total = 0
+        for loc, changes in staged.items():
+            route = routes.get(loc)
+            if route is None:
+                route = self._route(loc)
+            ps, targets, node, outputs = route
+            counts = ps._counts
+            elements = ps._elements
+            old = elements[0] if elements else None
+            moved = 0
+            rebuild = False
+            for t, d in changes.items():
+                if d:
+                    moved += d
+                    c = counts.get(t, 0) + d
+                    if c:
+                        counts[t] = c
+                    else:
+                        del counts[t]
+                    if old is None or t <= old:
+                        rebuild = True
+            if moved:
+                total += moved
+                if node is not None:
+                    cap_counts[node] = cap_counts.get(node, 0) + moved
+            if not rebuild:
+                continue
+            frontier_changes = _move_least(ps, counts, old)
+            if not frontier_changes:
+                continue
+            for key, tgt, sums, imp in targets:
+                entry = pending.get(key)
+                if entry is None:
+                    entry = pending[key] = (tgt, imp, [])
+                if sums is None:
+                    entry[2].extend(frontier_changes)
+                    continue
+                bucket = entry[2]
+                for t, d in frontier_changes:
+                    for s in sums:
+                        u = s.results_in(t)
+                        if u is not None:
+                            bucket.append((u, d))
+            if outputs:
+                self._to_outputs(loc, frontier_changes)
+        self.total_counts += total
+        pushed: Dict[Location, List[Tuple[Any, int]]] = {}
+        for tgt, imp, changes in pending.values():
+            fc = imp._update_total(changes)
             if fc:
                 pushed[tgt] = fc
         return pushed

@@ -220,10 +220,16 @@ class Spine:
             # Pinned, or nothing may be read at any time any more: merging is wasted work.
             return
         batches = self.batches
-        phys = self.physical_seq()
-        m = 0
-        while m < len(batches) and batches[m].seq <= phys:
-            m += 1
+        readers = self.readers
+        if not readers:
+            phys = _INF
+        elif len(readers) == 1:
+            phys = readers[0].through_seq
+        else:
+            phys = min(h.through_seq for h in readers)
+        m = len(batches)
+        while m and batches[m - 1].seq > phys:  # seqs increase: the unseen batches are last
+            m -= 1
         i = m - 1
         # Geometric merging (a batch joins its predecessor once it is at least half its size);
         # a predecessor the spine owns is updated in place at O(size of the newer batch), so
@@ -239,12 +245,15 @@ class Spine:
         # Amortised full compaction: once as many updates arrived as half of what is stored
         # (each update pays for O(1) compaction work), or after a reader advanced its
         # logical compaction explicitly.
-        stored = 0
-        for b in batches[:m]:
-            stored += b.count
-        if stored > _COMPACTION_THRESHOLD and (self._inserted * 2 >= stored
-                                               or self._force_compaction):
-            self._compact_prefix(m)
+        # (``stored > threshold`` and ``inserted * 2 >= stored`` need ``inserted * 2 > threshold``:
+        # the stored count is only summed when a pass may be due.)
+        inserted2 = self._inserted * 2
+        if inserted2 > _COMPACTION_THRESHOLD or self._force_compaction:
+            stored = 0
+            for b in batches[:m]:
+                stored += b.count
+            if stored > _COMPACTION_THRESHOLD and (inserted2 >= stored or self._force_compaction):
+                self._compact_prefix(m)
 
     def _merge_at_reported(self, i: int) -> None:
         """Merge batches ``i - 1`` and ``i`` and emit a :class:`SpineMerged` event."""
