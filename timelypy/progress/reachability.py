@@ -16,7 +16,7 @@ every target: the frontier of times that may still arrive there.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ..errors import CycleError
 from ..order import PathSummary
@@ -84,6 +84,33 @@ def _move_least(antichain: MutableAntichain, counts: Dict[Any, int],
     if old is None:
         return [(new, 1)]
     return [(old, -1), (new, 1)]
+
+
+def _imply_total(touched: Iterable[Tuple[Location, MutableAntichain]]
+                 ) -> Dict[Location, List[Tuple[Any, int]]]:
+    """The frontier changes of totally ordered implications whose counts changed (their
+    ``_elements`` still the frontier before): each frontier becomes the least time with a
+    positive count."""
+    pushed: Dict[Location, List[Tuple[Any, int]]] = {}
+    for tgt, imp in touched:
+        counts = imp._counts
+        elements = imp._elements
+        old = elements[0] if elements else None
+        if counts:
+            new = min(counts)
+            if counts[new] <= 0:  # transiently negative counts (several workers): scan
+                new = min((t for t, c in counts.items() if c > 0), default=None)
+        else:
+            new = None
+        if new == old:
+            continue
+        if new is None:
+            imp._elements = []
+            pushed[tgt] = [(old, -1)]
+        else:
+            imp._elements = [new]
+            pushed[tgt] = [(new, 1)] if old is None else [(old, -1), (new, 1)]
+    return pushed
 
 
 class _Node:
@@ -382,7 +409,7 @@ class ReachabilityTracker:
         staged, self._staged = self._staged, {}
         routes = self._routes
         cap_counts = self.cap_counts
-        pending: Dict[int, Tuple[Location, MutableAntichain, List[Tuple[Any, int]]]] = {}
+        touched: Dict[int, Tuple[Location, MutableAntichain]] = {}
         total = 0
         for loc, changes in staged.items():
             route = routes.get(loc)
@@ -414,27 +441,31 @@ class ReachabilityTracker:
             if not frontier_changes:
                 continue
             for key, tgt, sums, imp in targets:
-                entry = pending.get(key)
-                if entry is None:
-                    entry = pending[key] = (tgt, imp, [])
+                # Applied to the implication's counts at once; its frontier (``_elements``)
+                # is brought up to date after every location, by _imply_total.
+                icounts = imp._counts
                 if sums is None:
-                    entry[2].extend(frontier_changes)
-                    continue
-                bucket = entry[2]
-                for t, d in frontier_changes:
-                    for s in sums:
-                        u = s.results_in(t)
-                        if u is not None:
-                            bucket.append((u, d))
+                    for t, d in frontier_changes:
+                        c = icounts.get(t, 0) + d
+                        if c:
+                            icounts[t] = c
+                        else:
+                            del icounts[t]
+                else:
+                    for t, d in frontier_changes:
+                        for s in sums:
+                            u = s.results_in(t)
+                            if u is not None:
+                                c = icounts.get(u, 0) + d
+                                if c:
+                                    icounts[u] = c
+                                else:
+                                    del icounts[u]
+                touched[key] = (tgt, imp)
             if outputs:
                 self._to_outputs(loc, frontier_changes)
         self.total_counts += total
-        pushed: Dict[Location, List[Tuple[Any, int]]] = {}
-        for tgt, imp, changes in pending.values():
-            fc = imp._update_total(changes)
-            if fc:
-                pushed[tgt] = fc
-        return pushed
+        return _imply_total(touched.values())
 
     def _route(self, loc: Location) -> Tuple[MutableAntichain, List[Tuple[int, Location, Any, Any]],
                                              Optional[int], bool]:

@@ -46,6 +46,24 @@ def _move(source: Dict[Any, int], locations: Tuple[Any, ...], sign: int,
                 del counts[k]
 
 
+def _batch_reports(moves: Tuple[Any, ...], counts: Dict[Any, int]) -> None:
+    """Move a child's reports (see ``Subgraph._report_moves``) into a progress batch's
+    ``counts`` (keyed ``(location, time)``), to broadcast to every worker."""
+    for source, inner, outer, sign in moves:
+        if source:
+            for loc in inner or outer:
+                for t, d in source.items():
+                    k = (loc, t)
+                    c = counts.get(k, 0) + sign * d
+                    if c:
+                        counts[k] = c
+                    else:
+                        del counts[k]
+            if inner and outer:
+                _move(source, outer, sign, counts)
+            source.clear()
+
+
 class Subgraph(Operate):
     """A scope: children, edges, a reachability tracker and the progress protocol."""
 
@@ -346,27 +364,25 @@ class Subgraph(Operate):
                             if st is None:
                                 staged[loc] = (source.copy() if sign > 0 else
                                                {t: -d for t, d in source.items()})
-                            else:
+                            elif sign > 0:
                                 for t, d in source.items():
-                                    st[t] = st.get(t, 0) + sign * d
+                                    st[t] = st.get(t, 0) + d
+                            else:
+                                # Records produced and consumed in one round cancel here, so
+                                # the propagation does not visit their location at all.
+                                for t, d in source.items():
+                                    c = st.get(t, 0) - d
+                                    if c:
+                                        st[t] = c
+                                    else:
+                                        del st[t]
+                                if not st:
+                                    del staged[loc]
                         if outer:
                             _move(source, outer, sign, final._counts)
                         source.clear()
             else:
-                counts = (local if child.local else final)._counts
-                for source, inner, outer, sign in all_moves[idx]:
-                    if source:
-                        for loc in inner or outer:
-                            for t, d in source.items():
-                                k = (loc, t)
-                                c = counts.get(k, 0) + sign * d
-                                if c:
-                                    counts[k] = c
-                                else:
-                                    del counts[k]
-                        if inner and outer:
-                            _move(source, outer, sign, counts)
-                        source.clear()
+                _batch_reports(all_moves[idx], (local if child.local else final)._counts)
             if failure is not None:
                 self._send_progress()
                 raise failure
