@@ -9,7 +9,7 @@ from ..errors import TimelyError
 from ..order import IntSummary, PathSummary, Product, ProductSummary, TimeOrder
 from ..progress.reachability import Location
 from ..progress.subgraph import Subgraph
-from .channels import EgressPort, Exchange, ExchangePusher, IngressPort, OutputPort
+from .channels import EgressPort, Exchange, ExchangePusher, IngressPort, InputPort, OutputPort
 from .feedback import FeedbackOperator, LoopHandle
 from .input import InputHandle, InputOperator
 from .operator import GenericOperator
@@ -252,4 +252,6 @@ class Scope:
             worker.register_channel(channel, target)
         else:
             pusher = target  # a pipeline delivers to the target itself (no pusher in between)
+            if type(target) is InputPort and source.node != 0:
+                self.subgraph.count_in_queue(target_location, target.queue)
         stream.port.pushers.append(pusher)

@@ -94,6 +94,8 @@ class Subgraph(Operate):
         """One flag per child (index 0 is the boundary): run it at the next schedule. Ports and
         operators of this scope set their flag (timely's activations)."""
         self._moves: List[Any] = [None]
+        self._queues: Dict[Location, Any] = {}
+        self._queue_counts: List[Tuple[Location, Any, Dict[Any, int]]] = []
         self._adopted: List[bool] = [False]
         self._incomplete: List[bool] = [False]
         self.finalized = False
@@ -129,6 +131,16 @@ class Subgraph(Operate):
             raise RuntimeError(f"scope {self.name!r} is already built")
         self._edges.append((source, target))
         self.edges_from.setdefault(source, []).append(target)
+
+    def count_in_queue(self, target: Location, queue: Any) -> None:
+        """Every message to ``target`` (a child input) is appended to ``queue`` (a deque of
+        ``(time, records)`` its operator pops), on this worker. On one worker the scope then
+        counts the messages waiting there after each round of children, instead of moving
+        the produced and consumed reports of that edge (the same counts at every propagation:
+        records produced and consumed within a round never reach the tracker)."""
+        if self.finalized:
+            raise RuntimeError(f"scope {self.name!r} is already built")
+        self._queues[target] = queue
 
     def new_input(self) -> int:
         """Add a scope input and return its index ``i`` (``Source(0, i)`` inside)."""
@@ -178,7 +190,10 @@ class Subgraph(Operate):
                     initial.append((Location(op.index, o, True), t, c))
         for s, t in self._edges:
             builder.add_edge(s, t)
-        self._moves = [None] + [self._report_moves(op) for op in self.children[1:]]
+        if self.progcaster is None:
+            self._queue_counts = [(loc, q, {}) for loc, q in self._queues.items()]
+        accounted = {loc for loc, _, _ in self._queue_counts}
+        self._moves = [None] + [self._report_moves(op, accounted) for op in self.children[1:]]
         interested = {Location(op.index, i, False) for op in self.children[1:]
                       if op.frontier_interest for i in range(op.inputs)}
         self.tracker = builder.build(self.order.le, self.order.is_total, interested)
@@ -286,6 +301,8 @@ class Subgraph(Operate):
         rounds = 1 if self.progcaster is not None else self.max_rounds
         for _ in range(rounds):
             self._run_children(local)
+            if self._queue_counts:
+                self._count_queues()
             self._send_progress()
             self._propagate()
             if not any(self.activations):
@@ -295,10 +312,11 @@ class Subgraph(Operate):
     max_rounds = 8
     """Rounds of children per :meth:`schedule` on a single worker (with several, one round)."""
 
-    def _report_moves(self, op: Operate) -> Tuple[Tuple[Dict[Any, int], Tuple[Location, ...], Tuple[Location, ...], int], ...]:
+    def _report_moves(self, op: Operate, accounted: Any = frozenset()) -> Tuple[Tuple[Dict[Any, int], Tuple[Location, ...], Tuple[Location, ...], int], ...]:
         """Where a child's reports go: ``(counts of one report buffer, locations inside the
         scope, locations on its boundary, sign)`` for each consumed (at its input, negated),
-        internal (at its output) and produced (at every target of its output) buffer."""
+        internal (at its output) and produced (at every target of its output) buffer. The
+        ``accounted`` targets are counted in their queues: their reports are only cleared."""
         sp = op.shared
         moves = [(b._counts, (Location(op.index, i, False),), -1)
                  for i, b in enumerate(sp.consumeds)]
@@ -306,7 +324,7 @@ class Subgraph(Operate):
                   for o, b in enumerate(sp.internals)]
         moves += [(b._counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
                   for o, b in enumerate(sp.produceds)]
-        return tuple((counts, tuple(l for l in locs if l.node != 0),
+        return tuple((counts, tuple(l for l in locs if l.node != 0 and l not in accounted),
                       tuple(l for l in locs if l.node == 0), sign)
                      for counts, locs, sign in moves)
 
@@ -384,8 +402,30 @@ class Subgraph(Operate):
             else:
                 _batch_reports(all_moves[idx], (local if child.local else final)._counts)
             if failure is not None:
+                if self._queue_counts:
+                    self._count_queues()
                 self._send_progress()
                 raise failure
+
+    def _count_queues(self) -> None:
+        """Stage the change of the records waiting in each counted queue since the last
+        count (see :meth:`count_in_queue`). O(queues + waiting messages)."""
+        tracker = self.tracker
+        for loc, queue, reported in self._queue_counts:
+            if queue or reported:
+                waiting: Dict[Any, int] = {}
+                for t, data in queue:
+                    waiting[t] = waiting.get(t, 0) + len(data)
+                if waiting == reported:
+                    continue
+                staged = tracker.stage(loc)
+                for t, c in waiting.items():
+                    staged[t] = staged.get(t, 0) + c - reported.get(t, 0)
+                for t, c in reported.items():
+                    if t not in waiting:
+                        staged[t] = staged.get(t, 0) - c
+                reported.clear()
+                reported.update(waiting)
 
     def _schedule_observed(self, idx: int, child: Operate) -> bool:
         """``child.schedule()`` between an :class:`OperatorScheduled` and an
