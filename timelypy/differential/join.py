@@ -143,6 +143,10 @@ class JoinOperator(OperatorCore):
         self._queues = (self.input_ports[0].queue, self.input_ports[1].queue)
         self._consumed = (self.shared.consumeds[0].counts, self.shared.consumeds[1].counts)
         self._internal = self.shared.internals[0].counts
+        self._sending: List[Any] = []
+        """Outputs made in this activation at :attr:`_sending_time`, sent as one message (both
+        inputs' batches of one time under a closed loop)."""
+        self._sending_time: Any = None
 
     def schedule(self) -> bool:
         """Join arrived batches with the other trace (about :attr:`fuel` outputs), acknowledge
@@ -150,12 +154,17 @@ class JoinOperator(OperatorCore):
         changed = self._apply_frontiers()
         fuel = self.fuel
         acked = False
-        while fuel > 0:
-            if self._work is None and not self._start_next():
-                break
-            fuel = self._run_work(fuel)
-            if self._work is None:
-                acked = True
+        try:
+            while fuel > 0:
+                if self._work is None and not self._start_next():
+                    break
+                fuel = self._run_work(fuel)
+                if self._work is None:
+                    acked = True
+        finally:  # (also when the logic fails: what was made is sent in this activation)
+            if self._sending:
+                self._out.push(self._sending_time, self._sending)
+                self._sending = []
         q0, q1 = self._queues
         if self._work is not None or self._held or q0 or q1:
             self.activate()
@@ -218,7 +227,13 @@ class JoinOperator(OperatorCore):
         except Exception as exc:
             raise user_error(self, exc, f"a batch at time {work.time!r}") from exc
         if out:
-            self._out.push(work.time, out)
+            if not self._sending:
+                self._sending, self._sending_time = out, work.time
+            elif self._sending_time == work.time:
+                self._sending.extend(out)
+            else:
+                self._out.push(self._sending_time, self._sending)
+                self._sending, self._sending_time = out, work.time
         fuel -= len(out)
         if fuel > 0:  # the batch is done
             self._finish(work)
