@@ -16,7 +16,7 @@ away from it).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ...instrument import SpineMerged
 from ...progress.frontier import MutableAntichain
@@ -29,6 +29,41 @@ __all__ = ["Spine"]
 _INF = float("inf")
 _COMPACTION_THRESHOLD = 1024
 """Stored updates below which no full compaction pass runs."""
+
+
+class _LeastHold:
+    """The compaction holds of a spine of totally ordered times: a count per held time, and
+    the frontier (the least time with a positive count) computed when it is read after a
+    change rather than at every change (holds move twice per batch, merges read it once)."""
+
+    __slots__ = ("_counts", "_frontier")
+
+    def __init__(self) -> None:
+        self._counts: Dict[Any, int] = {}
+        self._frontier: Optional[List[Any]] = []
+
+    def update_iter(self, changes: Iterable[Tuple[Any, int]]) -> None:
+        """Add the ``(time, delta)`` changes to the held counts. O(len(changes))."""
+        counts = self._counts
+        for t, d in changes:
+            c = counts.get(t, 0) + d
+            if c:
+                counts[t] = c
+            else:
+                del counts[t]
+        self._frontier = None
+
+    @property
+    def frontier(self) -> List[Any]:
+        """``[least held time]``, or ``[]`` when nothing is held (do not mutate)."""
+        frontier = self._frontier
+        if frontier is None:
+            counts = self._counts
+            least = min(counts) if counts else None
+            if least is not None and counts[least] <= 0:  # transiently negative: scan
+                least = min((t for t, c in counts.items() if c > 0), default=None)
+            frontier = self._frontier = [] if least is None else [least]
+        return frontier
 
 
 class Spine:
@@ -53,7 +88,7 @@ class Spine:
         self.seq = 0
         self.upper: List[Any] = [order.minimum]
         self._minimum = [order.minimum]
-        self._since = MutableAntichain(order.le, order.is_total)
+        self._since = _LeastHold() if order.is_total else MutableAntichain(order.le)
         self._since.update_iter([(order.minimum, 1)])  # the writer's own hold, see `advance_writer`
         self._writer_since: List[Any] = [order.minimum]
         self.readers: List[Any] = []
@@ -114,8 +149,17 @@ class Spine:
                    request_compaction: bool = False) -> None:
         """Change the logical holds by ``(time, +1 / -1)`` pairs; if the since frontier moves
         and ``request_compaction``, the next maintenance compacts every batch it may."""
-        if self._since.update_iter(changes) and request_compaction:
-            self._force_compaction = True
+        since = self._since
+        if type(since) is not _LeastHold:
+            if since.update_iter(changes) and request_compaction:
+                self._force_compaction = True
+        elif request_compaction:
+            before = since.frontier
+            since.update_iter(changes)
+            if since.frontier != before:
+                self._force_compaction = True
+        else:
+            since.update_iter(changes)
 
     def add_reader(self, reader: Any) -> None:
         """Register a physical hold: batches after ``reader.through_seq`` are not merged."""
@@ -216,7 +260,7 @@ class Spine:
         self._pins -= 1
 
     def _maintain(self) -> None:
-        if self._pins or not self._since.frontier:
+        if self._pins or not self._since.frontier:  # (one positive count at least)
             # Pinned, or nothing may be read at any time any more: merging is wasted work.
             return
         batches = self.batches
@@ -245,10 +289,12 @@ class Spine:
         # Amortised full compaction: once as many updates arrived as half of what is stored
         # (each update pays for O(1) compaction work), or after a reader advanced its
         # logical compaction explicitly.
-        # (``stored > threshold`` and ``inserted * 2 >= stored`` need ``inserted * 2 > threshold``:
-        # the stored count is only summed when a pass may be due.)
+        # (``inserted * 2 >= stored > threshold`` needs ``inserted * 2`` above the threshold
+        # and at least the first batch's count: the stored count is only summed when a pass
+        # may be due.)
         inserted2 = self._inserted * 2
-        if inserted2 > _COMPACTION_THRESHOLD or self._force_compaction:
+        if m and (self._force_compaction or (inserted2 > _COMPACTION_THRESHOLD
+                                             and inserted2 >= batches[0].count)):
             stored = 0
             for b in batches[:m]:
                 stored += b.count
