@@ -96,6 +96,8 @@ class Subgraph(Operate):
         self._moves: List[Any] = [None]
         self._queues: Dict[Location, Any] = {}
         self._queue_counts: List[Tuple[Location, Any, Dict[Any, int]]] = []
+        self._cleared: List[Tuple[Dict[Any, int], ...]] = [()]
+        self._rounds_uncleared = 0
         self._adopted: List[bool] = [False]
         self._incomplete: List[bool] = [False]
         self.finalized = False
@@ -193,7 +195,11 @@ class Subgraph(Operate):
         if self.progcaster is None:
             self._queue_counts = [(loc, q, {}) for loc, q in self._queues.items()]
         accounted = {loc for loc, _, _ in self._queue_counts}
-        self._moves = [None] + [self._report_moves(op, accounted) for op in self.children[1:]]
+        moves = [self._report_moves(op, accounted) for op in self.children[1:]]
+        # The reports of counted queues' edges are not moved: cleared now and then, and before
+        # an observed schedule (whose event reads them).
+        self._cleared = [()] + [tuple(m[0] for m in ms if not (m[1] or m[2])) for ms in moves]
+        self._moves = [None] + [tuple(m for m in ms if m[1] or m[2]) for ms in moves]
         interested = {Location(op.index, i, False) for op in self.children[1:]
                       if op.frontier_interest for i in range(op.inputs)}
         self.tracker = builder.build(self.order.le, self.order.is_total, interested)
@@ -410,6 +416,12 @@ class Subgraph(Operate):
     def _count_queues(self) -> None:
         """Stage the change of the records waiting in each counted queue since the last
         count (see :meth:`count_in_queue`). O(queues + waiting messages)."""
+        self._rounds_uncleared += 1
+        if self._rounds_uncleared >= 256:
+            self._rounds_uncleared = 0
+            for buffers in self._cleared:
+                for buffer in buffers:
+                    buffer.clear()
         tracker = self.tracker
         for loc, queue, reported in self._queue_counts:
             if queue or reported:
@@ -432,6 +444,8 @@ class Subgraph(Operate):
         :class:`OperatorFinished` event."""
         instruments = self.instruments
         instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
+        for buffer in self._cleared[idx]:
+            buffer.clear()
         queues = [p.queue for p in getattr(child, "input_ports", ())]
         waiting = sum(map(len, queues))
         started = perf_counter()
