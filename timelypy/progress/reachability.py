@@ -65,25 +65,21 @@ def insert_summary(antichain: List[PathSummary], summary: PathSummary) -> bool:
     return True
 
 
-def _move_least(antichain: MutableAntichain, counts: Dict[Any, int],
-                old: Any) -> List[Tuple[Any, int]]:
-    """Recompute the frontier of a totally ordered ``antichain`` (whose ``counts`` changed and
-    whose frontier was ``old``, None if empty) and return its changes."""
-    if not counts:
-        new = None
-    else:
-        new = min(counts)
-        if counts[new] <= 0:  # transiently negative counts (several workers): scan
-            new = min((t for t, c in counts.items() if c > 0), default=None)
-    if new == old:
-        return []
-    if new is None:
-        antichain._elements = []
-        return [(old, -1)]
-    antichain._elements = [new]
-    if old is None:
-        return [(new, 1)]
-    return [(old, -1), (new, 1)]
+def _imply_through(others: Sequence[Tuple[int, Any, Dict[Any, int], Any]],
+                   frontier_changes: List[Tuple[Any, int]], touched: Dict[int, Any]) -> None:
+    """Add ``frontier_changes`` through the path summaries of ``others`` (reached targets:
+    ``(key, summaries, implication counts, (target, implication))``) to their counts."""
+    for key, sums, icounts, entry in others:
+        for t, d in frontier_changes:
+            for s in sums:
+                u = s.results_in(t)
+                if u is not None:
+                    c = icounts.get(u, 0) + d
+                    if c:
+                        icounts[u] = c
+                    else:
+                        del icounts[u]
+        touched[key] = entry
 
 
 def _imply_total(touched: Iterable[Tuple[Location, MutableAntichain]]
@@ -318,6 +314,7 @@ class ReachabilityTracker:
         self.output_changes: Dict[int, ChangeBatch] = {}
         self._staged: Dict[Location, Dict[Any, int]] = {}
         self._routes: Dict[Location, Any] = {}
+        self._total_routes: Dict[Location, Any] = {}
         self._target_keys: Dict[Location, int] = {}
         self.total_counts = 0
         self.cap_counts: Dict[int, int] = {}
@@ -407,15 +404,15 @@ class ReachabilityTracker:
         time with a positive count: the count tables are updated inline (no call per
         location; the hot path of a closed loop)."""
         staged, self._staged = self._staged, {}
-        routes = self._routes
+        routes = self._total_routes
         cap_counts = self.cap_counts
         touched: Dict[int, Tuple[Location, MutableAntichain]] = {}
         total = 0
         for loc, changes in staged.items():
             route = routes.get(loc)
             if route is None:
-                route = self._route(loc)
-            ps, targets, node, outputs = route
+                route = self._total_route(loc)
+            ps, identity, others, node, outputs = route
             counts = ps._counts
             elements = ps._elements
             old = elements[0] if elements else None
@@ -437,35 +434,49 @@ class ReachabilityTracker:
                     cap_counts[node] = cap_counts.get(node, 0) + moved
             if not rebuild:
                 continue
-            frontier_changes = _move_least(ps, counts, old)
-            if not frontier_changes:
+            new = min(counts) if counts else None
+            if new is not None and counts[new] <= 0:  # transiently negative counts: scan
+                new = min((t for t, c in counts.items() if c > 0), default=None)
+            if new == old:
                 continue
-            for key, tgt, sums, imp in targets:
-                # Applied to the implication's counts at once; its frontier (``_elements``)
-                # is brought up to date after every location, by _imply_total.
-                icounts = imp._counts
-                if sums is None:
-                    for t, d in frontier_changes:
-                        c = icounts.get(t, 0) + d
-                        if c:
-                            icounts[t] = c
-                        else:
-                            del icounts[t]
-                else:
-                    for t, d in frontier_changes:
-                        for s in sums:
-                            u = s.results_in(t)
-                            if u is not None:
-                                c = icounts.get(u, 0) + d
-                                if c:
-                                    icounts[u] = c
-                                else:
-                                    del icounts[u]
-                touched[key] = (tgt, imp)
-            if outputs:
-                self._to_outputs(loc, frontier_changes)
+            ps._elements = [] if new is None else [new]
+            # The frontier moved from old to new: so do the counts of every implication it
+            # reaches by the identity (their frontiers are brought up to date by _imply_total).
+            for key, icounts, entry in identity:
+                if old is not None:
+                    c = icounts.get(old, 0) - 1
+                    if c:
+                        icounts[old] = c
+                    else:
+                        del icounts[old]
+                if new is not None:
+                    c = icounts.get(new, 0) + 1
+                    if c:
+                        icounts[new] = c
+                    else:
+                        del icounts[new]
+                touched[key] = entry
+            if others or outputs:
+                frontier_changes = ([(old, -1)] if new is None else [(new, 1)] if old is None
+                                    else [(old, -1), (new, 1)])
+                if others:
+                    _imply_through(others, frontier_changes, touched)
+                if outputs:
+                    self._to_outputs(loc, frontier_changes)
         self.total_counts += total
         return _imply_total(touched.values())
+
+    def _total_route(self, loc: Location) -> Tuple[Any, ...]:
+        """:meth:`_route` for :meth:`_propagate_total`: the pointstamps, the targets reached by
+        the identity (``(key, implication counts, (target, implication))``) and the others
+        (with their path summaries), the node if a source, whether it reaches scope outputs."""
+        ps, targets, node, outputs = self._route(loc)
+        identity = tuple((key, imp._counts, (tgt, imp)) for key, tgt, sums, imp in targets
+                         if sums is None)
+        others = tuple((key, sums, imp._counts, (tgt, imp)) for key, tgt, sums, imp in targets
+                       if sums is not None)
+        route = self._total_routes[loc] = (ps, identity, others, node, outputs)
+        return route
 
     def _route(self, loc: Location) -> Tuple[MutableAntichain, List[Tuple[int, Location, Any, Any]],
                                              Optional[int], bool]:
@@ -504,6 +515,7 @@ class ReachabilityTracker:
             raise ValueError(f"adopt {target}: frontiers must be empty")
         self.implications[target] = antichain
         self._routes.clear()
+        self._total_routes.clear()
 
     def frontier_at(self, target: Location) -> List[Any]:
         """The implication frontier at ``target``: the times that may still arrive there (do not
