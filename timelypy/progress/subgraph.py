@@ -98,6 +98,9 @@ class Subgraph(Operate):
         self._queue_counts: List[Tuple[Location, Any, Dict[Any, int]]] = []
         self._cleared: List[Tuple[Dict[Any, int], ...]] = [()]
         self._rounds_uncleared = 0
+        self._counted_queues: Tuple[Any, ...] = ()
+        self._waiting_counted = 0
+        """How many counted queues had messages waiting at the last count."""
         self._adopted: List[bool] = [False]
         self._incomplete: List[bool] = [False]
         self.finalized = False
@@ -194,6 +197,7 @@ class Subgraph(Operate):
             builder.add_edge(s, t)
         if self.progcaster is None:
             self._queue_counts = [(loc, q, {}) for loc, q in self._queues.items()]
+            self._counted_queues = tuple(q for _, q, _ in self._queue_counts)
         accounted = {loc for loc, _, _ in self._queue_counts}
         moves = [self._report_moves(op, accounted) for op in self.children[1:]]
         # The reports of counted queues' edges are not moved: cleared now and then, and before
@@ -422,6 +426,8 @@ class Subgraph(Operate):
             for buffers in self._cleared:
                 for buffer in buffers:
                     buffer.clear()
+        if not self._waiting_counted and not any(self._counted_queues):
+            return  # (the common case: every queue was and is empty, tested in C)
         tracker = self.tracker
         for loc, queue, reported in self._queue_counts:
             if queue or reported:
@@ -436,6 +442,7 @@ class Subgraph(Operate):
                 for t, c in reported.items():
                     if t not in waiting:
                         staged[t] = staged.get(t, 0) - c
+                self._waiting_counted += bool(waiting) - bool(reported)
                 reported.clear()
                 reported.update(waiting)
 
