@@ -270,7 +270,15 @@ class _TotalArrange(ArrangeOperator):
                 time, data = q.popleft()
                 consumed[time] = consumed.get(time, 0) + len(data)
                 cap = self._cap
-                if cap is None or time < cap:
+                if cap is None:  # the common case, inline: hold a capability at ``time``
+                    internal = self._internal.counts
+                    c = internal.get(time, 0) + 1
+                    if c:
+                        internal[time] = c
+                    else:
+                        del internal[time]
+                    self._cap = time
+                elif time < cap:
                     self._move_cap(time)
                 push(data)
         if changed:

@@ -235,18 +235,16 @@ class JoinOperator(OperatorCore):
                 self._out.push(self._sending_time, self._sending)
                 self._sending, self._sending_time = out, work.time
         fuel -= len(out)
-        if fuel > 0:  # the batch is done
-            self._finish(work)
-        return fuel
-
-    def _finish(self, work: _JoinWork) -> None:
+        if fuel <= 0:
+            return fuel
+        # The batch is done: acknowledge it, release the other trace and the capability.
         self._work = None
-        if work.side == 0:
+        if work.side == 0:  # (Spine.unpin inlined)
             self.ack_a = work.batch.seq
-            self.b.spine.unpin()
+            self.b.spine._pins -= 1
         else:
             self.ack_b = work.batch.seq
-            self.a.spine.unpin()
+            self.a.spine._pins -= 1
         if not self._held:  # the last batch of its message
             internal = self._internal
             c = internal.get(work.time, 0) - 1
@@ -254,6 +252,7 @@ class JoinOperator(OperatorCore):
                 internal[work.time] = c
             else:
                 del internal[work.time]
+        return fuel
 
     def _release(self) -> None:
         """Trace a is only ever joined with future b updates, and vice versa: let each trace
