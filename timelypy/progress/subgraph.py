@@ -247,7 +247,7 @@ class Subgraph(Operate):
                         shared.produceds[loc[1]].update(to_outer(t), d)
                 else:
                     tracker.update(loc if type(loc) is Location else Location(*loc), t, d)
-        if not tracker.has_staged():
+        if not tracker._staged:  # (ReachabilityTracker.has_staged, inlined)
             return
         pushed = tracker.propagate_all()
         children = self.children
