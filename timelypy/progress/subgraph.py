@@ -12,6 +12,7 @@ collect their progress, and broadcast this worker's progress batch.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from time import perf_counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -95,9 +96,8 @@ class Subgraph(Operate):
         operators of this scope set their flag (timely's activations)."""
         self._moves: List[Any] = [None]
         self._queues: Dict[Location, Any] = {}
-        self._queue_counts: List[Tuple[Location, Any, Dict[Any, int]]] = []
-        self._cleared: List[Tuple[Dict[Any, int], ...]] = [()]
-        self._rounds_uncleared = 0
+        self._queue_counts: List[Tuple[Location, Any, Any]] = []
+        self._uncounted: Tuple[Dict[Any, int], ...] = ()
         self._counted_queues: Tuple[Any, ...] = ()
         self._waiting_counted = 0
         """How many counted queues had messages waiting at the last count."""
@@ -196,13 +196,13 @@ class Subgraph(Operate):
         for s, t in self._edges:
             builder.add_edge(s, t)
         if self.progcaster is None:
-            self._queue_counts = [(loc, q, {}) for loc, q in self._queues.items()]
+            self._queue_counts = [(loc, q, deque()) for loc, q in self._queues.items()]
             self._counted_queues = tuple(q for _, q, _ in self._queue_counts)
         accounted = {loc for loc, _, _ in self._queue_counts}
         moves = [self._report_moves(op, accounted) for op in self.children[1:]]
-        # The reports of counted queues' edges are not moved: cleared now and then, and before
-        # an observed schedule (whose event reads them).
-        self._cleared = [()] + [tuple(m[0] for m in ms if not (m[1] or m[2])) for ms in moves]
+        # The reports of counted queues' edges are not moved, only cleared after each round
+        # (an observed schedule's event reads them first).
+        self._uncounted = tuple(m[0] for ms in moves for m in ms if not (m[1] or m[2]))
         self._moves = [None] + [tuple(m for m in ms if m[1] or m[2]) for ms in moves]
         interested = {Location(op.index, i, False) for op in self.children[1:]
                       if op.frontier_interest for i in range(op.inputs)}
@@ -419,40 +419,36 @@ class Subgraph(Operate):
 
     def _count_queues(self) -> None:
         """Stage the change of the records waiting in each counted queue since the last
-        count (see :meth:`count_in_queue`). O(queues + waiting messages)."""
-        self._rounds_uncleared += 1
-        if self._rounds_uncleared >= 256:
-            self._rounds_uncleared = 0
-            for buffers in self._cleared:
-                for buffer in buffers:
-                    buffer.clear()
+        count (see :meth:`count_in_queue`). O(queues + messages that came or went), and one
+        C-level test when every queue was and is empty."""
+        deque(map(dict.clear, self._uncounted), 0)  # the reports of these edges, in C
         if not self._waiting_counted and not any(self._counted_queues):
             return  # (the common case: every queue was and is empty, tested in C)
         tracker = self.tracker
-        for loc, queue, reported in self._queue_counts:
-            if queue or reported:
-                waiting: Dict[Any, int] = {}
-                for t, data in queue:
-                    waiting[t] = waiting.get(t, 0) + len(data)
-                if waiting == reported:
-                    continue
-                staged = tracker.stage(loc)
-                for t, c in waiting.items():
-                    staged[t] = staged.get(t, 0) + c - reported.get(t, 0)
-                for t, c in reported.items():
-                    if t not in waiting:
-                        staged[t] = staged.get(t, 0) - c
-                self._waiting_counted += bool(waiting) - bool(reported)
-                reported.clear()
-                reported.update(waiting)
+        for loc, queue, counted in self._queue_counts:
+            if not (queue or counted):
+                continue
+            # ``counted`` holds the messages counted last time (the same objects): the queue
+            # is what remains of them (operators pop the oldest first) followed by new ones.
+            if len(counted) == len(queue) and counted[0] is queue[0]:
+                continue  # (nothing came or went)
+            had = bool(counted)
+            staged = tracker.stage(loc)
+            while counted and (not queue or counted[0] is not queue[0]):
+                t, data = counted.popleft()
+                staged[t] = staged.get(t, 0) - len(data)
+            for i in range(len(counted), len(queue)):
+                message = queue[i]
+                counted.append(message)
+                t = message[0]
+                staged[t] = staged.get(t, 0) + len(message[1])
+            self._waiting_counted += bool(counted) - had
 
     def _schedule_observed(self, idx: int, child: Operate) -> bool:
         """``child.schedule()`` between an :class:`OperatorScheduled` and an
         :class:`OperatorFinished` event."""
         instruments = self.instruments
         instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
-        for buffer in self._cleared[idx]:
-            buffer.clear()
         queues = [p.queue for p in getattr(child, "input_ports", ())]
         waiting = sum(map(len, queues))
         started = perf_counter()
