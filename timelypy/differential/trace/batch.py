@@ -24,8 +24,8 @@ class Batch:
     updated in place by later merges.
     """
 
-    __slots__ = ("data", "lower", "upper", "since", "seq", "count", "owned", "_sorted",
-                 "_sorted_len")
+    __slots__ = ("data", "lower", "upper", "since", "seq", "count", "owned", "compacted",
+                 "_sorted", "_sorted_len")
 
     def __init__(self, data: BatchData, lower: List[Any], upper: List[Any], seq: int = 0,
                  count: Optional[int] = None, owned: bool = False,
@@ -37,13 +37,18 @@ class Batch:
         self.seq = seq
         self.count = sum(map(len, data.values())) if count is None else count
         self.owned = owned
+        self.compacted: Optional[List[Any]] = None
+        """The since frontier every time of the batch was last advanced to (by the spine's
+        full compaction pass; None after a merge, which advances only some keys)."""
         self._sorted: Optional[List[Any]] = None
         self._sorted_len = -1
 
     def owned_copy(self) -> "Batch":
         """A copy the spine may update in place (the lists are copied, not the updates)."""
-        return Batch({k: list(v) for k, v in self.data.items()}, self.lower, self.upper,
+        copy = Batch({k: list(v) for k, v in self.data.items()}, self.lower, self.upper,
                      self.seq, self.count, owned=True, since=self.since)
+        copy.compacted = self.compacted
+        return copy
 
     def sorted_keys(self) -> List[Any]:
         """The keys in sorted order (cached; recomputed if an owned batch changed)."""

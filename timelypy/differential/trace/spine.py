@@ -318,6 +318,8 @@ class Spine:
             b = self.batches[idx]
             if unmoved is not None and b.lower and unmoved <= b.lower[0]:
                 continue  # no time of b is before since, and batches are consolidated per key
+            if b.compacted is not None and b.compacted == since:
+                continue  # compacted at this since already
             if not b.owned:
                 b = b.owned_copy()
                 self.batches[idx] = b
@@ -337,6 +339,7 @@ class Spine:
         target.upper = b.upper
         target.seq = b.seq
         target.since = since
+        target.compacted = None
         return target
 
     def _compact(self, batch: Batch) -> None:
@@ -364,6 +367,7 @@ class Spine:
                 del data[key]
         batch.count = count
         batch.since = since
+        batch.compacted = since
 
     def _check(self) -> None:
         """Assert the invariants: batches tile time (the first starts at the minimum, each
