@@ -24,6 +24,7 @@ Run it::
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
@@ -37,10 +38,10 @@ def connected_labels(edges: Any) -> Any:
     """``(node, label)``: the smallest node reachable from ``node`` (``edges`` symmetric).
 
     Prioritised label propagation (differential dataflow's ``propagate_at``): the loop starts
-    empty and a node's own label enters it at an iteration that grows with the label (its
-    bit length, for int labels), so small labels spread first and overtake most large ones
-    before those are even proposed. The fixed point is the book's; far fewer labels change on
-    the way, at the load and after every change of the graph."""
+    empty and a node's own label enters it at an iteration that grows with the label
+    (:func:`_priority`), so small labels spread first and overtake most large ones before
+    those are even proposed. The fixed point is the book's; far fewer labels change on the
+    way, at the load and after every change of the graph."""
     labels = edges.map(lambda e: (e[0], e[0])).distinct()
     by_src = edges.arrange_by_key()  # arranged once, outside the loop, and entered into it
 
@@ -57,9 +58,24 @@ def connected_labels(edges: Any) -> Any:
     return labels.filter(lambda nl: False).iterate(body)
 
 
+PRIORITY_STEPS = 16
+"""Iterations between a label's entry and the entry of a label twice as large."""
+
+
 def _priority(label: Any) -> int:
-    """The iteration at which a label enters the loop: an int's bit length, else at once."""
-    return label.bit_length() if type(label) is int and label > 0 else 0
+    """The iteration at which a label enters the loop: ``PRIORITY_STEPS * log2(label + 1)``
+    for an int label, else at once.
+
+    The steps are fine enough that a component's smallest label has spread through it before
+    the labels that could race it enter: with steps of one doubling (the bit length), every
+    label below 2^30 entered while the giant component's smallest label was still spreading
+    (30 iterations across, for 10^5 nodes), and nodes changed label several times on the way.
+    After a micro-batch of 10^3 edge changes on 10^5 nodes (``benchmarks/components.py``) the
+    loop's ``reduce`` makes about 18 k output changes with these steps, 82 k with bit
+    lengths; the cost is more (cheap) iterations: about 300 instead of 50."""
+    if type(label) is int and label > 0:
+        return int(PRIORITY_STEPS * math.log2(label + 1))
+    return 0
 
 
 def union_find_labels(edges: Set[Edge]) -> Dict[int, int]:

@@ -19,7 +19,8 @@ LAYERS = {
     "kernel": {"consolidation", "fusion"},
     "trace": {"trace", "trace.batch", "trace.cursor", "trace.spine", "trace.view"},
     "agent": {"agent"},
-    "operator": {"arrange", "join", "reduce", "reduce_total", "consolidate", "iterate"},
+    "operator": {"arrange", "join", "reduce", "reduce_total", "reduce_product", "consolidate",
+                 "iterate"},
     "facade": {"", "collection", "captured", "input"},
 }
 RANK = {name: i for i, name in enumerate(LAYERS)}

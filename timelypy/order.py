@@ -178,13 +178,22 @@ class IntSummary(PathSummary):
 class ProductSummary(PathSummary):
     """Applies ``outer`` and ``inner`` summaries coordinate-wise to a :class:`Product`."""
 
-    __slots__ = ("outer", "inner")
+    __slots__ = ("outer", "inner", "results_in")
 
     def __init__(self, outer: PathSummary, inner: PathSummary) -> None:
         self.outer = outer
         self.inner = inner
+        if (type(outer) is IntSummary and outer.delta == 0 and type(inner) is IntSummary):
+            # Product(int, int) times, the outer coordinate unchanged (a loop's feedback, an
+            # edge inside an iterative scope): written out on the second coordinate.
+            self.results_in = _inner_adder(inner.delta)
+        else:
+            self.results_in = self._results_in
 
-    def results_in(self, t: Product) -> Optional[Product]:
+    def __reduce__(self) -> Any:
+        return (ProductSummary, (self.outer, self.inner))
+
+    def _results_in(self, t: Product) -> Optional[Product]:
         """``Product(outer.results_in(t.outer), inner.results_in(t.inner))``; None if either
         is None."""
         o = self.outer.results_in(t[0])
@@ -229,6 +238,18 @@ class ProductSummary(PathSummary):
 
     def __repr__(self) -> str:
         return f"ProductSummary({self.outer!r}, {self.inner!r})"
+
+
+def _inner_adder(delta: int) -> Callable[[Product], Optional[Product]]:
+    """``results_in`` of ``ProductSummary(IntSummary(0), IntSummary(delta))``."""
+    new = tuple.__new__
+
+    def results_in(t: Product) -> Optional[Product]:
+        i = t[1] + delta
+        if i > MAX_INT_TIME:
+            return None
+        return new(Product, (t[0], i)) if delta else t
+    return results_in
 
 
 class _Compose(PathSummary):

@@ -26,8 +26,8 @@ from .consolidate import consolidate_stream
 from .consolidation import accumulate
 from .fusion import ACCUMULABLE, fuse_updates
 from .iterate import loop_variable
-from .reduce import (Logic, count_logic, distinct_logic, reduce_stream, sum_logic,
-                     threshold_logic)
+from .reduce import (Logic, count_logic, distinct_logic, is_product_order, reduce_product,
+                     reduce_stream, sum_logic, threshold_logic, threshold_product)
 from .reduce_total import _TotalReduce, count_total, threshold_total
 from .trace import Batch, Spine, TraceView
 
@@ -268,6 +268,8 @@ class Collection:
 
         Example: ``prices.reduce(lambda key, vals: [(vals[0][0], 1)])`` (the least value per
         key) turns ``{("tea", 3), ("tea", 2)}`` into ``{("tea", 2)}``."""
+        if is_product_order(self.scope.order):  # no arrangement: see reduce_product
+            return Collection(self.scope, reduce_product(self.inner, logic, name))
         return self._arrange(False, "ArrangeByKey", keep_trace=False).reduce(logic, name)
 
     def count(self) -> "Collection":
@@ -308,6 +310,8 @@ class Collection:
         Example: ``numbers.distinct()`` turns ``{1: 2, 2: 1, 3: -1}`` into ``{1: 1, 2: 1}``."""
         if self.scope.order.is_total:
             return self.distinct_total()
+        if is_product_order(self.scope.order):  # no arrangement: see threshold_product
+            return Collection(self.scope, threshold_product(self.inner, None, "Distinct"))
         return self._private_by_self().reduce(distinct_logic, "Distinct").map(_first)
 
     def distinct_total(self) -> "Collection":
@@ -324,6 +328,8 @@ class Collection:
         into ``{1: 1}``."""
         if self.scope.order.is_total:
             return self.threshold_total(f)
+        if is_product_order(self.scope.order):
+            return Collection(self.scope, threshold_product(self.inner, f, "Threshold"))
         return self._private_by_self().reduce(threshold_logic(f), "Threshold").map(_first)
 
     def threshold_total(self, f: Callable[[Any, int], int],

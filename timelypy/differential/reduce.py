@@ -14,23 +14,23 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..dataflow.capability import CapabilitySet
+from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
-from ..errors import ReduceOutputError, TimelyError, user_error
-from ..order import Product
+from ..errors import TimelyError, user_error
 from ..progress.frontier import Antichain
 from .consolidation import advance_and_consolidate
+from .reduce_product import ProductReduce, ProductReduceUpdates, check_output, is_product_order
 from .trace import TraceView
 
-__all__ = ["ReduceOperator", "count_logic", "distinct_logic", "reduce_stream", "sum_logic",
-           "threshold_logic"]
+__all__ = ["ReduceOperator", "count_logic", "distinct_logic", "is_product_order",
+           "reduce_product", "reduce_stream", "sum_logic", "threshold_logic", "threshold_product"]
 
 Group = List[Tuple[Any, int]]
 """``[(value, count), ...]``: a key's values with non-zero counts, sorted by value."""
 Logic = Callable[[Any, Group], Group]
 """``logic(key, group)``: the output values of ``key`` with their counts."""
 History = List[Tuple[Any, Any, int]]
-_new_tuple = tuple.__new__
 
 
 class ReduceOperator(OperatorCore):
@@ -46,11 +46,6 @@ class ReduceOperator(OperatorCore):
         self.pending_times: Dict[Any, Set[Any]] = {}
         self._in_sizes: Dict[Any, int] = {}
         self._fresh: Set[Any] = set()  # keys with input since their last evaluation
-        # Product(int, int) times: the histories and pending times hold them as plain tuples
-        # ``(outer, inner)``, which the garbage collector stops tracking once they survive a
-        # collection (a Product, a tuple subclass, and every tuple holding one are scanned on
-        # every full collection); output and capabilities get Products back.
-        self._pii = self.order.depth == 1
         self._out_sizes: Dict[Any, int] = {}
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
@@ -84,15 +79,12 @@ class ReduceOperator(OperatorCore):
             inputs = self.in_hist
             read = self.view.read_batch
             fresh = self._fresh if not self.order.is_total else set()  # total: no closures
-            pii = self._pii
             while q:
                 time, batches = q.popleft()
                 consumed.update(time, len(batches))
                 caps.retain(time, internal, 0, self.name)
                 for batch in batches:
                     for key, vals in read(batch):
-                        if pii:  # plain-tuple times: see __init__
-                            vals = [(v, (t[0], t[1]), r) for v, t, r in vals]
                         hist = inputs.get(key)
                         if hist is None:
                             inputs[key] = list(vals)
@@ -108,18 +100,6 @@ class ReduceOperator(OperatorCore):
     def _process(self) -> None:
         frontier = list(self.input_frontiers[0].frontier)
         beyond = self.input_frontiers[0].less_equal  # t is at or beyond the input frontier
-        if self._pii and len(frontier) == 1:
-            f0, f1 = frontier[0]
-
-            def beyond(t: Any) -> bool:
-                return f0 <= t[0] and f1 <= t[1]
-        elif self._pii:
-            def beyond(t: Any) -> bool:
-                a, b = t
-                for f0, f1 in frontier:
-                    if f0 <= a and f1 <= b:
-                        return True
-                return False
         ready_keys: Set[Any] = set()
         for t, keys in self.pending_times.items():
             if not beyond(t):
@@ -140,10 +120,7 @@ class ReduceOperator(OperatorCore):
         pending_frontier = Antichain(le=self.order.le)
         for t in self.pending_times:
             pending_frontier.insert(t)
-        if self._pii:
-            self.caps.downgrade([_new_tuple(Product, t) for t in pending_frontier])
-        else:
-            self.caps.downgrade(list(pending_frontier))
+        self.caps.downgrade(list(pending_frontier))
 
     def _evaluate(self, key: Any, frontier: List[Any], beyond: Callable, output: Dict) -> None:
         """Re-evaluate ``key`` at every time the frontier has passed where it may change."""
@@ -154,9 +131,6 @@ class ReduceOperator(OperatorCore):
             # history (they are what is left of the last closure; the outputs since were at
             # times of that closure, and advancing to the frontier commutes with joins).
             candidates = seeds
-        elif self._pii:
-            self._fresh.discard(key)
-            candidates = _closure_pii(seeds, hist_in, self.out_hist.get(key))
         else:
             self._fresh.discard(key)
             candidates = self._interesting_times(seeds, hist_in, self.out_hist.get(key))
@@ -226,20 +200,9 @@ class ReduceOperator(OperatorCore):
     def _evaluate_at(self, key: Any, t: Any, hist_in: History, out_hist: History,
                      output: Dict) -> None:
         """Emit the difference between ``logic`` on the input at ``t`` and the output at ``t``."""
-        if self._pii:
-            o, i = t
-            acc = {}
-            for v, (a, b), r in hist_in:
-                if a <= o and b <= i:
-                    acc[v] = acc.get(v, 0) + r
-            current = {}
-            for v, (a, b), r in out_hist:
-                if a <= o and b <= i:
-                    current[v] = current.get(v, 0) + r
-        else:
-            le = self.order.le
-            acc = _accumulate(hist_in, t, le)
-            current = _accumulate(out_hist, t, le)
+        le = self.order.le
+        acc = _accumulate(hist_in, t, le)
+        current = _accumulate(out_hist, t, le)
         group = [(v, r) for v, r in acc.items() if r]
         if group:
             if len(group) > 1:
@@ -269,26 +232,12 @@ class ReduceOperator(OperatorCore):
         bucket = output.get(cap.time)
         if bucket is None:
             output[cap.time] = bucket = []
-        pt = _new_tuple(Product, t) if self._pii else t
         for v, d in changes:
             out_hist.append((v, t, d))
-            bucket.append(((key, v), pt, d))
+            bucket.append(((key, v), t, d))
 
     def _check_output(self, key: Any, desired: Any) -> Dict[Any, int]:
-        out: Dict[Any, int] = {}
-        try:
-            for item in desired:
-                v, r = item
-                if type(r) is not int:
-                    raise TypeError
-                if r:
-                    out[v] = out.get(v, 0) + r
-        except (TypeError, ValueError):
-            raise ReduceOutputError(
-                f"reduce {self.name!r} on worker {self.worker_index}: logic for key {key!r} "
-                f"must return a list of (value, count) pairs with int counts, got {desired!r}"
-            ) from None
-        return out
+        return check_output(self, key, desired)
 
     def _compact(self, key: Any, frontier: List[Any]) -> None:
         """Advance a key's histories to the frontier and consolidate them, once they have
@@ -324,54 +273,58 @@ def _accumulate(hist: History, t: Any, le: Callable) -> Dict[Any, int]:
     return acc
 
 
-def _closure_pii(seeds: Set[Any], hist_in: History, hist_out: Optional[History]) -> Set[Any]:
-    """The joins of every set of times of ``seeds``, the input and the output history that
-    holds a seed (what :meth:`ReduceOperator._interesting_times` computes), for
-    Product(int, int) times, in O(outer values x times) instead of pairwise joins.
-
-    A join is ``(max outer, max inner)``, so ``(o, i)`` is one exactly when some time has
-    outer ``o`` and inner ``<= i``, some time has inner ``i`` and outer ``<= o``, and some seed
-    is ``<= (o, i)``."""
-    if len(seeds) == 1:  # the common case: every time of the history below the seed
-        for s0, s1 in seeds:
-            for _, (a, b), _ in hist_in:
-                if a > s0 or b > s1:
-                    break
-            else:
-                for _, (a, b), _ in hist_out or ():
-                    if a > s0 or b > s1:
-                        break
-                else:
-                    return seeds
-    times = {t for _, t, _ in hist_in}
-    if hist_out:
-        times.update([t for _, t, _ in hist_out])
-    times.update(seeds)
-    seed_min = min([a for a, _ in seeds])
-    product = type(next(iter(seeds)))
-    new = tuple.__new__
-    candidates = set(seeds)
-    for o in {a for a, _ in times}:
-        if o < seed_min:
-            continue
-        lo = min([b for a, b in seeds if a <= o])
-        at_o = min([b for a, b in times if a == o])
-        if at_o > lo:
-            lo = at_o
-        for a, b in times:
-            if a <= o and b >= lo:
-                candidates.add(new(product, (o, b)))
-    return candidates
-
-
 def reduce_stream(batches: Stream, view: TraceView, logic: Logic, name: str = "Reduce") -> Stream:
     """Reduce an arrangement by key (its stream of ``batches`` read through ``view``): per
     key, ``logic(key, [(val, count)])`` returns ``[(out_val, count)]``; the output stream
-    holds ``((key, out_val), time, diff)``."""
+    holds ``((key, out_val), time, diff)``. At ``Product(int, int)`` times the operator is a
+    :class:`~.iterate.ProductReduce`."""
     scope = batches.scope
-    op = ReduceOperator(scope, view, logic, name)
+    if is_product_order(scope.order):
+        op: OperatorCore = ProductReduce(scope, view, logic, name)
+    else:
+        op = ReduceOperator(scope, view, logic, name)
     batches.connect_to(op, 0)
     return Stream(scope, op.output_ports[0])
+
+
+def reduce_product(updates: Stream, logic: Logic, name: str = "Reduce") -> Stream:
+    """``reduce`` of a stream of ``((key, val), time, diff)`` at ``Product(int, int)`` times
+    (an iterative scope in a root scope) without an arrangement: the updates, exchanged by
+    key, go straight into the operator's per-key histories
+    (:class:`~.iterate.ProductReduceUpdates`). Output ``((key, out_val), time, diff)``,
+    as :func:`reduce_stream` on the collection's arrangement."""
+    scope = updates.scope
+    _check_product(scope, name)
+    op = ProductReduceUpdates(scope, logic, name, keyed=True)
+    updates.connect_to(op, 0, Exchange(_key_of_pair))
+    return Stream(scope, op.output_ports[0])
+
+
+def threshold_product(updates: Stream, f: Optional[Callable[[Any, int], int]] = None,
+                      name: str = "Threshold") -> Stream:
+    """``threshold`` (``f(record, count)``; ``None``: ``distinct``) of a stream of
+    ``(record, time, diff)`` at ``Product(int, int)`` times without an arrangement; output
+    ``(record, time, diff)``."""
+    scope = updates.scope
+    _check_product(scope, name)
+    logic = distinct_logic if f is None else threshold_logic(f)
+    op = ProductReduceUpdates(scope, logic, name, keyed=False)
+    updates.connect_to(op, 0, Exchange(_record_of))
+    return Stream(scope, op.output_ports[0])
+
+
+def _check_product(scope: Any, name: str) -> None:
+    if not is_product_order(scope.order):
+        raise TimelyError(f"{name}: needs Product(int, int) times (an iterative scope in a root "
+                          f"scope)")
+
+
+def _key_of_pair(u: Any) -> Any:
+    return u[0][0]
+
+
+def _record_of(u: Any) -> Any:
+    return u[0]
 
 
 # Group logics of the built-in reductions (keys arranged by self have the single value ``()``).
@@ -393,9 +346,21 @@ def distinct_logic(key: Any, vals: Group) -> Group:
     return [((), 1)] if vals[0][1] > 0 else []
 
 
+def _positive(key: Any, count: int) -> int:
+    return 1 if count > 0 else 0
+
+
+# A logic with ``_threshold = f`` gives a record arranged by self (the single value ``()``) the
+# count ``f(record, count)`` (for a non-zero count): reduce at Product(int, int) times evaluates
+# it on the count alone (``_distinct``: ``f`` is ``_positive``, inlined).
+distinct_logic._threshold = _positive  # type: ignore[attr-defined]
+distinct_logic._distinct = True  # type: ignore[attr-defined]
+
+
 def threshold_logic(f: Callable[[Any, int], int]) -> Logic:
     """The logic giving a record arranged by self the count ``f(record, count)``."""
     def logic(key: Any, vals: Group) -> Group:
         c = f(key, vals[0][1])
         return [((), c)] if c else []
+    logic._threshold = f  # type: ignore[attr-defined]
     return logic
