@@ -9,6 +9,7 @@ of the :class:`~.trace.Spine`, and the batch is sent downstream (as differential
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any, List, Tuple
 
 from ..dataflow.capability import CapabilitySet
@@ -50,7 +51,7 @@ class Batcher:
         if self.order.is_total and len(upper) <= 1:
             data, keep = _group_before(self.pending, upper[0] if upper else None)
         else:
-            data, keep = _group_not_beyond(self.pending, upper, self.order.le)
+            data, keep = _group_not_beyond(self.pending, _beyond_test(upper, self.order))
         self.pending = keep
         return data, _consolidate_groups(data)
 
@@ -85,9 +86,28 @@ def _group_before(pending: List[Update], bound: Any) -> Tuple[BatchData, List[Up
     return data, keep
 
 
-def _group_not_beyond(pending: List[Update], upper: List[Any],
-                      le: Any) -> Tuple[BatchData, List[Update]]:
-    """Partially ordered times: group the updates at times not at or beyond ``upper``."""
+def _beyond_test(upper: List[Any], order: Any) -> Any:
+    """``test(t)``: is ``t`` at or beyond the antichain ``upper``? For ``Product(int, int)``,
+    one bisection: sorted by the outer coordinate, an antichain's inner coordinates decrease,
+    so the last element at or below ``t``'s outer time has the least inner time of those."""
+    if not upper:
+        return lambda t: False
+    if order.depth == 1 and order.outer.is_total:
+        ordered = sorted(upper)
+        outers = [u[0] for u in ordered]
+        inners = [u[1] for u in ordered]
+
+        def beyond(t: Any) -> bool:
+            k = bisect_right(outers, t[0])
+            return k > 0 and inners[k - 1] <= t[1]
+        return beyond
+    le = order.le
+    return lambda t: any(le(u, t) for u in upper)
+
+
+def _group_not_beyond(pending: List[Update], test: Any) -> Tuple[BatchData, List[Update]]:
+    """Partially ordered times: group the updates at times not at or beyond the frontier
+    (``test(t)`` says whether ``t`` is)."""
     data: BatchData = {}
     keep = []
     get = data.get
@@ -96,7 +116,7 @@ def _group_not_beyond(pending: List[Update], upper: List[Any],
         kv, t, r = upd
         b = beyond.get(t)
         if b is None:
-            beyond[t] = b = any(le(u, t) for u in upper)
+            beyond[t] = b = test(t)
         if not b:
             lst = get(kv[0])
             if lst is None:
