@@ -10,9 +10,24 @@ The workload is ``benchmarks/skip_level.py``'s open loop (the book's first progr
   (worker ``p % peers`` makes modification ``p``), flushing and stepping once every
   ``--open-loop-batch`` modifications, waiting for the probe only at the end.
 
+``--mode harness`` runs instead the comparison harness's W1 (``bench_timelypy.py N W1``): the
+same load, then every modification buffered with ``advance_to(p + 1)`` per modification and *no*
+step at all, the input closed, and the workers stepped to the end; the output goes through
+``inspect`` into a ``Counter`` (as there) and is checked against the expected digest
+(``harness_digest_ok``).
+
+``--stats`` adds the deterministic work counts summed over the workers (``work``): records the
+join emits and updates stored in each arrangement at the end (timelypy statistics), so that two
+workers can be compared with one: the total differential work should not depend on the workers.
+
 Both phases are timed inside the workers (the slowest worker counts); ``execute_wall_s`` adds
 the backend's start-up (processes or Ray actors) and the return of results. Ray itself is started
-once, before the Ray runs, and its start-up is reported separately (``ray_init_s``).
+once, before the Ray runs, and its start-up is reported separately (``ray_init_s``). Per worker
+(``per_worker``): wall, process and main-thread CPU seconds (the difference is mostly the mesh's
+reader thread decoding), seconds idle waiting for peers (``wait_s``), encoding (``encode_s``)
+and blocked on flow control (``blocked_send_s``), bytes and messages sent, and CPU seconds in
+the cyclic garbage collector (``gc_cpu_s``, by generation; ``--gc off`` disables it in the
+workers while the workload runs).
 
 ``--transport`` also measures, between two Ray actors on this machine, the two transports the
 ray backend could use: a Ray actor call round trip, a round trip over the authenticated TCP mesh,
@@ -21,6 +36,8 @@ msgpack) as Ray call arguments (bytes) and over the mesh, one way and both ways 
 
     python benchmarks/backends_skip_level.py --size 100000 --workers 1 2 --backends processes ray
     python benchmarks/backends_skip_level.py --size 1000 --workers 2 --backends ray --transport
+    python benchmarks/backends_skip_level.py --size 1000000 --workers 1 2 --backends processes \
+        --mode harness --stats
 
 Prints one JSON object (progress notes go to stderr).
 """
@@ -43,11 +60,15 @@ import timelypy  # noqa: E402
 # ----------------------------------------------------------------------------- the workload
 
 
-def open_loop_build(size: int, batch: int, check: bool):
+def open_loop_build(size: int, batch: int, check: bool, gc_on: bool = True):
     """``build`` for load + open-loop modifications (as in ``skip_level.py``)."""
 
     def build(worker):
         gc.collect()
+        with _collector(gc_on):
+            return body(worker)
+
+    def body(worker):
 
         def dataflow(scope):
             session, manages = scope.new_collection()
@@ -93,33 +114,160 @@ def open_loop_build(size: int, batch: int, check: bool):
     return build
 
 
+class _collector:
+    """``with _collector(False):`` the cyclic garbage collector is off for the block."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        if not self.on:
+            gc.disable()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.was:
+            gc.enable()
+
+
+def harness_build(size: int, gc_on: bool = True):
+    """``build`` for the comparison harness's W1 (``bench_timelypy.py``'s ``w1``): load, then
+    every modification buffered (``advance_to`` per modification, no step), close, step to the
+    end. Each worker returns its part of the output's digest."""
+    from collections import Counter
+
+    def build(worker):
+        gc.collect()
+        with _collector(gc_on):
+            return body(worker)
+
+    def body(worker):
+        out: Counter = Counter()
+
+        def dataflow(scope):
+            session, manages = scope.new_collection()
+            probe = (manages.map(lambda mp: (mp[1], mp[0])).join(manages)
+                     .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2])).probe())
+            return session, probe
+
+        session, probe = worker.dataflow(dataflow)
+        index, peers = worker.index, worker.peers
+        usage = WorkerUsage(worker)
+        start = now()
+        for p in range(index, size, peers):
+            session.insert((p // 2, p))
+        session.advance_to(1)
+        session.flush()
+        while probe.less_than(1):
+            worker.step()
+        load_s = now() - start
+        start = now()
+        mods = 0
+        for k, p in enumerate(range(1, size)):
+            if k % peers == index:
+                session.remove((p // 2, p))
+                session.insert((p // 3, p))
+                mods += 1
+            session.advance_to(p + 1)
+        session.close()
+        while worker.step():
+            pass
+        open_s = now() - start
+        rows = s_ab = s_k = 0
+        for (k, (a, b)), c in out.items():
+            rows += c
+            s_ab += c * (a + b)
+            s_k += c * k
+        return {"load_s": load_s, "open_loop_s": open_s, "mods": mods, "usage": usage.finish(),
+                "digest": [rows, s_ab, s_k]}
+
+    return build
+
+
+def harness_expected(size: int) -> List[int]:
+    """The harness's W1 digest ``[rows, sum(a + b), sum(k)]`` once everyone reports to
+    ``p // 3`` (``workloads.w1_expected``)."""
+    final = {(0, 0)} | {(p // 3, p) for p in range(1, size)}
+    by_m: Dict[int, List[int]] = {}
+    for m, p in final:
+        by_m.setdefault(m, []).append(p)
+    rows = s_ab = s_k = 0
+    for m, k in final:  # left record (k, a=m): m manages k
+        for b in by_m.get(k, ()):
+            rows += 1
+            s_ab += m + b
+            s_k += k
+    return [rows, s_ab, s_k]
+
+
+def work_counts(stats: Any) -> Dict[str, Any]:
+    """Deterministic work of a run, summed over the workers: the join's output records and
+    batches, and each arrangement's stored updates and batches at the end (and per worker)."""
+    out: Dict[str, Any] = {"join_records_out": 0, "arrangements": [], "per_worker": []}
+    for op in stats.operators():
+        name = op["name"]
+        if name.startswith("Join"):
+            out["join_records_out"] += op["records_out"]
+        if op["arrangement"]:
+            a = op["arrangement"]
+            out["arrangements"].append({"name": name, "updates": a["updates"],
+                                        "batches": a["batches"], "keys": a["keys"]})
+    for w in sorted(stats.workers):
+        ops = stats.workers[w]
+        out["per_worker"].append({
+            "join_records_out": sum(o["records_out"] for o in ops if o["name"].startswith("Join")),
+            "arranged_updates": [o["arrangement"]["updates"] for o in ops if o["arrangement"]]})
+    out["arranged_updates_total"] = sum(a["updates"] for a in out["arrangements"])
+    return out
+
+
 class WorkerUsage:
     """CPU seconds of this worker's process and main thread, seconds blocked waiting for peers,
-    and the mesh's bytes and messages, from construction to :meth:`finish`."""
+    the mesh's bytes and messages, and CPU seconds in the garbage collector (any thread of the
+    process), from construction to :meth:`finish`."""
 
     def __init__(self, worker: Any) -> None:
         import time
 
         self._time = time
         self._mesh = getattr(worker.fabric, "mesh", None)
+        self._gc = [0.0, 0, 0.0, [0.0, 0.0, 0.0], [0, 0, 0]]  # CPU s, collections, start, by gen
+        gc.callbacks.append(self._collecting)
         self._start = (now(), time.process_time(), time.thread_time(), self._mesh_counts())
+
+    def _collecting(self, phase: str, info: Dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc[2] = self._time.thread_time()
+        else:
+            spent = self._time.thread_time() - self._gc[2]
+            self._gc[0] += spent
+            self._gc[1] += 1
+            self._gc[3][info["generation"]] += spent
+            self._gc[4][info["generation"]] += 1
 
     def _mesh_counts(self) -> List[float]:
         m = self._mesh
         if m is None:
-            return [0, 0, 0, 0.0, 0.0]
+            return [0, 0, 0, 0.0, 0.0, 0.0]
         return [m.bytes_sent, m.messages_sent, m.messages_received,
-                getattr(m, "wait_seconds", 0.0), getattr(m, "encode_seconds", 0.0)]
+                getattr(m, "wait_seconds", 0.0), getattr(m, "encode_seconds", 0.0),
+                getattr(m, "blocked_seconds", 0.0)]
 
     def finish(self) -> Dict[str, Any]:
         wall0, cpu0, thread0, mesh0 = self._start
+        if self._collecting in gc.callbacks:
+            gc.callbacks.remove(self._collecting)
         mesh = [a - b for a, b in zip(self._mesh_counts(), mesh0)]
         wall = now() - wall0
         return {"wall_s": round(wall, 3),
                 "process_cpu_s": round(self._time.process_time() - cpu0, 3),
                 "main_thread_cpu_s": round(self._time.thread_time() - thread0, 3),
                 "bytes_sent": mesh[0], "messages_sent": mesh[1], "messages_received": mesh[2],
-                "wait_s": round(mesh[3], 3), "encode_s": round(mesh[4], 3)}
+                "wait_s": round(mesh[3], 3), "encode_s": round(mesh[4], 3),
+                "blocked_send_s": round(mesh[5], 3),
+                "gc_cpu_s": round(self._gc[0], 3), "gc_collections": self._gc[1],
+                "gc_cpu_s_by_generation": [round(x, 3) for x in self._gc[3]],
+                "gc_collections_by_generation": self._gc[4]}
 
 
 def expected_final(size: int) -> Dict[str, int]:
@@ -135,10 +283,16 @@ def expected_final(size: int) -> Dict[str, int]:
     return {"final_size": total, "final_hash": h}
 
 
-def run_one(backend: str, workers: int, size: int, batch: int, check: bool) -> Dict[str, Any]:
+def run_one(backend: str, workers: int, size: int, batch: int, check: bool,
+            mode: str = "open-loop", stats: bool = False, gc_on: bool = True) -> Dict[str, Any]:
+    from timelypy.stats import Statistics
+
     t0 = now()
-    build = profile_workers(open_loop_build(size, batch, check), workers, backend)
-    outs = timelypy.execute(build, workers=workers, backend=backend)
+    inner = (harness_build(size, gc_on) if mode == "harness"
+             else open_loop_build(size, batch, check, gc_on))
+    build = profile_workers(inner, workers, backend)
+    statistics = Statistics() if stats else None
+    outs = timelypy.execute(build, workers=workers, backend=backend, statistics=statistics)
     wall = now() - t0
     load_s = max(o["load_s"] for o in outs)
     open_s = max(o["open_loop_s"] for o in outs)
@@ -160,7 +314,12 @@ def run_one(backend: str, workers: int, size: int, batch: int, check: bool) -> D
     row["cpu_sum_s"] = round(sum(cpus), 3)
     row["cpu_max_s"] = round(max(cpus), 3)
     row["speedup_bound_from_cpu"] = round(sum(cpus) / max(cpus), 3) if max(cpus) else None
-    if check:
+    if mode == "harness":
+        digest = [sum(o["digest"][i] for o in outs) for i in range(3)]
+        row["harness_digest_ok"] = digest == harness_expected(size)
+    if statistics is not None:
+        row["work"] = work_counts(statistics)
+    if check and mode != "harness":
         got = {"final_size": sum(o["final_size"] for o in outs),
                "final_hash": sum(o["final_hash"] for o in outs)}
         row["check_final_matches"] = got == expected_final(size)
@@ -339,12 +498,21 @@ def main() -> None:
                     choices=list(timelypy.backend_names()))
     ap.add_argument("--open-loop-batch", type=int, default=10_000,
                     help="flush and step once every this many modifications (0: only at the end)")
+    ap.add_argument("--mode", choices=["open-loop", "harness"], default="open-loop",
+                    help="open-loop: step every --open-loop-batch modifications; harness: the "
+                         "comparison harness's W1 (buffer every modification, close, then step)")
+    ap.add_argument("--stats", action="store_true",
+                    help="collect timelypy statistics: the join's output records and the "
+                         "arrangements' stored updates (deterministic work counts)")
     ap.add_argument("--check", action="store_true",
                     help="capture the output and compare its final state with a from-scratch one")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds over all configurations; each reports its best round")
     ap.add_argument("--transport", action="store_true",
                     help="also measure Ray call vs. TCP mesh round trips and throughput")
+    ap.add_argument("--gc", choices=["on", "off"], default="on",
+                    help="off: the cyclic garbage collector is disabled in the workers while "
+                         "the workload runs (its share of the CPU seconds)")
     add_profile_argument(ap)
     args = ap.parse_args()
 
@@ -352,6 +520,7 @@ def main() -> None:
         "benchmark": "backends_skip_level",
         "parameters": {"size": args.size, "workers": args.workers, "backends": args.backends,
                        "open_loop_batch": args.open_loop_batch, "check": args.check,
+                       "mode": args.mode, "stats": args.stats, "gc": args.gc,
                        "repeat": args.repeat},
         **environment(),
     }
@@ -382,7 +551,7 @@ def main() -> None:
                     note(f"round {rep + 1}/{args.repeat}: {backend} x {workers} ...")
                     try:
                         row = run_one(backend, workers, args.size, args.open_loop_batch,
-                                      args.check)
+                                      args.check, args.mode, args.stats, args.gc == "on")
                     except Exception as exc:
                         row = {"backend": backend, "workers": workers, **error_info(exc)}
                     note(f"  {row}")

@@ -8,6 +8,12 @@ encoding), and pushed through the codec alone (encode + decode, no sockets).
     python benchmarks/exchange_throughput.py --records 1000000 --batch 10000
     python benchmarks/exchange_throughput.py --shape triple --start-method spawn
     python benchmarks/exchange_throughput.py --codec-only --batch 10000    # the codec alone
+    python benchmarks/exchange_throughput.py --message data    # as an exchange channel sends
+
+``--message raw`` (the default) sends each batch as it is (msgpack, :func:`wire.encode`);
+``--message data`` wraps it as a worker's exchange does, ``("d", channel, time, batch)``, which
+the mesh pickles when the time is an ``int`` (:func:`wire.pickle_records`; the ``product``
+shape has ``Product`` times and stays with msgpack).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ except ImportError:  # running from a checkout without installing
 
 from timelypy.order import Product
 from timelypy.workers.launcher import run_in_processes
-from timelypy.communication.wire import decode, encode
+from timelypy.communication.wire import decode, encode, pickle_records, unpickle_records
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import add_profile_argument, profile_workers, profiled, _profile  # noqa: E402
@@ -65,11 +71,27 @@ def in_process(batches: List[list]) -> float:
     return time.perf_counter() - start
 
 
-def codec_only(batches: List[list]) -> float:
-    """Seconds to encode and decode every batch in one process."""
+def data_message(batch: list, shape: str) -> tuple:
+    """``batch`` as the data message an exchange channel sends (``Product`` time for the
+    product shape, else an ``int``)."""
+    return ("d", 1, Product(0, 0) if shape == "product" else 0, batch)
+
+
+def message_codec(message: Any) -> Any:
+    """Encode and decode ``message`` as the mesh does (pickled when it can be)."""
+    pickled = pickle_records(message)
+    return decode(encode(message)) if pickled is None else unpickle_records(pickled)
+
+
+def codec_only(batches: List[list], message: str = "raw", shape: str = "pair") -> float:
+    """Seconds to encode and decode every batch in one process (as a data message with
+    ``message="data"``)."""
     start = time.perf_counter()
     for b in batches:
-        decode(encode(b))
+        if message == "data":
+            message_codec(data_message(b, shape))
+        else:
+            decode(encode(b))
     return time.perf_counter() - start
 
 
@@ -102,23 +124,38 @@ def codec_report(batch: int, repeat: int) -> Dict[str, Any]:
         ref_msgpack = best(plain.pack, records) + best(
             lambda: msgpack.unpackb(plain_data, use_list=False))
         ref_pickle = best(pickle.dumps, records, 5) + best(pickle.loads, pickled)
+        message = data_message(records, shape)
+        as_data = pickle_records(message)
+        if as_data is None:
+            data_enc = best(encode, message)
+            data_dec = best(decode, encode(message))
+            as_data = encode(message)
+        else:
+            data_enc = best(pickle_records, message)
+            data_dec = best(unpickle_records, as_data)
         report[shape] = {
             "encode_ms": round(enc * 1e3, 3),
             "decode_ms": round(dec * 1e3, 3),
             "records_per_s": round(batch / (enc + dec)),
             "bytes": len(data),
+            "data_message_encode_ms": round(data_enc * 1e3, 3),
+            "data_message_decode_ms": round(data_dec * 1e3, 3),
+            "data_message_records_per_s": round(batch / (data_enc + data_dec)),
+            "data_message_bytes": len(as_data),
             "nonstrict_msgpack_records_per_s": round(batch / ref_msgpack),
             "pickle5_records_per_s": round(batch / ref_pickle),
         }
     return report
 
 
-def mesh_worker(records: int, batch: int, shape: str):
+def mesh_worker(records: int, batch: int, shape: str, message: str = "raw"):
     """The worker function shipped to both processes."""
 
     def main(index: int, peers: int, mesh: Any) -> Dict[str, Any]:
         if index == 0:
             batches = make_batches(records, batch, shape)  # built before the clock starts
+            if message == "data":
+                batches = [data_message(b, shape) for b in batches]
             mesh.wait(60.0)  # worker 1's "ready"
             assert mesh.recv_nowait() == [(1, "ready")]
             start = time.perf_counter()
@@ -136,7 +173,7 @@ def mesh_worker(records: int, batch: int, shape: str):
         while received < records and time.monotonic() < deadline:
             mesh.wait(1.0)
             for _, b in mesh.recv_nowait():
-                received += len(b)
+                received += len(b[3] if message == "data" else b)
         mesh.send(0, ("ack", received))
         return {"received": received}
 
@@ -149,6 +186,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--shape", choices=["pair", "triple", "product"], default="pair",
                         help="pair: (k, v); triple: ((k, v), t, 1); product: t is Product")
+    parser.add_argument("--message", choices=["raw", "data"], default="raw",
+                        help="raw: each batch as is (msgpack); data: as an exchange channel's "
+                             "data message (pickled at int times)")
     parser.add_argument("--start-method", default=None)
     parser.add_argument("--repeat", type=int, default=3, help="report the best of this many runs")
     parser.add_argument("--codec-only", action="store_true",
@@ -165,14 +205,15 @@ def main() -> None:
 
     batches = make_batches(args.records, args.batch, args.shape)
     local = min(in_process(batches) for _ in range(args.repeat))
-    codec = min(codec_only(batches) for _ in range(args.repeat))
+    codec = min(codec_only(batches, args.message, args.shape) for _ in range(args.repeat))
     del batches
 
     runs = []
     for _ in range(args.repeat):
         started = time.perf_counter()
         sender, receiver = run_in_processes(
-            profile_mesh_worker(mesh_worker(args.records, args.batch, args.shape)), 2,
+            profile_mesh_worker(mesh_worker(args.records, args.batch, args.shape,
+                                            args.message)), 2,
             timeout=600, start_method=args.start_method,
         )
         assert receiver["received"] == args.records
@@ -185,6 +226,7 @@ def main() -> None:
         "records": args.records,
         "batch": args.batch,
         "shape": args.shape,
+        "message": args.message,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "mesh_two_processes": {

@@ -5,6 +5,9 @@ its ``Push`` / ``Pull`` endpoints, reduced to what a Python worker needs):
 
 * ``send(dest, message)``: deliver ``message`` to worker ``dest`` (FIFO per sender/receiver);
 * ``broadcast(message)``: deliver to every worker, this one included;
+* ``send_to_peers(message)`` (optional): deliver to every other worker (a worker's progress
+  goes to its peers this way, its own copy loops back without the transport); without it the
+  worker calls ``send`` once per peer;
 * ``recv_nowait() -> [(source, message)]``: what has arrived, in order per sender;
 * ``flush()``: called at the end of every worker step (push buffered frames; the inline
   fabric passes the turn to the next worker here);

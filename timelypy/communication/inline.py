@@ -97,6 +97,13 @@ class InlineEndpoint:
         for box in self.fabric.mailboxes:
             box.append((self.index, message))
 
+    def send_to_peers(self, message: Any) -> None:
+        """Append ``message`` to every other worker's mailbox. O(peers)."""
+        index = self.index
+        for j, box in enumerate(self.fabric.mailboxes):
+            if j != index:
+                box.append((index, message))
+
     def recv_nowait(self) -> List[Tuple[int, Any]]:
         """Take every ``(source, message)`` waiting in this worker's mailbox, in arrival order."""
         box = self._mailbox

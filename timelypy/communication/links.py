@@ -32,12 +32,14 @@ _HOST = "127.0.0.1"
 # --- frames after the handshake ---------------------------------------------------------
 # A frame's payload starts with one kind byte.
 KIND_DATA = 0x44  # b"D": the rest is wire.encode(obj)
+KIND_PICKLED = 0x50  # b"P": the rest is wire.pickle_records(obj) (a root-scope data message)
 KIND_BYE = 0x42  # b"B": orderly close, nothing more will follow
 KIND_CREDIT = 0x43  # b"C": the rest is 8 bytes: how many of our bytes the peer consumed
 KIND_WAITING = 0x57  # b"W": the peer is blocked until we return credit
 FRAME_HEADER = struct.Struct("<Q")
 CREDIT = struct.Struct("<Q")
 DATA_TAG = bytes([KIND_DATA])
+PICKLED_TAG = bytes([KIND_PICKLED])
 BYE_FRAME = FRAME_HEADER.pack(1) + bytes([KIND_BYE])
 WAITING_FRAME = FRAME_HEADER.pack(1) + bytes([KIND_WAITING])
 assert FRAME_HEADER.size == HEADER_SIZE
@@ -56,9 +58,9 @@ def _tune(sock: socket.socket) -> None:
             pass
 
 
-def data_frame(payload: bytes) -> bytes:
-    """A data frame: ``wire.frame`` of the kind byte followed by ``payload``."""
-    return b"".join((FRAME_HEADER.pack(len(payload) + 1), DATA_TAG, payload))
+def data_frame(payload: bytes, tag: bytes = DATA_TAG) -> bytes:
+    """A data frame: ``wire.frame`` of the kind byte (``tag``) followed by ``payload``."""
+    return b"".join((FRAME_HEADER.pack(len(payload) + 1), tag, payload))
 
 
 class Peer:

@@ -42,10 +42,11 @@ from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Seque
 
 from ..errors import WaitTimeoutError, WorkerDiedError, WorkerError
 from .credit import DEFAULT_WINDOW, CreditLedger
-from .links import (CREDIT, FRAME_HEADER, KIND_BYE, KIND_CREDIT, KIND_DATA,
-                    KIND_WAITING, RECV_CHUNK, WAITING_FRAME, Address, MeshLinks, Peer,
-                    data_frame, log)
-from .wire import HEADER_SIZE, FrameReader, decode, encode
+from .links import (CREDIT, FRAME_HEADER, KIND_BYE, KIND_CREDIT, KIND_DATA, KIND_PICKLED,
+                    KIND_WAITING, PICKLED_TAG, RECV_CHUNK, WAITING_FRAME, Address, MeshLinks,
+                    Peer, data_frame, log)
+from .wire import (HEADER_SIZE, FrameReader, decode, encode, pickle_records,
+                   unpickle_records)
 
 __all__ = ["SocketMesh", "MeshFabric", "MeshSettings", "Address"]
 
@@ -108,6 +109,9 @@ class SocketMesh(MeshLinks):
         """Seconds the worker spent blocked in :meth:`wait` (idle, waiting for its peers)."""
         self.encode_seconds = 0.0
         """Seconds spent encoding messages for other workers (the sending side of the codec)."""
+        self.blocked_seconds = 0.0
+        """Seconds sends spent blocked on flow control (a peer's window full, see
+        :mod:`.credit`)."""
         super().__init__(index, peers, listener, addresses, secret, connect_timeout,
                          handshake_timeout, send_timeout)
 
@@ -180,9 +184,11 @@ class SocketMesh(MeshLinks):
         waiting = False
         for payload in payloads:
             kind = payload[0]
-            if kind == KIND_DATA:
+            if kind == KIND_DATA or kind == KIND_PICKLED:
                 try:
-                    messages.append((j, decode(memoryview(payload)[1:])))
+                    body = memoryview(payload)[1:]
+                    messages.append((j, decode(body) if kind == KIND_DATA
+                                     else unpickle_records(body)))
                 except Exception as exc:
                     return messages, WorkerError(
                         f"worker {self.index} could not decode a message from worker {j}: "
@@ -289,11 +295,13 @@ class SocketMesh(MeshLinks):
         with cond:
             if ledger.try_reserve(peer.index, size):
                 return
+        started = time.perf_counter()
         deadline = time.monotonic() + self.send_timeout
         self._send_control(peer, WAITING_FRAME)
         while True:
             with cond:
                 if ledger.try_reserve(peer.index, size) or peer.said_bye or peer.ended:
+                    self.blocked_seconds += time.perf_counter() - started
                     return
                 self._raise_failure()
                 if self._inbox:
@@ -346,20 +354,27 @@ class SocketMesh(MeshLinks):
     def send(self, dest: int, obj: Any) -> None:
         """Send ``obj`` to worker ``dest`` (FIFO with everything else this worker sends it).
 
-        To another worker: encoded and written before returning. To oneself: appended to the local
-        inbox as is (no copy; do not mutate it afterwards). A destination that already closed
+        To another worker: encoded (a root-scope data message pickled, see
+        :func:`~.wire.pickle_records`) and written before returning. To oneself: appended to the
+        local inbox as is (no copy; do not mutate it afterwards). A destination that already closed
         its mesh in an orderly way silently drops the message (counted in ``dropped_after_bye``).
         """
         if dest == self.index:
             self._deliver_local((obj,))
             return
         start = time.perf_counter()
-        data = data_frame(encode(obj))
+        pickled = pickle_records(obj)
+        data = data_frame(encode(obj)) if pickled is None else data_frame(pickled, PICKLED_TAG)
         self.encode_seconds += time.perf_counter() - start
         self._send_frames(self._peer(dest), data, 1)
 
     def broadcast(self, obj: Any) -> None:
         """Send ``obj`` to every worker, this one included (encoded once)."""
+        self.send_to_peers(obj)
+        self._deliver_local((obj,))
+
+    def send_to_peers(self, obj: Any) -> None:
+        """Send ``obj`` to every other worker (encoded once)."""
         if self.peers > 1:
             start = time.perf_counter()
             data = data_frame(encode(obj))
@@ -367,13 +382,12 @@ class SocketMesh(MeshLinks):
             for j in range(self.peers):
                 if j != self.index:
                     self._send_frames(self._peer(j), data, 1)
-        self._deliver_local((obj,))
 
 class MeshFabric:
     """Adapts a :class:`SocketMesh` to the worker's fabric interface."""
 
-    __slots__ = ("mesh", "index", "peers", "send", "broadcast", "recv_nowait", "wait",
-                 "link_statistics")
+    __slots__ = ("mesh", "index", "peers", "send", "broadcast", "send_to_peers", "recv_nowait",
+                 "wait", "link_statistics")
 
     def __init__(self, mesh: SocketMesh):
         self.mesh = mesh
@@ -381,6 +395,7 @@ class MeshFabric:
         self.peers = mesh.peers
         self.send = mesh.send
         self.broadcast = mesh.broadcast
+        self.send_to_peers = mesh.send_to_peers
         self.recv_nowait = mesh.recv_nowait
         self.wait = mesh.wait
         self.link_statistics = mesh.link_statistics

@@ -24,6 +24,15 @@ handles exact builtin types and hands everything else - including every plain tu
 ``benchmarks/`` and the transport report for the measured price (roughly 1.5-2x the encode time of
 a non-strict packer, decode unchanged).
 
+Records of the root scope, fast: :func:`pickle_records` pickles a data message
+``("d", channel, time, records)`` whose ``time`` is an ``int`` (every message of a root scope)
+with a reused C pickler (protocol 5, no memo), and :func:`unpickle_records` reverses it: 50-80
+ns per record each way for a list of plain tuples, against about 250 ns to encode column by
+column above. Records keep their exact types (a list stays a list, a named tuple a named
+tuple), as on one worker. Messages at ``Product`` times stay with msgpack, whose extension
+caches times, and so does a message the pickler refuses (a cycle, a function or class sent by
+value, something that cannot be pickled).
+
 Framing: :func:`frame` prefixes a payload with its length (8 bytes, little-endian) and
 :class:`FrameReader` reassembles payloads from a byte stream delivered in arbitrary chunks.
 
@@ -34,6 +43,8 @@ the job's secret before reading a single frame from it.
 
 from __future__ import annotations
 
+import io
+import pickle
 import struct
 import threading
 from typing import Any, Dict, List, Optional
@@ -47,6 +58,8 @@ from ..progress.reachability import Location
 __all__ = [
     "encode",
     "decode",
+    "pickle_records",
+    "unpickle_records",
     "frame",
     "FrameReader",
     "HEADER_SIZE",
@@ -337,6 +350,63 @@ def decode(data: Any) -> Any:
     pickle extension can run code.
     """
     return _unpack(data)
+
+
+# --------------------------------------------------------------------------------------
+# Records of the root scope: pickled
+
+
+class _PicklerSlot(threading.local):
+    """A per-thread cloudpickle pickler over its own buffer, reused across messages (making a
+    pickler costs about a microsecond; a closed-loop message holds one record).
+
+    The pickler runs in ``fast`` mode: no memo, so an object referenced twice is written twice
+    (records are values; identity does not cross workers with msgpack either). A batch of
+    ``((k, v), t, r)`` updates: 48 instead of 72 ns per record to pickle, 78 instead of 88 to
+    unpickle. What fast mode refuses - a cycle, such as a record that contains itself, or a
+    function or class sent by value - is left to :func:`encode`, as before (which carries
+    such functions and classes, and reports such records)."""
+
+    def __init__(self) -> None:
+        self.buffer = io.BytesIO()
+        self.renew()
+
+    def renew(self) -> None:
+        """A new pickler (a failed dump may leave the pickler's state half written)."""
+        self.pickler = cloudpickle.Pickler(self.buffer, protocol=5)
+        self.pickler.fast = True
+
+
+_pickler = _PicklerSlot()
+
+
+def pickle_records(message: Any) -> Optional[bytes]:
+    """A data message ``("d", channel, time, records)`` with an ``int`` time as a pickle, or
+    None when it has another shape or time, or holds a cycle or something that cannot be
+    pickled (then :func:`encode` takes it, and reports what it cannot carry).
+
+    >>> unpickle_records(pickle_records(("d", 3, 7, [((1, 2), 7, 1)])))
+    ('d', 3, 7, [((1, 2), 7, 1)])
+    """
+    if type(message) is not tuple or len(message) != 4 or type(message[2]) is not int \
+            or message[0] != "d":
+        return None
+    slot = _pickler
+    buffer, pickler = slot.buffer, slot.pickler
+    buffer.seek(0)
+    buffer.truncate()
+    try:
+        pickler.dump(message)
+    except Exception:  # noqa: BLE001 - encode() takes the message
+        slot.renew()
+        return None
+    return buffer.getvalue()
+
+
+def unpickle_records(data: Any) -> Any:
+    """Rebuild the data message :func:`pickle_records` pickled (any bytes-like ``data``).
+    Only from an authenticated peer: unpickling can run code."""
+    return pickle.loads(data)
 
 
 # --------------------------------------------------------------------------------------

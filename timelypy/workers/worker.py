@@ -96,16 +96,26 @@ class Worker:
         self._channels[channel] = target
 
     def new_progcaster(self, subgraph: Subgraph) -> Optional[Progcaster]:
-        """The progress broadcaster of ``subgraph`` (None when this worker has no peers)."""
+        """The progress broadcaster of ``subgraph`` (None when this worker has no peers).
+
+        The batch goes to the other workers through the fabric; this worker's own copy loops
+        back at once (``loopback``), so the next round of the same step applies it."""
         if self.peers == 1:
             return None
         channel = self.new_identifier()
         fabric = self.fabric
+        to_peers = getattr(fabric, "send_to_peers", None)
+        if to_peers is None:
+            others = [j for j in range(self.peers) if j != self.index]
+
+            def to_peers(message: Any) -> None:
+                for j in others:
+                    fabric.send(j, message)
 
         def broadcast(batch: Any) -> None:
-            fabric.broadcast(progress_message(channel, batch))
+            to_peers(progress_message(channel, batch))
 
-        progcaster = Progcaster(channel, broadcast)
+        progcaster = Progcaster(channel, broadcast, loopback=True)
         self._progcasters[channel] = (progcaster, subgraph)
         return progcaster
 
@@ -180,22 +190,29 @@ class Worker:
         return len(messages)
 
     def step(self) -> bool:
-        """Do one round of work on every dataflow; returns whether any dataflow is incomplete."""
+        """Do some work on every dataflow; returns whether any dataflow is incomplete.
+
+        One worker: each dataflow runs its rounds (:attr:`Subgraph.max_rounds`). With peers,
+        a round schedules every dataflow once; then what arrived meanwhile is received and,
+        while progress waits to be applied (this worker's own, which loops back at once, or a
+        peer's) or messages arrived or operators are active, another round runs, up to
+        :attr:`max_rounds`: frontiers move within the step, as on one worker, instead of one
+        hop per step."""
         maybe_collect()
         for handle in self._inputs:
             handle.flush()
         received = self._receive()
         if self._dataflows:
-            done = []
-            for df in self._dataflows:
-                if not df.schedule():
-                    done.append(df)
-            for df in done:
-                self._dataflows.remove(df)
-                if df.progcaster is not None:
-                    self._progcasters.pop(df.progcaster.channel, None)
-            if done:
-                self._inputs = [h for h in self._inputs if not (h.closed and not h.has_pending())]
+            self._schedule_round()
+            if self.fabric is not None:
+                rounds = 1
+                while rounds < self.max_rounds and self._dataflows:
+                    arrived = self._receive()
+                    received += arrived
+                    if not (arrived or self._progress_pending()):
+                        break
+                    self._schedule_round()
+                    rounds += 1
         if self.fabric is not None:
             if self.instruments.enabled:
                 self._emit_link_bytes()
@@ -204,6 +221,33 @@ class Worker:
                 # Nothing to do until a peer sends something: block briefly instead of spinning.
                 self.fabric.wait(self.idle_wait)
         return bool(self._dataflows)
+
+    max_rounds = 8
+    """Rounds of every dataflow per :meth:`step` on a worker with peers (see :meth:`step`)."""
+
+    def _schedule_round(self) -> None:
+        """Schedule every dataflow once; forget the completed ones."""
+        done = []
+        for df in self._dataflows:
+            if not df.schedule():
+                done.append(df)
+        for df in done:
+            self._dataflows.remove(df)
+            if df.progcaster is not None:
+                self._progcasters.pop(df.progcaster.channel, None)
+        if done:
+            self._inputs = [h for h in self._inputs if not (h.closed and not h.has_pending())]
+
+    def _progress_pending(self) -> bool:
+        """Another round would do something: progress batches wait in a progress broadcaster,
+        or some dataflow has active operators or unapplied progress."""
+        for progcaster, _ in self._progcasters.values():
+            if progcaster.pending():
+                return True
+        for df in self._dataflows:
+            if df.has_work():
+                return True
+        return False
 
     idle_wait = 0.005
     """Seconds an idle worker with peers blocks waiting for a message at the end of a step."""
