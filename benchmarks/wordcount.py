@@ -40,6 +40,16 @@ from common import add_profile_argument, profiled  # noqa: E402
 import timelypy
 
 
+def _replace_lines(session: Any, current: List[str], changes: Any, mine: bool) -> None:
+    """Apply one round's line replacements to ``current``; the worker that owns the round
+    (``mine``) also removes each old line from and inserts each new one into ``session``."""
+    for i, new in changes:
+        if mine:
+            session.remove(current[i])
+            session.insert(new)
+        current[i] = new
+
+
 def make_workload(n_lines: int, words: int, vocab: int, zipf: float, rounds: int,
                   per_round: int, seed: int):
     rng = random.Random(seed)
@@ -96,14 +106,7 @@ def buffered_run(lines: List[str], plan, check: bool, inspect: bool):
         t1 = now()
         t = 1
         for r, changes in enumerate(plan):
-            if r % peers == index:
-                for i, new in changes:
-                    session.remove(current[i])
-                    session.insert(new)
-                    current[i] = new
-            else:
-                for i, new in changes:
-                    current[i] = new
+            _replace_lines(session, current, changes, r % peers == index)
             t += 1
             session.advance_to(t)
         session.close()
@@ -137,14 +140,7 @@ def dataflow_run(lines: List[str], plan, check: bool, inspect: bool = False):
         t = 1
         for r, changes in enumerate(plan):
             start = now()
-            if r % peers == index:
-                for i, new in changes:
-                    session.remove(current[i])
-                    session.insert(new)
-                    current[i] = new
-            else:
-                for i, new in changes:
-                    current[i] = new
+            _replace_lines(session, current, changes, r % peers == index)
             t += 1
             session.advance_to(t)
             session.flush()
