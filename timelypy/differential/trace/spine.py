@@ -348,9 +348,29 @@ class Spine:
         order = self.order
         if order.is_total and not since:
             return  # nothing will be read any more: leave the batch as it is
-        single = since[0] if len(since) == 1 and order.is_total else None
         data = batch.data
         count = 0
+        if not order.is_total:
+            # Partially ordered times (an iterative scope): a key with one update has nothing
+            # to consolidate with, and its time compares with every time at or beyond since
+            # exactly as its advanced time does (that is what advancing preserves), so it is
+            # left as it is: the pass costs O(keys) plus O(updates of the keys with several),
+            # not an advanced time (a new tuple) per key. (A merge advances it once another
+            # update of its key arrives.)
+            several = [key for key, vals in data.items() if len(vals) != 1]
+            count = len(data) - len(several)
+            for key in several:
+                new = advance_and_consolidate(data[key], since, order)
+                if new:
+                    data[key] = new
+                    count += len(new)
+                else:
+                    del data[key]
+            batch.count = count
+            batch.since = since
+            batch.compacted = since
+            return
+        single = since[0] if len(since) == 1 else None
         for key in list(data):
             vals = data[key]
             if single is not None and len(vals) == 1:
