@@ -47,6 +47,7 @@ import io
 import pickle
 import struct
 import threading
+from operator import itemgetter
 from typing import Any, Dict, List, Optional
 
 import cloudpickle
@@ -60,6 +61,7 @@ __all__ = [
     "decode",
     "pickle_records",
     "unpickle_records",
+    "plainly_sendable",
     "frame",
     "FrameReader",
     "HEADER_SIZE",
@@ -378,6 +380,39 @@ class _PicklerSlot(threading.local):
 
 
 _pickler = _PicklerSlot()
+
+
+_PLAIN_SCALARS = frozenset({int, float, bool, bytes, type(None)})
+_PLAIN_DEPTH = 8
+
+
+def plainly_sendable(values: List[Any], depth: int = 0) -> bool:
+    """True if every one of ``values`` is built only of ints, floats, bools, bytes, None,
+    strings that encode to UTF-8 and tuples of one length of those (nested at most
+    8 deep), so that :func:`encode` and pickle take them for certain. Checked a column at a
+    time in C (``map``, ``set``, ``join``): a cheap test before trying to encode a large
+    batch. False means "not known", not "unsendable".
+
+    >>> plainly_sendable([(1, "a"), (2, "b")]), plainly_sendable([{1}])
+    (True, False)
+    """
+    kinds = set(map(type, values))
+    if kinds <= _PLAIN_SCALARS:
+        return True
+    if str in kinds and kinds - {str} <= _PLAIN_SCALARS:
+        strings = values if len(kinds) == 1 else [v for v in values if type(v) is str]
+        try:
+            "".join(strings).encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: msgpack refuses them
+            return False
+        return True
+    if kinds != {tuple} or depth >= _PLAIN_DEPTH:
+        return False
+    widths = set(map(len, values))
+    if len(widths) != 1:
+        return False
+    return all(plainly_sendable(list(map(itemgetter(j), values)), depth + 1)
+               for j in range(widths.pop()))
 
 
 def pickle_records(message: Any) -> Optional[bytes]:

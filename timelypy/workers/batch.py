@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import numbers
 import reprlib
+from operator import itemgetter
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import SessionInputError, UnhashableDataError
-from ..hashing import stable_hash
+from ..hashing import owners, stable_hash, stable_hashes
 from ..order import Product, less_equal
 
-__all__ = ["Update", "Batch", "Parts", "check_update", "check_updates", "check_time", "route",
+__all__ = ["Update", "UpdateColumns", "Batch", "Parts", "check_update", "check_updates", "check_time", "route",
            "show", "rejected_error"]
 
 _REPR = reprlib.Repr()
@@ -45,8 +46,8 @@ class Update(NamedTuple):
     worker: int
 
 
-Parts = Dict[int, List[Tuple[str, List[Tuple[Any, Any, int]], List[int]]]]
-"""Per worker: ``[(input, [(data, time, diff), ...], [position in the batch, ...]), ...]``."""
+Parts = Dict[int, List[Tuple[str, List[Any], List[Any], List[int], List[int]]]]
+"""Per worker: ``[(input, records, times, diffs, positions in the batch), ...]``, columns."""
 
 
 def route(data: Any, workers: int, what: str, input: Optional[str] = None) -> int:
@@ -127,70 +128,173 @@ def _spread(values: Any, n: int, what: str, input: str) -> List[Any]:
     return values
 
 
+class UpdateColumns(NamedTuple):
+    """Accepted updates of one input as columns: record, time, diff and owning worker of each
+    (``owners`` None: all go to worker 0)."""
+
+    input: str
+    records: List[Any]
+    times: List[Any]
+    diffs: List[int]
+    owners: Optional[Sequence[int]]  # a list, or a numpy array from the column-wise hash
+
+
 def check_updates(input: str, records: Sequence[Any], diffs: Any, times: Any, now: Any,
-                  workers: int, retracts: bool) -> List[Update]:
-    """:func:`check_update` of many records at once: the :class:`Update` of each, or the
+                  workers: int, retracts: bool) -> UpdateColumns:
+    """:func:`check_update` of many records at once: the accepted updates as columns, or the
     :class:`SessionInputError` of the first bad one (then none is accepted). ``diffs`` and
     ``times`` are one value for all records or one per record (a time of None: ``now``).
-    Clean int updates take a fast path; anything else is checked one by one."""
+    Clean int updates take a fast path (records hashed column-wise by
+    :func:`~timelypy.hashing.stable_hashes`); anything else is checked one by one."""
     n = len(records)
     diff_list = _spread(diffs, n, "diffs", input)
-    time_list = [now if t is None else t for t in _spread(times, n, "times", input)]
-    fast = type(now) is int and all(type(d) is int for d in diff_list) and all(
-        type(t) is int and t >= now for t in time_list) and (retracts or min(diff_list,
-                                                                            default=0) >= 0)
+    time_list = _spread(times, n, "times", input)
+    if None in time_list:
+        time_list = [now if t is None else t for t in time_list]
+    fast = type(now) is int and _all_type(diff_list, int) and _all_type(time_list, int) and (
+        not n or min(time_list) >= now) and (retracts or min(diff_list, default=0) >= 0)
     if fast:
         try:
-            hashes = [stable_hash(r) for r in records]
+            owned = owners(records, workers) if workers > 1 else stable_hashes(records)
         except Exception:  # noqa: BLE001 - the slow path names the record
             fast = False
     if not fast:
-        return [check_update(input, r, d, t, now, workers, retracts)
-                for r, d, t in zip(records, diff_list, time_list)]
-    owners = [h % workers for h in hashes] if workers > 1 else [0] * n
-    return [Update(input, r, t, d, w)
-            for r, t, d, w in zip(records, time_list, diff_list, owners)]
+        checked = [check_update(input, r, d, t, now, workers, retracts)
+                   for r, d, t in zip(records, diff_list, time_list)]
+        return UpdateColumns(input, [u.data for u in checked], [u.time for u in checked],
+                             [u.diff for u in checked],
+                             [u.worker for u in checked] if workers > 1 else None)
+    return UpdateColumns(input, list(records), time_list, diff_list,
+                         owned if workers > 1 else None)
+
+
+def _all_type(values: Sequence[Any], kind: type) -> bool:
+    """Every one of ``values`` is exactly of type ``kind`` (not a subclass: no bools for ints)."""
+    return not values or set(map(type, values)) == {kind}
+
+
+def _by_owner(owned: Sequence[int]) -> List[Tuple[int, List[int]]]:
+    """``[(worker, [index, ...]), ...]``: the indexes of ``owned`` grouped by value, by worker
+    then index (a numpy array of owners is grouped by a stable sort in C)."""
+    if type(owned) is not list:
+        import numpy as np
+
+        order = np.argsort(owned, kind="stable")
+        counts = np.bincount(owned)
+        groups, start = [], 0
+        for worker, count in enumerate(counts.tolist()):
+            if count:
+                groups.append((worker, order[start:start + count].tolist()))
+                start += count
+        return groups
+    by_worker: Dict[int, List[int]] = {}
+    for index, owner in enumerate(owned):
+        chosen = by_worker.get(owner)
+        if chosen is None:
+            chosen = by_worker[owner] = []
+        chosen.append(index)
+    return sorted(by_worker.items())
+
+
+class _Group:
+    """The buffered updates of one input on one worker, as columns in call order."""
+
+    __slots__ = ("records", "times", "diffs", "positions")
+
+    def __init__(self) -> None:
+        self.records: List[Any] = []
+        self.times: List[Any] = []
+        self.diffs: List[int] = []
+        self.positions: List[int] = []  # each update's place in the session's call order
+
+    def extend(self, records: Sequence[Any], times: Sequence[Any], diffs: Sequence[int],
+               positions: Iterable[int]) -> None:
+        self.records.extend(records)
+        self.times.extend(times)
+        self.diffs.extend(diffs)
+        self.positions.extend(positions)
 
 
 class Batch:
-    """The accepted updates of a session that were not sent yet, in call order."""
+    """The accepted updates of a session that were not sent yet: kept per worker and input as
+    columns (so a flush sends them without regrouping), each with its place in call order."""
 
     def __init__(self) -> None:
-        self.updates: List[Update] = []
+        self._groups: Dict[Tuple[int, str], _Group] = {}
+        self._size = 0
 
     def __len__(self) -> int:
-        return len(self.updates)
+        return self._size
+
+    def _group(self, worker: int, input: str) -> _Group:
+        group = self._groups.get((worker, input))
+        if group is None:
+            group = self._groups[(worker, input)] = _Group()
+        return group
 
     def add(self, update: Update) -> None:
         """Buffer ``update``."""
-        self.updates.append(update)
+        group = self._group(update.worker, update.input)
+        group.records.append(update.data)
+        group.times.append(update.time)
+        group.diffs.append(update.diff)
+        group.positions.append(self._size)
+        self._size += 1
 
     def extend(self, updates: Iterable[Update]) -> None:
         """Buffer ``updates``, in order."""
-        self.updates.extend(updates)
+        for update in updates:
+            self.add(update)
+
+    def extend_columns(self, columns: UpdateColumns) -> None:
+        """Buffer the updates of ``columns`` (from :func:`check_updates`), in order."""
+        start, n = self._size, len(columns.records)
+        if columns.owners is None:
+            self._group(0, columns.input).extend(columns.records, columns.times, columns.diffs,
+                                                 range(start, start + n))
+        else:
+            for owner, chosen in _by_owner(columns.owners):
+                self._group(owner, columns.input).extend(
+                    list(map(columns.records.__getitem__, chosen)),
+                    list(map(columns.times.__getitem__, chosen)),
+                    list(map(columns.diffs.__getitem__, chosen)),
+                    [start + i for i in chosen])
+        self._size += n
 
     def parts(self, workers: int) -> Parts:
-        """The updates grouped by worker, then by input (each with its positions)."""
-        grouped: Dict[int, Dict[str, Tuple[List[Tuple[Any, Any, int]], List[int]]]] = {
-            i: {} for i in range(workers)}
-        for position, u in enumerate(self.updates):
-            updates, positions = grouped[u.worker].setdefault(u.input, ([], []))
-            updates.append((u.data, u.time, u.diff))
-            positions.append(position)
-        return {i: [(name, ups, pos) for name, (ups, pos) in by_input.items()]
-                for i, by_input in grouped.items()}
+        """The updates grouped by worker, then by input, as columns (with their positions)."""
+        grouped: Parts = {i: [] for i in range(workers)}
+        for (worker, input), g in self._groups.items():
+            grouped[worker].append((input, g.records, g.times, g.diffs, g.positions))
+        return grouped
+
+    def updates(self) -> List[Update]:
+        """Every buffered update, in call order."""
+        placed = [(p, Update(input, r, t, d, worker))
+                  for (worker, input), g in self._groups.items()
+                  for r, t, d, p in zip(g.records, g.times, g.diffs, g.positions)]
+        placed.sort(key=itemgetter(0))
+        return [u for _, u in placed]
 
     def take_out(self, positions: Iterable[int]) -> List[Update]:
-        """Remove the updates at ``positions``; returns them."""
+        """Remove the updates at ``positions``; returns them (in call order)."""
         drop = set(positions)
-        taken = [u for p, u in enumerate(self.updates) if p in drop]
-        self.updates = [u for p, u in enumerate(self.updates) if p not in drop]
+        everything = self.updates()
+        self.drop()
+        taken = [u for p, u in enumerate(everything) if p in drop]
+        self.extend(u for p, u in enumerate(everything) if p not in drop)
         return taken
 
     def clear(self) -> List[Update]:
-        """Remove every update; returns them."""
-        taken, self.updates = self.updates, []
+        """Remove every update; returns them (in call order)."""
+        taken = self.updates()
+        self.drop()
         return taken
+
+    def drop(self) -> None:
+        """Remove every update (the lists handed out by :meth:`parts` stay intact)."""
+        self._groups = {}
+        self._size = 0
 
 
 def rejected_error(rejected: Sequence[Tuple[Update, str]], kept: int) -> SessionInputError:

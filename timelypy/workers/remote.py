@@ -151,6 +151,8 @@ class RemoteClient:
     # -- commands -------------------------------------------------------------------------
     def unsendable(self, values: Sequence[Any]) -> Optional[str]:
         """Why ``values`` cannot travel to a worker and between workers (None: they can)."""
+        if wire.plainly_sendable(list(values)):
+            return None
         try:
             ForkingPickler.dumps(list(values))
             wire.encode(list(values))

@@ -24,6 +24,7 @@ import numbers
 import os
 import threading
 import traceback
+from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -37,7 +38,7 @@ from .worker import Worker
 
 __all__ = ["HandleService", "serve", "UPDATE", "STAGE", "COMMIT", "DISCARD", "ADVANCE", "FLUSH",
            "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED", "ERROR",
-           "Command", "Staged", "Rejection"]
+           "Command", "Staged", "Rejection", "clean_updates", "clean_columns"]
 
 Command = Tuple[Any, ...]
 """``(kind, *arguments)``; ``kind`` is one of the command constants."""
@@ -78,8 +79,8 @@ FAILED = "failed"
 ERROR = "error"
 """Reply kind: the worker failed (its dataflow is broken); the value is the traceback text."""
 
-Staged = List[Tuple[str, List[Tuple[Any, Any, int]]]]
-"""``[(input, [(data, time, diff), ...]), ...]``: a worker's part of a session batch."""
+Staged = List[Tuple[str, List[Any], List[Any], List[int]]]
+"""``[(input, records, times, diffs), ...]`` (columns): a worker's part of a session batch."""
 Rejection = Tuple[str, int, str]
 """``(input, position in that input's updates, reason)``."""
 
@@ -95,7 +96,7 @@ class HandleService:
                               "handles (inputs, probes, captures, arrangements)")
         self.handles: Dict[str, Any] = handles
         self._read: Dict[str, int] = {}
-        self._staged: Staged = []
+        self._staged: List[Tuple[Any, Any, Any, Any, bool]] = []
         self._commands: Dict[str, Callable[..., Any]] = {
             UPDATE: self.update, STAGE: self.stage, COMMIT: self.commit, DISCARD: self.discard,
             ADVANCE: self.advance, FLUSH: self.flush, CHANGES: self.changes,
@@ -128,26 +129,31 @@ class HandleService:
         """Check every update of ``parts`` and keep them for :meth:`commit`; returns the rejected
         ones (none staged then)."""
         rejected: List[Rejection] = []
-        for name, updates in parts:
+        staged: List[Tuple[Any, Any, Any, Any, bool]] = []
+        for name, records, times, diffs in parts:
             try:
                 handle = find_handle(self.handles, name, Input)
             except TimelyError as exc:
                 rejected.append((name, -1, str(exc)))
                 continue
-            if clean_updates(handle, updates):
-                continue
-            for position, update in enumerate(updates):
-                reason = rejection(handle, update)
-                if reason is not None:
-                    rejected.append((name, position, reason))
-        self._staged = [] if rejected else list(parts)
+            clean = clean_columns(handle, records, times, diffs)
+            if not clean:
+                for position, update in enumerate(zip(records, times, diffs)):
+                    reason = rejection(handle, update)
+                    if reason is not None:
+                        rejected.append((name, position, reason))
+            staged.append((handle, records, times, diffs, clean))
+        self._staged = [] if rejected else staged
         return rejected
 
     def commit(self) -> None:
         """Apply the staged updates, then flush every open input."""
         staged, self._staged = self._staged, []
-        for name, updates in staged:
-            find_handle(self.handles, name, Input).send_updates(updates)
+        for handle, records, times, diffs, clean in staged:
+            if clean and hasattr(handle, "send_columns"):
+                handle.send_columns(records, times, diffs)
+            else:
+                handle.send_updates(zip(records, times, diffs))
         self.flush()
 
     def discard(self) -> None:
@@ -227,6 +233,27 @@ def clean_updates(handle: Any, updates: Sequence[Any]) -> bool:
                     diff < 0 and not retracts):
                 return False
             hash(data)
+    except Exception:  # noqa: BLE001 - rejection() says what is wrong
+        return False
+    return True
+
+
+def clean_columns(handle: Any, records: Sequence[Any], times: Sequence[Any],
+                  diffs: Sequence[int]) -> bool:
+    """:func:`clean_updates` of updates given as columns, checked a column at a time: int
+    times at or after the input's, non-zero int diffs (positive unless the input retracts),
+    hashable records."""
+    now = getattr(handle, "time", None)
+    if type(now) is not int or not records:
+        return type(now) is int
+    if set(map(type, times)) != {int} or min(times) < now:
+        return False
+    if set(map(type, diffs)) != {int} or 0 in diffs:
+        return False
+    if min(diffs) < 0 and not isinstance(handle, Retracting):
+        return False
+    try:
+        deque(map(hash, records), maxlen=0)
     except Exception:  # noqa: BLE001 - rejection() says what is wrong
         return False
     return True

@@ -319,8 +319,8 @@ class DataflowSession:
         self._check_usable()
         self._handles.require(input, Input)
         now = self._input_times[input]
-        self._batch.extend(check_updates(input, records, diffs, times, now, self.workers,
-                                         self._handles.retracts(input)))
+        self._batch.extend_columns(check_updates(input, records, diffs, times, now,
+                                                 self.workers, self._handles.retracts(input)))
 
     def insert(self, input: str, data: Any) -> None:
         """Add one copy of ``data`` to the named input at the input's current time.
@@ -399,7 +399,9 @@ class DataflowSession:
         self._sent += size
 
     def _stage_and_commit(self, parts: Any, timeout: float) -> None:
-        stage = [(i, (STAGE, [(name, ups) for name, ups, _ in parts[i]])) for i in self._everyone]
+        stage = [(i, (STAGE, [(name, records, times, diffs)
+                              for name, records, times, diffs, _ in parts[i]]))
+                 for i in self._everyone]
         try:
             replies = self._client.request(stage, timeout)
         except BaseException:
@@ -407,7 +409,7 @@ class DataflowSession:
             raise
         rejected: List[Tuple[int, str]] = []
         for i, reply in zip(self._everyone, replies):
-            positions = {name: pos for name, _, pos in parts[i]}
+            positions = {name: pos for name, _, _, _, pos in parts[i]}
             for name, position, reason in reply:
                 chosen = positions.get(name, [])
                 chosen = chosen if position < 0 else chosen[position:position + 1]
@@ -415,7 +417,7 @@ class DataflowSession:
         if rejected:
             self._discard_staged(timeout)
             self._reject(rejected)
-        self._batch.clear()  # from here on the batch is the workers'
+        self._batch.drop()  # from here on the batch is the workers'
         try:
             self._client.request([(i, (COMMIT,)) for i in self._everyone], timeout)
         except SessionCommandError as exc:
@@ -427,10 +429,10 @@ class DataflowSession:
         """Reject the records that cannot be sent (pickled, encoded) to and between workers."""
         rejected: List[Tuple[int, str]] = []
         for by_input in parts.values():
-            for _, updates, positions in by_input:
-                if self._client.unsendable([u[0] for u in updates]) is None:
+            for _, records, _, _, positions in by_input:
+                if self._client.unsendable(records) is None:
                     continue
-                for (data, _, _), p in zip(updates, positions):
+                for data, p in zip(records, positions):
                     reason = self._client.unsendable([data])
                     if reason is not None:
                         rejected.append((p, reason))
