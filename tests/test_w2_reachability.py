@@ -76,6 +76,68 @@ def test_product_compaction_keeps_accumulations_and_consolidates(seed):
     agent.close()
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_product_merges_keep_accumulations(seed):
+    """Batches merged one by one into an owned predecessor at an antichain since (the merge's
+    inline case: one update of a key on each side, equal or distinct values, cancelling or
+    not): every accumulation at or beyond since is the history's, counts are exact, and two
+    updates of one value whose advanced times are equal end as one update."""
+    rng = random.Random(seed)
+    spine = Spine(PRODUCT, "merge")
+    agent = TraceAgent(spine, through_seq=0)
+    history = []
+    since = [PRODUCT.minimum]
+    for rnd in range(30):
+        ups = [(rng.randrange(25), rng.choice(((), (), 1)), Product(rnd, rng.randrange(5)),
+                rng.choice((-1, 1))) for _ in range(rng.randrange(1, 8))]
+        history.extend(ups)
+        _insert(spine, ups, Product(rnd + 1, 0))
+        if rng.random() < 0.5:
+            cand = sorted({Product(rng.randrange(rnd + 1), rng.randrange(5)) for _ in range(2)})
+            cand = [f for f in cand if not any(PRODUCT.le(g, f) and g != f for g in cand)]
+            if all(any(PRODUCT.le(f, g) for f in since) for g in cand):
+                agent.set_logical_compaction(cand)
+                since = cand
+        spine.advance_writer([Product(rnd + 1, 0)])
+        agent.acknowledge(spine.seq)
+        spine.maintain()
+        spine._check()
+        for s in [*since, Product(rnd + 1, 0), Product(rnd, 4), Product(rnd + 2, 2)]:
+            if not any(PRODUCT.le(f, s) for f in since):
+                continue
+            for key in range(25):
+                want: Dict[Any, int] = {}
+                for k, v, t, r in history:
+                    if k == key and PRODUCT.le(t, s):
+                        want[v] = want.get(v, 0) + r
+                assert spine.accumulate(key, s) == {v: r for v, r in want.items() if r}
+    agent.close()
+
+
+def test_product_merge_consolidates_one_update_each_side():
+    spine = Spine(PRODUCT, "one")
+    agent = TraceAgent(spine, through_seq=0)
+    _insert(spine, [(1, (), Product(0, 1), 1), (2, (), Product(0, 1), 1), (3, "a", Product(0, 0), 1),
+                    (4, (), Product(0, 3), 1)], Product(1, 0))
+    agent.set_logical_compaction([Product(1, 2)])
+    spine.advance_writer([Product(1, 2)])
+    agent.acknowledge(spine.seq)
+    spine.maintain()
+    _insert(spine, [(1, (), Product(1, 2), -1), (2, (), Product(1, 2), 1), (3, "b", Product(1, 2), 1),
+                    (4, (), Product(1, 2), 1)], Product(2, 0))
+    agent.acknowledge(spine.seq)
+    spine.maintain()
+    spine._check()
+    (batch,) = spine.batches
+    assert 1 not in batch.data                                  # cancelled at (1, 2)
+    assert batch.data[2] == [((), Product(1, 2), 2)]            # consolidated at (1, 2)
+    assert sorted(batch.data[3]) == [("a", Product(0, 0), 1), ("b", Product(1, 2), 1)]
+    assert batch.data[4] == [((), Product(0, 3), 1), ((), Product(1, 2), 1)]  # (1, 3) != (1, 2)
+    assert spine.accumulate(4, Product(1, 3)) == {(): 2}
+    assert spine.accumulate(4, Product(1, 2)) == {(): 1}
+    agent.close()
+
+
 def _reach(edges, roots):
     adj = defaultdict(list)
     for s, d in edges:

@@ -334,8 +334,13 @@ class Spine:
         order = self.order
         target = a if a.owned else a.owned_copy()
         data = target.data
-        single = since[0] if len(since) == 1 and order.is_total else None
-        target.count = _merge_consolidating(data, b.data, target.count, since, order, single)
+        if order.is_total:
+            single = since[0] if len(since) == 1 else None
+            target.count = _merge_consolidating(data, b.data, target.count, since, order, single)
+        elif since and order.depth == 1 and order.outer.is_total:
+            target.count = _merge_consolidating_product(data, b.data, target.count, since, order)
+        else:
+            target.count = _merge_consolidating(data, b.data, target.count, since, order, None)
         target.upper = b.upper
         target.seq = b.seq
         target.since = since
@@ -434,6 +439,65 @@ def _merge_consolidating(data: BatchData, newer: BatchData, count: int, since: L
             else:
                 data[key] = [(v1, t1, r1), (v2, t2, r2)]
                 count += 1
+            continue
+        new = advance_and_consolidate(existing + vals, since, order)
+        count += len(new) - len(existing)
+        if new:
+            data[key] = new
+        else:
+            del data[key]
+    return count
+
+
+def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
+                                 since: List[Any], order: Any) -> int:
+    """:func:`_merge_consolidating` at ``Product(int, int)`` times (``since`` not empty).
+    Advancing to the antichain is the join with its meet ``(m0, m1)`` (a product of total
+    orders is a distributive lattice). A key with one update on each side, the commonest case,
+    is done inline: the two merge into one update when their values and advanced times are
+    equal, else both are kept as they are (two updates of distinct values or times have
+    nothing to consolidate, and an unadvanced time compares with every time at or beyond since
+    as its advanced time does)."""
+    m0, m1 = since[0]
+    for f0, f1 in since:
+        if f0 < m0:
+            m0 = f0
+        if f1 < m1:
+            m1 = f1
+    for key, vals in newer.items():
+        existing = data.get(key)
+        if existing is None:
+            data[key] = list(vals)
+            count += len(vals)
+            continue
+        if len(existing) == 1 and len(vals) == 1:
+            old = existing[0]
+            upd = vals[0]
+            v1, t1, r1 = old
+            v2, t2, r2 = upd
+            if v1 == v2:
+                a1, b1 = t1
+                a2, b2 = t2
+                if a1 < m0:
+                    a1 = m0
+                if b1 < m1:
+                    b1 = m1
+                if a2 < m0:
+                    a2 = m0
+                if b2 < m1:
+                    b2 = m1
+                if a1 == a2 and b1 == b2:
+                    r = r1 + r2
+                    if r:
+                        if t1[0] != a1 or t1[1] != b1:
+                            t1 = tuple.__new__(type(t1), (a1, b1))
+                        data[key] = [(v1, t1, r)]
+                    else:
+                        del data[key]
+                        count -= 1
+                    continue
+            data[key] = [old, upd]
+            count += 1
             continue
         new = advance_and_consolidate(existing + vals, since, order)
         count += len(new) - len(existing)
