@@ -237,3 +237,18 @@ def test_buffered_reachability_on_two_workers():
     for x, t, d in two:
         acc[(x, t)] += d
     assert sorted((x, t, d) for (x, t), d in acc.items() if d) == one
+
+
+@pytest.mark.parametrize("schedule", ["buffered", "each", "random"])
+@pytest.mark.parametrize("path", ["collection", "arranged", "updates"])
+@pytest.mark.parametrize("seed", range(12))
+def test_distinct_at_product_times_long_histories(seed, path, schedule):
+    """``distinct`` at Product times (its inline evaluation) with long histories per key (so
+    histories are compacted and keys carry several pending times): the content at every time
+    of the grid equals the from-scratch reference."""
+    from test_reduce_product import THRESHOLD_PATHS, _expected, _random_updates, _run, \
+        _threshold_reference
+    rng = random.Random(seed * 31 + len(path) + len(schedule))
+    updates = _random_updates(rng, keyed=False, n=rng.randrange(40, 160))
+    got = _run(updates, lambda c: THRESHOLD_PATHS[path](c, None), schedule, seed)
+    assert got == _expected(updates, _threshold_reference(None))

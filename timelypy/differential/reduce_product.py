@@ -181,7 +181,10 @@ class ProductReduce(OperatorCore):
         if ready:
             output: Output = {}
             try:
-                self._evaluate_keys(ready, frontier, output)
+                if self._distinct and self._threshold is not None:
+                    self._evaluate_distinct(ready, frontier, output)
+                else:
+                    self._evaluate_keys(ready, frontier, output)
             except TimelyError:
                 raise
             except Exception as exc:
@@ -315,6 +318,155 @@ class ProductReduce(OperatorCore):
                         at_group(key, t, hin, hout, output)
             if frontier:  # (complete input: _process drops every history)
                 self._compact_key(key, hin, hout, n, done, m0, m1)
+
+    def _evaluate_distinct(self, ready: Dict[Any, List[Time]], frontier: List[Time],
+                           output: Output) -> None:
+        """:meth:`_evaluate_keys` for ``distinct`` on records arranged by self (histories of
+        ``((), outer, inner, diff)``): the same steps, with the commonest ones inline (the
+        pass of :meth:`_new_times` over a key with one new update, the joins of its time,
+        the evaluation on counts of :meth:`_at_count`, and the test of :meth:`_compact_key`),
+        which is most of the cost of iterative programs such as reachability."""
+        pending = self.pending
+        pending_times = self.pending_times
+        inputs, outputs = self.in_hist, self.out_hist
+        seen = self._seen
+        in_sizes, out_sizes = self._in_sizes, self._out_sizes
+        beyond = _beyond_test(frontier)
+        m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
+        record_out = self._record_out
+        new_time = self._new_time
+        empty: History = []
+        for key, times in ready.items():
+            p = pending[key]
+            if len(p) == len(times):
+                del pending[key]
+                rest: Optional[Set[Time]] = None
+            else:
+                rest = p
+                p.difference_update(times)
+            hin = inputs.get(key)
+            if hin is None:
+                hin = empty
+            hout = outputs.get(key)
+            n = len(hin)
+            done = seen.get(key, 0)
+            one = False
+            if n == done + 1:
+                # One new update, at s: the count and output count at s, and the times not
+                # below s (only their joins with s can be new interesting times).
+                _, s0, s1, _ = hin[-1]
+                c = 0
+                above: Optional[List[Time]] = None
+                for _, a, b, r in hin:
+                    if a <= s0 and b <= s1:
+                        c += r
+                    elif above is None:
+                        above = [(a, b)]
+                    else:
+                        above.append((a, b))
+                have = 0
+                if hout:
+                    for _, a, b, r in hout:
+                        if a <= s0 and b <= s1:
+                            have += r
+                        elif above is None:
+                            above = [(a, b)]
+                        else:
+                            above.append((a, b))
+                for t in times:
+                    if t[0] > s0 or t[1] > s1:
+                        if above is None:
+                            above = [t]
+                        else:
+                            above.append(t)
+                if rest:
+                    for t in rest:
+                        if t[0] > s0 or t[1] > s1:
+                            if above is None:
+                                above = [t]
+                            else:
+                                above.append(t)
+                if above is not None:
+                    if all([a <= s0 for a, _ in above]):
+                        candidates = {(s0, b) for _, b in above}
+                    elif all([b <= s1 for _, b in above]):
+                        candidates = {(a, s1) for a, _ in above}
+                    else:
+                        candidates = _joins({(s0, s1)}, set(above))
+                    candidates.add((s0, s1))
+                    known = set(times)
+                    if rest:
+                        known |= rest
+                    for t in candidates:
+                        if t in known:
+                            continue
+                        if not beyond(t[0], t[1]):
+                            times.append(t)
+                            continue
+                        if rest is None:
+                            pending[key] = rest = {t}
+                        else:
+                            rest.add(t)
+                        ks = pending_times.get(t)
+                        if ks is None:
+                            new_time(t, key)
+                        else:
+                            ks.add(key)
+                one = len(times) == 1
+            elif n > done:
+                self._new_times(key, times, rest, hin, hout, done, beyond)
+            stored = hout is not None
+            if not stored:
+                hout = []
+            if one and times[0][0] == s0 and times[0][1] == s1:
+                # The one time, the new update's, with its counts from the pass above.
+                want = (1 if c > 0 else 0) - have
+                if want:
+                    hout.append(((), s0, s1, want))
+                    t = times[0]
+                    bucket = output.get(t)
+                    if bucket is None:
+                        output[t] = bucket = (_tuple_new(Product, t), [])
+                    bucket[1].append((key if record_out else (key, ()), bucket[0], want))
+            else:
+                if len(times) > 1:
+                    # Lexicographic order extends the product order: every time is
+                    # evaluated after the times below it.
+                    times.sort()
+                for t in times:
+                    o, i = t
+                    c = 0
+                    for _, a, b, r in hin:
+                        if a <= o and b <= i:
+                            c += r
+                    have = 0
+                    for _, a, b, r in hout:
+                        if a <= o and b <= i:
+                            have += r
+                    want = (1 if c > 0 else 0) - have
+                    if want:
+                        hout.append(((), o, i, want))
+                        bucket = output.get(t)
+                        if bucket is None:
+                            output[t] = bucket = (_tuple_new(Product, t), [])
+                        bucket[1].append((key if record_out else (key, ()), bucket[0], want))
+            if not stored and hout:
+                outputs[key] = hout
+                stored = True
+            if frontier:  # (complete input: _process drops every history)
+                nout = len(hout)
+                if ((n > 4 and n > 2 * in_sizes.get(key, 0))
+                        or (nout > 4 and nout > 2 * out_sizes.get(key, 0))):
+                    if not stored:
+                        outputs[key] = hout
+                    self._compact_key(key, hin, hout, n, done, m0, m1)
+                else:
+                    if n:
+                        seen[key] = n
+                    elif done:
+                        del seen[key]
+                    if stored and not nout:
+                        del outputs[key]
 
     def _new_times(self, key: Any, times: List[Time], rest: Optional[Set[Time]],
                    hin: History, hout: Optional[History], done: int,
