@@ -252,3 +252,37 @@ def test_distinct_at_product_times_long_histories(seed, path, schedule):
     updates = _random_updates(rng, keyed=False, n=rng.randrange(40, 160))
     got = _run(updates, lambda c: THRESHOLD_PATHS[path](c, None), schedule, seed)
     assert got == _expected(updates, _threshold_reference(None))
+
+
+def test_a_run_of_batches_merges_in_time_order_into_its_first():
+    """A large batch behind small ones (an iteration's round behind its stragglers) is merged
+    once, with them, into the owned batch before them; accumulations are unchanged."""
+    from timelypy.instrument import EventLog, Instruments, SpineMerged
+    hub = Instruments(0)
+    log = hub.add(EventLog(kinds=(SpineMerged,)))
+    spine = Spine(PRODUCT, "run", instruments=hub)
+    agent = TraceAgent(spine, through_seq=0)
+    history = []
+    big = [(k, (), Product(0, k % 7), 1) for k in range(200)]
+    history.extend(big)
+    _insert(spine, big, Product(1, 0))
+    agent.acknowledge(spine.seq)
+    spine.maintain()
+    assert len(spine.batches) == 1
+    for rnd, size in enumerate((1, 2, 150), start=1):
+        ups = [(k, (), Product(rnd, k % 3), -1 if k % 5 == 0 else 1) for k in range(size)]
+        history.extend(ups)
+        _insert(spine, ups, Product(rnd + 1, 0))
+    assert len(spine.batches) == 4  # unseen by the reader: not merged
+    log.clear()
+    agent.acknowledge(spine.seq)
+    spine.maintain()
+    spine._check()
+    assert len(spine.batches) == 1
+    assert [e.sizes[1] for e in log.events] == [1, 2, 150]  # each batch merged once
+    assert log.events[-1].updates == spine.stored_updates()
+    for s in (Product(4, 0), Product(4, 2), Product(5, 9), Product(9, 1)):
+        for key in range(200):
+            want = sum(r for k, _, t, r in history if k == key and PRODUCT.le(t, s))
+            assert spine.accumulate(key, s) == ({(): want} if want else {})
+    agent.close()

@@ -278,14 +278,30 @@ class Spine:
         # Geometric merging (a batch joins its predecessor once it is at least half its size);
         # a predecessor the spine owns is updated in place at O(size of the newer batch), so
         # merging into it directly copies each update once instead of O(log n) times.
-        instruments = self.instruments
-        while i >= 1 and (batches[i - 1].owned or batches[i].count * 2 >= batches[i - 1].count):
-            if instruments is not None and instruments.enabled:
-                self._merge_at_reported(i)
-            else:
-                batches[i - 1:i + 1] = [self._merge(batches[i - 1], batches[i])]
-            i -= 1
-            m -= 1
+        # The run of batches that merge into one (with the merged sizes bounded by their sums)
+        # is merged in time order into its first batch, so each update of the run is merged
+        # once: a large batch behind small ones is not merged into each of them in turn.
+        j = i
+        size = batches[i].count if i >= 0 else 0
+        while j >= 1 and (batches[j - 1].owned or size * 2 >= batches[j - 1].count):
+            j -= 1
+            size += batches[j].count
+        if j < i:
+            instruments = self.instruments
+            reported = instruments is not None and instruments.enabled
+            target = batches[j]
+            for k in range(j + 1, i + 1):
+                if reported:
+                    sizes = (target.count, batches[k].count)
+                    target = self._merge(target, batches[k])
+                    stored = target.count + sum(b.count for b in batches[:j]) + sum(
+                        b.count for b in batches[k + 1:])
+                    instruments.emit(SpineMerged(self.worker, self.name, sizes, target.count,
+                                                 len(batches) - (k - j), stored))
+                else:
+                    target = self._merge(target, batches[k])
+            batches[j:i + 1] = [target]
+            m -= i - j
         # Amortised full compaction: once as many updates arrived as half of what is stored
         # (each update pays for O(1) compaction work), or after a reader advanced its
         # logical compaction explicitly.
@@ -300,15 +316,6 @@ class Spine:
                 stored += b.count
             if stored > _COMPACTION_THRESHOLD and (inserted2 >= stored or self._force_compaction):
                 self._compact_prefix(m)
-
-    def _merge_at_reported(self, i: int) -> None:
-        """Merge batches ``i - 1`` and ``i`` and emit a :class:`SpineMerged` event."""
-        batches = self.batches
-        sizes = (batches[i - 1].count, batches[i].count)
-        merged = self._merge(batches[i - 1], batches[i])
-        batches[i - 1:i + 1] = [merged]
-        self.instruments.emit(SpineMerged(self.worker, self.name, sizes, merged.count,
-                                          len(batches), self.stored_updates()))
 
     def _compact_prefix(self, m: int) -> None:
         """Compact (advance to since, consolidate) every batch of the first ``m``."""
