@@ -54,7 +54,9 @@ def measure_load(spark: Any, rows: int, backend: str, workers: int) -> Dict[str,
     df.count()  # materialised: the timing is the connector's, not the range's
     # Spark starts its Python workers (for mapInArrow) at the first use, 2-3 s here: a cost of
     # the Spark session, once, not of the rows loaded.
+    warm_up = time.perf_counter()
     sum(t.num_rows for t in arrow_batches(df.limit(10)))
+    warm_up = time.perf_counter() - warm_up
     with tp.open_session(_counts_dataflow, workers=workers, backend=backend,
                          timeout=600) as session:
         started = time.perf_counter()
@@ -64,7 +66,7 @@ def measure_load(spark: Any, rows: int, backend: str, workers: int) -> Dict[str,
         seconds = time.perf_counter() - started
     df.unpersist()
     return {"backend": backend, "workers": workers, "rows": sent, "seconds": round(seconds, 3),
-            "rows_per_s": round(sent / seconds)}
+            "rows_per_s": round(sent / seconds), "spark_warm_up_s": round(warm_up, 3)}
 
 
 def _count_shards(shards: Any) -> Any:
