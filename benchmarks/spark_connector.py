@@ -2,7 +2,8 @@
 
 (a) Load: a DataFrame of ``--rows`` rows ``(k, v)`` is loaded into an input collection of a
     session with 1 worker (inline) and with 2 workers (processes): rows per second, from the
-    call to the last worker's probe passing the load.
+    call to the last worker's probe passing the load, once Spark's Python workers run
+    (starting them, 2-3 s once per Spark session, is timed apart: ``spark_warm_up_s``).
 (b) Connected components over a random graph of ``--edges`` edges on ``--nodes`` nodes: a
     session maintains them (``examples/spark_pipeline.py``'s dataflow); ``--batches``
     micro-batches of ``--changes`` edge changes are applied with ``apply_changes`` (one atomic
