@@ -94,6 +94,13 @@ class ProductReduce(OperatorCore):
         self._threshold: Optional[Callable[[Any, int], int]] = getattr(logic, "_threshold", None)
         self._distinct = bool(getattr(logic, "_distinct", False))
         self._record_out = False  # output ``(key, time, diff)`` for ``((key, ()), ...)``
+        self._flat: Optional[Dict[Any, List[Any]]] = None
+        """``distinct`` of records (:class:`ProductReduceUpdates`, not keyed): per key, its
+        whole state in one list, ``[input, output, seen, input size, output size]``, the
+        histories as flat ``[outer, inner, diff, ...]`` lists (no tuple per update), instead
+        of ``in_hist``, ``out_hist``, ``_seen``, ``_in_sizes`` and ``_out_sizes``: an
+        evaluation visits one dictionary entry and two lists per key, not five dictionaries
+        and a tuple per update (most of its cost on large states is waiting for memory)."""
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
@@ -181,7 +188,9 @@ class ProductReduce(OperatorCore):
         if ready:
             output: Output = {}
             try:
-                if self._distinct and self._threshold is not None:
+                if self._flat is not None:
+                    self._evaluate_distinct_flat(ready, frontier, output)
+                elif self._distinct and self._threshold is not None:
                     self._evaluate_distinct(ready, frontier, output)
                 else:
                     self._evaluate_keys(ready, frontier, output)
@@ -195,6 +204,8 @@ class ProductReduce(OperatorCore):
                 for d in (self.in_hist, self.out_hist, self._in_sizes, self._out_sizes,
                           self._seen):
                     d.clear()
+                if self._flat is not None:
+                    self._flat.clear()
         # Also without ready keys: messages may have come at times below their updates'.
         caps = self.caps
         held = caps.caps
@@ -468,6 +479,185 @@ class ProductReduce(OperatorCore):
                     if stored and not nout:
                         del outputs[key]
 
+    def _ingest_flat(self, data: List[Any]) -> None:
+        """:meth:`_ingest` of ``(record, time, diff)`` updates into the flat states."""
+        state = self._flat
+        pending = self.pending
+        pending_times = self.pending_times
+        for key, (a, b), r in data:
+            st = state.get(key)
+            if st is None:
+                state[key] = [[a, b, r], [], 0, 0, 0]
+            else:
+                st[0] += (a, b, r)
+            t = (a, b)
+            p = pending.get(key)
+            if p is None:
+                pending[key] = {t}
+            elif t in p:
+                continue
+            else:
+                p.add(t)
+            keys = pending_times.get(t)
+            if keys is None:
+                self._new_time(t, key)
+            else:
+                keys.add(key)
+
+    def _evaluate_distinct_flat(self, ready: Dict[Any, List[Time]], frontier: List[Time],
+                                output: Output) -> None:
+        """:meth:`_evaluate_distinct` on the flat states of :attr:`_flat` (``seen`` and the
+        sizes count list items, three per update)."""
+        pending = self.pending
+        pending_times = self.pending_times
+        state = self._flat
+        beyond = _beyond_test(frontier)
+        m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
+        new_time = self._new_time
+        empty: List[int] = []
+        for key, times in ready.items():
+            p = pending[key]
+            if len(p) == len(times):
+                del pending[key]
+                rest: Optional[Set[Time]] = None
+            else:
+                rest = p
+                p.difference_update(times)
+            st = state.get(key)
+            if st is None:
+                hin = empty
+                hout = None
+                n = done = 0
+            else:
+                hin, hout, done = st[0], st[1], st[2]
+                n = len(hin)
+            one = False
+            if n == done + 3:
+                # One new update, at s: the count and output count at s, and the times not
+                # below s (only their joins with s can be new interesting times).
+                s0 = hin[-3]
+                s1 = hin[-2]
+                c = 0
+                above: Optional[List[Time]] = None
+                it = iter(hin)
+                for a, b, r in zip(it, it, it):
+                    if a <= s0 and b <= s1:
+                        c += r
+                    elif above is None:
+                        above = [(a, b)]
+                    else:
+                        above.append((a, b))
+                have = 0
+                if hout:
+                    it = iter(hout)
+                    for a, b, r in zip(it, it, it):
+                        if a <= s0 and b <= s1:
+                            have += r
+                        elif above is None:
+                            above = [(a, b)]
+                        else:
+                            above.append((a, b))
+                for t in times:
+                    if t[0] > s0 or t[1] > s1:
+                        if above is None:
+                            above = [t]
+                        else:
+                            above.append(t)
+                if rest:
+                    for t in rest:
+                        if t[0] > s0 or t[1] > s1:
+                            if above is None:
+                                above = [t]
+                            else:
+                                above.append(t)
+                if above is not None:
+                    if all([a <= s0 for a, _ in above]):
+                        candidates = {(s0, b) for _, b in above}
+                    elif all([b <= s1 for _, b in above]):
+                        candidates = {(a, s1) for a, _ in above}
+                    else:
+                        candidates = _joins({(s0, s1)}, set(above))
+                    candidates.add((s0, s1))
+                    known = set(times)
+                    if rest:
+                        known |= rest
+                    for t in candidates:
+                        if t in known:
+                            continue
+                        if not beyond(t[0], t[1]):
+                            times.append(t)
+                            continue
+                        if rest is None:
+                            pending[key] = rest = {t}
+                        else:
+                            rest.add(t)
+                        ks = pending_times.get(t)
+                        if ks is None:
+                            new_time(t, key)
+                        else:
+                            ks.add(key)
+                one = len(times) == 1
+            elif n > done:
+                self._new_times(key, times, rest, _unflatten(hin),
+                                _unflatten(hout) if hout else None, done // 3, beyond)
+            if hout is None:
+                hout = []
+            if one and times[0][0] == s0 and times[0][1] == s1:
+                # The one time, the new update's, with its counts from the pass above.
+                want = (1 if c > 0 else 0) - have
+                if want:
+                    hout += (s0, s1, want)
+                    t = times[0]
+                    bucket = output.get(t)
+                    if bucket is None:
+                        output[t] = bucket = (_tuple_new(Product, t), [])
+                    bucket[1].append((key, bucket[0], want))
+            else:
+                if len(times) > 1:
+                    # Lexicographic order extends the product order: every time is
+                    # evaluated after the times below it.
+                    times.sort()
+                for t in times:
+                    o, i = t
+                    c = 0
+                    it = iter(hin)
+                    for a, b, r in zip(it, it, it):
+                        if a <= o and b <= i:
+                            c += r
+                    have = 0
+                    it = iter(hout)
+                    for a, b, r in zip(it, it, it):
+                        if a <= o and b <= i:
+                            have += r
+                    want = (1 if c > 0 else 0) - have
+                    if want:
+                        hout += (o, i, want)
+                        bucket = output.get(t)
+                        if bucket is None:
+                            output[t] = bucket = (_tuple_new(Product, t), [])
+                        bucket[1].append((key, bucket[0], want))
+            if not frontier:  # (complete input: _process drops every state)
+                continue
+            if st is None:
+                if not hout:
+                    continue
+                state[key] = st = [hin, hout, 0, 0, 0]
+                hin = st[0] = []
+            elif st[1] is not hout:
+                st[1] = hout
+            # Compact a history once it doubled since its last compaction (every later
+            # evaluation is at or beyond the frontier, whose meet is (m0, m1)).
+            if n > 12 and n > 2 * st[3]:
+                hin = st[0] = _compact_triples(hin, m0, m1)
+                n = st[3] = len(hin)
+            st[2] = n
+            nout = len(hout)
+            if nout > 12 and nout > 2 * st[4]:
+                hout = st[1] = _compact_triples(hout, m0, m1)
+                st[4] = len(hout)
+            if not n and not hout:
+                del state[key]
+
     def _new_times(self, key: Any, times: List[Time], rest: Optional[Set[Time]],
                    hin: History, hout: Optional[History], done: int,
                    beyond: Callable[[int, int], bool]) -> Optional[Tuple[Time, int, int]]:
@@ -636,6 +826,8 @@ class ProductReduceUpdates(ProductReduce):
         super().__init__(scope, None, logic, name)
         self._keyed = keyed
         self._record_out = not keyed
+        if not keyed and self._distinct and self._threshold is not None:
+            self._flat = {}
 
     def schedule(self) -> bool:
         """Take arrived updates into the histories; evaluate the keys the frontier passed."""
@@ -653,6 +845,8 @@ class ProductReduceUpdates(ProductReduce):
                 try:
                     if keyed:
                         self._ingest([(key, v, t, r) for (key, v), t, r in data], True)
+                    elif self._flat is not None:
+                        self._ingest_flat(data)
                     else:
                         self._ingest(data, False)
                 except TypeError as exc:
@@ -701,6 +895,27 @@ def _compact_flat(hist: History, m0: int, m1: int) -> History:
         k = (v, a if a >= m0 else m0, b if b >= m1 else m1)
         acc[k] = acc.get(k, 0) + r
     return [(v, a, b, r) for (v, a, b), r in acc.items() if r]
+
+
+def _compact_triples(hist: List[int], m0: int, m1: int) -> List[int]:
+    """A flat ``[outer, inner, diff, ...]`` history advanced to the frontier whose meet is
+    ``(m0, m1)`` and consolidated (as :func:`_compact_flat`)."""
+    acc: Dict[Time, int] = {}
+    it = iter(hist)
+    for a, b, r in zip(it, it, it):
+        k = (a if a >= m0 else m0, b if b >= m1 else m1)
+        acc[k] = acc.get(k, 0) + r
+    out: List[int] = []
+    for (a, b), r in acc.items():
+        if r:
+            out += (a, b, r)
+    return out
+
+
+def _unflatten(hist: List[int]) -> History:
+    """A flat ``[outer, inner, diff, ...]`` history as ``[((), outer, inner, diff), ...]``."""
+    it = iter(hist)
+    return [((), a, b, r) for a, b, r in zip(it, it, it)]
 
 
 def _closure(fresh: Set[Time], hist_in: History, hist_out: Optional[History],
