@@ -125,11 +125,11 @@ class Collection:
         Example: ``counts.inspect(print)`` prints ``(('a', 2), 0, 1)`` and every later update.
         """
         if self._stream is not None:
-            # Straight after count / distinct / threshold at total times: the reduction calls
-            # ``f`` on each time's changes as it makes them (no operator, no list in between).
+            # Straight after count / distinct / threshold at total times, or a join: the
+            # operator calls ``f`` on each update as it sends it (no operator in between).
             port = self._stream.port
             op = self.scope.subgraph.children[port.node]
-            if isinstance(op, _TotalReduce) and op.fuse_inspect(f):
+            if isinstance(op, (_TotalReduce, joins.JoinOperator)) and op.fuse_inspect(f):
                 return Collection(self.scope, self._stream)
         return Collection(self.scope, self._then("inspect", f).inner)
 

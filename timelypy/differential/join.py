@@ -9,12 +9,14 @@ acknowledged. What a matching pair produces is a *product*: :func:`pairs`,
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable, List, Optional, Tuple
 
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import TimelyError, user_error
 from .agent import TraceAgent
+from .reduce_total import _Named
 from .trace import Batch, TraceView, wrap_items
 
 __all__ = ["JoinOperator", "JoinProduct", "core", "join_streams", "mapped", "pairs",
@@ -147,6 +149,29 @@ class JoinOperator(OperatorCore):
         """Outputs made in this activation at :attr:`_sending_time`, sent as one message (both
         inputs' batches of one time under a closed loop)."""
         self._sending_time: Any = None
+        self._inspect: Optional[Callable[[Any], Any]] = None
+
+    def fuse_inspect(self, f: Callable[[Any], Any]) -> bool:
+        """Call ``f((record, time, diff))`` on every output update as it is sent (what an
+        ``inspect`` straight after the join would see, without an operator of its own; at most
+        one inspection is fused: False if one already is)."""
+        if self._inspect is not None:
+            return False
+        self._inspect = f
+        return True
+
+    def _push(self, time: Any, data: List[Any]) -> None:
+        """Send one output message (after the fused inspection, if any)."""
+        inspect = self._inspect
+        if inspect is not None:
+            try:
+                deque(map(inspect, data), maxlen=0)
+            except TimelyError:
+                raise
+            except Exception as exc:
+                raise user_error(_Named("Linear[inspect]", self.worker_index), exc,
+                                 f"an update at time {time!r}") from exc
+        self._out.push(time, data)
 
     def schedule(self) -> bool:
         """Join arrived batches with the other trace (about :attr:`fuel` outputs), acknowledge
@@ -163,7 +188,7 @@ class JoinOperator(OperatorCore):
                     acked = True
         finally:  # (also when the logic fails: what was made is sent in this activation)
             if self._sending:
-                self._out.push(self._sending_time, self._sending)
+                self._push(self._sending_time, self._sending)
                 self._sending = []
         q0, q1 = self._queues
         if self._work is not None or self._held or q0 or q1:
@@ -232,7 +257,7 @@ class JoinOperator(OperatorCore):
             elif self._sending_time == work.time:
                 self._sending.extend(out)
             else:
-                self._out.push(self._sending_time, self._sending)
+                self._push(self._sending_time, self._sending)
                 self._sending, self._sending_time = out, work.time
         fuel -= len(out)
         if fuel <= 0:
