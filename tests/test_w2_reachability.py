@@ -286,3 +286,49 @@ def test_a_run_of_batches_merges_in_time_order_into_its_first():
             want = sum(r for k, _, t, r in history if k == key and PRODUCT.le(t, s))
             assert spine.accumulate(key, s) == ({(): want} if want else {})
     agent.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compaction_tracks_the_keys_with_several_updates(seed):
+    """After the first compaction pass of an owned batch at Product times, merges keep the set
+    of its keys with other than one update, and later passes visit only them: the set always
+    equals a scan, every such key ends consolidated, accumulations are the history's."""
+    rng = random.Random(seed)
+    spine = Spine(PRODUCT, "several")
+    agent = TraceAgent(spine, through_seq=0)
+    history = []
+    since = [PRODUCT.minimum]
+    for rnd in range(40):
+        ups = [(rng.randrange(60), rng.choice(((), (), 2)), Product(rnd, rng.randrange(4)),
+                rng.choice((-1, 1, 1))) for _ in range(rng.randrange(1, 20))]
+        history.extend(ups)
+        _insert(spine, ups, Product(rnd + 1, 0))
+        if rng.random() < 0.6:
+            f = [Product(max(0, rnd - rng.randrange(3)), rng.randrange(3))]
+            if all(PRODUCT.le(g, f[0]) for g in since):
+                agent.set_logical_compaction(f)
+                since = f
+        spine.advance_writer([Product(rnd + 1, 0)])
+        agent.acknowledge(spine.seq)
+        spine.maintain()
+        if rng.random() < 0.3:
+            spine.compact()
+            for b in spine.batches:
+                if b.owned:
+                    scan = {k for k, vals in b.data.items() if len(vals) != 1}
+                    assert b.several == scan
+                    for k in scan:
+                        vals = b.data[k]
+                        assert len({(v, t) for v, t, _ in vals}) == len(vals)
+        for b in spine.batches:
+            if b.several is not None:
+                assert b.several == {k for k, vals in b.data.items() if len(vals) != 1}
+        spine._check()
+        s = Product(rnd + 1, 0)
+        for key in range(60):
+            want: Dict[Any, int] = {}
+            for k, v, t, r in history:
+                if k == key and PRODUCT.le(t, s):
+                    want[v] = want.get(v, 0) + r
+            assert spine.accumulate(key, s) == {v: r for v, r in want.items() if r}
+    agent.close()

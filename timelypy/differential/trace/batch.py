@@ -25,7 +25,7 @@ class Batch:
     """
 
     __slots__ = ("data", "lower", "upper", "since", "seq", "count", "owned", "compacted",
-                 "_sorted", "_sorted_len")
+                 "several", "_sorted", "_sorted_len")
 
     def __init__(self, data: BatchData, lower: List[Any], upper: List[Any], seq: int = 0,
                  count: Optional[int] = None, owned: bool = False,
@@ -40,6 +40,10 @@ class Batch:
         self.compacted: Optional[List[Any]] = None
         """The since frontier every time of the batch was last advanced to (by the spine's
         full compaction pass; None after a merge, which advances only some keys)."""
+        self.several: Optional[set] = None
+        """For an owned batch whose spine tracks them (partially ordered times): the keys with
+        other than one update, the only ones a compaction pass has work for; None if
+        unknown."""
         self._sorted: Optional[List[Any]] = None
         self._sorted_len = -1
 
@@ -48,6 +52,8 @@ class Batch:
         copy = Batch({k: list(v) for k, v in self.data.items()}, self.lower, self.upper,
                      self.seq, self.count, owned=True, since=self.since)
         copy.compacted = self.compacted
+        if self.several is not None:
+            copy.several = set(self.several)
         return copy
 
     def sorted_keys(self) -> List[Any]:

@@ -345,9 +345,11 @@ class Spine:
             single = since[0] if len(since) == 1 else None
             target.count = _merge_consolidating(data, b.data, target.count, since, order, single)
         elif since and order.depth == 1 and order.outer.is_total:
-            target.count = _merge_consolidating_product(data, b.data, target.count, since, order)
+            target.count = _merge_consolidating_product(data, b.data, target.count, since, order,
+                                                        target.several)
         else:
             target.count = _merge_consolidating(data, b.data, target.count, since, order, None)
+            target.several = None
         target.upper = b.upper
         target.seq = b.seq
         target.since = since
@@ -369,15 +371,23 @@ class Spine:
             # left as it is: the pass costs O(keys) plus O(updates of the keys with several),
             # not an advanced time (a new tuple) per key. (A merge advances it once another
             # update of its key arrives.)
-            several = [key for key, vals in data.items() if len(vals) != 1]
+            # The keys with several updates are tracked (by merges into the batch) after the
+            # first pass, which finds them: later passes visit only them.
+            tracked = batch.several
+            several = ([key for key, vals in data.items() if len(vals) != 1]
+                       if tracked is None else list(tracked))
             count = len(data) - len(several)
+            still = set()
             for key in several:
                 new = advance_and_consolidate(data[key], since, order)
                 if new:
                     data[key] = new
                     count += len(new)
+                    if len(new) != 1:
+                        still.add(key)
                 else:
                     del data[key]
+            batch.several = still
             batch.count = count
             batch.since = since
             batch.compacted = since
@@ -457,14 +467,16 @@ def _merge_consolidating(data: BatchData, newer: BatchData, count: int, since: L
 
 
 def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
-                                 since: List[Any], order: Any) -> int:
+                                 since: List[Any], order: Any,
+                                 several: Optional[set] = None) -> int:
     """:func:`_merge_consolidating` at ``Product(int, int)`` times (``since`` not empty).
     Advancing to the antichain is the join with its meet ``(m0, m1)`` (a product of total
     orders is a distributive lattice). A key with one update on each side, the commonest case,
     is done inline: the two merge into one update when their values and advanced times are
     equal, else both are kept as they are (two updates of distinct values or times have
     nothing to consolidate, and an unadvanced time compares with every time at or beyond since
-    as its advanced time does)."""
+    as its advanced time does). ``several``, if not None, is kept the set of the keys of
+    ``data`` with other than one update."""
     m0, m1 = since[0]
     for f0, f1 in since:
         if f0 < m0:
@@ -476,6 +488,8 @@ def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
         if existing is None:
             data[key] = list(vals)
             count += len(vals)
+            if several is not None and len(vals) != 1:
+                several.add(key)
             continue
         if len(existing) == 1 and len(vals) == 1:
             old = existing[0]
@@ -505,11 +519,20 @@ def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
                     continue
             data[key] = [old, upd]
             count += 1
+            if several is not None:
+                several.add(key)
             continue
         new = advance_and_consolidate(existing + vals, since, order)
         count += len(new) - len(existing)
         if new:
             data[key] = new
+            if several is not None:
+                if len(new) != 1:
+                    several.add(key)
+                else:
+                    several.discard(key)
         else:
             del data[key]
+            if several is not None:
+                several.discard(key)
     return count
