@@ -522,6 +522,43 @@ def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
             if several is not None:
                 several.add(key)
             continue
+        if len(vals) == 1:
+            # One new update for a key with several: it is summed into the update of its
+            # value and advanced time, if there is one, else appended (as it is). The others
+            # are not advanced again here: consolidating them with each other is left to the
+            # compaction pass (amortised), which visits the keys with several updates.
+            upd = vals[0]
+            v2, t2, r2 = upd
+            a2, b2 = t2
+            if a2 < m0:
+                a2 = m0
+            if b2 < m1:
+                b2 = m1
+            for idx in range(len(existing)):
+                v1, t1, r1 = existing[idx]
+                if v1 != v2:
+                    continue
+                a1, b1 = t1
+                if a1 < m0:
+                    a1 = m0
+                if b1 < m1:
+                    b1 = m1
+                if a1 == a2 and b1 == b2:
+                    r = r1 + r2
+                    if r:
+                        if t1[0] != a1 or t1[1] != b1:
+                            t1 = tuple.__new__(type(t1), (a1, b1))
+                        existing[idx] = (v1, t1, r)
+                    else:
+                        del existing[idx]
+                        count -= 1
+                        if several is not None and len(existing) == 1:
+                            several.discard(key)
+                    break
+            else:
+                existing.append(upd)
+                count += 1
+            continue
         new = advance_and_consolidate(existing + vals, since, order)
         count += len(new) - len(existing)
         if new:
