@@ -96,11 +96,14 @@ class ProductReduce(OperatorCore):
         self._record_out = False  # output ``(key, time, diff)`` for ``((key, ()), ...)``
         self._flat: Optional[Dict[Any, List[Any]]] = None
         """``distinct`` of records (:class:`ProductReduceUpdates`, not keyed): per key, its
-        whole state in one list, ``[input, output, seen, input size, output size]``, the
-        histories as flat ``[outer, inner, diff, ...]`` lists (no tuple per update), instead
-        of ``in_hist``, ``out_hist``, ``_seen``, ``_in_sizes`` and ``_out_sizes``: an
-        evaluation visits one dictionary entry and two lists per key, not five dictionaries
-        and a tuple per update (most of its cost on large states is waiting for memory)."""
+        whole state in one list, ``[input, output, input size, output size]``, the histories
+        as flat ``[outer, inner, diff, ...]`` lists (no tuple per update), instead of
+        ``in_hist``, ``out_hist``, ``_seen``, ``_in_sizes`` and ``_out_sizes``: an evaluation
+        visits one dictionary entry and two lists per key, not five dictionaries and a tuple
+        per update (most of its cost on large states is waiting for memory)."""
+        self._fresh: Dict[Any, List[int]] = {}
+        """With :attr:`_flat`: per key, the updates (flat) that arrived since its last
+        evaluation; the evaluation appends them to its history."""
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
@@ -206,6 +209,7 @@ class ProductReduce(OperatorCore):
                     d.clear()
                 if self._flat is not None:
                     self._flat.clear()
+                    self._fresh.clear()
         # Also without ready keys: messages may have come at times below their updates'.
         caps = self.caps
         held = caps.caps
@@ -480,16 +484,19 @@ class ProductReduce(OperatorCore):
                         del outputs[key]
 
     def _ingest_flat(self, data: List[Any]) -> None:
-        """:meth:`_ingest` of ``(record, time, diff)`` updates into the flat states."""
-        state = self._flat
+        """:meth:`_ingest` of ``(record, time, diff)`` updates for the flat states: they wait
+        in :attr:`_fresh` (a small dictionary, of the keys with input since their last
+        evaluation) until their key is evaluated, which appends them to its history; the
+        large state is not visited twice per key."""
+        fresh = self._fresh
         pending = self.pending
         pending_times = self.pending_times
         for key, (a, b), r in data:
-            st = state.get(key)
-            if st is None:
-                state[key] = [[a, b, r], [], 0, 0, 0]
+            f = fresh.get(key)
+            if f is None:
+                fresh[key] = [a, b, r]
             else:
-                st[0] += (a, b, r)
+                f += (a, b, r)
             t = (a, b)
             p = pending.get(key)
             if p is None:
@@ -506,11 +513,12 @@ class ProductReduce(OperatorCore):
 
     def _evaluate_distinct_flat(self, ready: Dict[Any, List[Time]], frontier: List[Time],
                                 output: Output) -> None:
-        """:meth:`_evaluate_distinct` on the flat states of :attr:`_flat` (``seen`` and the
-        sizes count list items, three per update)."""
+        """:meth:`_evaluate_distinct` on the flat states of :attr:`_flat` (the sizes count
+        list items, three per update); a key's new updates come from :attr:`_fresh`."""
         pending = self.pending
         pending_times = self.pending_times
         state = self._flat
+        fresh = self._fresh
         beyond = _beyond_test(frontier)
         m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
         new_time = self._new_time
@@ -524,13 +532,22 @@ class ProductReduce(OperatorCore):
                 rest = p
                 p.difference_update(times)
             st = state.get(key)
+            new = fresh.pop(key, None)
             if st is None:
-                hin = empty
-                hout = None
-                n = done = 0
+                if new is None:
+                    hin = empty
+                    hout = None
+                else:
+                    hin = new
+                    hout = []
+                    state[key] = st = [hin, hout, 0, 0]
+                done = 0
             else:
-                hin, hout, done = st[0], st[1], st[2]
-                n = len(hin)
+                hin, hout = st[0], st[1]
+                done = len(hin)
+                if new is not None:
+                    hin += new
+            n = len(hin)
             one = False
             if n == done + 3:
                 # One new update, at s: the count and output count at s, and the times not
@@ -641,20 +658,17 @@ class ProductReduce(OperatorCore):
             if st is None:
                 if not hout:
                     continue
-                state[key] = st = [hin, hout, 0, 0, 0]
-                hin = st[0] = []
-            elif st[1] is not hout:
-                st[1] = hout
+                hin = []
+                state[key] = st = [hin, hout, 0, 0]
             # Compact a history once it doubled since its last compaction (every later
             # evaluation is at or beyond the frontier, whose meet is (m0, m1)).
-            if n > 12 and n > 2 * st[3]:
+            if n > 12 and n > 2 * st[2]:
                 hin = st[0] = _compact_triples(hin, m0, m1)
-                n = st[3] = len(hin)
-            st[2] = n
+                n = st[2] = len(hin)
             nout = len(hout)
-            if nout > 12 and nout > 2 * st[4]:
+            if nout > 12 and nout > 2 * st[3]:
                 hout = st[1] = _compact_triples(hout, m0, m1)
-                st[4] = len(hout)
+                st[3] = len(hout)
             if not n and not hout:
                 del state[key]
 
