@@ -332,3 +332,43 @@ def test_compaction_tracks_the_keys_with_several_updates(seed):
                     want[v] = want.get(v, 0) + r
             assert spine.accumulate(key, s) == {v: r for v, r in want.items() if r}
     agent.close()
+
+
+def test_small_batches_wait_beside_a_much_larger_owned_batch():
+    """A batch far smaller than the owned batch before it is not merged into it at once (a
+    merge into a large batch visits cold memory per update); small batches merge among
+    themselves and join the large one once they are a sixteenth of it. Reads are unchanged."""
+    from timelypy.differential.trace.spine import _OWNED_RATIO
+    spine = Spine(PRODUCT, "ratio")
+    agent = TraceAgent(spine, through_seq=0)
+    history = []
+    n = 64 * _OWNED_RATIO
+    first = [(k, (), Product(0, 0), 1) for k in range(n)]
+    history.extend(first)
+    _insert(spine, first, Product(1, 0))
+    agent.acknowledge(spine.seq)
+    spine.maintain()
+    spine.compact()
+    (big,) = spine.batches
+    assert big.owned
+    kept_apart = merged_back = 0
+    for rnd in range(1, 41):
+        ups = [(n + rnd * 8 + j, (), Product(rnd, 0), 1) for j in range(8)]
+        history.extend(ups)
+        _insert(spine, ups, Product(rnd + 1, 0))
+        agent.acknowledge(spine.seq)
+        spine.maintain()
+        spine._check()
+        assert spine.batches[0] is big  # owned: merged into in place
+        if len(spine.batches) > 1:
+            kept_apart += 1
+            small = sum(b.count for b in spine.batches[1:])
+            assert small * _OWNED_RATIO < big.count
+        else:
+            merged_back += 1
+        s = Product(rnd + 1, 0)
+        for key in range(0, n + rnd * 8 + 8, 5):
+            want = sum(r for k, _, t, r in history if k == key and PRODUCT.le(t, s))
+            assert spine.accumulate(key, s) == ({(): want} if want else {})
+    assert kept_apart and merged_back
+    agent.close()

@@ -28,6 +28,7 @@ __all__ = ["Spine"]
 
 _INF = float("inf")
 _COMPACTION_THRESHOLD = 1024
+_OWNED_RATIO = 16
 """Stored updates below which no full compaction pass runs."""
 
 
@@ -283,7 +284,8 @@ class Spine:
         # once: a large batch behind small ones is not merged into each of them in turn.
         j = i
         size = batches[i].count if i >= 0 else 0
-        while j >= 1 and (batches[j - 1].owned or size * 2 >= batches[j - 1].count):
+        while j >= 1 and ((batches[j - 1].owned and batches[j - 1].count <= _OWNED_RATIO * size)
+                          or size * 2 >= batches[j - 1].count):
             j -= 1
             size += batches[j].count
         if j < i:
