@@ -372,3 +372,58 @@ def test_small_batches_wait_beside_a_much_larger_owned_batch():
             assert spine.accumulate(key, s) == ({(): want} if want else {})
     assert kept_apart and merged_back
     agent.close()
+
+
+def test_join_with_a_trace_of_two_batches_matches_from_scratch():
+    """A trace made of a large batch and small ones beside it (the spine keeps them apart):
+    the join reads both batches of a key (in one, the other, or both) and its output, at every
+    step of a closed loop, is the from-scratch join."""
+    rng = random.Random(7)
+    big = [(rng.randrange(40), rng.randrange(50)) for _ in range(3000)]
+    steps = []
+    for _ in range(30):
+        steps.append(([(rng.randrange(40), rng.randrange(50)) for _ in range(3)],
+                      [(rng.randrange(40), rng.randrange(9)) for _ in range(4)]))
+
+    def build(worker):
+        def dataflow(scope):
+            a_in, a = scope.new_collection()
+            b_in, b = scope.new_collection()
+            out = a.join(b)
+            return a_in, b_in, out.capture(), out.probe()
+
+        a_in, b_in, cap, probe = worker.dataflow(dataflow)
+        for r in big:
+            a_in.insert(r)
+        a_in.advance_to(1)
+        b_in.advance_to(1)
+        a_in.flush()
+        b_in.flush()
+        worker.step_until(probe, 1, timeout=60)
+        seen = []
+        for t, (adds, bs) in enumerate(steps, start=1):
+            for r in adds:
+                a_in.insert(r)
+            for r in bs:
+                b_in.insert(r)
+            a_in.advance_to(t + 1)
+            b_in.advance_to(t + 1)
+            a_in.flush()
+            b_in.flush()
+            worker.step_until(probe, t + 1, timeout=60)
+            seen.append(cap.at(t))
+        return seen
+
+    seen = tp.execute(build, workers=1, backend="inline")[0]
+    a_all, b_all = list(big), []
+    for (adds, bs), got in zip(steps, seen):
+        a_all.extend(adds)
+        b_all.extend(bs)
+        by_key: Dict[Any, list] = defaultdict(list)
+        for k, w in b_all:
+            by_key[k].append(w)
+        want: Dict[Any, int] = defaultdict(int)
+        for k, v in a_all:
+            for w in by_key.get(k, ()):
+                want[(k, (v, w))] += 1
+        assert got == {r: c for r, c in want.items() if c}

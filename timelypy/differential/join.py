@@ -305,10 +305,20 @@ class JoinOperator(OperatorCore):
         wrapped = opred is not None or otm is not None
         kernel = self.kernels[work.side]
         single = others[0].data if len(others) == 1 and not wrapped else None
+        # Two batches (a large one and the small ones beside it, see the spine): inline too.
+        d0, d1 = ((others[0].data, others[1].data) if len(others) == 2 and not wrapped
+                  else (None, None))
         for key, vals in work.keys:
             if single is not None:
                 merged = single.get(key)
                 if not merged:
+                    continue
+            elif d0 is not None:
+                merged = d0.get(key)
+                more = d1.get(key)
+                if more:
+                    merged = merged + more if merged else more
+                elif not merged:
                     continue
             else:
                 merged = self._other_values(key, others, opred, otm, wrapped)
