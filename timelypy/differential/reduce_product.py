@@ -96,11 +96,12 @@ class ProductReduce(OperatorCore):
         self._record_out = False  # output ``(key, time, diff)`` for ``((key, ()), ...)``
         self._flat: Optional[Dict[Any, List[Any]]] = None
         """``distinct`` of records (:class:`ProductReduceUpdates`, not keyed): per key, its
-        whole state in one list, ``[input, output, input size, output size]``, the histories
-        as flat ``[outer, inner, diff, ...]`` lists (no tuple per update), instead of
-        ``in_hist``, ``out_hist``, ``_seen``, ``_in_sizes`` and ``_out_sizes``: an evaluation
-        visits one dictionary entry and two lists per key, not five dictionaries and a tuple
-        per update (most of its cost on large states is waiting for memory)."""
+        whole state in one flat list of ints, ``[size, kind, outer, inner, diff, ...]`` (kind
+        0 for an input update, 1 for an output update; size: its length after its last
+        compaction), instead of ``in_hist``, ``out_hist``, ``_seen``, ``_in_sizes`` and
+        ``_out_sizes``: an evaluation visits one dictionary entry and one list per key, not
+        five dictionaries and a tuple per update (most of its cost on large states is waiting
+        for memory)."""
         self._fresh: Dict[Any, List[int]] = {}
         """With :attr:`_flat`: per key, the updates (flat) that arrived since its last
         evaluation; the evaluation appends them to its history."""
@@ -513,8 +514,8 @@ class ProductReduce(OperatorCore):
 
     def _evaluate_distinct_flat(self, ready: Dict[Any, List[Time]], frontier: List[Time],
                                 output: Output) -> None:
-        """:meth:`_evaluate_distinct` on the flat states of :attr:`_flat` (the sizes count
-        list items, three per update); a key's new updates come from :attr:`_fresh`."""
+        """:meth:`_evaluate_distinct` on the flat states of :attr:`_flat`; a key's new updates
+        come from :attr:`_fresh`."""
         pending = self.pending
         pending_times = self.pending_times
         state = self._flat
@@ -522,7 +523,6 @@ class ProductReduce(OperatorCore):
         beyond = _beyond_test(frontier)
         m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
         new_time = self._new_time
-        empty: List[int] = []
         for key, times in ready.items():
             p = pending[key]
             if len(p) == len(times):
@@ -531,49 +531,31 @@ class ProductReduce(OperatorCore):
             else:
                 rest = p
                 p.difference_update(times)
-            st = state.get(key)
+            h = state.get(key)
+            stored = h is not None
+            if not stored:
+                h = [0]
             new = fresh.pop(key, None)
-            if st is None:
-                if new is None:
-                    hin = empty
-                    hout = None
-                else:
-                    hin = new
-                    hout = []
-                    state[key] = st = [hin, hout, 0, 0]
-                done = 0
-            else:
-                hin, hout = st[0], st[1]
-                done = len(hin)
-                if new is not None:
-                    hin += new
-            n = len(hin)
             one = False
-            if n == done + 3:
+            if new is not None and len(new) == 3:
                 # One new update, at s: the count and output count at s, and the times not
                 # below s (only their joins with s can be new interesting times).
-                s0 = hin[-3]
-                s1 = hin[-2]
-                c = 0
+                s0, s1, c = new
                 above: Optional[List[Time]] = None
-                it = iter(hin)
-                for a, b, r in zip(it, it, it):
+                have = 0
+                it = iter(h)
+                next(it)
+                for k, a, b, r in zip(it, it, it, it):
                     if a <= s0 and b <= s1:
-                        c += r
+                        if k:
+                            have += r
+                        else:
+                            c += r
                     elif above is None:
                         above = [(a, b)]
                     else:
                         above.append((a, b))
-                have = 0
-                if hout:
-                    it = iter(hout)
-                    for a, b, r in zip(it, it, it):
-                        if a <= s0 and b <= s1:
-                            have += r
-                        elif above is None:
-                            above = [(a, b)]
-                        else:
-                            above.append((a, b))
+                h += (0, s0, s1, new[2])
                 for t in times:
                     if t[0] > s0 or t[1] > s1:
                         if above is None:
@@ -614,16 +596,19 @@ class ProductReduce(OperatorCore):
                         else:
                             ks.add(key)
                 one = len(times) == 1
-            elif n > done:
-                self._new_times(key, times, rest, _unflatten(hin),
-                                _unflatten(hout) if hout else None, done // 3, beyond)
-            if hout is None:
-                hout = []
+            elif new is not None:
+                hin, hout = _split_quads(h)
+                done = len(hin)
+                it = iter(new)
+                for a, b, r in zip(it, it, it):
+                    hin.append(((), a, b, r))
+                    h += (0, a, b, r)
+                self._new_times(key, times, rest, hin, hout or None, done, beyond)
             if one and times[0][0] == s0 and times[0][1] == s1:
                 # The one time, the new update's, with its counts from the pass above.
                 want = (1 if c > 0 else 0) - have
                 if want:
-                    hout += (s0, s1, want)
+                    h += (1, s0, s1, want)
                     t = times[0]
                     bucket = output.get(t)
                     if bucket is None:
@@ -636,41 +621,37 @@ class ProductReduce(OperatorCore):
                     times.sort()
                 for t in times:
                     o, i = t
-                    c = 0
-                    it = iter(hin)
-                    for a, b, r in zip(it, it, it):
+                    c = have = 0
+                    it = iter(h)
+                    next(it)
+                    for k, a, b, r in zip(it, it, it, it):
                         if a <= o and b <= i:
-                            c += r
-                    have = 0
-                    it = iter(hout)
-                    for a, b, r in zip(it, it, it):
-                        if a <= o and b <= i:
-                            have += r
+                            if k:
+                                have += r
+                            else:
+                                c += r
                     want = (1 if c > 0 else 0) - have
                     if want:
-                        hout += (o, i, want)
+                        h += (1, o, i, want)
                         bucket = output.get(t)
                         if bucket is None:
                             output[t] = bucket = (_tuple_new(Product, t), [])
                         bucket[1].append((key, bucket[0], want))
             if not frontier:  # (complete input: _process drops every state)
                 continue
-            if st is None:
-                if not hout:
-                    continue
-                hin = []
-                state[key] = st = [hin, hout, 0, 0]
-            # Compact a history once it doubled since its last compaction (every later
+            # Compact the history once it doubled since its last compaction (every later
             # evaluation is at or beyond the frontier, whose meet is (m0, m1)).
-            if n > 12 and n > 2 * st[2]:
-                hin = st[0] = _compact_triples(hin, m0, m1)
-                n = st[2] = len(hin)
-            nout = len(hout)
-            if nout > 12 and nout > 2 * st[3]:
-                hout = st[1] = _compact_triples(hout, m0, m1)
-                st[3] = len(hout)
-            if not n and not hout:
-                del state[key]
+            n = len(h)
+            if n > 25 and n > 2 * h[0]:
+                h = _compact_quads(h, m0, m1)
+                n = len(h)
+                if stored:
+                    state[key] = h
+            if n == 1:
+                if stored:
+                    del state[key]
+            elif not stored:
+                state[key] = h
 
     def _new_times(self, key: Any, times: List[Time], rest: Optional[Set[Time]],
                    hin: History, hout: Optional[History], done: int,
@@ -911,25 +892,33 @@ def _compact_flat(hist: History, m0: int, m1: int) -> History:
     return [(v, a, b, r) for (v, a, b), r in acc.items() if r]
 
 
-def _compact_triples(hist: List[int], m0: int, m1: int) -> List[int]:
-    """A flat ``[outer, inner, diff, ...]`` history advanced to the frontier whose meet is
-    ``(m0, m1)`` and consolidated (as :func:`_compact_flat`)."""
-    acc: Dict[Time, int] = {}
-    it = iter(hist)
-    for a, b, r in zip(it, it, it):
-        k = (a if a >= m0 else m0, b if b >= m1 else m1)
-        acc[k] = acc.get(k, 0) + r
-    out: List[int] = []
-    for (a, b), r in acc.items():
+def _compact_quads(h: List[int], m0: int, m1: int) -> List[int]:
+    """A key's flat ``[size, kind, outer, inner, diff, ...]`` state (kind 0 input, 1 output)
+    advanced to the frontier whose meet is ``(m0, m1)`` and consolidated; ``size`` becomes
+    its new length."""
+    acc: Dict[Tuple[int, int, int], int] = {}
+    it = iter(h)
+    next(it)
+    for k, a, b, r in zip(it, it, it, it):
+        key = (k, a if a >= m0 else m0, b if b >= m1 else m1)
+        acc[key] = acc.get(key, 0) + r
+    out: List[int] = [0]
+    for (k, a, b), r in acc.items():
         if r:
-            out += (a, b, r)
+            out += (k, a, b, r)
+    out[0] = len(out)
     return out
 
 
-def _unflatten(hist: List[int]) -> History:
-    """A flat ``[outer, inner, diff, ...]`` history as ``[((), outer, inner, diff), ...]``."""
-    it = iter(hist)
-    return [((), a, b, r) for a, b, r in zip(it, it, it)]
+def _split_quads(h: List[int]) -> Tuple[History, History]:
+    """A key's flat state as its input and output histories ``[((), outer, inner, diff)]``."""
+    hin: History = []
+    hout: History = []
+    it = iter(h)
+    next(it)
+    for k, a, b, r in zip(it, it, it, it):
+        (hout if k else hin).append(((), a, b, r))
+    return hin, hout
 
 
 def _closure(fresh: Set[Time], hist_in: History, hist_out: Optional[History],
