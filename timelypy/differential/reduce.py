@@ -20,7 +20,9 @@ from ..dataflow.stream import Stream
 from ..errors import TimelyError, user_error
 from ..progress.frontier import Antichain
 from .consolidation import advance_and_consolidate
-from .reduce_product import ProductReduce, ProductReduceUpdates, check_output, is_product_order
+from ..order import Product
+from .reduce_product import (ProductReduce, ProductReduceUpdates, _beyond_test, _joins,
+                             check_output, is_product_order)
 from .trace import TraceView
 
 __all__ = ["ReduceOperator", "count_logic", "distinct_logic", "is_product_order",
@@ -307,8 +309,10 @@ def threshold_product(updates: Stream, f: Optional[Callable[[Any, int], int]] = 
     ``(record, time, diff)``."""
     scope = updates.scope
     _check_product(scope, name)
-    logic = distinct_logic if f is None else threshold_logic(f)
-    op = ProductReduceUpdates(scope, logic, name, keyed=False)
+    if f is None:
+        op: ProductReduceUpdates = ProductDistinct(scope, distinct_logic, name)
+    else:
+        op = ProductReduceUpdates(scope, threshold_logic(f), name, keyed=False)
     updates.connect_to(op, 0, Exchange(_record_of))
     return Stream(scope, op.output_ports[0])
 
@@ -364,3 +368,260 @@ def threshold_logic(f: Callable[[Any, int], int]) -> Logic:
         return [((), c)] if c else []
     logic._threshold = f  # type: ignore[attr-defined]
     return logic
+
+
+# ------------------------------------------------------------------ distinct at Product times
+class ProductDistinct(ProductReduceUpdates):
+    """``distinct`` of records at ``Product(int, int)`` times, on flat per-key states: an
+    iterative reachability evaluates tens of thousands of keys of a large state per round,
+    mostly waiting for memory. Each key has ONE flat list of ints in :attr:`state`, ``[size,
+    kind, outer, inner, diff, ...]`` (kind 0: input, 1: output; size: its length after its
+    last compaction), not five dictionaries and a tuple per update; arriving updates wait in
+    :attr:`fresh` until their key is evaluated. The steps are :meth:`_evaluate_keys`'s."""
+
+    def __init__(self, scope: Any, logic: Callable, name: str):
+        super().__init__(scope, logic, name, keyed=False)
+        self.state: Dict[Any, List[int]] = {}
+        self.fresh: Dict[Any, List[int]] = {}
+
+    def _ingest(self, data: List[Any], keyed: bool) -> None:
+        _ingest_distinct(self, data)
+
+    def _evaluate_keys(self, ready: Dict[Any, List[Tuple[int, int]]],
+                       frontier: List[Tuple[int, int]], output: Dict[Any, Any]) -> None:
+        _evaluate_distinct(self, ready, frontier, output, _beyond_test(frontier), _joins)
+
+    def _drop_histories(self) -> None:
+        self.state.clear()
+        self.fresh.clear()
+
+
+Time = Tuple[int, int]
+_tuple_new = tuple.__new__
+
+
+def _ingest_distinct(op: Any, data: List[Any]) -> None:
+    """Take ``(record, time, diff)`` updates: into ``op.fresh`` and the pending times."""
+    fresh = op.fresh
+    pending = op.pending
+    pending_times = op.pending_times
+    for key, (a, b), r in data:
+        f = fresh.get(key)
+        if f is None:
+            fresh[key] = [a, b, r]
+        else:
+            f += (a, b, r)
+        t = (a, b)
+        p = pending.get(key)
+        if p is None:
+            pending[key] = {t}
+        elif t in p:
+            continue
+        else:
+            p.add(t)
+        keys = pending_times.get(t)
+        if keys is None:
+            op._new_time(t, key)
+        else:
+            keys.add(key)
+
+
+def _evaluate_distinct(op: Any, ready: Dict[Any, List[Time]], frontier: List[Time],
+                      output: Dict[Time, Any], beyond: Callable[[int, int], bool],
+                      joins: Callable[[Set[Time], Set[Time]], Set[Time]]) -> None:
+    """Evaluate every key of ``ready`` at its times the (sorted) ``frontier`` has passed, and
+    at the new interesting times it has passed (the others are registered); compact.
+    ``beyond(outer, inner)`` tests a time against the frontier; ``joins(fresh, times)`` are
+    the joins of every set of times that holds one of ``fresh``."""
+    pending = op.pending
+    state = op.state
+    fresh = op.fresh
+    m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
+    for key, times in ready.items():
+        p = pending[key]
+        if len(p) == len(times):
+            del pending[key]
+            rest: Optional[Set[Time]] = None
+        else:
+            rest = p
+            p.difference_update(times)
+        h = state.get(key)
+        stored = h is not None
+        if not stored:
+            h = [0]
+        new = fresh.pop(key, None)
+        one = False
+        if new is not None and len(new) == 3:
+            # One new update, at s: the counts at s, and the times not below s (only their
+            # joins with s can be new interesting times).
+            s0, s1, c = new
+            above: Optional[List[Time]] = None
+            have = 0
+            it = iter(h)
+            next(it)
+            for k, a, b, r in zip(it, it, it, it):
+                if a <= s0 and b <= s1:
+                    if k:
+                        have += r
+                    else:
+                        c += r
+                elif above is None:
+                    above = [(a, b)]
+                else:
+                    above.append((a, b))
+            h += (0, s0, s1, new[2])
+            if (above is not None or rest or len(times) > 1 or times[0][0] != s0
+                    or times[0][1] != s1):
+                _joins_with_new(op, key, times, rest, above, s0, s1, beyond, joins)
+            one = len(times) == 1
+        elif new is not None:
+            _several_new(op, key, h, new, times, rest, beyond)
+        if one and times[0][0] == s0 and times[0][1] == s1:
+            # The one time, the new update's, with its counts from the pass above.
+            want = (1 if c > 0 else 0) - have
+            if want:
+                h += (1, s0, s1, want)
+                t = times[0]
+                bucket = output.get(t)
+                if bucket is None:
+                    output[t] = bucket = (_tuple_new(Product, t), [])
+                bucket[1].append((key, bucket[0], want))
+        else:
+            _at_times(key, h, times, output)
+        if frontier:  # (complete input: the operator drops every state)
+            _keep(state, key, h, stored, m0, m1)
+
+
+def _keep(state: Dict[Any, List[int]], key: Any, h: List[int], stored: bool, m0: int,
+          m1: int) -> None:
+    """Store ``key``'s state ``h`` (dropped when empty), compacted once it doubled since its
+    last compaction (every later evaluation is at or beyond the frontier, whose meet is
+    ``(m0, m1)``)."""
+    n = len(h)
+    if n > 25 and n > 2 * h[0]:
+        h = _compact_quads(h, m0, m1)
+        n = len(h)
+        if stored:
+            state[key] = h
+    if n == 1:
+        if stored:
+            del state[key]
+    elif not stored:
+        state[key] = h
+
+
+def _joins_with_new(op: Any, key: Any, times: List[Time], rest: Optional[Set[Time]],
+                    above: Optional[List[Time]], s0: int, s1: int,
+                    beyond: Callable[[int, int], bool],
+                    joins: Callable[[Set[Time], Set[Time]], Set[Time]]) -> None:
+    """The joins of the new update's time ``s`` with the key's times not below it (``above``
+    from its history, and its ready and pending times): the passed ones are added to
+    ``times``, the others registered as pending."""
+    for t in times:
+        if t[0] > s0 or t[1] > s1:
+            if above is None:
+                above = [t]
+            else:
+                above.append(t)
+    if rest:
+        for t in rest:
+            if t[0] > s0 or t[1] > s1:
+                if above is None:
+                    above = [t]
+                else:
+                    above.append(t)
+    if above is None:
+        return
+    if all([a <= s0 for a, _ in above]):
+        candidates = {(s0, b) for _, b in above}
+    elif all([b <= s1 for _, b in above]):
+        candidates = {(a, s1) for a, _ in above}
+    else:
+        candidates = joins({(s0, s1)}, set(above))
+    candidates.add((s0, s1))
+    known = set(times)
+    if rest:
+        known |= rest
+    pending_times = op.pending_times
+    for t in candidates:
+        if t in known:
+            continue
+        if not beyond(t[0], t[1]):
+            times.append(t)
+            continue
+        if rest is None:
+            op.pending[key] = rest = {t}
+        else:
+            rest.add(t)
+        ks = pending_times.get(t)
+        if ks is None:
+            op._new_time(t, key)
+        else:
+            ks.add(key)
+
+
+def _several_new(op: Any, key: Any, h: List[int], new: List[int], times: List[Time],
+                 rest: Optional[Set[Time]], beyond: Callable[[int, int], bool]) -> None:
+    """Several new updates of ``key``: append them to ``h`` and find the interesting times
+    they make with the general closure (``ProductReduce._new_times``)."""
+    hin, hout = _split_quads(h)
+    done = len(hin)
+    it = iter(new)
+    for a, b, r in zip(it, it, it):
+        hin.append(((), a, b, r))
+        h += (0, a, b, r)
+    op._new_times(key, times, rest, hin, hout or None, done, beyond)
+
+
+def _at_times(key: Any, h: List[int], times: List[Time], output: Dict[Time, Any]) -> None:
+    """Evaluate ``key`` at each of ``times``, in lexicographic order (which extends the
+    product order: every time after the times below it), appending its output updates."""
+    if len(times) > 1:
+        times.sort()
+    for t in times:
+        o, i = t
+        c = have = 0
+        it = iter(h)
+        next(it)
+        for k, a, b, r in zip(it, it, it, it):
+            if a <= o and b <= i:
+                if k:
+                    have += r
+                else:
+                    c += r
+        want = (1 if c > 0 else 0) - have
+        if want:
+            h += (1, o, i, want)
+            bucket = output.get(t)
+            if bucket is None:
+                output[t] = bucket = (_tuple_new(Product, t), [])
+            bucket[1].append((key, bucket[0], want))
+
+
+def _compact_quads(h: List[int], m0: int, m1: int) -> List[int]:
+    """A key's flat state advanced to the frontier whose meet is ``(m0, m1)`` (advancing to an
+    antichain of ``Product(int, int)`` is the join with its meet) and consolidated; its size
+    is its new length."""
+    acc: Dict[Tuple[int, int, int], int] = {}
+    it = iter(h)
+    next(it)
+    for k, a, b, r in zip(it, it, it, it):
+        key = (k, a if a >= m0 else m0, b if b >= m1 else m1)
+        acc[key] = acc.get(key, 0) + r
+    out: List[int] = [0]
+    for (k, a, b), r in acc.items():
+        if r:
+            out += (k, a, b, r)
+    out[0] = len(out)
+    return out
+
+
+def _split_quads(h: List[int]) -> Tuple[List[Any], List[Any]]:
+    """A key's flat state as its input and output histories ``[((), outer, inner, diff)]``."""
+    hin: List[Any] = []
+    hout: List[Any] = []
+    it = iter(h)
+    next(it)
+    for k, a, b, r in zip(it, it, it, it):
+        (hout if k else hin).append(((), a, b, r))
+    return hin, hout

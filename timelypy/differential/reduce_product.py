@@ -94,17 +94,6 @@ class ProductReduce(OperatorCore):
         self._threshold: Optional[Callable[[Any, int], int]] = getattr(logic, "_threshold", None)
         self._distinct = bool(getattr(logic, "_distinct", False))
         self._record_out = False  # output ``(key, time, diff)`` for ``((key, ()), ...)``
-        self._flat: Optional[Dict[Any, List[Any]]] = None
-        """``distinct`` of records (:class:`ProductReduceUpdates`, not keyed): per key, its
-        whole state in one flat list of ints, ``[size, kind, outer, inner, diff, ...]`` (kind
-        0 for an input update, 1 for an output update; size: its length after its last
-        compaction), instead of ``in_hist``, ``out_hist``, ``_seen``, ``_in_sizes`` and
-        ``_out_sizes``: an evaluation visits one dictionary entry and one list per key, not
-        five dictionaries and a tuple per update (most of its cost on large states is waiting
-        for memory)."""
-        self._fresh: Dict[Any, List[int]] = {}
-        """With :attr:`_flat`: per key, the updates (flat) that arrived since its last
-        evaluation; the evaluation appends them to its history."""
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
@@ -192,12 +181,7 @@ class ProductReduce(OperatorCore):
         if ready:
             output: Output = {}
             try:
-                if self._flat is not None:
-                    self._evaluate_distinct_flat(ready, frontier, output)
-                elif self._distinct and self._threshold is not None:
-                    self._evaluate_distinct(ready, frontier, output)
-                else:
-                    self._evaluate_keys(ready, frontier, output)
+                self._evaluate_keys(ready, frontier, output)
             except TimelyError:
                 raise
             except Exception as exc:
@@ -205,18 +189,18 @@ class ProductReduce(OperatorCore):
             if output:
                 self._send(output)
             if not frontier:  # the input is complete: nothing is evaluated any more
-                for d in (self.in_hist, self.out_hist, self._in_sizes, self._out_sizes,
-                          self._seen):
-                    d.clear()
-                if self._flat is not None:
-                    self._flat.clear()
-                    self._fresh.clear()
+                self._drop_histories()
         # Also without ready keys: messages may have come at times below their updates'.
         caps = self.caps
         held = caps.caps
         wanted = _minimal(self._low)
         if len(held) != len(wanted) or any([c.time not in wanted for c in held]):
             caps.downgrade([_tuple_new(Product, t) for t in wanted])
+
+    def _drop_histories(self) -> None:
+        """Forget every key's state (the input is complete)."""
+        for d in (self.in_hist, self.out_hist, self._in_sizes, self._out_sizes, self._seen):
+            d.clear()
 
     def _ready(self, frontier: List[Time]) -> Dict[Any, List[Time]]:
         """Remove the pending times the (sorted) ``frontier`` has passed; return them per key.
@@ -334,324 +318,6 @@ class ProductReduce(OperatorCore):
                         at_group(key, t, hin, hout, output)
             if frontier:  # (complete input: _process drops every history)
                 self._compact_key(key, hin, hout, n, done, m0, m1)
-
-    def _evaluate_distinct(self, ready: Dict[Any, List[Time]], frontier: List[Time],
-                           output: Output) -> None:
-        """:meth:`_evaluate_keys` for ``distinct`` on records arranged by self (histories of
-        ``((), outer, inner, diff)``): the same steps, with the commonest ones inline (the
-        pass of :meth:`_new_times` over a key with one new update, the joins of its time,
-        the evaluation on counts of :meth:`_at_count`, and the test of :meth:`_compact_key`),
-        which is most of the cost of iterative programs such as reachability."""
-        pending = self.pending
-        pending_times = self.pending_times
-        inputs, outputs = self.in_hist, self.out_hist
-        seen = self._seen
-        in_sizes, out_sizes = self._in_sizes, self._out_sizes
-        beyond = _beyond_test(frontier)
-        m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
-        record_out = self._record_out
-        new_time = self._new_time
-        empty: History = []
-        for key, times in ready.items():
-            p = pending[key]
-            if len(p) == len(times):
-                del pending[key]
-                rest: Optional[Set[Time]] = None
-            else:
-                rest = p
-                p.difference_update(times)
-            hin = inputs.get(key)
-            if hin is None:
-                hin = empty
-            hout = outputs.get(key)
-            n = len(hin)
-            done = seen.get(key, 0)
-            one = False
-            if n == done + 1:
-                # One new update, at s: the count and output count at s, and the times not
-                # below s (only their joins with s can be new interesting times).
-                _, s0, s1, _ = hin[-1]
-                c = 0
-                above: Optional[List[Time]] = None
-                for _, a, b, r in hin:
-                    if a <= s0 and b <= s1:
-                        c += r
-                    elif above is None:
-                        above = [(a, b)]
-                    else:
-                        above.append((a, b))
-                have = 0
-                if hout:
-                    for _, a, b, r in hout:
-                        if a <= s0 and b <= s1:
-                            have += r
-                        elif above is None:
-                            above = [(a, b)]
-                        else:
-                            above.append((a, b))
-                for t in times:
-                    if t[0] > s0 or t[1] > s1:
-                        if above is None:
-                            above = [t]
-                        else:
-                            above.append(t)
-                if rest:
-                    for t in rest:
-                        if t[0] > s0 or t[1] > s1:
-                            if above is None:
-                                above = [t]
-                            else:
-                                above.append(t)
-                if above is not None:
-                    if all([a <= s0 for a, _ in above]):
-                        candidates = {(s0, b) for _, b in above}
-                    elif all([b <= s1 for _, b in above]):
-                        candidates = {(a, s1) for a, _ in above}
-                    else:
-                        candidates = _joins({(s0, s1)}, set(above))
-                    candidates.add((s0, s1))
-                    known = set(times)
-                    if rest:
-                        known |= rest
-                    for t in candidates:
-                        if t in known:
-                            continue
-                        if not beyond(t[0], t[1]):
-                            times.append(t)
-                            continue
-                        if rest is None:
-                            pending[key] = rest = {t}
-                        else:
-                            rest.add(t)
-                        ks = pending_times.get(t)
-                        if ks is None:
-                            new_time(t, key)
-                        else:
-                            ks.add(key)
-                one = len(times) == 1
-            elif n > done:
-                self._new_times(key, times, rest, hin, hout, done, beyond)
-            stored = hout is not None
-            if not stored:
-                hout = []
-            if one and times[0][0] == s0 and times[0][1] == s1:
-                # The one time, the new update's, with its counts from the pass above.
-                want = (1 if c > 0 else 0) - have
-                if want:
-                    hout.append(((), s0, s1, want))
-                    t = times[0]
-                    bucket = output.get(t)
-                    if bucket is None:
-                        output[t] = bucket = (_tuple_new(Product, t), [])
-                    bucket[1].append((key if record_out else (key, ()), bucket[0], want))
-            else:
-                if len(times) > 1:
-                    # Lexicographic order extends the product order: every time is
-                    # evaluated after the times below it.
-                    times.sort()
-                for t in times:
-                    o, i = t
-                    c = 0
-                    for _, a, b, r in hin:
-                        if a <= o and b <= i:
-                            c += r
-                    have = 0
-                    for _, a, b, r in hout:
-                        if a <= o and b <= i:
-                            have += r
-                    want = (1 if c > 0 else 0) - have
-                    if want:
-                        hout.append(((), o, i, want))
-                        bucket = output.get(t)
-                        if bucket is None:
-                            output[t] = bucket = (_tuple_new(Product, t), [])
-                        bucket[1].append((key if record_out else (key, ()), bucket[0], want))
-            if not stored and hout:
-                outputs[key] = hout
-                stored = True
-            if frontier:  # (complete input: _process drops every history)
-                nout = len(hout)
-                if ((n > 4 and n > 2 * in_sizes.get(key, 0))
-                        or (nout > 4 and nout > 2 * out_sizes.get(key, 0))):
-                    if not stored:
-                        outputs[key] = hout
-                    self._compact_key(key, hin, hout, n, done, m0, m1)
-                else:
-                    if n:
-                        seen[key] = n
-                    elif done:
-                        del seen[key]
-                    if stored and not nout:
-                        del outputs[key]
-
-    def _ingest_flat(self, data: List[Any]) -> None:
-        """:meth:`_ingest` of ``(record, time, diff)`` updates for the flat states: they wait
-        in :attr:`_fresh` (a small dictionary, of the keys with input since their last
-        evaluation) until their key is evaluated, which appends them to its history; the
-        large state is not visited twice per key."""
-        fresh = self._fresh
-        pending = self.pending
-        pending_times = self.pending_times
-        for key, (a, b), r in data:
-            f = fresh.get(key)
-            if f is None:
-                fresh[key] = [a, b, r]
-            else:
-                f += (a, b, r)
-            t = (a, b)
-            p = pending.get(key)
-            if p is None:
-                pending[key] = {t}
-            elif t in p:
-                continue
-            else:
-                p.add(t)
-            keys = pending_times.get(t)
-            if keys is None:
-                self._new_time(t, key)
-            else:
-                keys.add(key)
-
-    def _evaluate_distinct_flat(self, ready: Dict[Any, List[Time]], frontier: List[Time],
-                                output: Output) -> None:
-        """:meth:`_evaluate_distinct` on the flat states of :attr:`_flat`; a key's new updates
-        come from :attr:`_fresh`."""
-        pending = self.pending
-        pending_times = self.pending_times
-        state = self._flat
-        fresh = self._fresh
-        beyond = _beyond_test(frontier)
-        m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
-        new_time = self._new_time
-        for key, times in ready.items():
-            p = pending[key]
-            if len(p) == len(times):
-                del pending[key]
-                rest: Optional[Set[Time]] = None
-            else:
-                rest = p
-                p.difference_update(times)
-            h = state.get(key)
-            stored = h is not None
-            if not stored:
-                h = [0]
-            new = fresh.pop(key, None)
-            one = False
-            if new is not None and len(new) == 3:
-                # One new update, at s: the count and output count at s, and the times not
-                # below s (only their joins with s can be new interesting times).
-                s0, s1, c = new
-                above: Optional[List[Time]] = None
-                have = 0
-                it = iter(h)
-                next(it)
-                for k, a, b, r in zip(it, it, it, it):
-                    if a <= s0 and b <= s1:
-                        if k:
-                            have += r
-                        else:
-                            c += r
-                    elif above is None:
-                        above = [(a, b)]
-                    else:
-                        above.append((a, b))
-                h += (0, s0, s1, new[2])
-                for t in times:
-                    if t[0] > s0 or t[1] > s1:
-                        if above is None:
-                            above = [t]
-                        else:
-                            above.append(t)
-                if rest:
-                    for t in rest:
-                        if t[0] > s0 or t[1] > s1:
-                            if above is None:
-                                above = [t]
-                            else:
-                                above.append(t)
-                if above is not None:
-                    if all([a <= s0 for a, _ in above]):
-                        candidates = {(s0, b) for _, b in above}
-                    elif all([b <= s1 for _, b in above]):
-                        candidates = {(a, s1) for a, _ in above}
-                    else:
-                        candidates = _joins({(s0, s1)}, set(above))
-                    candidates.add((s0, s1))
-                    known = set(times)
-                    if rest:
-                        known |= rest
-                    for t in candidates:
-                        if t in known:
-                            continue
-                        if not beyond(t[0], t[1]):
-                            times.append(t)
-                            continue
-                        if rest is None:
-                            pending[key] = rest = {t}
-                        else:
-                            rest.add(t)
-                        ks = pending_times.get(t)
-                        if ks is None:
-                            new_time(t, key)
-                        else:
-                            ks.add(key)
-                one = len(times) == 1
-            elif new is not None:
-                hin, hout = _split_quads(h)
-                done = len(hin)
-                it = iter(new)
-                for a, b, r in zip(it, it, it):
-                    hin.append(((), a, b, r))
-                    h += (0, a, b, r)
-                self._new_times(key, times, rest, hin, hout or None, done, beyond)
-            if one and times[0][0] == s0 and times[0][1] == s1:
-                # The one time, the new update's, with its counts from the pass above.
-                want = (1 if c > 0 else 0) - have
-                if want:
-                    h += (1, s0, s1, want)
-                    t = times[0]
-                    bucket = output.get(t)
-                    if bucket is None:
-                        output[t] = bucket = (_tuple_new(Product, t), [])
-                    bucket[1].append((key, bucket[0], want))
-            else:
-                if len(times) > 1:
-                    # Lexicographic order extends the product order: every time is
-                    # evaluated after the times below it.
-                    times.sort()
-                for t in times:
-                    o, i = t
-                    c = have = 0
-                    it = iter(h)
-                    next(it)
-                    for k, a, b, r in zip(it, it, it, it):
-                        if a <= o and b <= i:
-                            if k:
-                                have += r
-                            else:
-                                c += r
-                    want = (1 if c > 0 else 0) - have
-                    if want:
-                        h += (1, o, i, want)
-                        bucket = output.get(t)
-                        if bucket is None:
-                            output[t] = bucket = (_tuple_new(Product, t), [])
-                        bucket[1].append((key, bucket[0], want))
-            if not frontier:  # (complete input: _process drops every state)
-                continue
-            # Compact the history once it doubled since its last compaction (every later
-            # evaluation is at or beyond the frontier, whose meet is (m0, m1)).
-            n = len(h)
-            if n > 25 and n > 2 * h[0]:
-                h = _compact_quads(h, m0, m1)
-                n = len(h)
-                if stored:
-                    state[key] = h
-            if n == 1:
-                if stored:
-                    del state[key]
-            elif not stored:
-                state[key] = h
 
     def _new_times(self, key: Any, times: List[Time], rest: Optional[Set[Time]],
                    hin: History, hout: Optional[History], done: int,
@@ -821,8 +487,6 @@ class ProductReduceUpdates(ProductReduce):
         super().__init__(scope, None, logic, name)
         self._keyed = keyed
         self._record_out = not keyed
-        if not keyed and self._distinct and self._threshold is not None:
-            self._flat = {}
 
     def schedule(self) -> bool:
         """Take arrived updates into the histories; evaluate the keys the frontier passed."""
@@ -840,8 +504,6 @@ class ProductReduceUpdates(ProductReduce):
                 try:
                     if keyed:
                         self._ingest([(key, v, t, r) for (key, v), t, r in data], True)
-                    elif self._flat is not None:
-                        self._ingest_flat(data)
                     else:
                         self._ingest(data, False)
                 except TypeError as exc:
@@ -890,35 +552,6 @@ def _compact_flat(hist: History, m0: int, m1: int) -> History:
         k = (v, a if a >= m0 else m0, b if b >= m1 else m1)
         acc[k] = acc.get(k, 0) + r
     return [(v, a, b, r) for (v, a, b), r in acc.items() if r]
-
-
-def _compact_quads(h: List[int], m0: int, m1: int) -> List[int]:
-    """A key's flat ``[size, kind, outer, inner, diff, ...]`` state (kind 0 input, 1 output)
-    advanced to the frontier whose meet is ``(m0, m1)`` and consolidated; ``size`` becomes
-    its new length."""
-    acc: Dict[Tuple[int, int, int], int] = {}
-    it = iter(h)
-    next(it)
-    for k, a, b, r in zip(it, it, it, it):
-        key = (k, a if a >= m0 else m0, b if b >= m1 else m1)
-        acc[key] = acc.get(key, 0) + r
-    out: List[int] = [0]
-    for (k, a, b), r in acc.items():
-        if r:
-            out += (k, a, b, r)
-    out[0] = len(out)
-    return out
-
-
-def _split_quads(h: List[int]) -> Tuple[History, History]:
-    """A key's flat state as its input and output histories ``[((), outer, inner, diff)]``."""
-    hin: History = []
-    hout: History = []
-    it = iter(h)
-    next(it)
-    for k, a, b, r in zip(it, it, it, it):
-        (hout if k else hin).append(((), a, b, r))
-    return hin, hout
 
 
 def _closure(fresh: Set[Time], hist_in: History, hist_out: Optional[History],

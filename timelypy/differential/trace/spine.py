@@ -473,12 +473,8 @@ def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
                                  several: Optional[set] = None) -> int:
     """:func:`_merge_consolidating` at ``Product(int, int)`` times (``since`` not empty).
     Advancing to the antichain is the join with its meet ``(m0, m1)`` (a product of total
-    orders is a distributive lattice). A key with one update on each side, the commonest case,
-    is done inline: the two merge into one update when their values and advanced times are
-    equal, else both are kept as they are (two updates of distinct values or times have
-    nothing to consolidate, and an unadvanced time compares with every time at or beyond since
-    as its advanced time does). ``several``, if not None, is kept the set of the keys of
-    ``data`` with other than one update."""
+    orders is a distributive lattice). ``several``, if not None, is kept the set of the keys
+    of ``data`` with other than one update."""
     m0, m1 = since[0]
     for f0, f1 in since:
         if f0 < m0:
@@ -493,73 +489,22 @@ def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
             if several is not None and len(vals) != 1:
                 several.add(key)
             continue
-        if len(existing) == 1 and len(vals) == 1:
-            old = existing[0]
-            upd = vals[0]
-            v1, t1, r1 = old
-            v2, t2, r2 = upd
-            if v1 == v2:
-                a1, b1 = t1
-                a2, b2 = t2
-                if a1 < m0:
-                    a1 = m0
-                if b1 < m1:
-                    b1 = m1
-                if a2 < m0:
-                    a2 = m0
-                if b2 < m1:
-                    b2 = m1
-                if a1 == a2 and b1 == b2:
-                    r = r1 + r2
-                    if r:
-                        if t1[0] != a1 or t1[1] != b1:
-                            t1 = tuple.__new__(type(t1), (a1, b1))
-                        data[key] = [(v1, t1, r)]
-                    else:
-                        del data[key]
-                        count -= 1
-                    continue
-            data[key] = [old, upd]
-            count += 1
-            if several is not None:
-                several.add(key)
-            continue
         if len(vals) == 1:
-            # One new update for a key with several: it is summed into the update of its
-            # value and advanced time, if there is one, else appended (as it is). The others
-            # are not advanced again here: consolidating them with each other is left to the
-            # compaction pass (amortised), which visits the keys with several updates.
-            upd = vals[0]
-            v2, t2, r2 = upd
-            a2, b2 = t2
-            if a2 < m0:
-                a2 = m0
-            if b2 < m1:
-                b2 = m1
-            for idx in range(len(existing)):
-                v1, t1, r1 = existing[idx]
-                if v1 != v2:
-                    continue
-                a1, b1 = t1
-                if a1 < m0:
-                    a1 = m0
-                if b1 < m1:
-                    b1 = m1
-                if a1 == a2 and b1 == b2:
-                    r = r1 + r2
-                    if r:
-                        if t1[0] != a1 or t1[1] != b1:
-                            t1 = tuple.__new__(type(t1), (a1, b1))
-                        existing[idx] = (v1, t1, r)
-                    else:
-                        del existing[idx]
-                        count -= 1
-                        if several is not None and len(existing) == 1:
-                            several.discard(key)
-                    break
-            else:
-                existing.append(upd)
-                count += 1
+            # One new update (the commonest case): summed into the update of its value and
+            # advanced time, if there is one, else appended as it is (an unadvanced time
+            # compares with every time at or beyond since as its advanced time does). The
+            # others are not advanced again here: consolidating them with each other is left
+            # to the compaction pass (amortised), which visits the keys with several updates.
+            count += _merge_one(existing, vals[0], m0, m1)
+            if not existing:
+                del data[key]
+                if several is not None:
+                    several.discard(key)
+            elif several is not None:
+                if len(existing) != 1:
+                    several.add(key)
+                else:
+                    several.discard(key)
             continue
         new = advance_and_consolidate(existing + vals, since, order)
         count += len(new) - len(existing)
@@ -575,3 +520,36 @@ def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
             if several is not None:
                 several.discard(key)
     return count
+
+
+def _merge_one(existing: List[Tuple[Any, Any, int]], upd: Tuple[Any, Any, int], m0: int,
+               m1: int) -> int:
+    """Merge the update ``upd`` into the (owned) updates of its key at ``Product(int, int)``
+    times, in place: summed into the update of its value whose time advanced to the meet
+    ``(m0, m1)`` equals its own advanced time, else appended. Returns the change in count."""
+    v2, t2, r2 = upd
+    a2, b2 = t2
+    if a2 < m0:
+        a2 = m0
+    if b2 < m1:
+        b2 = m1
+    for idx in range(len(existing)):
+        v1, t1, r1 = existing[idx]
+        if v1 != v2:
+            continue
+        a1, b1 = t1
+        if a1 < m0:
+            a1 = m0
+        if b1 < m1:
+            b1 = m1
+        if a1 == a2 and b1 == b2:
+            r = r1 + r2
+            if r:
+                if t1[0] != a1 or t1[1] != b1:
+                    t1 = tuple.__new__(type(t1), (a1, b1))
+                existing[idx] = (v1, t1, r)
+                return 0
+            del existing[idx]
+            return -1
+    existing.append(upd)
+    return 1
