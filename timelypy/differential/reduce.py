@@ -22,7 +22,7 @@ from ..progress.frontier import Antichain
 from .consolidation import advance_and_consolidate
 from ..order import Product
 from .reduce_product import (ProductReduce, ProductReduceUpdates, _beyond_test, _joins,
-                             check_output, is_product_order)
+                             check_output, is_product_order, place_new_times)
 from .trace import TraceView
 
 __all__ = ["ReduceOperator", "count_logic", "distinct_logic", "is_product_order",
@@ -542,22 +542,7 @@ def _joins_with_new(op: Any, key: Any, times: List[Time], rest: Optional[Set[Tim
     known = set(times)
     if rest:
         known |= rest
-    pending_times = op.pending_times
-    for t in candidates:
-        if t in known:
-            continue
-        if not beyond(t[0], t[1]):
-            times.append(t)
-            continue
-        if rest is None:
-            op.pending[key] = rest = {t}
-        else:
-            rest.add(t)
-        ks = pending_times.get(t)
-        if ks is None:
-            op._new_time(t, key)
-        else:
-            ks.add(key)
+    place_new_times(op, key, candidates, known, times, rest, beyond)
 
 
 def _several_new(op: Any, key: Any, h: List[int], new: List[int], times: List[Time],

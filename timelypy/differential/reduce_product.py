@@ -359,23 +359,8 @@ class ProductReduce(OperatorCore):
             counts = None
             candidates = _closure({(e[1], e[2]) for e in hin[done:]}, hin, hout,
                                   set(times) | rest if rest else set(times))
-        known = set(times) | rest if rest else set(times)
-        pending_times = self.pending_times
-        for t in candidates:
-            if t in known:
-                continue
-            if not beyond(t[0], t[1]):
-                times.append(t)
-                continue
-            if rest is None:
-                self.pending[key] = rest = {t}
-            else:
-                rest.add(t)
-            ks = pending_times.get(t)
-            if ks is None:
-                self._new_time(t, key)
-            else:
-                ks.add(key)
+        place_new_times(self, key, candidates, set(times) | rest if rest else set(times),
+                        times, rest, beyond)
         return counts
 
     def _at_count(self, key: Any, t: Time, c: int, have: int, hout: History,
@@ -512,6 +497,30 @@ class ProductReduceUpdates(ProductReduce):
         if changed or received:
             self._process()
         return False
+
+
+def place_new_times(op: Any, key: Any, candidates: Set[Time], known: Set[Time],
+                    times: List[Time], rest: Optional[Set[Time]],
+                    beyond: Callable[[int, int], bool]) -> None:
+    """Each of ``candidates`` not in ``known``: appended to ``times`` (``key``'s times to
+    evaluate now) if not ``beyond`` the frontier, else kept pending for ``key`` in ``op``
+    (``op.pending[key]``, whose set is ``rest``, and ``op.pending_times``)."""
+    pending_times = op.pending_times
+    for t in candidates:
+        if t in known:
+            continue
+        if not beyond(t[0], t[1]):
+            times.append(t)
+            continue
+        if rest is None:
+            op.pending[key] = rest = {t}
+        else:
+            rest.add(t)
+        ks = pending_times.get(t)
+        if ks is None:
+            op._new_time(t, key)
+        else:
+            ks.add(key)
 
 
 def _beyond_test(frontier: List[Time]) -> Callable[[int, int], bool]:
