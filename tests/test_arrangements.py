@@ -404,6 +404,34 @@ def test_import_completes_when_the_exported_input_closes():
     assert captured.consolidated() == [((1, 2), 0, 1)]
 
 
+def test_completed_dataflow_drops_traces_no_handle_holds():
+    """A completed dataflow's traces go at once (not when the collector finds the operator
+    cycles); a held handle keeps its trace readable until it closes; a handle asked for later
+    is refused by name."""
+    def build(worker):
+        def dataflow(scope):
+            session, knows = scope.new_collection(name="knows")
+            held = knows.arrange_by_key(name="Held")
+            loose = knows.map(lambda kv: (kv[1], kv[0])).arrange_by_key(name="Loose")
+            return session, held, loose, held.trace, held.join(loose).probe()
+
+        session, held, loose, handle, probe = worker.dataflow(dataflow)
+        session.insert((1, 2))
+        session.insert((2, 1))
+        session.close()
+        worker.step_until_done()
+        assert loose.spine.dropped and loose.spine.batches == []
+        with pytest.raises(tp.TimelyError, match="'Loose'.*dropped"):
+            loose.trace
+        assert not held.spine.dropped
+        assert handle.get(1) == [(2, 0, 1)]
+        handle.close()
+        assert held.spine.dropped and held.spine.batches == []
+        return True
+
+    assert tp.execute(build) == [True]
+
+
 # --------------------------------------------------------------------------- logical compaction
 def _churn(session, worker, times: Iterable[int], keys: int, handle=None):
     """Every key moves from value t-1 to value t at each time t (live data: `keys` records)."""

@@ -132,7 +132,10 @@ class StatsSink:
 
 
 def _trace_sizes(trace: Any) -> Dict[str, Any]:
-    """Updates, batches, keys and the compaction frontier of a live trace."""
+    """Updates, batches, keys and the compaction frontier of a live trace (of a trace dropped
+    when its dataflow completed: its sizes then)."""
+    if trace.dropped_sizes is not None:
+        return {**trace.dropped_sizes, "since": [_plain_time(t) for t in trace.since]}
     return {"updates": trace.stored_updates(), "batches": len(trace.batches),
             "keys": len(trace.keys()), "since": [_plain_time(t) for t in trace.since]}
 

@@ -45,6 +45,10 @@ class TraceAgent:
     def __init__(self, spine: Spine, since: Optional[Sequence[Any]] = None,
                  through_seq: float = 0, explicit: bool = False,
                  importer: Optional[Importer] = None):
+        if spine.dropped:
+            raise TimelyError(f"trace {spine.name!r}: its dataflow completed and no handle held "
+                              f"the trace, so it was dropped; take the handle (Arranged.trace) "
+                              f"before the dataflow completes")
         self.spine = spine
         self.since: List[Any] = list(spine.since if since is None else since)
         self.through_seq = through_seq

@@ -223,6 +223,10 @@ class ArrangeOperator(OperatorCore):
                 raise unhashable_error(self, (u[0] for u in self.batcher.pending)) from exc
         return False
 
+    def retire(self) -> None:
+        """The dataflow completed: the spine drops its batches once no handle reads them."""
+        self.spine.retire()
+
     def _seal(self) -> None:
         """Seal a batch per held capability the input frontier has passed."""
         frontier = list(self.input_frontiers[0].frontier)

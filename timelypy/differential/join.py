@@ -279,6 +279,12 @@ class JoinOperator(OperatorCore):
                 del internal[work.time]
         return fuel
 
+    def retire(self) -> None:
+        """The dataflow completed: release both traces (the join is not woken by frontier
+        moves alone, so it may not have seen its inputs close)."""
+        self.ha.close()
+        self.hb.close()
+
     def _release(self) -> None:
         """Trace a is only ever joined with future b updates, and vice versa: let each trace
         compact up to the other input's frontier."""

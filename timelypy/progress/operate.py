@@ -112,5 +112,9 @@ class Operate:
         """Run the operator once; True while it has work that its capabilities do not show."""
         raise NotImplementedError
 
+    def retire(self) -> None:
+        """The dataflow completed: drop state nothing will read again (the default keeps
+        everything; operators with large state override it)."""
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} #{self.index}>"

@@ -495,6 +495,12 @@ class Subgraph(Operate):
             or bool(self.local_progress.counts)
         )
 
+    def retire(self) -> None:
+        """The dataflow completed: every child drops the state nothing will read again (the
+        traces no handle holds), at once rather than when the collector finds the cycles."""
+        for op in self.children[1:]:
+            op.retire()
+
     # ------------------------------------------------------------------ introspection
     def holds_back(self, source: Location, time: Any, target: Location, bound: Any) -> bool:
         """A capability at ``source`` with ``time`` implies a time strictly before ``bound`` at

@@ -233,6 +233,7 @@ class Worker:
                 done.append(df)
         for df in done:
             self._dataflows.remove(df)
+            df.retire()
             if df.progcaster is not None:
                 self._progcasters.pop(df.progcaster.channel, None)
         if done:

@@ -98,6 +98,12 @@ class Spine:
         self._force_compaction = False
         self._pins = 0
         self.complete = False
+        self.retired = False
+        """The dataflow that writes the spine completed (see :meth:`retire`)."""
+        self.dropped = False
+        """The batches were dropped: retired, and no reader was left."""
+        self.dropped_sizes: Optional[Dict[str, int]] = None
+        """Updates, batches and keys when dropped (kept only when instruments listen)."""
 
     # ------------------------------------------------------------------ writing
     def new_batch(self, data: BatchData, upper: List[Any], count: Optional[int] = None,
@@ -167,9 +173,29 @@ class Spine:
         self.readers.append(reader)
 
     def remove_reader(self, reader: Any) -> None:
-        """Release ``reader``'s physical hold (a no-op if it is not registered)."""
+        """Release ``reader``'s physical hold (a no-op if it is not registered); the last
+        reader of a retired spine takes its batches with it."""
         if reader in self.readers:
             self.readers.remove(reader)
+        if self.retired and not self.readers:
+            self._drop()
+
+    def retire(self) -> None:
+        """The dataflow writing this spine completed, so none of its operators reads it
+        again: drop the batches now if no reader (an exported or imported handle) holds them,
+        else when the last one closes, as a differential-dataflow trace goes with its last
+        handle."""
+        self.retired = True
+        if not self.readers:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self.instruments is not None and self.instruments.enabled:  # for the statistics
+            self.dropped_sizes = {"updates": self.stored_updates(), "batches": len(self.batches),
+                                  "keys": len(self.keys())}
+        self.batches = []
+        self.listeners = []
+        self.dropped = True
 
     def add_listener(self, listener: Any) -> None:
         """Call ``listener.notify(batch)`` per new batch and ``listener.notify_upper(upper)``
