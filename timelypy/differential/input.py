@@ -26,8 +26,23 @@ class InputSession:
 
     BUFFER = 4096
 
-    def __init__(self, handle: InputHandle, name: str = "input"):
+    max_pending: Optional[int] = 200_000
+    """Backpressure for an open-loop producer: once this many updates were sent into the
+    dataflow without a worker step in between, the next :meth:`advance_to` to a later time
+    flushes and steps the worker until it is quiet (at most :attr:`PACING_STEPS` steps), so
+    the dataflow seals, joins and compacts them before more arrive instead of holding every
+    change at once. Never from inside a step, nor on a driver session's workers (their
+    service steps them). ``None``: never. Read when the session is made."""
+
+    PACING_STEPS = 1000
+
+    def __init__(self, handle: InputHandle, name: str = "input", worker: Any = None):
         self._handle = handle
+        self._worker = worker
+        self._sent = 0  # updates sent into the dataflow since the worker's step `_sent_step`
+        self._sent_step = -1
+        bound = self.max_pending
+        self._bound = float("inf") if bound is None or worker is None else bound
         self._name = name
         self._time = handle.time
         self._told = self._time  # the time the handle was last advanced to
@@ -169,6 +184,10 @@ class InputSession:
         ``worker.step_until(probe, 1)``: time 0 complete."""
         if type(time) is int and type(self._time) is int and time >= self._time and \
                 not self._closed:
+            if self._sent >= self._bound and time != self._time:
+                self._time = time
+                self._pace()
+                return
             self._time = time  # the common case, without a call to the order's less-equal
             return
         if self._closed:
@@ -178,11 +197,35 @@ class InputSession:
                 f"input session {self._name!r}: cannot advance to {time!r}, before the current "
                 f"time {self._time!r}")
         self._time = time
+        if self._sent >= self._bound:
+            self._pace()
+
+    def _pace(self) -> None:
+        """Let the worker take in what was sent (see :attr:`max_pending`)."""
+        worker = self._worker
+        if worker.steps != self._sent_step:  # it stepped since: taken in already
+            self._sent = 0
+            return
+        if worker.stepping or not worker.pace_inputs:
+            return
+        self.flush()
+        for _ in range(self.PACING_STEPS):
+            worker.step()
+            if worker.quiet():
+                break
+        self._sent = 0
+        self._sent_step = worker.steps
 
     def _send(self) -> None:
         if self._buffer:
             data, self._buffer = self._buffer, []
             self._handle.send_batch(data)
+            worker = self._worker
+            if worker is not None:
+                if worker.steps != self._sent_step:
+                    self._sent_step = worker.steps
+                    self._sent = 0
+                self._sent += len(data)
 
     def flush(self) -> None:
         """Send buffered changes and let the dataflow know the session's time.
@@ -245,7 +288,7 @@ def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Colle
     Example: ``edges_in, edges = new_collection(scope, "edges")``;
     ``scope.new_collection("edges")`` calls it."""
     handle, stream = scope.new_input(name, register=False)
-    session = InputSession(handle, name)
+    session = InputSession(handle, name, scope.worker)
     scope.worker.register_input(session)
     return session, Collection(scope, stream)
 

@@ -90,6 +90,7 @@ class HandleService:
 
     def __init__(self, worker: Worker, dataflow: Callable[[Any], Dict[str, Any]]) -> None:
         self.worker = worker
+        worker.pace_inputs = False  # the service steps it between commands
         handles = worker.dataflow(dataflow)
         if not isinstance(handles, dict):
             raise TimelyError("open_session: the dataflow function must return a dict of named "

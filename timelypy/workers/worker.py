@@ -84,6 +84,15 @@ class Worker:
         self._link_totals: Dict[int, Tuple[int, int, int, int]] = {}
         self.control: List[Any] = []
         """Payloads of control messages (sent by a driver session), for its service loop."""
+        self.steps = 0
+        """How many times :meth:`step` ran (input sessions tell from it whether what they
+        sent was taken in since)."""
+        self.stepping = False
+        """A :meth:`step` is under way (an operator's function is running)."""
+        self.pace_inputs = True
+        """Input sessions may step this worker when a producer ran far ahead of it (see
+        ``InputSession.max_pending``); a driver session, which steps it itself, turns this
+        off."""
 
     # ----------------------------------------------------------------- identifiers
     def new_identifier(self) -> int:
@@ -198,6 +207,14 @@ class Worker:
         peer's) or messages arrived or operators are active, another round runs, up to
         :attr:`max_rounds`: frontiers move within the step, as on one worker, instead of one
         hop per step."""
+        self.steps += 1
+        self.stepping = True
+        try:
+            return self._step()
+        finally:
+            self.stepping = False
+
+    def _step(self) -> bool:
         maybe_collect()
         for handle in self._inputs:
             handle.flush()
@@ -263,6 +280,11 @@ class Worker:
                 self._link_totals[peer] = totals
                 self.instruments.emit(LinkBytes(self.index, peer,
                                                 *(a - b for a, b in zip(totals, before))))
+
+    def quiet(self) -> bool:
+        """Nothing to do until more input arrives: no operator is active, no progress waits
+        and no input holds records."""
+        return self._quiet()
 
     def _quiet(self) -> bool:
         for df in self._dataflows:

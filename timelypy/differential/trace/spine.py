@@ -128,6 +128,10 @@ class Spine:
         self.upper = batch.upper
         for listener in self.listeners:
             listener.notify(batch)
+        readers = self.readers
+        if readers and (readers[0].through_seq < batch.seq if len(readers) == 1
+                        else self.physical_seq() < batch.seq):
+            return  # a reader has yet to see it: the merges it allows wait for that reader
         self._maintain()
 
     def seal(self, upper: List[Any]) -> None:
