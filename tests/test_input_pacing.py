@@ -2,8 +2,8 @@
 changes without stepping gets them taken in by the dataflow in bounded chunks, and the output is
 exactly what one step at the end gives.
 
-* the skip-level join fed 2,000 changes without a step, with a tiny bound: the same output at
-  every time as without pacing and as a from-scratch reference, on one and on two workers;
+* the skip-level join fed 600 changes without a step, with a tiny bound: the same output at
+  every time as without pacing and as a from-scratch reference (and unpaced on two workers);
 * with pacing the arrangements stay near the live data while the producer runs (each chunk is
   sealed, joined and compacted); without it every change is held until the end;
 * no pacing from inside a step (an operator's function feeding another session), nor on a
@@ -106,7 +106,8 @@ def _accumulated(results) -> Dict[int, Counter]:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_paced_open_loop_is_exact_at_every_time(small_buffers, workers):
     paced = _run(workers, 40)
-    assert all(steps > 0 for _, _, steps in paced)  # the producer was paced
+    # the producer was paced (on one worker: with peers a worker alone cannot take in a chunk)
+    assert all((steps > 0) == (workers == 1) for _, _, steps in paced)
     unpaced = _run(workers, None)
     assert all(steps == 0 for _, _, steps in unpaced)
     reference = _reference()

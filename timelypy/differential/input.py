@@ -31,8 +31,9 @@ class InputSession:
     dataflow without a worker step in between, the next :meth:`advance_to` to a later time
     flushes and steps the worker until it is quiet (at most :attr:`PACING_STEPS` steps), so
     the dataflow seals, joins and compacts them before more arrive instead of holding every
-    change at once. Never from inside a step, nor on a driver session's workers (their
-    service steps them). ``None``: never. Read when the session is made."""
+    change at once. Only on a worker without peers (with peers, the frontier also waits for
+    their inputs), never from inside a step, nor on a driver session's workers (their service
+    steps them). ``None``: never. Read when the session is made."""
 
     PACING_STEPS = 1000
 
@@ -42,7 +43,10 @@ class InputSession:
         self._sent = 0  # updates sent into the dataflow since the worker's step `_sent_step`
         self._sent_step = -1
         bound = self.max_pending
-        self._bound = float("inf") if bound is None or worker is None else bound
+        # With peers, a worker alone cannot take a chunk in (the frontier waits for the peers'
+        # inputs, which move when they flush): pacing would only add steps.
+        paced = bound is not None and worker is not None and worker.peers == 1
+        self._bound = bound if paced else float("inf")
         self._name = name
         self._time = handle.time
         self._told = self._time  # the time the handle was last advanced to
