@@ -405,9 +405,9 @@ def test_import_completes_when_the_exported_input_closes():
 
 
 def test_completed_dataflow_drops_traces_no_handle_holds():
-    """A completed dataflow's traces go at once (not when the collector finds the operator
-    cycles); a held handle keeps its trace readable until it closes; a handle asked for later
-    is refused by name."""
+    """A completed dataflow's traces go at the worker's next step (not when the collector finds
+    the operator cycles); a held handle keeps its trace readable until it closes; a handle asked
+    for later is refused by name."""
     def build(worker):
         def dataflow(scope):
             session, knows = scope.new_collection(name="knows")
@@ -420,6 +420,8 @@ def test_completed_dataflow_drops_traces_no_handle_holds():
         session.insert((2, 1))
         session.close()
         worker.step_until_done()
+        assert not loose.spine.dropped  # released at the next step, not inside the last one
+        worker.step()
         assert loose.spine.dropped and loose.spine.batches == []
         with pytest.raises(tp.TimelyError, match="'Loose'.*dropped"):
             loose.trace

@@ -84,6 +84,7 @@ class Worker:
         self._link_totals: Dict[int, Tuple[int, int, int, int]] = {}
         self.control: List[Any] = []
         """Payloads of control messages (sent by a driver session), for its service loop."""
+        self._retired: List[Subgraph] = []  # completed dataflows, released at the next step
         self.steps = 0
         """How many times :meth:`step` ran (input sessions tell from it whether what they
         sent was taken in since)."""
@@ -139,6 +140,8 @@ class Worker:
 
         if self._building:
             raise TimelyError("worker.dataflow cannot be nested; use scope.iterative")
+        if self._retired:
+            self.release_completed()
         self._dataflow_count += 1
         name = name or f"dataflow{self._dataflow_count}"
         root = Subgraph(name, INT_ORDER, peers=self.peers)
@@ -165,6 +168,15 @@ class Worker:
     def dataflows(self) -> List[Subgraph]:
         """The dataflows still running on this worker (their root subgraphs)."""
         return list(self._dataflows)
+
+    def release_completed(self) -> None:
+        """Release what completed dataflows held: each drops the traces no handle holds (see
+        :meth:`Subgraph.retire`). Done at the next :meth:`step`, when another dataflow is
+        built, and when the worker's ``build`` has returned; freeing millions of objects takes
+        time, so not inside the step that completes the dataflow."""
+        retired, self._retired = self._retired, []
+        for df in retired:
+            df.retire()
 
     def has_dataflows(self) -> bool:
         """Some dataflow has not completed yet."""
@@ -207,6 +219,8 @@ class Worker:
         peer's) or messages arrived or operators are active, another round runs, up to
         :attr:`max_rounds`: frontiers move within the step, as on one worker, instead of one
         hop per step."""
+        if self._retired:
+            self.release_completed()
         self.steps += 1
         self.stepping = True
         try:
@@ -250,7 +264,7 @@ class Worker:
                 done.append(df)
         for df in done:
             self._dataflows.remove(df)
-            df.retire()
+            self._retired.append(df)
             if df.progcaster is not None:
                 self._progcasters.pop(df.progcaster.channel, None)
         if done:
@@ -431,5 +445,6 @@ def run_worker(worker: Worker, build: Callable[[Worker], Any], timeout: Optional
         result = build(worker)
         worker.close_inputs()
         worker.step_until_done(timeout=timeout)
+        worker.release_completed()
     log.debug("worker %d/%d: done", worker.index, worker.peers)
     return result
