@@ -172,6 +172,33 @@ def test_no_pacing_from_inside_a_step(small_buffers):
     assert inner_steps == [0, 0, 0]
 
 
+def test_no_pacing_while_a_dataflow_is_built(small_buffers):
+    """Changes made while building (before the dataflow exists) are held, not stepped."""
+
+    def build(worker):
+        def dataflow(scope):
+            session, xs = scope.new_collection("xs")
+            for t in range(30):
+                session.insert(t)
+                session.advance_to(t + 1)
+            return session, xs.count().capture(), worker.steps
+
+        session, counted, steps_while_building = worker.dataflow(dataflow)
+        session.close()
+        worker.step_until_done(timeout=30)
+        return steps_while_building, counted.consolidated()
+
+    InputSession.max_pending = 4
+    try:
+        ((steps, counted),) = tp.execute(build)
+    finally:
+        InputSession.max_pending = 200_000
+    assert steps == 0
+    # every record counted once, at its own time
+    assert sorted((record, time, diff) for record, time, diff in counted) == \
+        [((t, 1), t, 1) for t in range(30)]
+
+
 def test_driver_session_workers_are_not_paced():
     worker = tp.Worker()
 

@@ -32,8 +32,8 @@ class InputSession:
     flushes and steps the worker until it is quiet (at most :attr:`PACING_STEPS` steps), so
     the dataflow seals, joins and compacts them before more arrive instead of holding every
     change at once. Only on a worker without peers (with peers, the frontier also waits for
-    their inputs), never from inside a step, nor on a driver session's workers (their service
-    steps them). ``None``: never. Read when the session is made."""
+    their inputs), never from inside a step or while a dataflow is being built, nor on a
+    driver session's workers (their service steps them). ``None``: never. Read when the session is made."""
 
     PACING_STEPS = 1000
 
@@ -210,7 +210,7 @@ class InputSession:
         if worker.steps != self._sent_step:  # it stepped since: taken in already
             self._sent = 0
             return
-        if worker.stepping or not worker.pace_inputs:
+        if worker.stepping or worker.building or not worker.pace_inputs:
             return
         self.flush()
         for _ in range(self.PACING_STEPS):

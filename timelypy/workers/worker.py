@@ -169,6 +169,11 @@ class Worker:
         """The dataflows still running on this worker (their root subgraphs)."""
         return list(self._dataflows)
 
+    @property
+    def building(self) -> bool:
+        """A dataflow is being built (its ``fn(scope)`` is running)."""
+        return self._building
+
     def release_completed(self) -> None:
         """Release what completed dataflows held: each drops the traces no handle holds (see
         :meth:`Subgraph.retire`). Done at the next :meth:`step`, when another dataflow is
