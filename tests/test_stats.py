@@ -173,6 +173,38 @@ def test_sink_attributes_batches_and_nested_scopes():
     assert inp["batches_out"] >= 1 and inp["records_out"] == 1
 
 
+def test_two_loops_alike_are_two_scopes_in_the_statistics():
+    """Statistics key operators by (scope name, index): two loops both named ``Iterate`` (and
+    two dataflows given one name) get unique names, so their counts do not add up as one."""
+    def build(worker):
+        sink = worker.instruments.add(StatsSink(worker.index))
+
+        def dataflow(scope):
+            nums_in, nums = scope.new_collection()
+            small = nums.iterate(lambda inner: inner.map(lambda x: min(x + 1, 3)).concat(
+                inner).distinct())
+            large = nums.iterate(lambda inner: inner.map(lambda x: min(x + 1, 9)).concat(
+                inner).distinct())
+            return nums_in, small.concat(large).probe()
+
+        for _ in range(2):
+            nums_in, probe = worker.dataflow(dataflow, name="loops")
+            nums_in.insert(0)
+            nums_in.close()
+        worker.step_until_done(timeout=30)
+        return sink.snapshot()
+
+    (snapshot,) = tp.execute(build)
+    distinct_in = {op["scope"]: op["records_in"] for op in snapshot["operators"]
+                   if op["name"].startswith("Distinct")}
+    assert sorted(distinct_in) == ["Iterate", "Iterate#2", "Iterate#3", "Iterate#4"]
+    # each loop's distinct sees its own records: 0..3 and 0..9 (each once more at the fixpoint)
+    assert sorted(distinct_in.values()) == sorted([distinct_in["Iterate"]] * 2
+                                                  + [distinct_in["Iterate#2"]] * 2)
+    assert distinct_in["Iterate"] < distinct_in["Iterate#2"]
+    assert {op["scope"] for op in snapshot["operators"]} >= {"loops", "loops#2"}
+
+
 def test_export_ray_metrics_with_a_stand_in_for_ray(monkeypatch):
     calls = []
 

@@ -192,10 +192,12 @@ class Scope:
     # ----------------------------------------------------------------- nesting
     def iterative(self, fn: Callable[["Scope"], Any], name: str = "Iterate") -> Any:
         """Build a nested scope with ``Product(outer, int)`` times; returns ``fn(child)``.
+        ``name`` is made unique on the worker (a second ``Iterate`` is ``Iterate#2``).
 
         Example: ``scope.iterative(lambda child: body(roots.enter(child)).leave())``;
         ``Collection.iterate`` builds on it."""
         worker = self.worker
+        name = worker.scope_name(name)
         log.debug("worker %d: building iterative scope %r", worker.index, name)
         sub = Subgraph(name, self.order.nested(), peers=worker.peers, to_inner=_to_inner,
                        to_outer=_to_outer, summarize=_summarize)

@@ -85,6 +85,7 @@ class Worker:
         self.control: List[Any] = []
         """Payloads of control messages (sent by a driver session), for its service loop."""
         self._retired: List[Subgraph] = []  # completed dataflows, released at the next step
+        self._scope_names: Dict[str, int] = {}  # see scope_name
         self.steps = 0
         """How many times :meth:`step` ran (input sessions tell from it whether what they
         sent was taken in since)."""
@@ -129,6 +130,24 @@ class Worker:
         self._progcasters[channel] = (progcaster, subgraph)
         return progcaster
 
+    def scope_name(self, name: str) -> str:
+        """``name`` for a new scope (a dataflow or a nested scope), made unique on this worker:
+        a repeated name gets ``#2``, ``#3``, ... Statistics and graph pictures key operators by
+        scope name, so two scopes named alike would otherwise add up as one."""
+        used = self._scope_names
+        if name not in used:
+            used[name] = 1
+            return name
+        k = used[name]
+        while True:
+            k += 1
+            unique = f"{name}#{k}"
+            if unique not in used:
+                break
+        used[name] = k
+        used[unique] = 1
+        return unique
+
     def register_input(self, source: InputSource) -> None:
         """Flush ``source`` at every step and close it in :meth:`close_inputs`."""
         self._inputs.append(source)
@@ -143,7 +162,7 @@ class Worker:
         if self._retired:
             self.release_completed()
         self._dataflow_count += 1
-        name = name or f"dataflow{self._dataflow_count}"
+        name = self.scope_name(name or f"dataflow{self._dataflow_count}")
         root = Subgraph(name, INT_ORDER, peers=self.peers)
         root.instruments = self.instruments
         root.progcaster = self.new_progcaster(root)
