@@ -149,24 +149,36 @@ def test_table_and_annotations():
                                             for o in stats.find("Arrange"))]
 
 
-def test_sink_attributes_batches_and_nested_scopes():
+def _counting_to(limit):
+    """The numbers from what was inserted up to ``limit``, by a loop: ``x -> min(x + 1, limit)``."""
+    return lambda nums: nums.iterate(lambda inner: inner.map(
+        lambda x: min(x + 1, limit)).concat(inner).distinct())
+
+
+def _sink_snapshot(drive) -> dict:
+    """Run ``drive(worker)`` on one inline worker with a statistics sink; its snapshot."""
     def build(worker):
         sink = worker.instruments.add(StatsSink(worker.index))
+        drive(worker)
+        return sink.snapshot()
 
-        def dataflow(scope):
-            nums_in, nums = scope.new_collection()
-            reach = nums.iterate(lambda inner: inner.map(lambda x: min(x + 1, 5)).concat(
-                inner).distinct())
-            return nums_in, reach.probe()
+    (snapshot,) = tp.execute(build)
+    return snapshot
 
+
+def test_sink_attributes_batches_and_nested_scopes():
+    def dataflow(scope):
+        nums_in, nums = scope.new_collection()
+        return nums_in, _counting_to(5)(nums).probe()
+
+    def drive(worker):
         nums_in, probe = worker.dataflow(dataflow)
         nums_in.insert(0)
         nums_in.advance_to(1)
         nums_in.flush()
         worker.step_until(probe, 1)
-        return sink.snapshot()
 
-    (snapshot,) = tp.execute(build)
+    snapshot = _sink_snapshot(drive)
     scopes = {op["scope"] for op in snapshot["operators"]}
     assert len(scopes) >= 2  # the root scope and the loop's scope
     inp = next(op for op in snapshot["operators"] if op["name"] == "Input")
@@ -176,29 +188,22 @@ def test_sink_attributes_batches_and_nested_scopes():
 def test_two_loops_alike_are_two_scopes_in_the_statistics():
     """Statistics key operators by (scope name, index): two loops both named ``Iterate`` (and
     two dataflows given one name) get unique names, so their counts do not add up as one."""
-    def build(worker):
-        sink = worker.instruments.add(StatsSink(worker.index))
+    def dataflow(scope):
+        nums_in, nums = scope.new_collection()
+        return nums_in, _counting_to(3)(nums).concat(_counting_to(9)(nums)).probe()
 
-        def dataflow(scope):
-            nums_in, nums = scope.new_collection()
-            small = nums.iterate(lambda inner: inner.map(lambda x: min(x + 1, 3)).concat(
-                inner).distinct())
-            large = nums.iterate(lambda inner: inner.map(lambda x: min(x + 1, 9)).concat(
-                inner).distinct())
-            return nums_in, small.concat(large).probe()
-
+    def drive(worker):
         for _ in range(2):
-            nums_in, probe = worker.dataflow(dataflow, name="loops")
+            nums_in, _ = worker.dataflow(dataflow, name="loops")
             nums_in.insert(0)
             nums_in.close()
         worker.step_until_done(timeout=30)
-        return sink.snapshot()
 
-    (snapshot,) = tp.execute(build)
+    snapshot = _sink_snapshot(drive)
     distinct_in = {op["scope"]: op["records_in"] for op in snapshot["operators"]
                    if op["name"].startswith("Distinct")}
     assert sorted(distinct_in) == ["Iterate", "Iterate#2", "Iterate#3", "Iterate#4"]
-    # each loop's distinct sees its own records: 0..3 and 0..9 (each once more at the fixpoint)
+    # each dataflow's two loops count to 3 and to 9: the same pair of counts twice
     assert sorted(distinct_in.values()) == sorted([distinct_in["Iterate"]] * 2
                                                   + [distinct_in["Iterate#2"]] * 2)
     assert distinct_in["Iterate"] < distinct_in["Iterate#2"]
