@@ -16,6 +16,8 @@ from timelypy.differential.agent import TraceAgent
 from timelypy.differential.trace import Spine
 from timelypy.order import Product, order_for
 
+from test_reduce_product import _reach
+
 PRODUCT = order_for(Product(0, 0))
 
 
@@ -24,6 +26,16 @@ def _insert(spine, updates, upper):
     for k, v, t, r in updates:
         data.setdefault(k, []).append((v, t, r))
     spine.new_batch(data, [upper])
+
+
+def _assert_reads(spine, history, keys, s) -> None:
+    """``spine.accumulate(key, s)`` equals the sum of ``history``'s updates at times <= ``s``."""
+    for key in keys:
+        want: Dict[Any, int] = {}
+        for k, v, t, r in history:
+            if k == key and PRODUCT.le(t, s):
+                want[v] = want.get(v, 0) + r
+        assert spine.accumulate(key, s) == {v: r for v, r in want.items() if r}, (key, s)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -67,12 +79,7 @@ def test_product_compaction_keeps_accumulations_and_consolidates(seed):
             s = Product(a, b)
             if not any(PRODUCT.le(f, s) for f in since):
                 continue
-            for key in range(40):
-                want: Dict[Any, int] = {}
-                for k, v, t, r in history:
-                    if k == key and PRODUCT.le(t, s):
-                        want[v] = want.get(v, 0) + r
-                assert spine.accumulate(key, s) == {v: r for v, r in want.items() if r}, (key, s)
+            _assert_reads(spine, history, range(40), s)
     agent.close()
 
 
@@ -105,12 +112,7 @@ def test_product_merges_keep_accumulations(seed):
         for s in [*since, Product(rnd + 1, 0), Product(rnd, 4), Product(rnd + 2, 2)]:
             if not any(PRODUCT.le(f, s) for f in since):
                 continue
-            for key in range(25):
-                want: Dict[Any, int] = {}
-                for k, v, t, r in history:
-                    if k == key and PRODUCT.le(t, s):
-                        want[v] = want.get(v, 0) + r
-                assert spine.accumulate(key, s) == {v: r for v, r in want.items() if r}
+            _assert_reads(spine, history, range(25), s)
     agent.close()
 
 
@@ -136,19 +138,6 @@ def test_product_merge_consolidates_one_update_each_side():
     assert spine.accumulate(4, Product(1, 3)) == {(): 2}
     assert spine.accumulate(4, Product(1, 2)) == {(): 1}
     agent.close()
-
-
-def _reach(edges, roots):
-    adj = defaultdict(list)
-    for s, d in edges:
-        adj[s].append(d)
-    seen, stack = set(roots), list(roots)
-    while stack:
-        for y in adj.get(stack.pop(), ()):
-            if y not in seen:
-                seen.add(y)
-                stack.append(y)
-    return seen
 
 
 def _graph(seed, n, rounds, per_round):
@@ -325,12 +314,7 @@ def test_compaction_tracks_the_keys_with_several_updates(seed):
                 assert b.several == {k for k, vals in b.data.items() if len(vals) != 1}
         spine._check()
         s = Product(rnd + 1, 0)
-        for key in range(60):
-            want: Dict[Any, int] = {}
-            for k, v, t, r in history:
-                if k == key and PRODUCT.le(t, s):
-                    want[v] = want.get(v, 0) + r
-            assert spine.accumulate(key, s) == {v: r for v, r in want.items() if r}
+        _assert_reads(spine, history, range(60), s)
     agent.close()
 
 
