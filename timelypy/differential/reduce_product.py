@@ -155,7 +155,12 @@ class ProductReduce(OperatorCore):
                 keys.add(key)
 
     def _new_time(self, t: Time, key: Any) -> None:
-        """Register ``t``, pending for no key yet, as pending for ``key``."""
+        """Register ``t`` as pending for ``key``. (The ingesting loops test for a time pending
+        for other keys already inline, and call this only for a new time.)"""
+        keys = self.pending_times.get(t)
+        if keys is not None:
+            keys.add(key)
+            return
         self.pending_times[t] = {key}
         a, b = t
         outs = self._outers.get(b)
@@ -505,7 +510,6 @@ def place_new_times(op: Any, key: Any, candidates: Set[Time], known: Set[Time],
     """Each of ``candidates`` not in ``known``: appended to ``times`` (``key``'s times to
     evaluate now) if not ``beyond`` the frontier, else kept pending for ``key`` in ``op``
     (``op.pending[key]``, whose set is ``rest``, and ``op.pending_times``)."""
-    pending_times = op.pending_times
     for t in candidates:
         if t in known:
             continue
@@ -516,11 +520,7 @@ def place_new_times(op: Any, key: Any, candidates: Set[Time], known: Set[Time],
             op.pending[key] = rest = {t}
         else:
             rest.add(t)
-        ks = pending_times.get(t)
-        if ks is None:
-            op._new_time(t, key)
-        else:
-            ks.add(key)
+        op._new_time(t, key)
 
 
 def _beyond_test(frontier: List[Time]) -> Callable[[int, int], bool]:
