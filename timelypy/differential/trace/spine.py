@@ -28,8 +28,10 @@ __all__ = ["Spine"]
 
 _INF = float("inf")
 _COMPACTION_THRESHOLD = 1024
-_OWNED_RATIO = 16
 """Stored updates below which no full compaction pass runs."""
+_OWNED_RATIO = 16
+"""A new run of batches merges into a predecessor the spine owns (updated in place) when that
+predecessor holds at most this many times the run's updates (else only at half its size)."""
 
 
 class _LeastHold:
