@@ -71,6 +71,10 @@ class AsWorker(Protocol):
     def register_input(self, source: InputSource) -> None:
         """Flush ``source`` at every step and close it when the worker's ``build`` returns."""
 
+    def release_when_idle(self, spine: Any) -> None:
+        """Drop the batches of ``spine`` (a trace nothing reads any more) when the worker is
+        next quiet, or when its dataflow retires."""
+
     def scope_name(self, name: str) -> str:
         """``name`` for a new scope, made unique on this worker (``name#2``, ``name#3``, ...),
         identical on every worker when construction is identical."""

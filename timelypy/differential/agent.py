@@ -45,6 +45,10 @@ class TraceAgent:
     def __init__(self, spine: Spine, since: Optional[Sequence[Any]] = None,
                  through_seq: float = 0, explicit: bool = False,
                  importer: Optional[Importer] = None):
+        if spine.abandoned:
+            raise TimelyError(f"trace {spine.name!r}: an operator's private arrangement whose "
+                              f"readers all finished is no longer maintained; arrange the "
+                              f"collection yourself (arrange_by_key) to share it")
         if spine.dropped:
             raise TimelyError(f"trace {spine.name!r}: its dataflow completed and no handle held "
                               f"the trace, so it was dropped; take the handle (Arranged.trace) "

@@ -526,7 +526,7 @@ class Arranged:
     def _join(self, other: Any, product: joins.JoinProduct, logic: Optional[Callable],
               name: str, by_self: bool = False) -> Collection:
         if not isinstance(other, Arranged):
-            other = other.arrange_by_self() if by_self else other.arrange_by_key()
+            other = _arranged(other, by_self)
         stream = joins.join_streams((self.stream, self.view), (other.stream, other.view),
                                     product, logic, name)
         return Collection(self.scope, stream)
@@ -579,10 +579,14 @@ def _imported(scope: Any, stream: Stream, spine: Spine) -> Arranged:
     return Arranged(scope, stream, spine)
 
 
-def _arranged(c: Any) -> Arranged:
+def _arranged(c: Any, by_self: bool = False) -> Arranged:
+    """``c`` itself if arranged, else a new arrangement of it private to the operator that asks
+    (no :class:`Arranged` is handed out, so its trace can be let go with that reader)."""
     if isinstance(c, Arranged):
         return c
-    return c.arrange_by_key()
+    arranged = c.arrange_by_self() if by_self else c.arrange_by_key()
+    arranged.spine.private = True
+    return arranged
 
 
 def _to_inner(t: Any) -> Product:

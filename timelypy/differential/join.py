@@ -294,11 +294,30 @@ class JoinOperator(OperatorCore):
                 self.ha.close()
                 self.hb.close()
             return
+        # Only an input's batches read the other trace: once an input is complete and its
+        # last batch joined, the other trace is not read here again, and its handle goes (as
+        # differential-dataflow's join drops it); an operator's private trace then stops being
+        # maintained (see Spine.abandoned).
+        if not fa and not self.hb.closed and self._finished(0):
+            self._let_go(self.hb)
+        if not fb and not self.ha.closed and self._finished(1):
+            self._let_go(self.ha)
         self.ha.set_logical_compaction(self.a.unmap_frontier(fb) if fb else [])
         self.hb.set_logical_compaction(self.b.unmap_frontier(fa) if fa else [])
         self.a.spine.maintain()
         if self.b.spine is not self.a.spine:
             self.b.spine.maintain()
+
+    def _let_go(self, handle: TraceAgent) -> None:
+        handle.close()
+        if handle.spine.abandoned:
+            self.scope.worker.release_when_idle(handle.spine)
+
+    def _finished(self, side: int) -> bool:
+        """No batch of input ``side`` waits (queued or held) or is being joined."""
+        work = self._work
+        return (not self._queues[side] and not any([h[0] == side for h in self._held])
+                and (work is None or work.side != side))
 
     def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""

@@ -85,6 +85,7 @@ class Worker:
         self.control: List[Any] = []
         """Payloads of control messages (sent by a driver session), for its service loop."""
         self._retired: List[Subgraph] = []  # completed dataflows, released at the next step
+        self._idle_release: List[Any] = []  # traces nothing reads, dropped when quiet
         self._scope_names: Dict[str, int] = {}  # see scope_name
         self.steps = 0
         """How many times :meth:`step` ran (input sessions tell from it whether what they
@@ -202,6 +203,13 @@ class Worker:
         for df in retired:
             df.retire()
 
+    def release_when_idle(self, spine: Any) -> None:
+        """Drop the batches of ``spine``, a trace nothing reads any more (see
+        :attr:`~timelypy.differential.trace.Spine.abandoned`), at the end of the next step that
+        leaves the worker quiet (else its dataflow's retirement does): freeing is work that
+        belongs to no update, so it waits for a moment without any."""
+        self._idle_release.append(spine)
+
     def has_dataflows(self) -> bool:
         """Some dataflow has not completed yet."""
         return bool(self._dataflows)
@@ -248,9 +256,14 @@ class Worker:
         self.steps += 1
         self.stepping = True
         try:
-            return self._step()
+            incomplete = self._step()
         finally:
             self.stepping = False
+        if self._idle_release and self._dataflows and self._quiet():
+            released, self._idle_release = self._idle_release, []
+            for spine in released:
+                spine.drop_abandoned()
+        return incomplete
 
     def _step(self) -> bool:
         maybe_collect()

@@ -106,6 +106,16 @@ class Spine:
         """The batches were dropped: retired, and no reader was left."""
         self.dropped_sizes: Optional[Dict[str, int]] = None
         """Updates, batches and keys when dropped (kept only when instruments listen)."""
+        self.private = False
+        """Made by an operator for its own use (``Collection.join`` arranging its inputs): no
+        :class:`~timelypy.differential.collection.Arranged` was handed out, so its readers are
+        all the readers it will ever have (see :attr:`abandoned`)."""
+        self.abandoned = False
+        """Private, and its last reader closed while its dataflow runs: nothing reads it again,
+        so it is no longer maintained nor extended (new batches are only numbered and sent on).
+        Differential-dataflow frees a trace with its last handle; here the batches go at the
+        end of the worker's next quiet step (:meth:`drop_abandoned`) or when the dataflow
+        retires, not inside the busy step that abandons it."""
 
     # ------------------------------------------------------------------ writing
     def new_batch(self, data: BatchData, upper: List[Any], count: Optional[int] = None,
@@ -113,7 +123,7 @@ class Spine:
         """Make the next batch (up to ``upper``) and insert it; with ``store=False`` (a batcher
         nobody reads as a trace) only number it and advance the spine's upper."""
         self.seq += 1
-        if not store:
+        if not store or self.abandoned:
             batch = Batch(data, self.upper, list(upper), self.seq, count, since=self._minimum)
             self.upper = batch.upper
             return batch
@@ -180,9 +190,12 @@ class Spine:
 
     def remove_reader(self, reader: Any) -> None:
         """Release ``reader``'s physical hold (a no-op if it is not registered); the last
-        reader of a retired spine takes its batches with it."""
+        reader of a retired spine takes its batches with it, the last reader of a private
+        spine leaves it :attr:`abandoned`."""
         if reader in self.readers:
             self.readers.remove(reader)
+            if not self.readers and self.private and not self.retired:
+                self.abandoned = True
         if self.retired and not self.readers:
             self._drop()
 
@@ -193,6 +206,11 @@ class Spine:
         handle."""
         self.retired = True
         if not self.readers:
+            self._drop()
+
+    def drop_abandoned(self) -> None:
+        """Drop the batches of an :attr:`abandoned` spine (a no-op otherwise)."""
+        if self.abandoned and not self.readers and not self.dropped:
             self._drop()
 
     def _drop(self) -> None:
@@ -293,8 +311,9 @@ class Spine:
         self._pins -= 1
 
     def _maintain(self) -> None:
-        if self._pins or not self._since.frontier:  # (one positive count at least)
-            # Pinned, or nothing may be read at any time any more: merging is wasted work.
+        if self._pins or not self._since.frontier or self.abandoned:
+            # Pinned, or nothing may be read at any time any more (an empty since, or no
+            # reader of a private spine left): merging is wasted work.
             return
         batches = self.batches
         readers = self.readers
