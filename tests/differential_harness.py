@@ -63,6 +63,8 @@ def make_build(program: Any, script: Sequence[tuple], n_inputs: int, check_promp
                 _, i, new_time = action
                 sessions[i].advance_to(new_time)
                 sessions[i].flush()
+            elif kind == "close":
+                sessions[action[1]].close()
             elif kind == "step":
                 for s in sessions:
                     s.flush()

@@ -1049,7 +1049,8 @@ def script_updates(script: Iterable[tuple], n_inputs: int) -> Dict[int, List[Upd
 
     Actions: ``("update", i, record, diff)`` at input i's current time;
     ``("update_at", i, record, offset, diff)`` at current time + offset;
-    ``("advance", i, new_time)`` moves input i's current time; ``("step", n)`` does nothing here.
+    ``("advance", i, new_time)`` moves input i's current time; ``("step", n)`` and ``("close",
+    i)`` (no later action touches input i) do nothing here.
     Every input starts at time 0. Returns ``{i: [(record, time, diff), ...]}`` for every input.
     """
     now = [0] * n_inputs
@@ -1069,7 +1070,7 @@ def script_updates(script: Iterable[tuple], n_inputs: int) -> Dict[int, List[Upd
             if new_time < now[i]:
                 raise ValueError(f"input {i} advanced backwards: {action!r} at time {now[i]}")
             now[i] = new_time
-        elif kind != "step":
+        elif kind not in ("step", "close"):
             raise ValueError(f"unknown script action {action!r}")
     return out
 

@@ -293,7 +293,9 @@ def update_streams(draw: Any, n_inputs: int, *, max_actions: int = 40, records: 
     * ``("update_at", i, record, offset, diff)`` -- at current time + ``offset`` (offset >= 0);
     * ``("advance", i, new_time)`` -- ``new_time`` > session i's current time; each session
       advances on its own, so the inputs' frontiers are uneven;
-    * ``("step", n)`` -- run the workers ``n`` steps.
+    * ``("step", n)`` -- run the workers ``n`` steps;
+    * ``("close", i)`` -- close session i early (rare; no later action touches input i), so
+      operators see one input complete while others still change.
 
     Diffs are nonzero. Most negative diffs retract (part of) a record previously inserted into
     the same input; a few are retractions of records never inserted. ``reference.script_updates``
@@ -302,13 +304,20 @@ def update_streams(draw: Any, n_inputs: int, *, max_actions: int = 40, records: 
     records = pair_records() if records is None else records
     now = [0] * n_inputs
     live: List[Dict[Any, int]] = [{} for _ in range(n_inputs)]  # record -> inserted, not retracted
+    open_inputs = list(range(n_inputs))
     script: List[tuple] = []
     for _ in range(draw(st.integers(0, max_actions))):
         kind = draw(st.sampled_from(_ACTIONS))
         if kind == "step":
             script.append(("step", draw(st.integers(1, max_step))))
             continue
-        i = draw(st.integers(0, n_inputs - 1))
+        if not open_inputs:
+            continue
+        i = draw(st.sampled_from(open_inputs))
+        if draw(st.integers(0, 24)) == 0:
+            open_inputs.remove(i)
+            script.append(("close", i))
+            continue
         if kind == "advance":
             now[i] += draw(st.integers(1, max_advance))
             script.append(("advance", i, now[i]))

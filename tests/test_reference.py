@@ -518,6 +518,9 @@ def test_update_streams_are_valid_scripts(n_and_script: Tuple[int, List[tuple]])
             now[action[1]] = action[2]
         elif action[0] == "step":
             assert action[1] >= 1
+        elif action[0] == "close":
+            assert all(later[0] == "step" or later[1] != action[1]
+                       for later in script[script.index(action) + 1:])
         else:
             i, rec, diff = action[1], action[2], action[-1]
             assert 0 <= i < n and diff != 0 and 0 <= rec[0] <= 5 and 0 <= rec[1] <= 5
@@ -526,7 +529,7 @@ def test_update_streams_are_valid_scripts(n_and_script: Tuple[int, List[tuple]])
             inserted[i][rec] = inserted[i].get(rec, 0) + diff
     ups = ref.script_updates(script, n)
     assert ref.final_times(script, n) == now
-    assert sum(len(u) for u in ups.values()) == sum(a[0] != "advance" and a[0] != "step" for a in script)
+    assert sum(len(u) for u in ups.values()) == sum(a[0] in ("update", "update_at") for a in script)
 
 
 def test_update_streams_retract_earlier_insertions_often() -> None:
