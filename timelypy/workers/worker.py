@@ -202,6 +202,8 @@ class Worker:
         retired, self._retired = self._retired, []
         for df in retired:
             df.retire()
+        if self._idle_release:  # (their retirement dropped them)
+            self._idle_release = [s for s in self._idle_release if not s.dropped]
 
     def release_when_idle(self, spine: Any) -> None:
         """Drop the batches of ``spine``, a trace nothing reads any more (see
