@@ -289,11 +289,6 @@ class JoinOperator(OperatorCore):
         """Trace a is only ever joined with future b updates, and vice versa: let each trace
         compact up to the other input's frontier."""
         fa, fb = self.input_frontiers[0].frontier, self.input_frontiers[1].frontier
-        if not fa and not fb:
-            if not self._held and not any(p.queue for p in self.input_ports):
-                self.ha.close()
-                self.hb.close()
-            return
         # Only an input's batches read the other trace: once an input is complete and its
         # last batch joined, the other trace is not read here again, and its handle goes (as
         # differential-dataflow's join drops it); an operator's private trace then stops being
@@ -302,6 +297,8 @@ class JoinOperator(OperatorCore):
             self._let_go(self.hb)
         if not fb and not self.ha.closed and self._finished(1):
             self._let_go(self.ha)
+        if not fa and not fb:
+            return
         self.ha.set_logical_compaction(self.a.unmap_frontier(fb) if fb else [])
         self.hb.set_logical_compaction(self.b.unmap_frontier(fa) if fa else [])
         self.a.spine.maintain()

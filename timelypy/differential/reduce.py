@@ -489,9 +489,6 @@ def _evaluate_distinct(op: Any, ready: Dict[Any, List[Time]], frontier: List[Tim
         else:
             _at_times(key, h, times, output)
         if frontier:  # (complete input: the operator drops every state)
-            n = len(h)
-            if stored and (n <= 25 or n <= 2 * h[0]):
-                continue  # (the common case, inline: stored, no compaction due)
             _keep(state, key, h, stored, m0, m1)
 
 
