@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
-# Installs what the tests need and runs the whole suite: the README's test command, run by CI.
+# Installs what the tests need and runs them. The README's two test commands:
+#
+#   bash scripts/test.sh          the whole suite (Ray, Spark, the docs site): what CI runs
+#   bash scripts/test.sh quick    the core tests only (no Ray, Spark, worker processes or slow
+#                                 tests), two at a time with pytest-xdist: about a minute
+#   bash scripts/test.sh -- ARGS  the whole install, then `pytest ARGS`
+#
+# System packages: Graphviz renders `timelypy graph --format png`. This script installs it with
+# apt-get only under CI (CI=true) or when asked (TIMELYPY_INSTALL_SYSTEM_PACKAGES=1), and says so;
+# otherwise the PNG rendering test is skipped.
+#
 # The Ray tests start their own Ray clusters (token authentication on, a token made for the run)
 # with their files under one directory of this run; they shut them down themselves. The trap
 # below stops only processes of *those* clusters (found by that directory on their command
 # lines) if an interrupted run left any: never `ray stop`, which stops every Ray on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "quick" ]; then
+    shift
+    python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    exec python -m pytest -q -p no:cacheprovider -n 2 \
+        -m "not ray and not spark and not processes and not slow" "$@"
+fi
+if [ "${1:-}" = "--" ]; then
+    shift
+fi
 python -m pip install -q --disable-pip-version-check -e '.[dev,ray,spark,docs]'
 # The docs site builds without a warning (broken links, missing pages, bad docstring references).
 site_dir="$(mktemp -d /tmp/tpy-site-XXXXXX)"
@@ -13,8 +32,14 @@ NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --quiet --site-dir "$site_
 rm -rf "$site_dir"
 # Graphviz renders `timelypy graph --format png`; the DOT and Mermaid text need nothing.
 if ! command -v dot >/dev/null 2>&1; then
-    (apt-get update -qq && apt-get install -y -qq --no-install-recommends graphviz) >/dev/null 2>&1 \
-        || echo "graphviz could not be installed: the PNG rendering test will be skipped"
+    if [ "${CI:-}" = "true" ] || [ "${TIMELYPY_INSTALL_SYSTEM_PACKAGES:-}" = "1" ]; then
+        echo "installing the Debian package graphviz (apt-get) for the PNG rendering test"
+        (apt-get update -qq && apt-get install -y -qq --no-install-recommends graphviz) >/dev/null 2>&1 \
+            || echo "graphviz could not be installed: the PNG rendering test will be skipped"
+    else
+        echo "graphviz (dot) is not installed: the PNG rendering test will be skipped" \
+             "(TIMELYPY_INSTALL_SYSTEM_PACKAGES=1 lets this script apt-get install it)"
+    fi
 fi
 export RAY_USAGE_STATS_ENABLED=0
 TIMELYPY_RAY_TEST_DIR="$(mktemp -d /tmp/tpy-run-XXXXXX)"
