@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 from typing import Any, Dict, List, Optional
 

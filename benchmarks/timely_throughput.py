@@ -21,7 +21,6 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
 from typing import Callable, List, Optional
 

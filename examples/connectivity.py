@@ -202,7 +202,7 @@ def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1,
         directed = set(graph) | {(b, a) for a, b in graph}
         expected = union_find_labels(directed)
         got = merged(part[r][0] for part in parts)
-        assert got == {(n, l): 1 for n, l in expected.items()}, f"round {r}: labels differ"
+        assert got == {(n, label): 1 for n, label in expected.items()}, f"round {r}: labels differ"
         answers = merged(part[r][1] for part in parts)
         expected_answers = {(q, expected[q]): 1 for q in asked if q in expected}
         assert answers == expected_answers, f"round {r}: query answers differ"

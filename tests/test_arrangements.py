@@ -20,7 +20,6 @@ from typing import Any, Dict, Iterable, List, Set, Tuple
 import pytest
 
 import timelypy as tp
-from timelypy.errors import WaitTimeoutError
 
 pytestmark = pytest.mark.timeout(120)
 

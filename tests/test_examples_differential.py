@@ -279,7 +279,7 @@ def test_connectivity_queries_match_from_scratch(nodes, edges, rounds, seed):
         expected = {q: labels[q] for q in res["asked"] if q in labels}
         assert res["queries"] == expected, f"time {res['time']}"
         assert res["components"] == len(set(labels.values()))
-        if previous is not None and any(previous.get(q, l) != l for q, l in expected.items()):
+        if previous is not None and any(previous.get(q, label) != label for q, label in expected.items()):
             changed_labels = True
         previous = expected
     assert changed_labels, "the rounds should change some standing query's answer"
@@ -337,4 +337,4 @@ def test_examples_run_as_scripts(name, expect):
     assert proc.returncode == 0, proc.stderr
     assert expect in proc.stdout
     if name == "skip_level":
-        assert [ast.literal_eval(l) for l in proc.stdout.splitlines()] == BOOK_LISTING
+        assert [ast.literal_eval(line) for line in proc.stdout.splitlines()] == BOOK_LISTING

@@ -147,7 +147,7 @@ def test_an_unserialisable_record_names_the_operator_and_its_type(make, kind):
         tp.execute(build, workers=2, backend="processes", timeout=60)
     text = str(info.value)
     assert "DataEncodingError" in text and "operator 'Sink'" in text
-    assert f"a record of type tuple" in text and "worker 0 cannot send" in text
+    assert "a record of type tuple" in text and "worker 0 cannot send" in text
     assert kind  # the record's own type is inside the tuple; the tuple is what is sent
 
 

@@ -431,9 +431,9 @@ def _assert_message_names_a_cycle(spec: GraphSpec, msg: str):
     # and all of them lie on one identity cycle (same strongly connected component)
     reach = reachable_sets(identity_graph(spec))
     cyc = [loc for loc, r in reach.items() if loc in r]
-    anchors = [l for l in cyc if l.node == nodes[0]]
+    anchors = [loc for loc in cyc if loc.node == nodes[0]]
     assert any(
-        all(any((l in reach[a] and a in reach[l]) for l in cyc if l.node == n) for n in set(nodes))
+        all(any((loc in reach[a] and a in reach[loc]) for loc in cyc if loc.node == n) for n in set(nodes))
         for a in anchors
     ), msg
 
@@ -552,7 +552,7 @@ def test_tracker_matches_brute_force(spec, data):
             assert got == _brute_implications(spec, summaries, counts, out, skip_node0=True)
         assert tracker.total_counts == sum(counts.values())
         for n in spec.nodes:
-            caps = sum(c for (l, _), c in counts.items() if l.is_source and l.node == n)
+            caps = sum(c for (loc, _), c in counts.items() if loc.is_source and loc.node == n)
             assert tracker.holds_capabilities(n) == (caps > 0)
         # Any non-zero count (a transient -n must not hide a real +n elsewhere).
         assert tracker.tracking_anything() == any(c != 0 for c in counts.values())

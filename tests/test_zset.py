@@ -35,7 +35,6 @@ from zset_oracle import (
 )
 from timelypy.errors import TimeOrderError, UnhashableDataError
 from timelypy.order import Product, less_equal
-from timelypy.order import join as lattice_join
 
 P = Product
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..dataflow.input import InputHandle
 from ..errors import DiffTypeError, InputClosedError, TimeOrderError, UnhashableDataError

@@ -362,7 +362,7 @@ class JoinOperator(OperatorCore):
         if not lists:
             return lists
         if wrapped:
-            lists = [ov for _, ov in wrap_items([(key, l) for l in lists], opred, otm)]
+            lists = [ov for _, ov in wrap_items([(key, values) for values in lists], opred, otm)]
             if not lists:
                 return lists
         if len(lists) == 1:

@@ -29,7 +29,6 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.operator import OperatorCore
-from ..dataflow.stream import Stream
 from ..errors import ReduceOutputError, TimelyError, unhashable_error, user_error
 from ..order import Product
 

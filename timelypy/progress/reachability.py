@@ -206,8 +206,8 @@ class ReachabilityBuilder:
             loc = pred[loc]
         cycle = list(reversed(path[seen[loc]:]))
         names: List[str] = []
-        for l in cycle:
-            nm = self.name_of(l.node) if l.node != 0 else "scope boundary"
+        for step in cycle:
+            nm = self.name_of(step.node) if step.node != 0 else "scope boundary"
             if not names or names[-1] != nm:
                 names.append(nm)
         if len(names) > 1 and names[-1] == names[0]:

@@ -334,8 +334,8 @@ class Subgraph(Operate):
                   for o, b in enumerate(sp.internals)]
         moves += [(b._counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
                   for o, b in enumerate(sp.produceds)]
-        return tuple((counts, tuple(l for l in locs if l.node != 0 and l not in accounted),
-                      tuple(l for l in locs if l.node == 0), sign)
+        return tuple((counts, tuple(loc for loc in locs if loc.node != 0 and loc not in accounted),
+                      tuple(loc for loc in locs if loc.node == 0), sign)
                      for counts, locs, sign in moves)
 
     def _adopt(self, op: Operate) -> bool:
