@@ -46,12 +46,13 @@ def _print_examples(directory: pathlib.Path) -> None:
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=f"timelypy examples ({directory})", title_justify="left")
         table.add_column("name", style="bold cyan", no_wrap=True)
         table.add_column("what it shows")
         for path in scripts:
-            table.add_row(path.stem, first_doc_line(path))
+            table.add_row(Text(path.stem), Text(first_doc_line(path)))  # not markup
         Console().print(table)
         Console().print("Run one: [bold]timelypy examples NAME [--workers N --backend B] "
                         "[-- args][/bold]")
