@@ -22,6 +22,7 @@ __all__ = [
     "DiffTypeError",
     "user_error",
     "unhashable_error",
+    "did_you_mean",
 ]
 
 
@@ -163,6 +164,19 @@ def _short_repr(value: Any, limit: int = 300) -> str:
     except Exception:  # noqa: BLE001 - a record whose __repr__ raises
         return f"<unprintable {type(value).__name__}>"
     return text if len(text) <= limit else text[:limit - 5] + " ...)"
+
+
+def did_you_mean(name: Any, choices: Iterable[Any]) -> str:
+    """``"did you mean 'x'?"`` naming the choices closest to a misspelt ``name`` (difflib),
+    or ``""`` when none is close."""
+    import difflib
+
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(name), names, n=2, cutoff=0.6)
+    if not close:
+        lowered = {n.lower(): n for n in names}
+        close = [lowered[str(name).lower()]] if str(name).lower() in lowered else []
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def unhashable_error(op: Any, records: Iterable[Any], what: str = "record") -> Exception:
