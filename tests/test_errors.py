@@ -162,3 +162,14 @@ def test_dumps_keeps_the_file_name_of_code_pickled_by_value():
     frames = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
     assert DYNAMIC_FILENAME not in frames and frames[-1] == "/somewhere/user_program.py"
     assert re.search(r"<lambda>", "".join(traceback.format_tb(info.value.__traceback__)))
+
+
+def test_a_misspelt_session_handle_gets_a_suggestion():
+    with tp.open_session(_collection_dataflow) as s:
+        with pytest.raises(tp.errors.UnknownHandleError,
+                           match=r"no handle named 'nmus'; the dataflow returned \['nums', "
+                                 r"'probe'\]; did you mean 'nums'\?"):
+            s.insert("nmus", 1)
+        with pytest.raises(tp.errors.UnknownHandleError) as info:
+            s.wait("zzz")
+        assert "did you mean" not in str(info.value)   # nothing close: no guess
