@@ -105,7 +105,7 @@ def run_program(program: pathlib.Path, args: Sequence[str]) -> None:
     sys.argv = [str(program), *args]
     sys.path.insert(0, str(program.resolve().parent))
     try:
-        runpy.run_path(str(program), run_name="__main__")
+        runpy.run_path(str(program.resolve()), run_name="__main__")  # frames name the file fully
     finally:
         sys.argv[:] = argv
         sys.path[:] = path
