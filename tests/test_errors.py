@@ -173,3 +173,21 @@ def test_a_misspelt_session_handle_gets_a_suggestion():
         with pytest.raises(tp.errors.UnknownHandleError) as info:
             s.wait("zzz")
         assert "did you mean" not in str(info.value)   # nothing close: no guess
+
+
+def test_a_failing_reduce_names_its_key():
+    def build(worker):
+        def dataflow(scope):
+            pairs_in, pairs = scope.new_collection()
+            return pairs_in, pairs.reduce(lambda key, vals: [(1 // (key - 3), 1)]).probe()
+
+        pairs_in, probe = worker.dataflow(dataflow)
+        for k in range(5):
+            pairs_in.insert((k, "v"))
+        pairs_in.advance_to(1)
+        pairs_in.flush()
+        worker.step_until(probe, 1, timeout=60)
+
+    with pytest.raises(OperatorError, match=r"operator 'Reduce' on worker 0 raised "
+                                            r"ZeroDivisionError: .* while processing key 3$"):
+        tp.execute(build)
