@@ -270,3 +270,13 @@ def test_misspelt_names_get_suggestions(tmp_path):
         assert expected in " ".join(done.stderr.split()), (args, done.stderr)
         if args[0] == "run" and args[1] == "flow:build":
             assert "(did you mean 'flows'?)" in done.stderr
+
+
+def test_graph_reports_the_programs_error_concisely(tmp_path):
+    program = tmp_path / "divide.py"
+    program.write_text(FAILING)
+    result = CliRunner().invoke(app, ["graph", str(program)])
+    assert result.exit_code == 1
+    assert "OperatorError: operator 'Linear[map]' on worker 0" in result.output
+    assert f'  File "{program}", line 5, in <lambda>' in result.output
+    assert "timelypy/" not in result.output

@@ -191,3 +191,24 @@ def test_a_failing_reduce_names_its_key():
     with pytest.raises(OperatorError, match=r"operator 'Reduce' on worker 0 raised "
                                             r"ZeroDivisionError: .* while processing key 3$"):
         tp.execute(build)
+
+
+def test_a_map_fused_into_a_count_names_the_update_apart():
+    def build(worker):
+        def dataflow(scope):
+            nums_in, nums = scope.new_collection()
+            return nums_in, nums.map(lambda x: 1 // x).count().probe()
+
+        nums_in, probe = worker.dataflow(dataflow)
+        nums_in.advance_to(3)
+        for x in (2, 0, 1):
+            nums_in.insert(x)
+        nums_in.advance_to(4)
+        nums_in.flush()
+        worker.step_until(probe, 4, timeout=60)
+
+    with pytest.raises(OperatorError) as info:
+        tp.execute(build)
+    err = info.value
+    assert (err.operator, err.record, err.time, err.diff) == ("Linear[map]", 0, 3, 1)
+    assert "while processing record 0 at time 3 with diff 1" in str(err)
