@@ -98,6 +98,15 @@ def test_processes_error_names_the_users_file_and_line():
     assert "<dynamic-code>" not in text
 
 
+@pytest.mark.ray
+@pytest.mark.timeout(180)
+def test_ray_error_names_the_users_file_and_line(ray_session):
+    with pytest.raises(WorkerError) as info:
+        tp.execute(_build, workers=2, backend="ray", timeout=120)
+    assert "while processing record 0 at time 0 with diff 2" in str(info.value)
+    assert FRAME in info.value.traceback_text
+
+
 def test_processes_session_error_names_the_users_file_and_line():
     with tp.open_session(_collection_dataflow, workers=2, backend="processes",
                          timeout=120) as s:
