@@ -190,3 +190,51 @@ def test_graph_command_explains_a_program_that_builds_nothing_here(tmp_path):
     result = CliRunner().invoke(app, ["graph", str(program)])
     assert result.exit_code == 1
     assert "built no dataflow" in result.output
+
+
+def test_statistics_table_and_graph_name_every_operator_alike():
+    """Fused chains, joins, a count fused behind a map, a reduce and a loop: the statistics
+    (rows and the rendered table) and the graph model give each operator the same name, so
+    ``Linear[map>filter]`` in a picture is ``Linear[map>filter]`` in the table."""
+    from timelypy.stats import Statistics, StatsSink
+
+    def build(worker):
+        sink = worker.instruments.add(StatsSink(worker.index))
+
+        def dataflow(scope):
+            edges_in, edges = scope.new_collection(name="edges")
+            roots_in, roots = scope.new_collection(name="roots")
+            flipped = edges.map(lambda e: (e[1], e[0])).filter(lambda e: e[0] != e[1])
+            probes = [flipped.join(edges).map(lambda kv: kv[0]).count().probe(),
+                      edges.reduce(lambda key, vals: [(len(vals), 1)]).probe(),
+                      roots.iterate(lambda r: r.map(lambda n: (n, ())).join(edges.enter(r.scope))
+                                    .map(lambda kv: kv[1][1]).concat(r).distinct()).probe()]
+            return scope, edges_in, roots_in, probes
+
+        scope, edges_in, roots_in, probes = worker.dataflow(dataflow)
+        for n in range(5):
+            edges_in.insert((n, n + 1))
+        roots_in.insert(0)
+        for handle in (edges_in, roots_in):
+            handle.advance_to(1)
+            handle.flush()
+        for probe in probes:
+            worker.step_until(probe, 1, timeout=30)
+        return scope, sink.snapshot()
+
+    ((scope, snapshot),) = tp.execute(build)
+    stats = Statistics([snapshot])
+    g = graph_of(scope)
+    by_key = {(op["scope"], op["operator"]): op["name"] for op in stats.operators()}
+    drawn = {(n.scope, n.index): n.name for n in g.operators()}
+    drawn.update({(parent.name, child.index): child.name
+                  for parent in g.clusters for child in parent.clusters})
+    assert {"Linear[map>filter]", "Linear[map]>CountTotal", "Join", "Reduce", "Iterate",
+            "Linear[map]", "Distinct"} <= set(drawn.values())
+    # every operator that ran is drawn, under the same (scope, index) and the same name
+    assert {k: by_key[k] for k in drawn if k in by_key} == {k: drawn[k] for k in by_key}
+    table = stats.render(width=400)
+    dot = to_dot(scope)
+    for name in set(drawn.values()):
+        assert f" {name} " in table, name
+        assert name in dot, name

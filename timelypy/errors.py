@@ -22,6 +22,7 @@ __all__ = [
     "DiffTypeError",
     "user_error",
     "unhashable_error",
+    "did_you_mean",
 ]
 
 
@@ -38,12 +39,27 @@ class InputClosedError(TimelyError, RuntimeError):
 
 
 class OperatorError(TimelyError):
-    """A user function raised inside an operator; the message names the operator."""
+    """A user function raised inside an operator; the message names the operator, the worker
+    and, when the error is tied to one record, the record, its time and its diff.
 
-    def __init__(self, message: str, operator: str = "", worker: int | None = None):
+    ``record`` is the record the user's function was given (for a collection, the update's
+    data, not the ``(data, time, diff)`` triple); ``time`` its time; ``diff`` its diff (None
+    for a timely stream, whose records have none). All three are None when the error is not
+    tied to one record (an operator's construction, a whole batch)."""
+
+    def __init__(self, message: str, operator: str = "", worker: int | None = None,
+                 record: Any = None, time: Any = None, diff: Any = None):
         super().__init__(message)
         self.operator = operator
         self.worker = worker
+        self.record = record
+        self.time = time
+        self.diff = diff
+
+    def __reduce__(self) -> Any:
+        # keep the fields when the error is pickled (to another process or a Ray driver)
+        return (type(self), (str(self), self.operator, self.worker, self.record, self.time,
+                             self.diff))
 
 
 class CycleError(TimelyError, ValueError):
@@ -115,14 +131,52 @@ def format_exception_safely(exc: BaseException) -> str:
         return "".join(lines) + f"{type(exc).__name__}: {describe_exception(exc)}\n"
 
 
-def user_error(op: Any, exc: BaseException, what: str = "") -> OperatorError:
-    """Wrap an exception raised by user code, naming the operator and worker."""
+_UNSET: Any = object()
+
+
+def user_error(op: Any, exc: BaseException, what: str = "", *, record: Any = _UNSET,
+               time: Any = _UNSET, diff: Any = None) -> OperatorError:
+    """Wrap an exception raised by user code, naming the operator and worker; ``record``,
+    ``time`` and ``diff`` (when given) are named apart in the message and kept as fields of
+    the :class:`OperatorError`; ``what`` describes anything else being processed."""
     worker = getattr(op, "worker_index", None)
     where = f"operator {op.name!r}" + (f" on worker {worker}" if worker is not None else "")
-    detail = f" while processing {what}" if what else ""
-    err = OperatorError(f"{where} raised {type(exc).__name__}: {exc}{detail}",
-                        operator=op.name, worker=worker)
-    return err
+    parts = []
+    if record is not _UNSET:
+        parts.append(f"record {_short_repr(record)}")
+    if time is not _UNSET:
+        parts.append(f"at time {time!r}")
+    if diff is not None:
+        parts.append(f"with diff {diff!r}")
+    if what:
+        parts.append(what)
+    detail = f" while processing {' '.join(parts)}" if parts else ""
+    return OperatorError(f"{where} raised {type(exc).__name__}: {describe_exception(exc)}{detail}",
+                         operator=op.name, worker=worker,
+                         record=None if record is _UNSET else record,
+                         time=None if time is _UNSET else time, diff=diff)
+
+
+def _short_repr(value: Any, limit: int = 300) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a record can be a large structure)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a record whose __repr__ raises
+        return f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 5] + " ...)"
+
+
+def did_you_mean(name: Any, choices: Iterable[Any]) -> str:
+    """``"did you mean 'x'?"`` naming the choices closest to a misspelt ``name`` (difflib),
+    or ``""`` when none is close."""
+    import difflib
+
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(name), names, n=2, cutoff=0.6)
+    if not close:
+        lowered = {n.lower(): n for n in names}
+        close = [lowered[str(name).lower()]] if str(name).lower() in lowered else []
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def unhashable_error(op: Any, records: Iterable[Any], what: str = "record") -> Exception:

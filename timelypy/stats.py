@@ -247,6 +247,7 @@ class Statistics:
         """A :class:`rich.table.Table` of the operators, summed over the workers (or of one
         ``worker``); print it with ``rich.print`` or render it with :meth:`render`."""
         from rich.table import Table
+        from rich.text import Text
 
         rows = self.operators() if worker is None else \
             [dict(op) for op in self.workers.get(worker, [])]
@@ -260,10 +261,13 @@ class Statistics:
                              else "right", no_wrap=column in ("scope", "operator"))
         for op in rows:
             a = op.get("arrangement") or {}
-            table.add_row(op["scope"], str(op["operator"]), op["name"],
-                          *(_count(op[c]) for c in COUNTERS[:5]), _seconds(op["elapsed"]),
-                          *(_count(a[c]) if a else "" for c in ARRANGEMENT),
-                          _frontier(a.get("since")) if a else "")
+            cells = [op["scope"], str(op["operator"]), op["name"],
+                     *(_count(op[c]) for c in COUNTERS[:5]), _seconds(op["elapsed"]),
+                     *(_count(a[c]) if a else "" for c in ARRANGEMENT),
+                     _frontier(a.get("since")) if a else ""]
+            # Text, not markup: rich would read the "[map]" of "Linear[map]" as a style tag
+            # and drop it, and the table would name operators unlike the graph picture.
+            table.add_row(*(Text(cell) for cell in cells))
         return table
 
     def render(self, worker: Optional[int] = None, width: int = 200) -> str:

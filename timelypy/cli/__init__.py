@@ -25,6 +25,23 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+def _version(value: bool) -> None:
+    if value:
+        import importlib
+
+        typer.echo(f"timelypy {importlib.import_module('timelypy').__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", "-V", callback=_version,
+                                           is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Timely and Differential Dataflow for Python: run programs and examples on any backend,
+    run benchmarks, draw dataflows."""
+
+
 app.command("run")(run)
 app.command("examples")(examples)
 app.command("bench")(bench)

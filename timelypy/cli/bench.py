@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import typer
 
-from .common import bundled_dir, fail, first_doc_line, scripts_in
+from .common import bundled_dir, fail, first_doc_line, scripts_in, suggest
 
 __all__ = ["bench", "SIZE_OPTIONS", "flatten"]
 
@@ -84,8 +84,9 @@ def bench(
         return
     stem = name[:-3] if name.endswith(".py") else name
     if stem not in {p.stem for p in scripts}:
-        raise fail(f"no benchmark named {name!r}; the benchmarks are: "
-                   f"{', '.join(p.stem for p in scripts)}")
+        known = [p.stem for p in scripts]
+        raise fail(f"no benchmark named {name!r}{suggest(stem, known)}; the benchmarks are: "
+                   f"{', '.join(known)}")
     command = [sys.executable, str(directory / f"{stem}.py")]
     if size is not None:
         command += [SIZE_OPTIONS.get(stem, "--size"), str(size)]

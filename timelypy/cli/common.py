@@ -7,18 +7,28 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
+import inspect
 import os
 import pathlib
+import re
 import runpy
 import sys
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
+import click
 import typer
 
+from ..errors import did_you_mean
 from ..workers.defaults import BACKEND_ENV, RAY_ADDRESS_ENV, WORKERS_ENV
+from .report import concise_report, full_report
 
-__all__ = ["BACKENDS", "run_environment", "run_program", "repository_dir", "bundled_dir",
-           "first_doc_line", "fail", "scripts_in"]
+__all__ = ["BACKENDS", "run_environment", "run_program", "run_target", "run_function",
+           "repository_dir", "bundled_dir", "first_doc_line", "fail", "scripts_in", "suggest",
+           "reporting", "TARGET"]
+
+TARGET = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<function>[A-Za-z_][\w.]*)$")
+"""``module:function`` (``package.module:object.method`` too), as ``timelypy run`` takes it."""
 
 BACKENDS = ("inline", "processes", "ray")
 """The backends the commands offer (``--backend``)."""
@@ -30,6 +40,32 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
     return typer.Exit(code)
 
 
+def suggest(name: Any, choices: Iterable[Any]) -> str:
+    """`` (did you mean 'x'?)`` for a misspelt ``name`` among ``choices``, or ``""``."""
+    hint = did_you_mean(name, choices)
+    return f" ({hint})" if hint else ""
+
+
+@contextlib.contextmanager
+def reporting(verbose: bool) -> Iterator[None]:
+    """Report an error of the user's program raised in the block: its message and the user's
+    own frames (with ``verbose``: the whole traceback) on stderr, then exit with code 1.
+    The CLI's own exits, ``SystemExit`` and ``KeyboardInterrupt`` pass through."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
+            click.ClickException):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's program: any error is reported
+        if verbose:
+            typer.echo(full_report(exc), err=True)
+        else:
+            headline, _, rest = concise_report(exc).partition("\n")
+            typer.secho(f"Error: {headline}", err=True, fg=typer.colors.RED)
+            typer.echo(rest, err=True)
+        raise typer.Exit(1) from None
+
+
 @contextlib.contextmanager
 def run_environment(workers: Optional[int], backend: Optional[str],
                     ray_address: Optional[str] = None) -> Iterator[None]:
@@ -39,7 +75,8 @@ def run_environment(workers: Optional[int], backend: Optional[str],
     if workers is not None and workers < 1:
         raise fail(f"--workers must be at least 1, got {workers}")
     if backend is not None and backend not in BACKENDS:
-        raise fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
+                   + suggest(backend, BACKENDS))
     wanted = {WORKERS_ENV: None if workers is None else str(workers), BACKEND_ENV: backend,
               RAY_ADDRESS_ENV: ray_address}
     saved: Dict[str, Optional[str]] = {k: os.environ.get(k) for k in wanted}
@@ -61,12 +98,102 @@ def run_program(program: pathlib.Path, args: Sequence[str]) -> None:
     the program and its arguments, its directory is first on ``sys.path``; both come back
     afterwards. A ``SystemExit`` of the program propagates."""
     if not program.is_file():
-        raise fail(f"no program file {str(program)!r}")
+        parent = program.parent if program.parent.is_dir() else None
+        nearby = [p.name for p in parent.glob("*.py")] if parent else []
+        raise fail(f"no program file {str(program)!r}" + suggest(program.name, nearby))
     argv, path = sys.argv[:], sys.path[:]
     sys.argv = [str(program), *args]
     sys.path.insert(0, str(program.resolve().parent))
     try:
-        runpy.run_path(str(program), run_name="__main__")
+        runpy.run_path(str(program.resolve()), run_name="__main__")  # frames name the file fully
+    finally:
+        sys.argv[:] = argv
+        sys.path[:] = path
+
+
+def run_target(target: str, args: Sequence[str]) -> Any:
+    """Run ``target``: a program file (as ``__main__``, :func:`run_program`) or
+    ``module:function`` (:func:`run_function`)."""
+    if pathlib.Path(target).is_file() or not TARGET.match(target):
+        return run_program(pathlib.Path(target), args)
+    return run_function(target, args)
+
+
+def _modules_here(directory: pathlib.Path) -> List[str]:
+    """The modules and packages importable from ``directory``."""
+    try:
+        return sorted(p.stem if p.suffix == ".py" else p.name for p in directory.iterdir()
+                      if (p.suffix == ".py" and p.stem.isidentifier())
+                      or (p.is_dir() and (p / "__init__.py").is_file()))
+    except OSError:
+        return []
+
+
+def _import(module: str) -> Any:
+    """Import ``module`` (from the current directory or ``sys.path``); a clear error, with a
+    suggestion, when there is no such module."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
+            raise  # the module exists, but an import inside it failed: the user's error
+        top = exc.name.split(".")[0]
+        raise fail(f"no module named {exc.name!r} in the current directory "
+                   f"({os.getcwd()}) or on sys.path"
+                   + suggest(top, _modules_here(pathlib.Path.cwd()))) from None
+
+
+def _attribute(module: Any, module_name: str, dotted: str) -> Any:
+    """``module.<dotted>``; a clear error, with a suggestion, for a misspelt name."""
+    obj = module
+    for part in dotted.split("."):
+        if not hasattr(obj, part):
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            owner = f"module {module_name!r}" if obj is module else repr(obj)
+            raise fail(f"{owner} has no {part!r}" + suggest(part, names))
+        obj = getattr(obj, part)
+    return obj
+
+
+def _required_positional(fn: Any) -> Optional[int]:
+    """How many arguments ``fn`` needs (None: its signature cannot be read)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return sum(1 for p in params if p.default is p.empty
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def run_function(target: str, args: Sequence[str]) -> Any:
+    """Run ``module:function`` (as ``python -m bytewax.run module:flow``): import the module
+    from the current directory or ``sys.path``, then call ``function()`` - a program's main -
+    or, when it takes one argument, run it as a ``build(worker)`` with ``execute`` and print
+    every worker's result that is not None. ``sys.argv`` is ``[target, *args]`` meanwhile."""
+    from ..workers.execute import execute
+
+    match = TARGET.match(target)
+    if match is None:
+        raise fail(f"{target!r} is not module:function")
+    argv, path = sys.argv[:], sys.path[:]
+    sys.argv = [target, *args]
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does
+    try:
+        module = _import(match["module"])
+        fn = _attribute(module, match["module"], match["function"])
+        if not callable(fn):
+            raise fail(f"{target} is a {type(fn).__name__}, not a function")
+        needs = _required_positional(fn)
+        if needs == 1:
+            for i, result in enumerate(execute(fn)):
+                if result is not None:
+                    typer.echo(f"worker {i}: {result!r}")
+            return None
+        if needs not in (0, None):
+            raise fail(f"{target} takes {needs} arguments: `timelypy run module:function` "
+                       f"calls function() (a main) or function(worker) (a build)")
+        return fn()
     finally:
         sys.argv[:] = argv
         sys.path[:] = path

@@ -19,7 +19,7 @@ import typer
 from ..dataflow.graph import GraphvizNotFound, render_image, to_dot, to_mermaid
 from ..stats import Statistics, StatsSink
 from ..workers.worker import observe_dataflows
-from .common import fail, run_environment, run_program
+from .common import fail, reporting, run_environment, run_program, suggest
 
 __all__ = ["graph", "collect_dataflows", "FORMATS"]
 
@@ -72,6 +72,8 @@ def graph(
         None, "--output", "-o", help="Write here (default: stdout; png/svg need -o on a terminal)."),
     stats: bool = typer.Option(False, "--stats", help="Show records in / out, time and runs per "
                                                       "operator, counted while the program ran."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="On an error of the program, "
+                                 "print the whole traceback, not only your code's lines."),
 ) -> None:
     """Draw the dataflows PROGRAM.py builds.
 
@@ -80,10 +82,12 @@ def graph(
         timelypy graph examples/skip_level.py --format png -o skip_level.png --stats
     """
     if fmt not in FORMATS:
-        raise fail(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise fail(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}"
+                   + suggest(fmt, FORMATS))
     if fmt in ("png", "svg") and output is None and sys.stdout.isatty():
         raise fail(f"a {fmt} picture is binary: write it to a file with -o FILE.{fmt}")
-    scopes, annotations = collect_dataflows(program, args or [], stats)
+    with reporting(verbose):
+        scopes, annotations = collect_dataflows(program, args or [], stats)
     if not scopes:
         raise fail("the program built no dataflow in this process. `timelypy graph` runs it on "
                    "one inline worker: a program that sets workers or backend itself "

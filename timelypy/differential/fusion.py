@@ -30,7 +30,7 @@ def fuse_updates(stages: Sequence[Tuple[str, Any]],
     comprehension never see a value rebound by an inner clause.
     """
     if len(stages) == 1 and stages[0][0] == "inspect":
-        return _inspect_only(stages[0][1])
+        return _over_updates(_inspect_only(stages[0][1]))
     ns: Dict[str, Any] = {"tjoin": tjoin}
     d, t, r = "d", "t", "r"
     clauses = ["for d, t, r in data"]
@@ -67,7 +67,14 @@ def fuse_updates(stages: Sequence[Tuple[str, Any]],
             d, t, r = f"d{i}", f"t{i}", f"r{i}"
         else:
             raise ValueError(f"cannot fuse {kind!r}")
-    return compile_comprehension(f"[({d}, {t}, {r}) {' '.join(clauses)}]", ns)
+    return _over_updates(compile_comprehension(f"[({d}, {t}, {r}) {' '.join(clauses)}]", ns))
+
+
+def _over_updates(fn: Callable[[List[Any]], List[Any]]) -> Callable[[List[Any]], List[Any]]:
+    """Mark ``fn`` as a function of ``(data, time, diff)`` updates: an operator whose batch
+    function fails then names the record, its time and its diff apart (``OperatorError``)."""
+    fn.over_updates = True  # type: ignore[attr-defined]
+    return fn
 
 
 ACCUMULABLE = frozenset({"map", "filter", "flat_map", "explode", "negate"})

@@ -109,13 +109,14 @@ class ReduceOperator(OperatorCore):
         if not ready_keys:
             return
         output: Dict[Any, List[Any]] = {}
+        key: Any = None
         try:
             for key in ready_keys:
                 self._evaluate(key, frontier, beyond, output)
         except TimelyError:
             raise
         except Exception as exc:
-            raise user_error(self, exc) from exc
+            raise user_error(self, exc, f"key {key!r}") from exc
         for cap_time, data in output.items():
             if data:
                 self._out.push(cap_time, data)

@@ -125,7 +125,7 @@ class _TotalReduce(OperatorCore):
             except Exception as inner:  # the user's function: name it as its own operator
                 names = ">".join(kind for kind, _ in self._stages)
                 return user_error(_Named(f"Linear[{names}]", self.worker_index), inner,
-                                  _offending(chain, data, time))
+                                  **_offending(chain, data, time))
         if isinstance(exc, TypeError):
             return unhashable_error(self, records)
         return user_error(self, exc)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, Tuple, Type, runtime_checkable
 from typing import Protocol
 
-from ..errors import HandleKindError, UnknownHandleError
+from ..errors import HandleKindError, UnknownHandleError, did_you_mean
 
 __all__ = ["Input", "Retracting", "Probe", "Changes", "Lookup", "HANDLE_KINDS", "find_handle",
            "KIND_NAMES", "RETRACTIONS", "describe_handles", "HandleDirectory"]
@@ -115,8 +115,10 @@ def find_handle(handles: Mapping[str, Any], name: str, kind: Type[Any]) -> Any:
 
 
 def _unknown(name: Any, names: Iterable[str]) -> UnknownHandleError:
+    names = sorted(names)
+    hint = did_you_mean(name, names)
     return UnknownHandleError(f"session: no handle named {name!r}; the dataflow returned "
-                              f"{sorted(names)}")
+                              f"{names}" + (f"; {hint}" if hint else ""))
 
 
 def _wrong_kind(name: str, class_name: str, kind: Type[Any]) -> HandleKindError:

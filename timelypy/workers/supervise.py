@@ -25,6 +25,7 @@ import cloudpickle
 from ..communication.mesh import Address, MeshFabric, MeshSettings, SocketMesh
 from ..errors import (WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError,
                       describe_exception, format_exception_safely)
+from .shipping import dumps as ship_dumps
 
 __all__ = ["WorkerMain", "BuildOnMesh", "ErrorReport", "Outcome", "OK", "ERROR",
            "SECONDARY_GRACE", "POLL", "HEARTBEAT_TIMEOUT", "heartbeat_interval",
@@ -106,9 +107,11 @@ class BuildOnMesh:
 
 
 def pickle_for_workers(obj: Any, what: str, where: str) -> bytes:
-    """``cloudpickle.dumps(obj)``; a failure gets a note saying ``what`` must reach ``where``."""
+    """``cloudpickle.dumps(obj)`` keeping the file names of functions pickled by value
+    (:func:`~timelypy.workers.shipping.dumps`); a failure gets a note saying ``what`` must
+    reach ``where``."""
     try:
-        return cloudpickle.dumps(obj)
+        return ship_dumps(obj)
     except Exception as exc:
         exc.add_note(f"timelypy: {what} must be picklable with cloudpickle to reach {where}")
         raise
