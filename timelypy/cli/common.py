@@ -14,9 +14,8 @@ import pathlib
 import re
 import runpy
 import sys
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-import click
 import typer
 
 from ..errors import did_you_mean
@@ -46,6 +45,23 @@ def suggest(name: Any, choices: Iterable[Any]) -> str:
     return f" ({hint})" if hint else ""
 
 
+def _command_line_exits() -> Tuple[type, ...]:
+    """The exceptions by which the command line itself exits: typer's, and click's where typer
+    runs on click (typer before 0.2x uses the click package; later ones carry their own copy,
+    whose exceptions derive from ``typer.TyperException``, and click may not be installed)."""
+    kinds: List[type] = [typer.Exit, typer.Abort]
+    if hasattr(typer, "TyperException"):
+        kinds.append(typer.TyperException)
+    try:
+        import click
+    except ImportError:
+        return tuple(kinds)
+    return tuple(kinds + [click.exceptions.Exit, click.exceptions.Abort, click.ClickException])
+
+
+_COMMAND_LINE_EXITS = _command_line_exits()
+
+
 @contextlib.contextmanager
 def reporting(verbose: bool) -> Iterator[None]:
     """Report an error of the user's program raised in the block: its message and the user's
@@ -53,8 +69,7 @@ def reporting(verbose: bool) -> Iterator[None]:
     The CLI's own exits, ``SystemExit`` and ``KeyboardInterrupt`` pass through."""
     try:
         yield
-    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
-            click.ClickException):
+    except _COMMAND_LINE_EXITS:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's program: any error is reported
         if verbose:
