@@ -317,7 +317,9 @@ class JsonLines(FileFormat):
                                      f"(the format reads columns)", path=source, line=number,
                                      value=value)
             names = self.record_columns(list(value))
-            for name in (names if self.record is None else ()) + ((self.diff,) if self.diff else ()):
+            needed = (names if self.record is None else ()) + tuple(self.schema) + (
+                (self.diff,) if self.diff else ())
+            for name in needed:
                 if name not in value:
                     raise FileInputError(f"{source}, line {number}, column {name!r}: missing",
                                          path=source, line=number, column=name, value=value)
