@@ -345,7 +345,7 @@ def test_changes_written_read_back_by_the_sources(tmp_path, suffix):
     fmt = tio.format_for(path, columns=("word", "total", "time"), schema={"total": int, "time": int},
                          diff="diff")
     rows = fmt.read(path)
-    back = [(r[:2], r[2], d) for r, d in zip(rows.records, rows.diffs)]
+    back = [(r[:2], r[2], d) for r, d in zip(rows.records, rows.diffs, strict=True)]
     assert sorted(back) == sorted(updates)
     assert [t for _, t, _ in back] == sorted(t for _, t, _ in back)   # in time order
 
