@@ -141,8 +141,9 @@ def test_format_for_picks_by_suffix_and_refuses_unknown_ones(tmp_path):
     assert isinstance(tio.format_for("x.CSV"), tio.Csv)
     assert isinstance(tio.format_for("x.ndjson"), tio.JsonLines)
     assert isinstance(tio.format_for("x.pq"), tio.Parquet)
-    with pytest.raises(ValueError, match="unknown file suffix '.txt'"):
-        tio.format_for("x.txt")
+    for name in ("x.txt", "x.json"):                          # .json: usually one document
+        with pytest.raises(ValueError, match="unknown file suffix"):
+            tio.format_for(name)
 
 
 # ----------------------------------------------------------------------------- into sessions
@@ -225,6 +226,62 @@ def test_feed_files_bad_file_fails_the_worker_naming_it(tmp_path):
     with pytest.raises(tp.WorkerError) as caught:
         tp.execute(_feed_build(paths), workers=2)
     assert "part-3.csv, line 3, column 'n'" in str(caught.value)
+
+
+def _parquet_build(path, split):
+    def build(worker):
+        handles = worker.dataflow(counts)
+        tio.feed_files(worker, handles["rows"], [path], tio.Parquet(), split=split)
+        handles["rows"].close()
+        worker.step_until_done(timeout=60)
+        return handles["totals"].updates()
+    return build
+
+
+@pytest.mark.parametrize("workers, backend", [
+    (2, "inline"), pytest.param(2, "processes", marks=pytest.mark.processes)])
+def test_parquet_row_groups_split_by_worker(tmp_path, workers, backend):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "big.parquet"
+    words = [f"w{i % 7}" for i in range(1000)]
+    pq.write_table(pa.table({"word": words, "n": list(range(1000))}), path, row_group_size=150)
+    assert tio.Parquet().row_groups(path) == 7
+    expected = {}
+    for w, n in zip(words, range(1000), strict=True):
+        expected[w] = expected.get(w, 0) + n
+    many = tp.execute(_parquet_build(path, "row_groups"), workers=workers, backend=backend)
+    assert sorted(d for part in many for d, _, _ in part) == sorted(expected.items())
+    assert all(part for part in many)                     # every worker read a share
+    assert by_time([u for part in many for u in part]) == by_time(
+        tp.execute(_parquet_build(path, "files"))[0])
+
+
+def test_parquet_row_numbers_count_from_the_start_of_the_file(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "gaps.parquet"
+    pq.write_table(pa.table({"word": ["a"] * 5 + [None], "n": list(range(6))}), path,
+                   row_group_size=2)
+    with pytest.raises(tio.FileInputError) as caught:
+        tio.Parquet().read(path, row_groups=[2])
+    assert (caught.value.line, caught.value.column) == (6, "word")
+    assert tio.Parquet().read(path, row_groups=[1]).records == [("a", 2), ("a", 3)]
+    csv_file = tmp_path / "x.csv"
+    csv_file.write_text("word,n\na,1\n")
+
+    def build(worker):
+        handles = worker.dataflow(counts)
+        tio.feed_files(worker, handles["rows"], [csv_file], split="row_groups")
+
+    with pytest.raises(ValueError, match="split='row_groups' needs Parquet files, not .*x.csv"):
+        tp.execute(build)
+
+
+def test_csv_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "excel.csv"
+    path.write_bytes("word,n\r\na,1\r\n".encode("utf-8-sig"))
+    assert WORDS.read(path).records == [("a", 1)]
 
 
 # ----------------------------------------------------------------------------- watch

@@ -226,7 +226,7 @@ class Csv(FileFormat):
                  schema: Optional[Mapping[str, Any]] = None,
                  record: Optional[Callable[[Dict[str, Any]], Any]] = None,
                  diff: Optional[str] = None, header: bool = True, delimiter: str = ",",
-                 encoding: str = "utf-8") -> None:
+                 encoding: str = "utf-8-sig") -> None:
         super().__init__(columns=columns, schema=schema, record=record, diff=diff)
         if not header and not self.columns:
             raise ValueError("Csv(header=False) needs columns=... to name the fields")
@@ -276,7 +276,7 @@ class JsonLines(FileFormat):
     """One JSON value per line (blank lines skipped). Objects are shaped by ``columns`` /
     ``schema`` / ``record``; without those, lists become tuples and scalars stay as they are."""
 
-    suffixes = (".jsonl", ".ndjson", ".json")
+    suffixes = (".jsonl", ".ndjson")
 
     def __init__(self, *, columns: Union[None, str, Sequence[str]] = None,
                  schema: Optional[Mapping[str, Any]] = None,
@@ -347,35 +347,52 @@ class Parquet(FileFormat):
 
     suffixes = (".parquet", ".pq")
 
-    def read(self, path: PathLike) -> Rows:
-        """Every row of the Parquet file at ``path``, read and checked."""
+    def read(self, path: PathLike, row_groups: Optional[Sequence[int]] = None) -> Rows:
+        """Every row of the Parquet file at ``path`` (or of its ``row_groups`` only, by index),
+        read and checked; row numbers in errors count from the start of the file."""
         pq = require_pyarrow()
         source = str(path)
         try:
-            table = pq.read_table(source)
+            parquet = pq.ParquetFile(source)
+            offsets = [0]
+            for i in range(parquet.num_row_groups):
+                offsets.append(offsets[-1] + parquet.metadata.row_group(i).num_rows)
+            groups = range(parquet.num_row_groups) if row_groups is None else list(row_groups)
+            tables = [(offsets[g], parquet.read_row_group(g)) for g in groups]
+            available = list(parquet.schema_arrow.names)
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a broken file
             raise FileInputError(f"{source}: not a readable Parquet file ({type(exc).__name__}: "
                                  f"{exc})", path=source) from exc
-        available = list(table.column_names)
         self.check_columns(source, available)
         names = self.record_columns(available)
-        wanted = list(dict.fromkeys(list(names) + list(self.schema) + ([self.diff] if self.diff else [])))
-        if self.record is not None:
-            wanted = available
-        columns = {name: table.column(name).to_pylist() for name in wanted}
+        wanted = available if self.record is not None else list(dict.fromkeys(
+            list(names) + list(self.schema) + ([self.diff] if self.diff else [])))
         records: List[Any] = []
         diffs: List[int] = []
-        for i in range(table.num_rows):
-            row = {name: _hashable(values[i]) for name, values in columns.items()}
-            record, diff = self.shape(source, i + 1, row, names)
-            records.append(record)
-            diffs.append(diff)
+        for first, table in tables:
+            columns = {name: table.column(name).to_pylist() for name in wanted}
+            for i in range(table.num_rows):
+                row = {name: _hashable(values[i]) for name, values in columns.items()}
+                record, diff = self.shape(source, first + i + 1, row, names)
+                records.append(record)
+                diffs.append(diff)
         return Rows(source, records, diffs)
+
+    def row_groups(self, path: PathLike) -> int:
+        """How many row groups the file at ``path`` has."""
+        try:
+            return require_pyarrow().ParquetFile(str(path)).num_row_groups
+        except FormatUnavailableError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise FileInputError(f"{path}: not a readable Parquet file ({type(exc).__name__}: "
+                                 f"{exc})", path=str(path)) from exc
 
 
 def format_for(path: PathLike, **options: Any) -> FileFormat:
-    """The format of ``path`` by its suffix (``.csv``, ``.jsonl``/``.ndjson``/``.json``,
-    ``.parquet``/``.pq``), built with ``options``."""
+    """The format of ``path`` by its suffix (``.csv``, ``.jsonl``/``.ndjson``,
+    ``.parquet``/``.pq``), built with ``options``. (A ``.json`` file is usually one document,
+    not lines: give ``JsonLines()`` explicitly if it holds one value per line.)"""
     suffix = pathlib.Path(path).suffix.lower()
     for kind in (Csv, JsonLines, Parquet):
         if suffix in kind.suffixes:

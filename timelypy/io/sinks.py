@@ -26,7 +26,7 @@ from .formats import PathLike, require_pyarrow
 __all__ = ["ChangeWriter", "write_changes", "write_contents", "updates_of"]
 
 Update = Tuple[Any, Any, int]
-FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
            ".parquet": "parquet", ".pq": "parquet"}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional, Sequence, Union
 
 from ..errors import SessionInputError
-from .formats import FileFormat, FileInputError, PathLike, Rows, format_for
+from .formats import FileFormat, FileInputError, Parquet, PathLike, Rows, format_for
 
 __all__ = ["read_rows", "load_rows", "load_files", "feed_files"]
 
@@ -62,16 +62,22 @@ def load_files(session: Any, input: str, paths: Iterable[PathLike], fmt: FormatA
 
 
 def feed_files(worker: Any, input: Any, paths: Sequence[PathLike], fmt: FormatArg = None,
-               probe: Any = None, timeout: Optional[float] = None) -> Any:
+               probe: Any = None, timeout: Optional[float] = None,
+               split: str = "files") -> Any:
     """Feed ``paths`` into a differential ``input`` (an ``InputSession``) inside
-    ``build(worker)``: file ``k`` at time ``input.time + k``, read by worker ``k % peers``;
-    every worker advances past each file's time. Call it on every worker with the same paths.
-    With ``probe``, each worker steps until the probe passed the file's time before the next
-    (bounded by ``timeout``). Returns the input's time after the last file."""
+    ``build(worker)``: file ``k`` at time ``input.time + k``, and every worker advances past
+    each file's time. Call it on every worker with the same paths. ``split="files"``: file
+    ``k`` is read by worker ``k % peers``; ``split="row_groups"`` (Parquet): every worker reads
+    the row groups ``g`` of every file with ``g % peers == index``, so one large file is read
+    in parallel (a bad row then fails the worker that read it, and so the job). With ``probe``,
+    each worker steps until the probe passed the file's time before the next (bounded by
+    ``timeout``). Returns the input's time after the last file."""
+    if split not in ("files", "row_groups"):
+        raise ValueError(f"feed_files: split must be 'files' or 'row_groups', not {split!r}")
     start = input.time
     for k, path in enumerate(paths):
-        if k % worker.peers == worker.index:
-            rows = read_rows(path, fmt)
+        rows = _share(worker, k, path, fmt, split)
+        if rows is not None:
             for record, diff in zip(rows.records, rows.diffs, strict=True):
                 input.update(record, diff)
         input.advance_to(start + k + 1)
@@ -80,3 +86,13 @@ def feed_files(worker: Any, input: Any, paths: Sequence[PathLike], fmt: FormatAr
             worker.step_until(probe, start + k + 1, timeout=timeout)
     return input.time
 
+
+def _share(worker: Any, k: int, path: PathLike, fmt: FormatArg, split: str) -> Optional[Rows]:
+    """This worker's rows of file ``k`` (None: none of it is this worker's)."""
+    if split == "files":
+        return read_rows(path, fmt) if k % worker.peers == worker.index else None
+    fmt = fmt or format_for(path)
+    if not isinstance(fmt, Parquet):
+        raise ValueError(f"feed_files: split='row_groups' needs Parquet files, not {path}")
+    groups = [g for g in range(fmt.row_groups(path)) if g % worker.peers == worker.index]
+    return fmt.read(path, row_groups=groups) if groups else None
