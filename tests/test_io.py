@@ -495,3 +495,26 @@ def test_a_timelypy_run_pipeline_from_stdin_to_stdout(tmp_path):
         {"word": "b", "count": 1, "time": 1, "diff": -1},
         {"word": "b", "count": 2, "time": 1, "diff": 1},
     ]
+
+
+FILE_PIPELINE = """\
+time 0: 0001.csv loaded, 2 changes
+time 1: 0002.csv loaded, 3 changes
+time 2: 0004.csv loaded, 2 changes
+taken: ['0001.csv', '0002.csv', '0004.csv']
+refused: 0003.csv: line 3, column 'units': 'lots' does not convert (invalid literal for int() with base 10: 'lots')
+revenue: [('cake', 16.0), ('coffee', 5.0), ('tea', 10.5)]
+7 rows in revenue.jsonl, the same as from scratch
+"""
+
+
+@pytest.mark.parametrize("cli", [
+    [], pytest.param(["--workers", "2", "--backend", "processes"], marks=pytest.mark.processes)])
+def test_the_file_pipeline_example(cli):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELYPY_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    command = ([sys.executable, "-m", "timelypy", "run", "examples/file_pipeline.py", *cli] if cli
+               else [sys.executable, "examples/file_pipeline.py"])
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == FILE_PIPELINE
