@@ -131,6 +131,13 @@ def test_parquet_reads_columns_and_refuses_nulls_by_row(tmp_path):
     with pytest.raises(tio.FileInputError) as caught:
         tio.Parquet().read(path)
     assert (caught.value.line, caught.value.column) == (2, "word")
+    pq.write_table(pa.table({"x": [1.5, float("nan")], "d": [1, -1]}), path)
+    with pytest.raises(tio.FileInputError) as caught:
+        tio.Parquet(columns="x").read(path)
+    assert (caught.value.line, caught.value.column) == (2, "x")
+    pq.write_table(pa.table({"x": [1.5, 2.5], "d": [1, -1]}), path)
+    rows = tio.Parquet(columns="x", diff="d").read(path)
+    assert (rows.records, rows.diffs) == ([1.5, 2.5], [1, -1])
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 not really")
     with pytest.raises(tio.FileInputError, match="not a readable Parquet file"):
