@@ -414,6 +414,24 @@ def test_changes_written_read_back_by_the_sources(tmp_path, suffix):
     assert [t for _, t, _ in back] == sorted(t for _, t, _ in back)   # in time order
 
 
+def test_changes_are_consolidated_per_record_and_time():
+    stream = io.StringIO()
+    updates = [("a", 1, 1), ("b", 0, 1), ("a", 1, 1), ("b", 0, -1), ("c", 0, 2)]
+    assert tio.write_changes(stream, updates) == 2
+    assert [json.loads(line) for line in stream.getvalue().splitlines()] == [
+        {"data": "c", "time": 0, "diff": 2}, {"data": "a", "time": 1, "diff": 2}]
+
+
+def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)   # import fails as if missing
+    with pytest.raises(tio.FormatUnavailableError, match="pip install pyarrow"):
+        tio.Parquet().read(tmp_path / "a.parquet")
+    with pytest.raises(ImportError):
+        tio.ChangeWriter(tmp_path / "out.parquet")
+    (tmp_path / "a.csv").write_text("word,n\na,1\n")
+    assert WORDS.read(tmp_path / "a.csv").records == [("a", 1)]   # CSV does not need it
+
+
 def test_contents_per_time(tmp_path):
     path = tmp_path / "contents.jsonl"
     tio.write_contents(path, _history(), columns=("word", "total"))

@@ -46,7 +46,8 @@ def _plain(value: Any) -> Any:
 
 
 class ChangeWriter:
-    """Rows of changes (``mode="changes"``: record fields, time, diff) or of contents per time
+    """Rows of changes (``mode="changes"``: record fields, time, diff; consolidated within a
+    :meth:`write`, so a record appears once per time and never with diff 0) or of contents per time
     (``mode="contents"``: for every time in a :meth:`write`, the collection's whole content at
     that time: record fields, time, count) to ``target``: a path (format from its suffix, or
     ``format`` = ``"csv"`` / ``"jsonl"`` / ``"parquet"``) or an open text stream (csv / jsonl).
@@ -119,8 +120,11 @@ class ChangeWriter:
         return len(rows)
 
     def _rows(self, updates: List[Update]) -> List[List[Any]]:
-        if self.mode == "changes":
-            return [self._row(d, t, n) for d, t, n in updates if n]
+        if self.mode == "changes":  # consolidated: one row per (record, time), none with 0
+            sums: Dict[Tuple[Any, Any], int] = {}
+            for d, t, n in updates:
+                sums[(t, d)] = sums.get((t, d), 0) + n
+            return [self._row(d, t, n) for (t, d), n in sums.items() if n]
         by_time: Dict[Any, List[Tuple[Any, int]]] = {}
         for d, t, n in updates:
             by_time.setdefault(t, []).append((d, n))
@@ -183,8 +187,8 @@ def _order(item: Tuple[Any, int]) -> Any:
 
 def write_changes(target: Union[PathLike, IO[str]], updates: Any,
                   columns: Optional[Sequence[str]] = None, format: Optional[str] = None) -> int:
-    """Write every change of ``updates`` (``(data, time, diff)``, in time order); returns the
-    number of rows."""
+    """Write every change of ``updates`` (``(data, time, diff)``), consolidated (one row per
+    record and time, none with diff 0) and in time order; returns the number of rows."""
     ordered = sorted(updates_of(updates), key=lambda u: u[1])
     with ChangeWriter(target, format, columns) as writer:
         return writer.write(ordered)
