@@ -92,3 +92,23 @@ def test_a_program_that_returns_no_collection_is_refused():
 def test_a_string_is_not_a_batch():
     with pytest.raises(TypeError, match="a batch is a list of records"):
         run_changes(degrees, ["ab"])
+
+
+def test_several_outputs_by_name():
+    def stats(words):
+        return {"counts": words.count(), "distinct": words.distinct()}
+
+    changes = run_changes(stats, [["a", "a", "b"], {"a": -2}])
+    assert changes == {"counts": {0: [(("a", 2), 1), (("b", 1), 1)], 1: [(("a", 2), -1)]},
+                       "distinct": {0: [("a", 1), ("b", 1)], 1: [("a", -1)]}}
+    assert check_against_scratch(stats, [["a", "a", "b"], {"a": -2}]) == changes
+
+
+def test_check_against_scratch_names_the_output_that_differs():
+    def stats(words):
+        seen = set()
+        return {"counts": words.count(),
+                "first": words.filter(lambda w: w not in seen and not seen.add(w))}
+
+    with pytest.raises(ScratchMismatch, match=r"at time 1: record 'a' of output 'first' has count 1"):
+        check_against_scratch(stats, [["a"], {"a": -1}])

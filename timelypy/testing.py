@@ -20,7 +20,7 @@ differ.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple, Union
 
 from .workers.session import open_session
 
@@ -71,7 +71,8 @@ def _ordered(items: List[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
 
 
 class _Dataflow:
-    """The session's dataflow: one input per name, the program, a probe and a capture."""
+    """The session's dataflow: one input per name, the program, a probe and a capture per
+    output."""
 
     def __init__(self, program: Callable[..., Any], names: Sequence[str], single: bool) -> None:
         self.program = program
@@ -86,32 +87,17 @@ class _Dataflow:
             out = self.program(collections[self.names[0]])
         else:
             out = self.program(**collections)
-        if not hasattr(out, "capture"):
-            raise TypeError(f"run_changes: the program returned {type(out).__name__}, not a "
-                            f"Collection")
-        return {**handles, _PROBE: out.probe(), _OUTPUT: out.capture()}
+        outputs = out if isinstance(out, Mapping) else {_OUTPUT: out}
+        for name, collection in outputs.items():
+            if not hasattr(collection, "capture"):
+                raise TypeError(f"run_changes: the program returned {type(collection).__name__}"
+                                f"{'' if name == _OUTPUT else f' as {name!r}'}, not a Collection")
+            handles[f"{_PROBE}{name}"] = collection.probe()
+            handles[f"{_OUTPUT}{name}"] = collection.capture()
+        return handles
 
 
-def run_changes(program: Callable[..., Any], batches: Batches, *, workers: int = 1,
-                backend: str = "inline", timeout: float = 60.0) -> Changes:
-    """Run ``program`` over ``batches`` (``batches[t]`` at time ``t``) on ``workers`` workers
-    of ``backend``; returns the output's changes by time: ``{time: [(record, diff), ...]}``,
-    consolidated and sorted, times without changes left out. Every wait is bounded by
-    ``timeout`` seconds."""
-    named, single = _named(batches)
-    length = max((len(b) for b in named.values()), default=0)
-    dataflow = _Dataflow(program, list(named), single)
-    with open_session(dataflow, workers=workers, backend=backend, timeout=timeout) as session:
-        for t in range(length):
-            for name, seq in named.items():
-                if t < len(seq):
-                    records, diffs = _updates(seq[t])
-                    if records:
-                        session.update_many(name, records, diffs=diffs)
-            session.advance_to(t + 1)
-        if length:
-            session.wait(_PROBE, timeout=timeout)
-        updates = session.changes(_OUTPUT)
+def _by_time(updates: List[Tuple[Any, Any, int]]) -> Changes:
     sums: Dict[Any, Dict[Any, int]] = {}
     for data, time, diff in updates:
         at = sums.setdefault(time, {})
@@ -122,6 +108,33 @@ def run_changes(program: Callable[..., Any], batches: Batches, *, workers: int =
         if changes:
             out[time] = _ordered(changes)
     return out
+
+
+def run_changes(program: Callable[..., Any], batches: Batches, *, workers: int = 1,
+                backend: str = "inline", timeout: float = 60.0) -> Any:
+    """Run ``program`` over ``batches`` (``batches[t]`` at time ``t``) on ``workers`` workers
+    of ``backend``; returns the output's changes by time: ``{time: [(record, diff), ...]}``,
+    consolidated and sorted, times without changes left out. A program that returns a dict of
+    collections gets a dict of those, by the same names. Every wait is bounded by ``timeout``
+    seconds."""
+    named, single = _named(batches)
+    length = max((len(b) for b in named.values()), default=0)
+    dataflow = _Dataflow(program, list(named), single)
+    with open_session(dataflow, workers=workers, backend=backend, timeout=timeout) as session:
+        outputs = [n[len(_OUTPUT):] for n in session.handle_names if n.startswith(_OUTPUT)]
+        for t in range(length):
+            for name, seq in named.items():
+                if t < len(seq):
+                    records, diffs = _updates(seq[t])
+                    if records:
+                        session.update_many(name, records, diffs=diffs)
+            session.advance_to(t + 1)
+        results = {}
+        for name in outputs:
+            if length:
+                session.wait(f"{_PROBE}{name}", timeout=timeout)
+            results[name] = _by_time(session.changes(f"{_OUTPUT}{name}"))
+    return results[_OUTPUT] if _OUTPUT in results else results
 
 
 def contents_at(changes: Changes, time: Any) -> Dict[Any, int]:
@@ -147,13 +160,13 @@ def _accumulated(named: Dict[str, Sequence[Batch]], upto: int) -> Dict[str, List
 
 def check_against_scratch(program: Callable[..., Any], batches: Batches, *, workers: int = 1,
                           backend: str = "inline", timeout: float = 60.0,
-                          incremental: Optional[Changes] = None) -> Changes:
+                          incremental: Any = None) -> Any:
     """Check ``program`` at every time against a from-scratch recomputation: the output's
     content at time ``t`` of the incremental run (on ``workers`` workers of ``backend``) must
     equal the output of the program run anew (one inline worker) on the input accumulated up to
-    ``t``, given as a single batch. Raises :class:`ScratchMismatch` at the first time and
-    record that differ; returns the incremental run's changes (or checks ``incremental``, if
-    given, instead of running)."""
+    ``t``, given as a single batch (every output, for a program that returns a dict). Raises
+    :class:`ScratchMismatch` at the first time and record that differ; returns the incremental
+    run's changes (or checks ``incremental``, if given, instead of running)."""
     named, single = _named(batches)
     if incremental is None:
         incremental = run_changes(program, batches, workers=workers, backend=backend,
@@ -163,13 +176,26 @@ def check_against_scratch(program: Callable[..., Any], batches: Batches, *, work
         accumulated = _accumulated(named, t)
         scratch = run_changes(program, accumulated["input"] if single else accumulated,
                               timeout=timeout)
-        expected = contents_at(scratch, 0)
-        got = contents_at(incremental, t)
-        for record in _ordered([(r, 0) for r in set(expected) | set(got)]):
-            r = record[0]
-            if expected.get(r, 0) != got.get(r, 0):
-                raise ScratchMismatch(
-                    f"at time {t}: record {r!r} has count {got.get(r, 0)} in the incremental run "
-                    f"({workers} worker(s), {backend}) but {expected.get(r, 0)} from scratch",
-                    t, r, got.get(r, 0), expected.get(r, 0))
+        if _is_changes(scratch):
+            _compare(t, "", contents_at(incremental, t), contents_at(scratch, 0), workers, backend)
+            continue
+        for name in scratch:
+            _compare(t, f" of output {name!r}", contents_at(incremental.get(name, {}), t),
+                     contents_at(scratch[name], 0), workers, backend)
     return incremental
+
+
+def _is_changes(result: Any) -> bool:
+    """Whether ``result`` is one output's changes by time (not a dict of outputs)."""
+    return not any(isinstance(v, dict) for v in result.values())
+
+
+def _compare(t: Any, what: str, got: Dict[Any, int], expected: Dict[Any, int], workers: int,
+             backend: str) -> None:
+    for record, _ in _ordered([(r, 0) for r in set(expected) | set(got)]):
+        if expected.get(record, 0) != got.get(record, 0):
+            raise ScratchMismatch(
+                f"at time {t}: record {record!r}{what} has count {got.get(record, 0)} in the "
+                f"incremental run ({workers} worker(s), {backend}) but "
+                f"{expected.get(record, 0)} from scratch",
+                t, record, got.get(record, 0), expected.get(record, 0))

@@ -62,16 +62,16 @@ def load_files(session: Any, input: str, paths: Iterable[PathLike], fmt: FormatA
 
 
 def feed_files(worker: Any, input: Any, paths: Sequence[PathLike], fmt: FormatArg = None,
-               probe: Any = None, timeout: Optional[float] = None,
-               split: str = "files") -> Any:
+               probe: Any = None, timeout: float = 60.0, split: str = "files") -> Any:
     """Feed ``paths`` into a differential ``input`` (an ``InputSession``) inside
     ``build(worker)``: file ``k`` at time ``input.time + k``, and every worker advances past
     each file's time. Call it on every worker with the same paths. ``split="files"``: file
     ``k`` is read by worker ``k % peers``; ``split="row_groups"`` (Parquet): every worker reads
     the row groups ``g`` of every file with ``g % peers == index``, so one large file is read
     in parallel (a bad row then fails the worker that read it, and so the job). With ``probe``,
-    each worker steps until the probe passed the file's time before the next (bounded by
-    ``timeout``). Returns the input's time after the last file."""
+    each worker steps until the probe passed the file's time before the next (at most
+    ``timeout`` seconds per file, then :class:`~timelypy.errors.WaitTimeoutError`). Returns
+    the input's time after the last file."""
     if split not in ("files", "row_groups"):
         raise ValueError(f"feed_files: split must be 'files' or 'row_groups', not {split!r}")
     start = input.time
