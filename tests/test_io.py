@@ -103,6 +103,8 @@ def test_json_lines_objects_lists_and_scalars(tmp_path):
     ('{"user": "ann", "n": 1}\n{"user": "bob", "n": "two"}\n', 2, "n", "'two' does not convert"),
     ('{"user": "ann", "n": 1}\n{"user": null, "n": 1}\n', 2, "user", "no value"),
     ('{"user": "ann", "n": true}\n', 1, "n", "a bool is not an int"),
+    ('{"user": "ann", "n": 1}\n{"user": {"first": "bo"}, "n": 1}\n', 2, "user",
+     "dict {'first': 'bo'} cannot be part of a record"),
 ])
 def test_json_lines_bad_rows_name_line_and_column(tmp_path, text, line, column, fragment):
     path = tmp_path / "bad.jsonl"

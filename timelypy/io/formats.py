@@ -120,6 +120,14 @@ def _hashable(value: Any) -> Any:
     return value
 
 
+def _is_hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 class Rows:
     """One file's (or batch's) parsed records and their diffs, in file order."""
 
@@ -201,9 +209,16 @@ class FileFormat:
                 raise FileInputError(f"{source}, line {line}, column {name!r}: no value "
                                      f"({value!r}); records hold no nulls",
                                      path=source, line=line, column=name, value=value)
-        if self.scalar:
-            return row[names[0]], diff
-        return tuple(row[name] for name in names), diff
+        record = row[names[0]] if self.scalar else tuple(row[name] for name in names)
+        try:
+            hash(record)
+        except TypeError:
+            name = next(n for n in names if not _is_hashable(row[n]))
+            raise FileInputError(f"{source}, line {line}, column {name!r}: "
+                                 f"{type(row[name]).__name__} {row[name]!r} cannot be part of a "
+                                 f"record (records must be hashable; record= can reshape it)",
+                                 path=source, line=line, column=name, value=row[name]) from None
+        return record, diff
 
     @staticmethod
     def _convert(source: str, line: int, column: str, value: Any, convert: Converter) -> Any:
