@@ -49,6 +49,7 @@ def test_csv_schema_types_the_columns_and_shapes_records(tmp_path):
     path = tmp_path / "a.csv"
     path.write_text("word,n,note\nhello,1,x\n\"a, b\",2,y\n")
     assert WORDS.read(path).records == [("hello", 1), ("a, b", 2)]
+    assert WORDS.read(path).lines == [2, 3]
     assert tio.Csv(columns="word").read(path).records == ["hello", "a, b"]
     assert tio.Csv(schema={"n": "int"}, columns=("n", "note")).read(path).records == [(1, "x"), (2, "y")]
     rows = tio.Csv(record=lambda r: r["word"].upper()).read(path)
@@ -192,8 +193,9 @@ def test_a_record_the_session_refuses_names_the_file(tmp_path):
     path.write_text("word,n\na,1\n")
     with tp.open_session(counts) as s:
         fmt = tio.Csv(record=lambda row: frozenset([object()]))  # hashable, not routable
-        with pytest.raises(tio.FileInputError, match="a.csv: refused by the session"):
+        with pytest.raises(tio.FileInputError, match="a.csv, line 2: refused by the session") as caught:
             tio.load_files(s, "rows", [path], fmt)
+        assert caught.value.line == 2
         assert s.pending == 0 and s.time == 0
 
 

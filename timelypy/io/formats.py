@@ -129,14 +129,17 @@ def _is_hashable(value: Any) -> bool:
 
 
 class Rows:
-    """One file's (or batch's) parsed records and their diffs, in file order."""
+    """One file's (or batch's) parsed records, their diffs and their line numbers (row numbers
+    for Parquet), in file order."""
 
-    __slots__ = ("source", "records", "diffs")
+    __slots__ = ("source", "records", "diffs", "lines")
 
-    def __init__(self, source: str, records: List[Any], diffs: List[int]) -> None:
+    def __init__(self, source: str, records: List[Any], diffs: List[int],
+                 lines: Optional[List[int]] = None) -> None:
         self.source = source
         self.records = records
         self.diffs = diffs
+        self.lines = lines if lines is not None else list(range(1, len(records) + 1))
 
     def __len__(self) -> int:
         return len(self.records)
@@ -260,6 +263,7 @@ class Csv(FileFormat):
         reader = csv.reader(lines, delimiter=self.delimiter, strict=True)
         records: List[Any] = []
         diffs: List[int] = []
+        lines_of: List[int] = []
         try:
             fields = list(next(reader)) if self.header else list(self.columns or ())
         except StopIteration:
@@ -281,10 +285,11 @@ class Csv(FileFormat):
                 record, diff = self.shape(source, line, dict(zip(fields, values, strict=True)), names)
                 records.append(record)
                 diffs.append(diff)
+                lines_of.append(line)
         except csv.Error as exc:
             line = reader.line_num + first_line - 1
             raise FileInputError(f"{source}, line {line}: {exc}", path=source, line=line) from exc
-        return Rows(source, records, diffs)
+        return Rows(source, records, diffs, lines_of)
 
 
 class JsonLines(FileFormat):
@@ -309,6 +314,7 @@ class JsonLines(FileFormat):
         """Rows from text lines; ``first_line`` numbers the first of them, for messages."""
         records: List[Any] = []
         diffs: List[int] = []
+        lines_of: List[int] = []
         shaped = bool(self.columns or self.schema or self.record or self.diff)
         for number, text in enumerate(lines, first_line):
             if not text.strip():
@@ -326,6 +332,7 @@ class JsonLines(FileFormat):
                         path=source, line=number, value=value)
                 records.append(_hashable(value))
                 diffs.append(1)
+                lines_of.append(number)
                 continue
             if not isinstance(value, dict):
                 raise FileInputError(f"{source}, line {number}: {value!r} is not an object "
@@ -342,7 +349,8 @@ class JsonLines(FileFormat):
             record, diff = self.shape(source, number, row, names)
             records.append(record)
             diffs.append(diff)
-        return Rows(source, records, diffs)
+            lines_of.append(number)
+        return Rows(source, records, diffs, lines_of)
 
 
 def require_pyarrow() -> Any:
@@ -384,7 +392,9 @@ class Parquet(FileFormat):
             list(names) + list(self.schema) + ([self.diff] if self.diff else [])))
         records: List[Any] = []
         diffs: List[int] = []
+        lines_of: List[int] = []
         for first, table in tables:
+            lines_of.extend(range(first + 1, first + table.num_rows + 1))
             if self._clean(table, names):
                 self._append_columns(table, names, records, diffs)
                 continue
@@ -394,7 +404,7 @@ class Parquet(FileFormat):
                 record, diff = self.shape(source, first + i + 1, row, names)
                 records.append(record)
                 diffs.append(diff)
-        return Rows(source, records, diffs)
+        return Rows(source, records, diffs, lines_of)
 
     def _clean(self, table: Any, names: Tuple[str, ...]) -> bool:
         """Whether ``table`` can skip the row-by-row checks: plain columns (no ``record``, no

@@ -39,13 +39,26 @@ def load_rows(session: Any, input: str, rows: Rows, advance: bool = True) -> Any
         try:
             session.update_many(input, rows.records, diffs=rows.diffs)
         except SessionInputError as exc:
-            raise FileInputError(f"{rows.source}: refused by the session, nothing of it applied: "
-                                 f"{exc}", path=rows.source, value=exc.value) from exc
+            line = _line_of(rows, exc.value)
+            where = f"{rows.source}, line {line}" if line is not None else rows.source
+            raise FileInputError(f"{where}: refused by the session, nothing of the file applied: "
+                                 f"{exc}", path=rows.source, line=line, value=exc.value) from exc
     if advance:
         session.advance_to(now + 1)
     else:
         session.flush()
     return now
+
+
+def _line_of(rows: Rows, record: Any) -> Optional[int]:
+    """The line of the first row whose record is ``record`` (None if none is)."""
+    for r, line in zip(rows.records, rows.lines, strict=True):
+        try:
+            if r is record or r == record:
+                return line
+        except Exception:  # noqa: BLE001 - a record whose __eq__ raises
+            continue
+    return None
 
 
 def load_files(session: Any, input: str, paths: Iterable[PathLike], fmt: FormatArg = None,
