@@ -56,6 +56,16 @@ def test_csv_schema_types_the_columns_and_shapes_records(tmp_path):
     assert rows.records == ["HELLO", "A, B"] and rows.diffs == [1, 1]
 
 
+def test_csv_built_in_and_custom_converters_agree(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("k,v,d\n" + "".join(f"k{i},{i * 1.5},{i % 3 - 1}\n" for i in range(50)))
+    built_in = tio.Csv(columns=("k", "v"), schema={"v": float}, diff="d").read(path)
+    custom = tio.Csv(columns=("k", "v"), schema={"v": lambda x: float(x)}, diff="d").read(path)
+    assert (built_in.records, built_in.diffs, built_in.lines) == (
+        custom.records, custom.diffs, custom.lines)
+    assert built_in.records[3] == ("k3", 4.5) and built_in.diffs[:3] == [-1, 0, 1]
+
+
 def test_csv_diff_column_and_headerless_files(tmp_path):
     path = tmp_path / "changes.csv"
     path.write_text("a,3,1\nb,4,-2\n")

@@ -273,6 +273,7 @@ class Csv(FileFormat):
                                  line=first_line) from exc
         self.check_columns(source, fields)
         names = self.record_columns(fields)
+        fast = self._fast(fields, names)
         try:
             for values in reader:
                 line = reader.line_num + first_line - 1
@@ -282,7 +283,15 @@ class Csv(FileFormat):
                     raise FileInputError(f"{source}, line {line}: {len(values)} fields, the header "
                                          f"has {len(fields)}", path=source, line=line,
                                          value=values)
-                record, diff = self.shape(source, line, dict(zip(fields, values, strict=True)), names)
+                try:
+                    record, diff = fast(values) if fast is not None else (None, None)
+                except (ValueError, TypeError, ArithmeticError):
+                    fast_failed = True
+                else:
+                    fast_failed = fast is None
+                if fast_failed:  # the checks row by row, and an error that names the column
+                    record, diff = self.shape(source, line, dict(zip(fields, values, strict=True)),
+                                              names)
                 records.append(record)
                 diffs.append(diff)
                 lines_of.append(line)
@@ -290,6 +299,26 @@ class Csv(FileFormat):
             line = reader.line_num + first_line - 1
             raise FileInputError(f"{source}, line {line}: {exc}", path=source, line=line) from exc
         return Rows(source, records, diffs, lines_of)
+
+
+    def _fast(self, fields: Sequence[str], names: Tuple[str, ...]
+              ) -> Optional[Callable[[Sequence[str]], Tuple[Any, int]]]:
+        """A row -> (record, diff) function by field index, when the row-by-row checks can
+        only fail by raising (no ``record``, only the built-in converters, every schema column
+        in the record); None otherwise."""
+        builtin = set(NAMED_TYPES.values())
+        if self.record is not None or any(c not in builtin for c in self.schema.values()) or \
+                any(n not in names and n != self.diff for n in self.schema):
+            return None
+        picks = [(fields.index(n), self.schema.get(n)) for n in names]
+        at = fields.index(self.diff) if self.diff else None
+        scalar = self.scalar
+
+        def fast(values: Sequence[str]) -> Tuple[Any, int]:
+            record = tuple([values[i] if c is None else c(values[i]) for i, c in picks])
+            return (record[0] if scalar else record), (1 if at is None else _int(values[at]))
+
+        return fast
 
 
 class JsonLines(FileFormat):
