@@ -29,7 +29,7 @@ from .sources import load_rows, read_rows
 
 __all__ = ["WatchState", "DirectoryWatcher", "watch_directory", "is_temporary", "files_in"]
 
-log = logging.getLogger("timelypy.io")
+log = logging.getLogger(__name__)
 
 TEMPORARY_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".crdownload", "~", ".swp")
 
