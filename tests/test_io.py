@@ -343,7 +343,7 @@ def test_watch_directory_takes_files_appearing_while_it_runs(tmp_path):
         with open(inbox / "002.csv", "w") as f:              # written in two parts
             f.write("word,n\nc,")
             f.flush()
-            time.sleep(0.3)
+            time.sleep(0.2)                                  # well within settle (1.5 s)
             f.write("3\n")
         (inbox / "003.csv.part").write_text("word,n\nzz,9\n")  # never completed
         time.sleep(0.2)
@@ -354,7 +354,7 @@ def test_watch_directory_takes_files_appearing_while_it_runs(tmp_path):
     with tp.open_session(counts) as s:
         thread.start()
         state = tio.watch_directory(
-            s, "rows", inbox, WORDS, pattern="*.csv", settle=0.5, poll=0.05, timeout=30,
+            s, "rows", inbox, WORDS, pattern="*.csv", settle=1.5, poll=0.05, timeout=30,
             stop=lambda: done.is_set() and len(taken) >= 3,
             on_file=lambda path, at: taken.append((path.name, at)))
         thread.join(10)
