@@ -126,6 +126,21 @@ def test_json_lines_bad_rows_name_line_and_column(tmp_path, text, line, column, 
     assert fragment in str(caught.value) and f"bad.jsonl, line {line}" in str(caught.value)
 
 
+@pytest.mark.parametrize("fmt, suffix", [(WORDS, ".csv"), (tio.JsonLines(), ".jsonl")])
+def test_text_that_is_not_utf8_names_its_line(tmp_path, fmt, suffix):
+    path = tmp_path / f"latin1{suffix}"
+    path.write_bytes("word,n\n".encode() + '"caf\u00e9",1\n'.encode("latin-1"))
+    with pytest.raises(tio.FileInputError) as caught:
+        fmt.read(path)
+    assert caught.value.line == 2 and "line 2: not utf-8" in str(caught.value)
+
+
+def test_a_missing_file_is_file_not_found(tmp_path):
+    for name in ("gone.csv", "gone.jsonl", "gone.parquet"):
+        with pytest.raises(FileNotFoundError):
+            tio.format_for(name).read(tmp_path / name)
+
+
 def test_json_lines_object_without_columns_is_refused_with_the_fix(tmp_path):
     path = tmp_path / "o.jsonl"
     path.write_text('{"a": 1}\n')

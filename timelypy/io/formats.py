@@ -24,6 +24,7 @@ import csv
 import io as _io
 import json
 import math
+import os
 import pathlib
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -126,6 +127,19 @@ def _is_hashable(value: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _decode_error(path: PathLike, encoding: str, exc: UnicodeDecodeError) -> FileInputError:
+    """The line of ``path`` that is not ``encoding`` text, found again line by line."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                raw.decode(encoding)
+            except UnicodeDecodeError as bad:
+                return FileInputError(f"{path}, line {number}: not {encoding} text ({bad.reason} "
+                                      f"at byte {bad.start + 1} of the line)", path=str(path),
+                                      line=number, value=raw[:80])
+    return FileInputError(f"{path}: not {encoding} text ({exc})", path=str(path))
 
 
 class Rows:
@@ -254,8 +268,11 @@ class Csv(FileFormat):
 
     def read(self, path: PathLike) -> Rows:
         """Every row of the CSV file at ``path``, parsed and checked."""
-        with open(path, newline="", encoding=self.encoding) as f:
-            return self.parse(f, str(path))
+        try:
+            with open(path, newline="", encoding=self.encoding) as f:
+                return self.parse(f, str(path))
+        except UnicodeDecodeError as exc:
+            raise _decode_error(path, self.encoding, exc) from exc
 
     def parse(self, lines: Iterable[str], source: str, first_line: int = 1) -> Rows:
         """Rows from text lines (a file, or a batch read from stdin); ``first_line`` is the
@@ -336,8 +353,11 @@ class JsonLines(FileFormat):
 
     def read(self, path: PathLike) -> Rows:
         """Every line of the JSON Lines file at ``path``, parsed and checked."""
-        with open(path, encoding=self.encoding) as f:
-            return self.parse(f, str(path))
+        try:
+            with open(path, encoding=self.encoding) as f:
+                return self.parse(f, str(path))
+        except UnicodeDecodeError as exc:
+            raise _decode_error(path, self.encoding, exc) from exc
 
     def parse(self, lines: Iterable[str], source: str, first_line: int = 1) -> Rows:
         """Rows from text lines; ``first_line`` numbers the first of them, for messages."""
@@ -404,6 +424,8 @@ class Parquet(FileFormat):
         read and checked; row numbers in errors count from the start of the file."""
         pq = require_pyarrow()
         source = str(path)
+        if not os.path.exists(source):
+            raise FileNotFoundError(f"{source}: no such file")
         try:
             parquet = pq.ParquetFile(source)
             offsets = [0]

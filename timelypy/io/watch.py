@@ -151,11 +151,13 @@ class DirectoryWatcher:
         return [self.directory / name for _, name in sorted(ready)]
 
     def mark_taken(self, path: PathLike) -> None:
-        """Remember ``path`` as taken (with its size and mtime at this moment)."""
-        p = pathlib.Path(path)
-        st = p.stat()
-        self.state.taken[p.name] = (st.st_size, st.st_mtime_ns)
-        self._sightings.pop(p.name, None)
+        """Remember ``path`` as taken (with its size and mtime as the poll saw them)."""
+        name = pathlib.Path(path).name
+        seen = self._sightings.pop(name, None)
+        if seen is None:
+            st = pathlib.Path(path).stat()
+            seen = (st.st_size, st.st_mtime_ns, 0.0)
+        self.state.taken[name] = (seen[0], seen[1])
 
     def mark_refused(self, path: PathLike, reason: str) -> None:
         """Remember ``path`` as refused (it is not offered again)."""
@@ -186,8 +188,10 @@ def watch_directory(session: Any, input: str, directory: PathLike, fmt: Optional
     while True:
         for path in watcher.poll():
             try:
-                rows = read_rows(path, fmt)
-                at = load_rows(session, input, rows)
+                at = load_rows(session, input, read_rows(path, fmt))
+            except FileNotFoundError:  # removed or renamed since the poll: not taken
+                log.info("watch: %s went away before it was read", path)
+                continue
             except FileInputError as exc:
                 if on_error == "raise":
                     raise
