@@ -135,6 +135,23 @@ def test_text_that_is_not_utf8_names_its_line(tmp_path, fmt, suffix):
     assert caught.value.line == 2 and "line 2: not utf-8" in str(caught.value)
 
 
+def test_gzipped_text_files(tmp_path):
+    import gzip
+
+    path = tmp_path / "a.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("word,n\na,1\nb,x\n")
+    with pytest.raises(tio.FileInputError) as caught:
+        tio.format_for(path, schema={"word": str, "n": int}).read(path)
+    assert (caught.value.line, caught.value.column) == (3, "n")
+    lines = tmp_path / "b.jsonl.gz"
+    with gzip.open(lines, "wt") as f:
+        f.write('["a", 1]\n["b", 2]\n')
+    assert tio.format_for(lines).read(lines).records == [("a", 1), ("b", 2)]
+    with pytest.raises(ValueError, match="unknown file suffix"):
+        tio.format_for(tmp_path / "c.parquet.gz")
+
+
 def test_a_missing_file_is_file_not_found(tmp_path):
     for name in ("gone.csv", "gone.jsonl", "gone.parquet"):
         with pytest.raises(FileNotFoundError):

@@ -21,6 +21,7 @@ other shape) and ``diff`` (the name of an integer column holding each row's diff
 from __future__ import annotations
 
 import csv
+import gzip
 import io as _io
 import json
 import math
@@ -129,9 +130,20 @@ def _is_hashable(value: Any) -> bool:
     return True
 
 
+def _gzipped(path: PathLike) -> bool:
+    return str(path).lower().endswith(".gz")
+
+
+def _open_text(path: PathLike, encoding: str, newline: Optional[str] = None) -> Any:
+    """A text file, through gzip if its name ends in ``.gz``."""
+    if _gzipped(path):
+        return gzip.open(path, "rt", encoding=encoding, newline=newline)
+    return open(path, encoding=encoding, newline=newline)
+
+
 def _decode_error(path: PathLike, encoding: str, exc: UnicodeDecodeError) -> FileInputError:
     """The line of ``path`` that is not ``encoding`` text, found again line by line."""
-    with open(path, "rb") as f:
+    with (gzip.open(path, "rb") if _gzipped(path) else open(path, "rb")) as f:
         for number, raw in enumerate(f, 1):
             try:
                 raw.decode(encoding)
@@ -269,7 +281,7 @@ class Csv(FileFormat):
     def read(self, path: PathLike) -> Rows:
         """Every row of the CSV file at ``path``, parsed and checked."""
         try:
-            with open(path, newline="", encoding=self.encoding) as f:
+            with _open_text(path, self.encoding, newline="") as f:
                 return self.parse(f, str(path))
         except UnicodeDecodeError as exc:
             raise _decode_error(path, self.encoding, exc) from exc
@@ -354,7 +366,7 @@ class JsonLines(FileFormat):
     def read(self, path: PathLike) -> Rows:
         """Every line of the JSON Lines file at ``path``, parsed and checked."""
         try:
-            with open(path, encoding=self.encoding) as f:
+            with _open_text(path, self.encoding) as f:
                 return self.parse(f, str(path))
         except UnicodeDecodeError as exc:
             raise _decode_error(path, self.encoding, exc) from exc
@@ -502,9 +514,15 @@ class Parquet(FileFormat):
 
 def format_for(path: PathLike, **options: Any) -> FileFormat:
     """The format of ``path`` by its suffix (``.csv``, ``.jsonl``/``.ndjson``,
-    ``.parquet``/``.pq``), built with ``options``. (A ``.json`` file is usually one document,
+    ``.parquet``/``.pq``; ``.csv.gz`` and ``.jsonl.gz`` are read through gzip), built with
+    ``options``. (A ``.json`` file is usually one document,
     not lines: give ``JsonLines()`` explicitly if it holds one value per line.)"""
-    suffix = pathlib.Path(path).suffix.lower()
+    name = pathlib.Path(path)
+    suffix = name.suffix.lower()
+    if suffix == ".gz":  # a.csv.gz: the format of a.csv, read through gzip
+        suffix = name.with_suffix("").suffix.lower()
+        if suffix in Parquet.suffixes:
+            suffix = ".gz"
     for kind in (Csv, JsonLines, Parquet):
         if suffix in kind.suffixes:
             return kind(**options)
