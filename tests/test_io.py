@@ -478,6 +478,15 @@ def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
     assert WORDS.read(tmp_path / "a.csv").records == [("a", 1)]   # CSV does not need it
 
 
+def test_parquet_rows_that_change_type_are_refused_naming_the_column(tmp_path):
+    pytest.importorskip("pyarrow")
+    with tio.ChangeWriter(tmp_path / "t.parquet", columns=("k", "v")) as out:
+        out.write([(("a", 1), 0, 1)])
+        with pytest.raises(ValueError, match=r"v: int64 \(first rows\) vs string"):
+            out.write([(("b", "not a number"), 1, 1)])
+    assert tio.Parquet(columns=("k", "v")).read(tmp_path / "t.parquet").records == [("a", 1)]
+
+
 def test_contents_per_time(tmp_path):
     path = tmp_path / "contents.jsonl"
     tio.write_contents(path, _history(), columns=("word", "total"))

@@ -81,6 +81,7 @@ class ChangeWriter:
             self._stream = open(target, "w", newline="", encoding="utf-8") if self._owns else target
         self._csv: Any = None
         self._parquet: Any = None
+        self._schema: Any = None
         self._contents: Dict[Any, int] = {}
         self.rows = 0
 
@@ -153,8 +154,17 @@ class ChangeWriter:
         table = pa.table({name: [_plain(row[i]) for row in rows] for i, name in enumerate(names)})
         if self._parquet is None:
             self._parquet = self._pq.ParquetWriter(str(self.target), table.schema)
+            self._schema = table.schema
         else:
-            table = table.cast(self._parquet.schema.to_arrow_schema())
+            schema = self._schema
+            try:
+                table = table.cast(schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                kinds = ", ".join(
+                    f"{f.name}: {f.type} (first rows) vs {table.schema.field(f.name).type}"
+                    for f in schema if f.type != table.schema.field(f.name).type)
+                raise ValueError(f"ChangeWriter: {self.target}: these rows do not fit the "
+                                 f"columns the first rows gave the file ({kinds}): {exc}") from exc
         self._parquet.write_table(table)
 
     def close(self) -> None:

@@ -79,7 +79,8 @@ def feed_stdin(session: Any, input: str, fmt: Optional[FileFormat] = None,
 def write_stdout(updates: Any, columns: Optional[Sequence[str]] = None, format: str = "jsonl",
                  stream: Optional[IO[str]] = None) -> int:
     """Write ``updates`` (``(data, time, diff)`` or a capture) as rows of JSON lines (or CSV
-    with a header) to ``stream`` (default ``sys.stdout``); returns the number of rows."""
+    with a header, on every call: keep one ``ChangeWriter(sys.stdout, "csv")`` to write the
+    header once) to ``stream`` (default ``sys.stdout``); returns the number of rows."""
     writer = ChangeWriter(stream if stream is not None else sys.stdout, format, columns)
     count = writer.write(updates)
     writer.close()
