@@ -48,7 +48,8 @@ def files_in(directory: PathLike, pattern: str = "*") -> List[pathlib.Path]:
 
 class WatchState:
     """The files a watcher has taken (name -> (size, mtime_ns) when taken) and the files it
-    refused (name -> the error's message). Plain data: save it, restore it, compare it."""
+    refused (name -> the error's message), by name: one state per watched directory. Plain
+    data: save it, restore it, compare it."""
 
     def __init__(self, taken: Optional[Dict[str, Tuple[int, int]]] = None,
                  refused: Optional[Dict[str, str]] = None) -> None:
