@@ -4,6 +4,7 @@ The layers, top (most basic) to bottom (docs/architecture.md):
 
     order / progress  ->  communication  ->  dataflow  ->  differential  ->  launch (workers)
                                                                          ->  connectors
+                                                                         ->  io, testing
 
 ``errors``, ``instrument``, ``stats`` (statistics from instrument events) and ``hashing`` are leaf
 modules every layer may use. Each layer may
@@ -24,7 +25,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "timelypy"
 
 LEAVES = {"timelypy.errors", "timelypy.instrument", "timelypy.hashing", "timelypy.order",
           "timelypy.stats"}
-ORDER = ["progress", "communication", "dataflow", "differential", "workers", "connectors", "cli"]
+ORDER = ["progress", "communication", "dataflow", "differential", "workers", "connectors", "io",
+         "testing", "cli"]
 ALLOWED_UPWARD = {("timelypy.dataflow.scope", "timelypy.differential.input")}
 
 
@@ -137,6 +139,11 @@ def test_specific_rules_of_the_architecture():
             assert not reaches(m, "differential"), m
         if lm != "connectors" and m != "timelypy":
             assert not reaches(m, "connectors"), m
+        if lm in ("io", "testing"):  # beside the connectors: workers and differential, no more
+            for layer in ("connectors", "cli"):
+                assert not reaches(m, layer), (m, layer)
+        if lm not in ("io", "testing", "cli") and m != "timelypy":
+            assert not reaches(m, "io") and not reaches(m, "testing"), m
 
 
 def _cycles_within(package: str) -> List[Tuple[str, ...]]:
