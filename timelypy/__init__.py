@@ -35,6 +35,8 @@ from .hashing import stable_hash
 from .stats import Statistics, StatsSink
 from .workers import (Backend, DataflowSession, Worker, backend_names, execute, open_session,
                       register_backend)
+from . import io, testing
+from .io import FileInputError
 
 __version__ = "0.1.0"
 
@@ -43,6 +45,9 @@ __import__("logging").getLogger(__name__).addHandler(__import__("logging").NullH
 __all__ = [
     "errors",
     "instrument",
+    "io",
+    "testing",
+    "FileInputError",
     "execute",
     "register_backend",
     "backend_names",
