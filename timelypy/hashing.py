@@ -16,7 +16,7 @@ from zlib import crc32
 
 from .errors import UnhashableDataError
 
-__all__ = ["stable_hash", "stable_hashes", "owners", "RECORD_TYPES", "ACCEPTED"]
+__all__ = ["stable_hash", "stable_hashes", "owners", "RECORD_TYPES", "ACCEPTED", "instance_fields"]
 
 _MASK = (1 << 64) - 1
 
@@ -174,10 +174,21 @@ def _hash_enum(cls: type) -> Callable[[Any], int]:
     return rule
 
 
+def instance_fields(cls: type) -> Tuple[dataclasses.Field, ...]:
+    """The instance fields of the dataclass ``cls``, in order, as ``dataclasses.fields``.
+
+    ``dataclasses.fields`` tells fields from ``ClassVar`` / ``InitVar`` pseudo-fields by the
+    identity of a module sentinel; a class that cloudpickle before 3.0 sent by value (one
+    defined in ``__main__`` or a test module) carries a copy of the sentinel, and
+    ``dataclasses.fields`` returns nothing for it. This compares the sentinel's name."""
+    return tuple(f for f in getattr(cls, "__dataclass_fields__", {}).values()
+                 if getattr(getattr(f, "_field_type", None), "name", "_FIELD") == "_FIELD")
+
+
 def _hash_dataclass(cls: type) -> Callable[[Any], int]:
     # A dataclass's __eq__ compares the class and the tuple of its compare=True fields.
     tag = _tag(f"dataclass {cls.__module__}.{cls.__qualname__}")
-    names = tuple(f.name for f in dataclasses.fields(cls) if f.compare)
+    names = tuple(f.name for f in instance_fields(cls) if f.compare)
     get = attrgetter(*names) if len(names) > 1 else None
 
     def rule(value: Any) -> int:

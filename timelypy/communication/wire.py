@@ -9,9 +9,15 @@ a progress update, or a small control message. :func:`encode` turns one such obj
 * Every sequence (``tuple`` or ``list``) arrives as a ``tuple``: records are hashable on both sides.
 * :class:`timelypy.order.Product` arrives as a ``Product`` (nested Products too).
 * ``set`` and ``frozenset`` arrive as themselves; so does a progress ``Location``.
-* Anything else msgpack cannot carry exactly (user classes, subclasses of builtins such as named
-  tuples or ``IntEnum``, functions and lambdas, datetimes, ...) travels as a cloudpickle payload
-  inside a msgpack extension. Plain data never touches pickle.
+* The record types of the guide (frozen dataclasses, named tuples, Enum members;
+  ``datetime.date`` / ``datetime`` / ``time`` / ``timedelta``, ``Decimal``, ``Fraction``,
+  ``UUID``) arrive as themselves, with their exact class: a user class is a
+  :data:`EXT_RECORD` (the class pickled once per message, then named by a number; its fields
+  or value packed as data), a standard type an :data:`EXT_STDLIB` (its fields as ints; a
+  time zone pickled once per message).
+* Anything else msgpack cannot carry exactly (other user classes and subclasses of builtins,
+  functions and lambdas, ...) travels as a cloudpickle payload inside a msgpack extension.
+  Plain data never touches pickle.
 
 >>> from ..order import Product
 >>> decode(encode([(1, "a"), (Product(2, 3), {4, 5})]))
@@ -43,16 +49,23 @@ the job's secret before reading a single frame from it.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pickle
 import struct
 import threading
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from enum import EnumMeta
+from fractions import Fraction
 from operator import itemgetter
 from typing import Any, Dict, List, Optional
+from uuid import UUID
 
 import cloudpickle
 import msgpack
 
+from ..hashing import instance_fields
 from ..order import Product
 from ..progress.reachability import Location
 
@@ -73,6 +86,8 @@ __all__ = [
     "EXT_PICKLE",
     "EXT_COLUMNS",
     "EXT_LOCATION",
+    "EXT_RECORD",
+    "EXT_STDLIB",
 ]
 
 # msgpack extension type codes (0..127 are free for applications; -1 is msgpack's Timestamp).
@@ -94,6 +109,16 @@ msgpack array ``[k, column_0, ..., column_{k-1}]`` (each column itself maybe col
 decodes to the tuple of the ``n`` row tuples (as every sequence decodes)."""
 EXT_LOCATION = 8
 """A progress ``Location(node, port, is_source)``; payload is 17 bytes (``<qq?``)."""
+
+EXT_RECORD = 9
+"""A frozen dataclass, a named tuple or an Enum member: the msgpack array ``[class, *state]``.
+``class`` is ``(n, pickle of the class)`` where the message first holds the class, then just
+``n``; ``state`` is the dataclass's fields, the tuple's items or the member's value. The object
+is rebuilt as pickle rebuilds it (no ``__init__``)."""
+EXT_STDLIB = 10
+"""A value of the standard library: the msgpack array ``[kind, *fields]`` (see
+``_STDLIB_ENCODERS``); a time zone travels as ``(n, its pickle)`` the first time in a message,
+then as ``n``."""
 
 _INT_PAIR = struct.Struct("<qq")
 _LOCATION = struct.Struct("<qq?")
@@ -118,6 +143,8 @@ class _PackerPool(threading.local):
     def __init__(self) -> None:
         self.packers: List[msgpack.Packer] = []
         self.depth = 0
+        self.refs: Dict[Any, int] = {}
+        """Classes and time zones of the message being encoded, by their number in it."""
 
 
 _pool = _PackerPool()
@@ -238,6 +265,88 @@ def _encode_location(obj: Any) -> msgpack.ExtType:
     return ext
 
 
+_class_pickles: Dict[type, bytes] = {}
+_record_kinds: Dict[type, Optional[int]] = {}
+_KIND_DATACLASS, _KIND_TUPLE, _KIND_ENUM = 0, 1, 2
+
+
+def _record_kind(cls: type) -> Optional[int]:
+    """How :data:`EXT_RECORD` carries instances of ``cls``, or None (not a record class)."""
+    kind = _record_kinds.get(cls, -1)
+    if kind != -1:
+        return kind
+    if isinstance(cls, EnumMeta):
+        kind = _KIND_ENUM
+    elif dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen:  # type: ignore
+        kind = _KIND_DATACLASS
+    elif issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
+        kind = _KIND_TUPLE
+    else:
+        kind = None
+    if len(_record_kinds) >= _CACHE_LIMIT:
+        _record_kinds.clear()
+    _record_kinds[cls] = kind
+    return kind
+
+
+def _reference(key: Any, payload: Any) -> Any:
+    """``key`` (a class or a time zone) as its number in this message, or ``(number, bytes)``
+    the first time; ``payload()`` makes the bytes."""
+    refs = _pool.refs
+    n = refs.get(key)
+    if n is not None:
+        return n
+    n = refs[key] = len(refs)
+    return (n, payload())
+
+
+def _class_pickle(cls: type) -> bytes:
+    data = _class_pickles.get(cls)
+    if data is None:
+        data = cloudpickle.dumps(cls, protocol=5)
+        if len(_class_pickles) >= _CACHE_LIMIT:
+            _class_pickles.clear()
+        _class_pickles[cls] = data
+    return data
+
+
+def _encode_record(obj: Any, cls: type, kind: int) -> msgpack.ExtType:
+    ref = _reference(cls, lambda: _class_pickle(cls))
+    if kind == _KIND_DATACLASS:
+        state = [getattr(obj, f.name) for f in instance_fields(cls)]
+    elif kind == _KIND_TUPLE:
+        state = list(obj)
+    else:
+        state = [obj.value]
+    return _ext(EXT_RECORD, _pack([ref, *state]))
+
+
+def _zone(zone: Any) -> Any:
+    """A time zone (or None) as a reference into the message (see :func:`_reference`)."""
+    if zone is None:
+        return None
+    return _reference(zone, lambda: pickle.dumps(zone, protocol=5))
+
+
+def _std(kind: int, *fields: Any) -> msgpack.ExtType:
+    return _ext(EXT_STDLIB, _pack([kind, *fields]))
+
+
+def _day_microseconds(value: Any) -> int:
+    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+
+
+_STDLIB_ENCODERS: Dict[type, Any] = {
+    date: lambda v: _std(0, v.toordinal()),
+    datetime: lambda v: _std(1, v.toordinal(), _day_microseconds(v), v.fold, _zone(v.tzinfo)),
+    time: lambda v: _std(2, _day_microseconds(v), v.fold, _zone(v.tzinfo)),
+    timedelta: lambda v: _std(3, v.days, v.seconds, v.microseconds),
+    Decimal: lambda v: _std(4, str(v)),
+    Fraction: lambda v: _std(5, v.numerator, v.denominator),
+    UUID: lambda v: _std(6, v.bytes),
+}
+
+
 def _default(obj: Any) -> Any:
     """msgpack's fallback under ``strict_types``: everything that is not an exact builtin.
 
@@ -262,6 +371,15 @@ def _default(obj: Any) -> Any:
         return _ext(EXT_SET, _pack(list(obj)))
     if cls is frozenset:
         return _ext(EXT_FROZENSET, _pack(list(obj)))
+    std = _STDLIB_ENCODERS.get(cls)
+    if std is not None:
+        return std(obj)
+    kind = _record_kind(cls)
+    if kind is not None:
+        try:
+            return _encode_record(obj, cls, kind)
+        except (TypeError, pickle.PicklingError):  # the class cannot be pickled: the object
+            pass                                   # may (pickle names what it refuses)
     return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
 
 
@@ -295,11 +413,94 @@ def encode(obj: Any) -> bytes:
     >>> decode(encode({"k": [1, 2]}))
     {'k': (1, 2)}
     """
-    return _pack(_encode_rows(obj))
+    _pool.refs = {}
+    try:
+        return _pack(_encode_rows(obj))
+    finally:
+        _pool.refs = {}
 
 
 # --------------------------------------------------------------------------------------
 # Decoding
+
+
+class _DecodeTables(threading.local):
+    """The classes and time zones of the message being decoded, by their number in it."""
+
+    def __init__(self) -> None:
+        self.refs: Dict[int, Any] = {}
+
+
+_tables = _DecodeTables()
+_unpickled: Dict[bytes, Any] = {}
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def _dereference(ref: Any, load: Any) -> Any:
+    """The class or time zone ``ref`` names (see :func:`_reference`); ``load`` reads bytes.
+    Classes are unpickled once per process (their bytes are remembered)."""
+    refs = _tables.refs
+    if type(ref) is int:
+        try:
+            return refs[ref]
+        except KeyError:
+            raise ValueError(f"timelypy wire: reference {ref} before its definition") from None
+    n, data = ref
+    value = _unpickled.get(data)
+    if value is None:
+        value = load(data)
+        if len(_unpickled) >= _CACHE_LIMIT:
+            _unpickled.clear()
+        _unpickled[data] = value
+    refs[n] = value
+    return value
+
+
+def _decode_record(data: bytes) -> Any:
+    ref, *state = _unpack(data)
+    cls = _dereference(ref, cloudpickle.loads)
+    kind = _record_kind(cls)
+    if kind == _KIND_ENUM:
+        return cls(state[0])
+    if kind == _KIND_TUPLE:
+        return _new_tuple(cls, state)
+    if kind == _KIND_DATACLASS:
+        obj = _new_object(cls)
+        for field, value in zip(instance_fields(cls), state, strict=True):
+            _set_attribute(obj, field.name, value)
+        return obj
+    raise ValueError(f"timelypy wire: {cls!r} is not a record class")
+
+
+def _decode_stdlib(data: bytes) -> Any:
+    kind, *fields = _unpack(data)
+    if kind == 0:
+        return date.fromordinal(fields[0])
+    if kind == 1:
+        ordinal, us, fold, zone = fields
+        day = date.fromordinal(ordinal)
+        seconds, us = divmod(us, 1_000_000)
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        tz = None if zone is None else _dereference(zone, pickle.loads)
+        return datetime(day.year, day.month, day.day, hours, minutes, seconds, us, tz, fold=fold)
+    if kind == 2:
+        us, fold, zone = fields
+        seconds, us = divmod(us, 1_000_000)
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        tz = None if zone is None else _dereference(zone, pickle.loads)
+        return time(hours, minutes, seconds, us, tz, fold=fold)
+    if kind == 3:
+        return timedelta(*fields)
+    if kind == 4:
+        return Decimal(fields[0])
+    if kind == 5:
+        return Fraction(*fields)
+    if kind == 6:
+        return UUID(bytes=fields[0])
+    raise ValueError(f"timelypy wire: unknown standard value kind {kind}")
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
@@ -333,6 +534,10 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return set(_unpack(data))
     if code == EXT_FROZENSET:
         return frozenset(_unpack(data))
+    if code == EXT_RECORD:
+        return _decode_record(data)
+    if code == EXT_STDLIB:
+        return _decode_stdlib(data)
     if code == EXT_PICKLE:
         return cloudpickle.loads(data)
     raise ValueError(f"timelypy wire: unknown msgpack extension type {code}")
@@ -351,7 +556,11 @@ def decode(data: Any) -> Any:
     Sequences come back as tuples. Only decode data from a trusted (authenticated) peer: the
     pickle extension can run code.
     """
-    return _unpack(data)
+    _tables.refs = {}
+    try:
+        return _unpack(data)
+    finally:
+        _tables.refs = {}
 
 
 # --------------------------------------------------------------------------------------
