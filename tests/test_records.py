@@ -326,6 +326,20 @@ def test_the_wire_keeps_exact_decimals_zones_and_fold():
             assert back.fold == value.fold and back.tzinfo == value.tzinfo
 
 
+@dataclasses.dataclass(frozen=True)
+class Node:
+    label: Any
+    child: Any = None
+
+
+def test_records_inside_records_of_their_own_class_and_across_messages():
+    tree = Node(Planet.EARTH, Node(Pair(1, "a") if CLOUDPICKLE_3 else Pt(1, "a"),
+                                   Node(Decimal("2.50"), Node(("x", date(2024, 1, 1))))))
+    for message in ((tree, tree.child, Node(1)), (tree, (Node(2, tree),) * 20)):
+        for _ in range(2):                        # the second message numbers classes anew
+            assert _same(decode(encode(message)), message)
+
+
 def test_a_class_travels_once_per_message_not_once_per_record():
     one = len(encode([Account("ann", 1)]))
     many = len(encode([Account("ann", i) for i in range(100)]))

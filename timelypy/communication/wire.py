@@ -49,25 +49,20 @@ the job's secret before reading a single frame from it.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import pickle
 import struct
 import threading
-from datetime import date, datetime, time, timedelta
-from decimal import Decimal
-from enum import EnumMeta
-from fractions import Fraction
 from operator import itemgetter
 from typing import Any, Dict, List, Optional
-from uuid import UUID
 
 import cloudpickle
 import msgpack
 
-from ..hashing import instance_fields
 from ..order import Product
 from ..progress.reachability import Location
+from .wire_records import STDLIB_FIELDS, rebuild_record, rebuild_stdlib, record_header, record_kind
+from .wire_records import reset as reset_records
 
 __all__ = [
     "encode",
@@ -111,14 +106,12 @@ EXT_LOCATION = 8
 """A progress ``Location(node, port, is_source)``; payload is 17 bytes (``<qq?``)."""
 
 EXT_RECORD = 9
-"""A frozen dataclass, a named tuple or an Enum member: the msgpack array ``[class, *state]``.
-``class`` is ``(n, pickle of the class)`` where the message first holds the class, then just
-``n``; ``state`` is the dataclass's fields, the tuple's items or the member's value. The object
-is rebuilt as pickle rebuilds it (no ``__init__``)."""
+"""A frozen dataclass, a named tuple or an Enum member: a header naming its class (its pickle
+the first time a message holds it, then its number), then the msgpack array of its state (see
+:mod:`.wire_records`)."""
 EXT_STDLIB = 10
-"""A value of the standard library: the msgpack array ``[kind, *fields]`` (see
-``_STDLIB_ENCODERS``); a time zone travels as ``(n, its pickle)`` the first time in a message,
-then as ``n``."""
+"""A ``date``, ``datetime``, ``time``, ``timedelta``, ``Decimal``, ``Fraction`` or ``UUID``: the
+msgpack array ``[kind, *fields]`` (see :mod:`.wire_records`)."""
 
 _INT_PAIR = struct.Struct("<qq")
 _LOCATION = struct.Struct("<qq?")
@@ -143,8 +136,6 @@ class _PackerPool(threading.local):
     def __init__(self) -> None:
         self.packers: List[msgpack.Packer] = []
         self.depth = 0
-        self.refs: Dict[Any, int] = {}
-        """Classes and time zones of the message being encoded, by their number in it."""
 
 
 _pool = _PackerPool()
@@ -265,88 +256,6 @@ def _encode_location(obj: Any) -> msgpack.ExtType:
     return ext
 
 
-_class_pickles: Dict[type, bytes] = {}
-_record_kinds: Dict[type, Optional[int]] = {}
-_KIND_DATACLASS, _KIND_TUPLE, _KIND_ENUM = 0, 1, 2
-
-
-def _record_kind(cls: type) -> Optional[int]:
-    """How :data:`EXT_RECORD` carries instances of ``cls``, or None (not a record class)."""
-    kind = _record_kinds.get(cls, -1)
-    if kind != -1:
-        return kind
-    if isinstance(cls, EnumMeta):
-        kind = _KIND_ENUM
-    elif dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen:  # type: ignore
-        kind = _KIND_DATACLASS
-    elif issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        kind = _KIND_TUPLE
-    else:
-        kind = None
-    if len(_record_kinds) >= _CACHE_LIMIT:
-        _record_kinds.clear()
-    _record_kinds[cls] = kind
-    return kind
-
-
-def _reference(key: Any, payload: Any) -> Any:
-    """``key`` (a class or a time zone) as its number in this message, or ``(number, bytes)``
-    the first time; ``payload()`` makes the bytes."""
-    refs = _pool.refs
-    n = refs.get(key)
-    if n is not None:
-        return n
-    n = refs[key] = len(refs)
-    return (n, payload())
-
-
-def _class_pickle(cls: type) -> bytes:
-    data = _class_pickles.get(cls)
-    if data is None:
-        data = cloudpickle.dumps(cls, protocol=5)
-        if len(_class_pickles) >= _CACHE_LIMIT:
-            _class_pickles.clear()
-        _class_pickles[cls] = data
-    return data
-
-
-def _encode_record(obj: Any, cls: type, kind: int) -> msgpack.ExtType:
-    ref = _reference(cls, lambda: _class_pickle(cls))
-    if kind == _KIND_DATACLASS:
-        state = [getattr(obj, f.name) for f in instance_fields(cls)]
-    elif kind == _KIND_TUPLE:
-        state = list(obj)
-    else:
-        state = [obj.value]
-    return _ext(EXT_RECORD, _pack([ref, *state]))
-
-
-def _zone(zone: Any) -> Any:
-    """A time zone (or None) as a reference into the message (see :func:`_reference`)."""
-    if zone is None:
-        return None
-    return _reference(zone, lambda: pickle.dumps(zone, protocol=5))
-
-
-def _std(kind: int, *fields: Any) -> msgpack.ExtType:
-    return _ext(EXT_STDLIB, _pack([kind, *fields]))
-
-
-def _day_microseconds(value: Any) -> int:
-    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-
-
-_STDLIB_ENCODERS: Dict[type, Any] = {
-    date: lambda v: _std(0, v.toordinal()),
-    datetime: lambda v: _std(1, v.toordinal(), _day_microseconds(v), v.fold, _zone(v.tzinfo)),
-    time: lambda v: _std(2, _day_microseconds(v), v.fold, _zone(v.tzinfo)),
-    timedelta: lambda v: _std(3, v.days, v.seconds, v.microseconds),
-    Decimal: lambda v: _std(4, str(v)),
-    Fraction: lambda v: _std(5, v.numerator, v.denominator),
-    UUID: lambda v: _std(6, v.bytes),
-}
-
-
 def _default(obj: Any) -> Any:
     """msgpack's fallback under ``strict_types``: everything that is not an exact builtin.
 
@@ -371,15 +280,17 @@ def _default(obj: Any) -> Any:
         return _ext(EXT_SET, _pack(list(obj)))
     if cls is frozenset:
         return _ext(EXT_FROZENSET, _pack(list(obj)))
-    std = _STDLIB_ENCODERS.get(cls)
-    if std is not None:
-        return std(obj)
-    kind = _record_kind(cls)
+    fields = STDLIB_FIELDS.get(cls)
+    if fields is not None:
+        return _ext(EXT_STDLIB, _pack(fields(obj)))
+    kind = record_kind(cls)
     if kind is not None:
         try:
-            return _encode_record(obj, cls, kind)
+            header, state = record_header(obj, cls, kind)
         except (TypeError, pickle.PicklingError):  # the class cannot be pickled: the object
             pass                                   # may (pickle names what it refuses)
+        else:
+            return _ext(EXT_RECORD, header + _pack(state))
     return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
 
 
@@ -413,94 +324,15 @@ def encode(obj: Any) -> bytes:
     >>> decode(encode({"k": [1, 2]}))
     {'k': (1, 2)}
     """
-    _pool.refs = {}
+    reset_records()
     try:
         return _pack(_encode_rows(obj))
     finally:
-        _pool.refs = {}
+        reset_records()
 
 
 # --------------------------------------------------------------------------------------
 # Decoding
-
-
-class _DecodeTables(threading.local):
-    """The classes and time zones of the message being decoded, by their number in it."""
-
-    def __init__(self) -> None:
-        self.refs: Dict[int, Any] = {}
-
-
-_tables = _DecodeTables()
-_unpickled: Dict[bytes, Any] = {}
-_new_object = object.__new__
-_set_attribute = object.__setattr__
-
-
-def _dereference(ref: Any, load: Any) -> Any:
-    """The class or time zone ``ref`` names (see :func:`_reference`); ``load`` reads bytes.
-    Classes are unpickled once per process (their bytes are remembered)."""
-    refs = _tables.refs
-    if type(ref) is int:
-        try:
-            return refs[ref]
-        except KeyError:
-            raise ValueError(f"timelypy wire: reference {ref} before its definition") from None
-    n, data = ref
-    value = _unpickled.get(data)
-    if value is None:
-        value = load(data)
-        if len(_unpickled) >= _CACHE_LIMIT:
-            _unpickled.clear()
-        _unpickled[data] = value
-    refs[n] = value
-    return value
-
-
-def _decode_record(data: bytes) -> Any:
-    ref, *state = _unpack(data)
-    cls = _dereference(ref, cloudpickle.loads)
-    kind = _record_kind(cls)
-    if kind == _KIND_ENUM:
-        return cls(state[0])
-    if kind == _KIND_TUPLE:
-        return _new_tuple(cls, state)
-    if kind == _KIND_DATACLASS:
-        obj = _new_object(cls)
-        for field, value in zip(instance_fields(cls), state, strict=True):
-            _set_attribute(obj, field.name, value)
-        return obj
-    raise ValueError(f"timelypy wire: {cls!r} is not a record class")
-
-
-def _decode_stdlib(data: bytes) -> Any:
-    kind, *fields = _unpack(data)
-    if kind == 0:
-        return date.fromordinal(fields[0])
-    if kind == 1:
-        ordinal, us, fold, zone = fields
-        day = date.fromordinal(ordinal)
-        seconds, us = divmod(us, 1_000_000)
-        minutes, seconds = divmod(seconds, 60)
-        hours, minutes = divmod(minutes, 60)
-        tz = None if zone is None else _dereference(zone, pickle.loads)
-        return datetime(day.year, day.month, day.day, hours, minutes, seconds, us, tz, fold=fold)
-    if kind == 2:
-        us, fold, zone = fields
-        seconds, us = divmod(us, 1_000_000)
-        minutes, seconds = divmod(seconds, 60)
-        hours, minutes = divmod(minutes, 60)
-        tz = None if zone is None else _dereference(zone, pickle.loads)
-        return time(hours, minutes, seconds, us, tz, fold=fold)
-    if kind == 3:
-        return timedelta(*fields)
-    if kind == 4:
-        return Decimal(fields[0])
-    if kind == 5:
-        return Fraction(*fields)
-    if kind == 6:
-        return UUID(bytes=fields[0])
-    raise ValueError(f"timelypy wire: unknown standard value kind {kind}")
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
@@ -535,9 +367,9 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if code == EXT_FROZENSET:
         return frozenset(_unpack(data))
     if code == EXT_RECORD:
-        return _decode_record(data)
+        return rebuild_record(data, _unpack)
     if code == EXT_STDLIB:
-        return _decode_stdlib(data)
+        return rebuild_stdlib(_unpack(data))
     if code == EXT_PICKLE:
         return cloudpickle.loads(data)
     raise ValueError(f"timelypy wire: unknown msgpack extension type {code}")
@@ -556,11 +388,11 @@ def decode(data: Any) -> Any:
     Sequences come back as tuples. Only decode data from a trusted (authenticated) peer: the
     pickle extension can run code.
     """
-    _tables.refs = {}
+    reset_records()
     try:
         return _unpack(data)
     finally:
-        _tables.refs = {}
+        reset_records()
 
 
 # --------------------------------------------------------------------------------------
