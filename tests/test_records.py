@@ -282,7 +282,7 @@ def _same(a: Any, b: Any) -> bool:
     if type(a) is not type(b) or a != b:
         return False
     if isinstance(a, tuple):
-        return all(_same(x, y) for x, y in zip(a, b))
+        return all(_same(x, y) for x, y in zip(a, b, strict=True))
     if dataclasses.is_dataclass(a):
         return all(_same(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
     if isinstance(a, (datetime, time)):
@@ -301,7 +301,7 @@ def test_each_type_crosses_the_wire_as_itself(kind):
     batch = [((v, i), Product(1, i), 1) for i in range(5) for v in values]
     back = decode(encode(("d", 7, Product(1, 0), batch)))
     assert back[:3] == ("d", 7, Product(1, 0))
-    assert all(_same(x[0][0], y[0][0]) for x, y in zip(back[3], batch))
+    assert all(_same(x[0][0], y[0][0]) for x, y in zip(back[3], batch, strict=True))
     assert len(back[3]) == len(batch)
     # Records as values of sets, frozensets and Products; one message after another.
     for obj in ({values[0], values[1]}, frozenset(values), Product(values[2], values[3])):
