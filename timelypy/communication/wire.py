@@ -324,11 +324,10 @@ def encode(obj: Any) -> bytes:
     >>> decode(encode({"k": [1, 2]}))
     {'k': (1, 2)}
     """
-    reset_records()
     try:
         return _pack(_encode_rows(obj))
     finally:
-        reset_records()
+        reset_records()  # record classes are numbered per message
 
 
 # --------------------------------------------------------------------------------------
@@ -388,11 +387,10 @@ def decode(data: Any) -> Any:
     Sequences come back as tuples. Only decode data from a trusted (authenticated) peer: the
     pickle extension can run code.
     """
-    reset_records()
     try:
         return _unpack(data)
     finally:
-        reset_records()
+        reset_records()  # record classes are numbered per message
 
 
 # --------------------------------------------------------------------------------------
