@@ -457,3 +457,35 @@ def test_equal_records_of_different_types_meet_on_one_worker():
                          timeout=90)
     got = _consolidate(results)["count"]
     assert got == Counter({((key, n), 0): 1 for key, n in expected.items()})
+
+
+def _session_dataflow(scope):
+    records_in, records = scope.new_collection()
+    counts = records.count()
+    return {"records": records_in, "counts": counts.capture(), "probe": counts.probe(),
+            "by_record": counts.arrange_by_key()}
+
+
+SESSION_RECORDS = [Account("ann", 1), Account("ann", 1, note="again"), Planet.MARS,
+                   date(2026, 11, 26), datetime(2026, 11, 26, 12, tzinfo=timezone.utc),
+                   datetime(2026, 11, 26, 17, tzinfo=PLUS5), Decimal("1.0"), Decimal("1"),
+                   uuid.UUID(int=7), Pt(1, 2), (1, 2), Booking(Account("bob", 2), date.min)]
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_a_session_on_two_processes_takes_records_of_each_type():
+    expected = Counter(SESSION_RECORDS)
+    with tp.open_session(_session_dataflow, workers=2, backend="processes", timeout=60) as s:
+        for record in SESSION_RECORDS:
+            s.insert("records", record)
+        s.advance_to(1)
+        s.wait("probe")
+        counts: Counter = Counter()
+        for (record, n), _t, r in s.changes("counts"):
+            counts[(record, n)] += r
+        assert Counter({k: r for k, r in counts.items() if r}) == Counter(
+            {(record, n): 1 for record, n in expected.items()})
+        assert s.lookup("by_record", Account("ann", 1, note="any")) == {2: 1}
+        assert s.lookup("by_record", datetime(2026, 11, 26, 14, tzinfo=timezone(
+            timedelta(hours=2)))) == {2: 1}
