@@ -340,6 +340,19 @@ def test_records_inside_records_of_their_own_class_and_across_messages():
             assert _same(decode(encode(message)), message)
 
 
+@dataclasses.dataclass(frozen=True)
+class Circle:
+    radius: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "area", 3.0 * self.radius ** 2)  # not a field
+
+
+def test_a_record_with_attributes_besides_its_fields_keeps_them():
+    back = decode(encode((Circle(2.0), Circle(1.0))))
+    assert back == (Circle(2.0), Circle(1.0)) and [c.area for c in back] == [12.0, 3.0]
+
+
 def test_a_class_travels_once_per_message_not_once_per_record():
     one = len(encode([Account("ann", 1)]))
     many = len(encode([Account("ann", i) for i in range(100)]))

@@ -286,11 +286,11 @@ def _default(obj: Any) -> Any:
     kind = record_kind(cls)
     if kind is not None:
         try:
-            header, state = record_header(obj, cls, kind)
+            record = record_header(obj, cls, kind)
         except (TypeError, pickle.PicklingError):  # the class cannot be pickled: the object
-            pass                                   # may (pickle names what it refuses)
-        else:
-            return _ext(EXT_RECORD, header + _pack(state))
+            record = None                          # may (pickle names what it refuses)
+        if record is not None:
+            return _ext(EXT_RECORD, record[0] + _pack(record[1]))
     return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
 
 

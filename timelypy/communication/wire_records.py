@@ -107,17 +107,24 @@ def _class_pickle(cls: type) -> bytes:
     return data
 
 
-def record_header(obj: Any, cls: type, kind: int) -> Tuple[bytes, List[Any]]:
-    """The header naming ``cls`` and the state to pack after it. Raises what cloudpickle raises
-    for a class it cannot pickle."""
-    n, data = _reference(cls, _class_pickle)
-    header = _KNOWN.pack(0, n) if data is None else _NEW.pack(1, n, len(data)) + data
+def record_header(obj: Any, cls: type, kind: int) -> Optional[Tuple[bytes, List[Any]]]:
+    """The header naming ``cls`` and the state to pack after it; None if the object holds more
+    than that state (attributes besides a dataclass's fields, or on a named tuple subclass:
+    pickle carries those). Raises what cloudpickle raises for a class it cannot pickle."""
     if kind == KIND_DATACLASS:
-        state = [getattr(obj, f.name) for f in instance_fields(cls)]
+        fields = instance_fields(cls)
+        extra = getattr(obj, "__dict__", None)
+        if extra is not None and len(extra) != len(fields):
+            return None
+        state = [getattr(obj, f.name) for f in fields]
     elif kind == KIND_TUPLE:
+        if getattr(obj, "__dict__", None):
+            return None
         state = list(obj)
     else:
         state = [obj.value]
+    n, data = _reference(cls, _class_pickle)
+    header = _KNOWN.pack(0, n) if data is None else _NEW.pack(1, n, len(data)) + data
     return header, state
 
 
