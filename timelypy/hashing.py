@@ -1,4 +1,21 @@
-"""A key hash that is identical in every process (Python's ``hash()`` of str/bytes is salted)."""
+"""A key hash that is identical in every process (Python's ``hash()`` of str/bytes is salted).
+
+Each type's hash follows from its equality, so that values that compare equal hash equal, and
+uses nothing a process chooses (no ``id``, no salted ``hash()``):
+
+* ints are themselves (mod 2**64); a float equal to an int hashes as it; bools as 0 and 1;
+* a tuple, a named tuple and a ``Product`` combine their items in order (a named tuple equals
+  the plain tuple of its items, so it hashes as it); a frozenset sums its items' hashes;
+* a subclass of int, str, float or bytes (``IntEnum``, ``StrEnum``) hashes as the value it
+  equals; other integers (numpy's) as their int;
+* a frozen dataclass combines its class's module and qualified name with its fields that take
+  part in ``==`` (``compare=True``); an Enum member its class's name with its value;
+* ``Decimal`` and ``Fraction`` as the int or the float they equal, else their exact ratio;
+* ``date`` its ordinal; a naive ``datetime`` its microseconds since year 1; an aware one the
+  same of its UTC instant (one instant in any zone is one value); ``time`` likewise within a
+  day; ``timedelta`` its microseconds; ``UUID`` its 128-bit int. Each kind starts from its own
+  constant, so a date and its ordinal do not collide.
+"""
 
 from __future__ import annotations
 
@@ -32,9 +49,9 @@ def stable_hash(value: Any) -> int:
     """A non-negative 64-bit hash of ``value`` that does not depend on ``PYTHONHASHSEED``.
 
     Supports ints, bools, floats, str, bytes, None, tuples (named tuples and Products too) and
-    frozensets of supported values, and the record types of :data:`RECORD_TYPES`: frozen
-    dataclasses, Enums, ``datetime.date`` / ``datetime`` / ``time`` / ``timedelta``,
-    ``decimal.Decimal``, ``fractions.Fraction`` and ``uuid.UUID``. Values that compare equal
+    frozensets of supported values, frozen dataclasses, Enum members, and the standard types of
+    :data:`RECORD_TYPES` (``datetime.date`` / ``datetime`` / ``time`` / ``timedelta``,
+    ``decimal.Decimal``, ``fractions.Fraction``, ``uuid.UUID``). Values that compare equal
     hash equal (``1 == 1.0 == True == Decimal("1.0")``, a named tuple and the plain tuple of its
     items, aware datetimes of one instant in different zones). Cost: O(size of value); ints are
     their own hash. Anything else raises :class:`~timelypy.errors.UnhashableDataError` naming
@@ -74,7 +91,7 @@ def stable_hash(value: Any) -> int:
         return _mix(h)
     rule = _RULES.get(t)
     if rule is None:
-        rule = _rule_for(t, value)
+        rule = _rule_for(t)
     return rule(value)
 
 
@@ -232,7 +249,7 @@ def _refuse(cls: type, why: str) -> Callable[[Any], int]:
     return rule
 
 
-def _rule_for(cls: type, value: Any) -> Callable[[Any], int]:
+def _rule_for(cls: type) -> Callable[[Any], int]:
     """The hash rule of a type met for the first time (remembered unless it refuses)."""
     rule: Optional[Callable[[Any], int]] = None
     # Subclasses of the builtins (IntEnum, StrEnum, an Enum mixed with float, numpy's float64)
