@@ -10,12 +10,19 @@ worker processes with *different* hash seeds agrees with one worker.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections import Counter
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Dict, List
 
 import cloudpickle
@@ -185,6 +192,33 @@ def test_unhashable_keys_raise_naming_the_value(value, shown):
 # ------------------------------------------------------------------------------------------
 # property tests
 
+
+class Shade(enum.Enum):
+    LIGHT = "light"
+    DARK = ("dark", 2)
+
+@dataclasses.dataclass(frozen=True)
+class Rec:
+    """A frozen dataclass record for the property tests."""
+
+    a: Any
+    b: Any
+
+
+_zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
+                          timezone(timedelta(hours=-8), "PST")])
+_standard = st.one_of(
+    st.dates(),
+    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 1, 1)),
+    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 1, 1),
+                 timezones=_zones),
+    st.times(), st.times(timezones=_zones),
+    st.timedeltas(),
+    st.decimals(min_value=-10**6, max_value=10**6, allow_nan=False, places=4),
+    st.fractions(max_denominator=1000),
+    st.uuids(),
+    st.sampled_from(list(Shade)),
+)
 _scalars = st.one_of(
     st.integers(),
     st.integers(min_value=-(2**200), max_value=2**200),
@@ -193,6 +227,7 @@ _scalars = st.one_of(
     st.binary(max_size=20),
     st.none(),
     st.booleans(),
+    _standard,
 )
 _keys = st.recursive(
     _scalars,
@@ -200,6 +235,7 @@ _keys = st.recursive(
         st.lists(children, max_size=4).map(tuple),
         st.tuples(children, children).map(lambda p: Product(*p)),
         st.frozensets(children, max_size=4),
+        st.builds(Rec, children, children),
     ),
     max_leaves=12,
 )
@@ -207,6 +243,10 @@ _keys = st.recursive(
 
 def _rebuild(value: Any) -> Any:
     """An equal copy built from fresh objects (strings re-created, containers re-made)."""
+    if isinstance(value, Rec):
+        return Rec(_rebuild(value.a), _rebuild(value.b))
+    if isinstance(value, (date, time, timedelta, Decimal, Fraction, uuid.UUID)):
+        return pickle.loads(pickle.dumps(value))
     if isinstance(value, Product):
         return Product(_rebuild(value[0]), _rebuild(value[1]))
     if isinstance(value, tuple):
@@ -221,7 +261,14 @@ def _rebuild(value: Any) -> Any:
 
 
 def _twin(value: Any) -> Any:
-    """An equal value of (partly) different types: ints as floats where exact, bools as ints."""
+    """An equal value of (partly) different types: ints as floats where exact, bools as ints,
+    integral Decimals and Fractions as ints, aware datetimes in another zone."""
+    if isinstance(value, Rec):
+        return Rec(_twin(value.a), _twin(value.b))
+    if isinstance(value, (Decimal, Fraction)):
+        return int(value) if value == int(value) else Fraction(value)
+    if isinstance(value, datetime) and value.utcoffset() is not None:
+        return value.astimezone(timezone(timedelta(hours=-3)))
     if isinstance(value, Product):
         return Product(_twin(value[0]), _twin(value[1]))
     if isinstance(value, tuple):
@@ -241,6 +288,7 @@ def _twin(value: Any) -> Any:
     return value
 
 
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_keys)
 def test_deterministic_and_in_range(value):
@@ -251,6 +299,7 @@ def test_deterministic_and_in_range(value):
     assert stable_hash(_rebuild(value)) == h
 
 
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_keys)
 def test_equal_values_of_other_types_hash_equal(value):

@@ -1,15 +1,39 @@
-"""A key hash that is identical in every process (Python's ``hash()`` of str/bytes is salted)."""
+"""A key hash that is identical in every process (Python's ``hash()`` of str/bytes is salted).
+
+Each type's hash follows from its equality, so that values that compare equal hash equal, and
+uses nothing a process chooses (no ``id``, no salted ``hash()``):
+
+* ints are themselves (mod 2**64); a float equal to an int hashes as it; bools as 0 and 1;
+* a tuple, a named tuple and a ``Product`` combine their items in order (a named tuple equals
+  the plain tuple of its items, so it hashes as it); a frozenset sums its items' hashes;
+* a subclass of int, str, float or bytes (``IntEnum``, ``StrEnum``) hashes as the value it
+  equals; other integers (numpy's) as their int;
+* a frozen dataclass combines its class's module and qualified name with its fields that take
+  part in ``==`` (``compare=True``); an Enum member its class's name with its value;
+* ``Decimal`` and ``Fraction`` as the int or the float they equal, else their exact ratio;
+* ``date`` its ordinal; a naive ``datetime`` its microseconds since year 1; an aware one the
+  same of its UTC instant (one instant in any zone is one value); ``time`` likewise within a
+  day; ``timedelta`` its microseconds; ``UUID`` its 128-bit int. Each kind starts from its own
+  constant, so a date and its ordinal do not collide.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 import struct
-from operator import itemgetter
-from typing import Any, List, Optional, Sequence
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from enum import Enum
+from fractions import Fraction
+from operator import attrgetter, itemgetter
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from uuid import UUID
 from zlib import crc32
 
 from .errors import UnhashableDataError
 
-__all__ = ["stable_hash", "stable_hashes", "owners"]
+__all__ = ["stable_hash", "stable_hashes", "owners", "RECORD_TYPES", "ACCEPTED", "instance_fields"]
 
 _MASK = (1 << 64) - 1
 
@@ -24,9 +48,14 @@ def _mix(h: int) -> int:
 def stable_hash(value: Any) -> int:
     """A non-negative 64-bit hash of ``value`` that does not depend on ``PYTHONHASHSEED``.
 
-    Supports ints, bools, floats, str, bytes, None, tuples (and Products) and frozensets of
-    those. Values that compare equal hash equal (``1 == 1.0 == True``). Cost: O(size of value);
-    ints are their own hash.
+    Supports ints, bools, floats, str, bytes, None, tuples (named tuples and Products too) and
+    frozensets of supported values, frozen dataclasses, Enum members, and the standard types of
+    :data:`RECORD_TYPES` (``datetime.date`` / ``datetime`` / ``time`` / ``timedelta``,
+    ``decimal.Decimal``, ``fractions.Fraction``, ``uuid.UUID``). Values that compare equal
+    hash equal (``1 == 1.0 == True == Decimal("1.0")``, a named tuple and the plain tuple of its
+    items, aware datetimes of one instant in different zones). Cost: O(size of value); ints are
+    their own hash. Anything else raises :class:`~timelypy.errors.UnhashableDataError` naming
+    the type, the value and what is accepted.
 
     >>> stable_hash(7), stable_hash(("a", 1)) == stable_hash(("a", 1))
     (7, True)
@@ -60,14 +89,209 @@ def stable_hash(value: Any) -> int:
         for item in value:
             h = (h + _mix(stable_hash(item))) & _MASK  # order-independent
         return _mix(h)
-    if isinstance(value, int):
-        return int(value) & _MASK
-    if isinstance(value, str):
-        return stable_hash(str(value))
-    raise UnhashableDataError(
-        f"cannot route by key {value!r} of type {t.__name__}: keys must be ints, strings, "
-        f"bytes, floats, None, or tuples of those"
-    )
+    rule = _RULES.get(t)
+    if rule is None:
+        rule = _rule_for(t)
+    return rule(value)
+
+
+def _combine(h: int, x: int) -> int:
+    """One step of the tuple hash: ``h`` extended by ``x``."""
+    return _mix((h * 1000003 + x) & _MASK)
+
+
+def _tag(name: str) -> int:
+    """The starting hash of values of the kind ``name`` (a constant per kind)."""
+    return _mix(crc32(name.encode("utf-8")))
+
+
+_TAG_DATE = _tag("datetime.date")
+_TAG_DATETIME = _tag("datetime.datetime")
+_TAG_DATETIME_AWARE = _tag("datetime.datetime+utcoffset")
+_TAG_TIME = _tag("datetime.time")
+_TAG_TIME_AWARE = _tag("datetime.time+utcoffset")
+_TAG_TIMEDELTA = _tag("datetime.timedelta")
+_TAG_RATIO = _tag("exact ratio")
+_TAG_DECIMAL_NAN = _tag("decimal.Decimal NaN")
+_TAG_UUID = _tag("uuid.UUID")
+_ONE_US = timedelta(microseconds=1)
+
+
+def _microseconds(hours: int, minutes: int, seconds: int, micro: int) -> int:
+    return ((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micro
+
+
+def _hash_date(value: date) -> int:
+    return _combine(_TAG_DATE, value.toordinal())
+
+
+def _hash_datetime(value: datetime) -> int:
+    # As Python: naive and aware datetimes are never equal; aware ones are equal when they are
+    # the same instant (whatever their zones), with the offset of fold=0 (as datetime.__hash__).
+    offset = value.replace(fold=0).utcoffset() if value.tzinfo is not None else None
+    us = value.toordinal() * 86_400_000_000 + _microseconds(
+        value.hour, value.minute, value.second, value.microsecond)
+    if offset is None:
+        return _combine(_TAG_DATETIME, us & _MASK)
+    return _combine(_TAG_DATETIME_AWARE, (us - offset // _ONE_US) & _MASK)
+
+
+def _hash_time(value: time) -> int:
+    offset = value.utcoffset()
+    us = _microseconds(value.hour, value.minute, value.second, value.microsecond)
+    if offset is None:
+        return _combine(_TAG_TIME, us)
+    return _combine(_TAG_TIME_AWARE, (us - offset // _ONE_US) & _MASK)
+
+
+def _hash_timedelta(value: timedelta) -> int:
+    return _combine(_TAG_TIMEDELTA, (value // _ONE_US) & _MASK)
+
+
+def _hash_exact_number(value: Any) -> int:
+    """A Decimal or Fraction: as the int or the float it equals, else by its exact ratio (equal
+    Decimals such as ``Decimal("1.0")`` and ``Decimal("1")`` have one ratio)."""
+    if isinstance(value, Decimal) and not value.is_finite():
+        if value.is_snan():
+            raise UnhashableDataError(
+                f"cannot route by key {value!r} of type Decimal: a signaling NaN has no hash")
+        if value.is_nan():
+            return _TAG_DECIMAL_NAN
+        return stable_hash(float(value))  # Decimal("Infinity") == float("inf")
+    numerator, denominator = value.as_integer_ratio()
+    if denominator == 1:
+        return numerator & _MASK
+    as_float = float(value)
+    if as_float.as_integer_ratio() == (numerator, denominator):
+        return stable_hash(as_float)  # Decimal("0.5") == 0.5
+    return _combine(_combine(_TAG_RATIO, numerator & _MASK), denominator & _MASK)
+
+
+def _hash_uuid(value: UUID) -> int:
+    n = value.int
+    return _combine(_combine(_TAG_UUID, n >> 64), n & _MASK)
+
+
+def _hash_as(convert: Callable[[Any], Any]) -> Callable[[Any], int]:
+    """Hash a value as the equal builtin ``convert(value)`` (an ``IntEnum`` as its int)."""
+    return lambda value: stable_hash(convert(value))
+
+
+def _hash_enum(cls: type) -> Callable[[Any], int]:
+    # Members are singletons: equal only to themselves, found by class and value (as pickle
+    # does); a value stable_hash cannot take falls back to the member's name.
+    tag = _tag(f"enum {cls.__module__}.{cls.__qualname__}")
+
+    def rule(value: Any) -> int:
+        try:
+            return _combine(tag, stable_hash(value.value))
+        except UnhashableDataError:
+            return _combine(tag, stable_hash(value.name))
+
+    return rule
+
+
+def instance_fields(cls: type) -> Tuple[dataclasses.Field, ...]:
+    """The instance fields of the dataclass ``cls``, in order, as ``dataclasses.fields``.
+
+    ``dataclasses.fields`` tells fields from ``ClassVar`` / ``InitVar`` pseudo-fields by the
+    identity of a module sentinel; a class that cloudpickle before 3.0 sent by value (one
+    defined in ``__main__`` or a test module) carries a copy of the sentinel, and
+    ``dataclasses.fields`` returns nothing for it. This compares the sentinel's name."""
+    return tuple(f for f in getattr(cls, "__dataclass_fields__", {}).values()
+                 if getattr(getattr(f, "_field_type", None), "name", "_FIELD") == "_FIELD")
+
+
+def _hash_dataclass(cls: type) -> Callable[[Any], int]:
+    # A dataclass's __eq__ compares the class and the tuple of its compare=True fields.
+    tag = _tag(f"dataclass {cls.__module__}.{cls.__qualname__}")
+    names = tuple(f.name for f in instance_fields(cls) if f.compare)
+    get = attrgetter(*names) if len(names) > 1 else None
+
+    def rule(value: Any) -> int:
+        if get is not None:
+            return _combine(tag, stable_hash(get(value)))
+        if names:
+            return _combine(tag, stable_hash(getattr(value, names[0])))
+        return tag
+
+    return rule
+
+
+ACCEPTED = ("ints, floats, bools, str, bytes, None, tuples (named tuples too), frozensets, "
+            "frozen dataclasses, Enums, datetime.date/datetime/time/timedelta, Decimal, Fraction, "
+            "UUID, and any nesting of those")
+"""What :func:`stable_hash` takes, for messages."""
+
+RECORD_TYPES: Tuple[type, ...] = (date, datetime, time, timedelta, Decimal, Fraction, UUID)
+"""The standard library's value types :func:`stable_hash` takes (besides the builtin scalars,
+tuples, frozensets, frozen dataclasses and Enums)."""
+
+_RULES: Dict[type, Callable[[Any], int]] = {
+    date: _hash_date,
+    datetime: _hash_datetime,
+    time: _hash_time,
+    timedelta: _hash_timedelta,
+    Decimal: _hash_exact_number,
+    Fraction: _hash_exact_number,
+    UUID: _hash_uuid,
+}
+_BASE_RULES = dict(_RULES)
+_RULES_LIMIT = 4096
+
+
+def _refuse(cls: type, why: str) -> Callable[[Any], int]:
+    def rule(value: Any) -> int:
+        raise UnhashableDataError(
+            f"cannot route by key {value!r} of type {cls.__qualname__}: {why}; keys and records "
+            f"must be {ACCEPTED}")
+
+    return rule
+
+
+def _rule_for(cls: type) -> Callable[[Any], int]:
+    """The hash rule of a type met for the first time (remembered unless it refuses)."""
+    rule: Optional[Callable[[Any], int]] = None
+    # Subclasses of the builtins (IntEnum, StrEnum, an Enum mixed with float, numpy's float64)
+    # equal their builtin value, so they hash as it; the builtin's own method reads the value
+    # even where the subclass overrides __str__ or __and__ (Enum, IntFlag).
+    if issubclass(cls, int):
+        rule = _hash_as(int.__index__)
+    elif issubclass(cls, str):
+        rule = _hash_as(str.__str__)
+    elif issubclass(cls, float):
+        rule = _hash_as(float.__float__)
+    elif issubclass(cls, bytes):
+        rule = _hash_as(bytes)
+    elif issubclass(cls, numbers.Integral):  # numpy's integers
+        rule = _hash_as(int)
+    elif issubclass(cls, Enum):
+        rule = _hash_enum(cls)
+    elif dataclasses.is_dataclass(cls):
+        params = cls.__dataclass_params__  # type: ignore[attr-defined]
+        if not params.eq:
+            return _refuse(cls, "a dataclass with eq=False compares by identity, which does not "
+                                "survive a copy to another worker")
+        if not params.frozen:
+            return _refuse(cls, "a mutable dataclass (a record changed after it was sent would "
+                                "be lost or miscounted); declare it @dataclass(frozen=True)")
+        rule = _hash_dataclass(cls)
+    else:
+        for base in cls.__mro__[1:]:  # subclasses of the standard types, e.g. of datetime
+            rule = _BASE_RULES.get(base)
+            if rule is not None:
+                break
+    if rule is None:
+        if cls in (list, dict, set, bytearray) or issubclass(cls, (list, dict, set)):
+            why = "it is mutable: use a tuple, a frozenset or a tuple of pairs instead"
+        else:
+            why = "its hash is not known to be the same in every process"
+        return _refuse(cls, why)
+    if len(_RULES) >= _RULES_LIMIT:
+        _RULES.clear()
+        _RULES.update(_BASE_RULES)
+    _RULES[cls] = rule
+    return rule
 
 
 def stable_hashes(values: Sequence[Any]) -> List[int]:

@@ -9,9 +9,15 @@ a progress update, or a small control message. :func:`encode` turns one such obj
 * Every sequence (``tuple`` or ``list``) arrives as a ``tuple``: records are hashable on both sides.
 * :class:`timelypy.order.Product` arrives as a ``Product`` (nested Products too).
 * ``set`` and ``frozenset`` arrive as themselves; so does a progress ``Location``.
-* Anything else msgpack cannot carry exactly (user classes, subclasses of builtins such as named
-  tuples or ``IntEnum``, functions and lambdas, datetimes, ...) travels as a cloudpickle payload
-  inside a msgpack extension. Plain data never touches pickle.
+* The record types of the guide (frozen dataclasses, named tuples, Enum members;
+  ``datetime.date`` / ``datetime`` / ``time`` / ``timedelta``, ``Decimal``, ``Fraction``,
+  ``UUID``) arrive as themselves, with their exact class: a user class is a
+  :data:`EXT_RECORD` (the class pickled once per message, then named by a number; its fields
+  or value packed as data), a standard type an :data:`EXT_STDLIB` (its fields as ints; a
+  time zone pickled once per message).
+* Anything else msgpack cannot carry exactly (other user classes and subclasses of builtins,
+  functions and lambdas, ...) travels as a cloudpickle payload inside a msgpack extension.
+  Plain data never touches pickle.
 
 >>> from ..order import Product
 >>> decode(encode([(1, "a"), (Product(2, 3), {4, 5})]))
@@ -55,6 +61,8 @@ import msgpack
 
 from ..order import Product
 from ..progress.reachability import Location
+from .wire_records import STDLIB_FIELDS, rebuild_record, rebuild_stdlib, record_header, record_kind
+from .wire_records import reset as reset_records
 
 __all__ = [
     "encode",
@@ -73,6 +81,8 @@ __all__ = [
     "EXT_PICKLE",
     "EXT_COLUMNS",
     "EXT_LOCATION",
+    "EXT_RECORD",
+    "EXT_STDLIB",
 ]
 
 # msgpack extension type codes (0..127 are free for applications; -1 is msgpack's Timestamp).
@@ -94,6 +104,14 @@ msgpack array ``[k, column_0, ..., column_{k-1}]`` (each column itself maybe col
 decodes to the tuple of the ``n`` row tuples (as every sequence decodes)."""
 EXT_LOCATION = 8
 """A progress ``Location(node, port, is_source)``; payload is 17 bytes (``<qq?``)."""
+
+EXT_RECORD = 9
+"""A frozen dataclass, a named tuple or an Enum member: a header naming its class (its pickle
+the first time a message holds it, then its number), then the msgpack array of its state (see
+:mod:`.wire_records`)."""
+EXT_STDLIB = 10
+"""A ``date``, ``datetime``, ``time``, ``timedelta``, ``Decimal``, ``Fraction`` or ``UUID``: the
+msgpack array ``[kind, *fields]`` (see :mod:`.wire_records`)."""
 
 _INT_PAIR = struct.Struct("<qq")
 _LOCATION = struct.Struct("<qq?")
@@ -262,6 +280,17 @@ def _default(obj: Any) -> Any:
         return _ext(EXT_SET, _pack(list(obj)))
     if cls is frozenset:
         return _ext(EXT_FROZENSET, _pack(list(obj)))
+    fields = STDLIB_FIELDS.get(cls)
+    if fields is not None:
+        return _ext(EXT_STDLIB, _pack(fields(obj)))
+    kind = record_kind(cls)
+    if kind is not None:
+        try:
+            record = record_header(obj, cls, kind)
+        except (TypeError, pickle.PicklingError):  # the class cannot be pickled: the object
+            record = None                          # may (pickle names what it refuses)
+        if record is not None:
+            return _ext(EXT_RECORD, record[0] + _pack(record[1]))
     return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
 
 
@@ -295,7 +324,10 @@ def encode(obj: Any) -> bytes:
     >>> decode(encode({"k": [1, 2]}))
     {'k': (1, 2)}
     """
-    return _pack(_encode_rows(obj))
+    try:
+        return _pack(_encode_rows(obj))
+    finally:
+        reset_records()  # record classes are numbered per message
 
 
 # --------------------------------------------------------------------------------------
@@ -333,6 +365,10 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return set(_unpack(data))
     if code == EXT_FROZENSET:
         return frozenset(_unpack(data))
+    if code == EXT_RECORD:
+        return rebuild_record(data, _unpack)
+    if code == EXT_STDLIB:
+        return rebuild_stdlib(_unpack(data))
     if code == EXT_PICKLE:
         return cloudpickle.loads(data)
     raise ValueError(f"timelypy wire: unknown msgpack extension type {code}")
@@ -351,7 +387,10 @@ def decode(data: Any) -> Any:
     Sequences come back as tuples. Only decode data from a trusted (authenticated) peer: the
     pickle extension can run code.
     """
-    return _unpack(data)
+    try:
+        return _unpack(data)
+    finally:
+        reset_records()  # record classes are numbered per message
 
 
 # --------------------------------------------------------------------------------------

@@ -39,8 +39,9 @@ class Exchange:
     """Pact: route each record to worker ``stable_hash(key_fn(record)) % peers``.
 
     ``key_fn`` must return a value :func:`~timelypy.hashing.stable_hash` accepts (ints,
-    strings, bytes, floats, None, bools, tuples of those, Products). The hash is the same in
-    every process.
+    strings, bytes, floats, None, bools, tuples and Products of those, and the record types of
+    the guide: frozen dataclasses, named tuples, Enums, dates and times, Decimals, UUIDs). The
+    hash is the same in every process.
 
     Example: ``stream.unary(factory, tp.Exchange(lambda kv: kv[0]))`` gathers each key on one
     worker.

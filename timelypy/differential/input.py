@@ -68,8 +68,9 @@ class InputSession:
             hash(data)
         except TypeError:
             raise UnhashableDataError(
-                f"input session {self._name!r}: records must be hashable (use tuples, not "
-                f"lists or dicts), got {data!r}") from None
+                f"input session {self._name!r}: records must be hashable (use tuples, "
+                f"frozensets or frozen dataclasses, not lists, dicts, sets or mutable "
+                f"dataclasses), got {data!r} of type {type(data).__name__}") from None
 
     def insert(self, data: Any) -> None:
         """Add one copy of ``data`` at the current time.

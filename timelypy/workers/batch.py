@@ -1,8 +1,8 @@
 """A driver session's buffered updates: each checked at the call, routed, and sent atomically.
 
 :func:`check_update` runs when the user calls ``update`` / ``insert`` / ``remove``: the record
-must be routable to a worker (:func:`~timelypy.hashing.stable_hash` accepts it, and it is
-hashable), the diff an integer (``int`` or a numpy integer, not ``bool``), the time an integer
+must be routable to a worker (:func:`~timelypy.hashing.stable_hash` accepts it - the record
+types of the guide's "What a record can be" - and it is hashable), the diff an integer (``int`` or a numpy integer, not ``bool``), the time an integer
 (or a ``Product``) at or after the input's time. A rejected update raises
 :class:`~timelypy.errors.SessionInputError` naming the input, the worker, the value and its type,
 and is not buffered. A :class:`Batch` keeps the accepted updates in call order until the session
@@ -57,9 +57,8 @@ def route(data: Any, workers: int, what: str, input: Optional[str] = None) -> in
         hash(data)
     except RecursionError:
         reason = "it is nested too deeply"
-    except UnhashableDataError:
-        reason = ("keys must be ints, strings, bytes, floats, None, or tuples or frozensets of "
-                  "those")
+    except UnhashableDataError as exc:
+        reason = _unroutable_reason(data, exc)
     except Exception as exc:  # noqa: BLE001 - whatever __hash__ raises
         reason = f"{type(exc).__name__}: {exc}"
     else:
@@ -67,6 +66,22 @@ def route(data: Any, workers: int, what: str, input: Optional[str] = None) -> in
     raise SessionInputError(
         f"session: {what} {show(data)} of type {type(data).__name__} cannot be routed to a "
         f"worker ({reason})", input=input, value=data)
+
+
+def _unroutable_reason(data: Any, exc: UnhashableDataError) -> str:
+    """Why :func:`~timelypy.hashing.stable_hash` refused ``data`` (or a value inside it), and
+    what it takes, without repeating the record the message already shows."""
+    message = str(exc)
+    prefix = "cannot route by key "
+    try:
+        own = f"{prefix}{data!r} of type {type(data).__qualname__}: "
+    except Exception:  # noqa: BLE001 - a __repr__ that raises
+        own = None
+    if own is not None and message.startswith(own):
+        return message[len(own):]
+    if message.startswith(prefix):
+        return "it holds " + message[len(prefix):]
+    return message
 
 
 def check_time(input: Optional[str], time: Any, now: Any, what: str) -> Any:
