@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..communication.fabric import control_message
-from ..errors import StallError, TimelyError
+from ..errors import StallError, TimelyError, WorkerDiedError
 from ..order import less_equal
 from ..stats import StatsSink, export_ray_metrics, in_ray_actor
 from .handles import Changes, Input, Lookup, Probe, Retracting, describe_handles, find_handle
@@ -38,7 +38,8 @@ from .worker import Worker
 
 __all__ = ["HandleService", "serve", "UPDATE", "STAGE", "COMMIT", "DISCARD", "ADVANCE", "FLUSH",
            "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED", "ERROR",
-           "Command", "Staged", "Rejection", "clean_updates", "clean_columns"]
+           "Command", "Staged", "Rejection", "clean_updates", "clean_columns", "error_value",
+           "error_parts"]
 
 Command = Tuple[Any, ...]
 """``(kind, *arguments)``; ``kind`` is one of the command constants."""
@@ -364,9 +365,26 @@ def _command_loop(conn: Connection, service: HandleService) -> None:
             continue
         try:
             worker.step()
-        except Exception:
-            _reply(conn, (ERROR, index, waiting[0] if waiting else None, traceback.format_exc()))
+        except Exception as exc:
+            _reply(conn, (ERROR, index, waiting[0] if waiting else None,
+                          error_value(index, exc, traceback.format_exc())))
             raise
+
+
+def error_value(index: int, exc: BaseException, text: str) -> Any:
+    """The value of worker ``index``'s ``ERROR`` reply for ``exc``: its traceback ``text``, or
+    ``(text, peer)`` when ``exc`` only says that *another* worker, ``peer``, died (a secondary
+    report: the driver then waits a moment for the root cause; see :func:`error_parts`)."""
+    if isinstance(exc, WorkerDiedError) and exc.worker is not None and exc.worker != index:
+        return (text, exc.worker)
+    return text
+
+
+def error_parts(value: Any) -> Tuple[str, Optional[int]]:
+    """``(traceback text, dead peer or None)`` of an ``ERROR`` reply's value."""
+    if isinstance(value, tuple) and len(value) == 2:
+        return str(value[0]), value[1]
+    return str(value), None
 
 
 def _reply(conn: Connection, message: Any) -> None:
