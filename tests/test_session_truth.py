@@ -5,7 +5,6 @@ is awaited)."""
 
 from __future__ import annotations
 
-import io
 import os
 import random
 import signal
@@ -84,3 +83,143 @@ def test_a_killed_worker_is_named_as_the_root_cause_on_processes():
 @pytest.mark.timeout(600)
 def test_a_killed_worker_is_named_as_the_root_cause_on_ray(ray_session):
     _root_cause_is_named("ray", 2, 5, seed=5)
+
+
+# ------------------------------------------------------------------------------------------
+# waits that would return without the updates they should cover
+
+BACKENDS = [("inline", 1), ("inline", 2),
+            pytest.param("processes", 2, marks=pytest.mark.processes)]
+
+
+def records_dataflow(scope):
+    records_in, records = scope.new_collection()
+    return {"records": records_in, "probe": records.probe(), "out": records.capture()}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend, workers", BACKENDS)
+def test_waiting_without_advance_to_warns_and_waiting_past_the_input_stalls(backend, workers):
+    with tp.open_session(records_dataflow, workers=workers, backend=backend, timeout=30) as s:
+        s.insert("records", "a")
+        with pytest.warns(PendingTimeWarning) as caught:
+            s.wait("probe")                                  # the classic mistake
+        message = str(caught[0].message)
+        assert "'records'" in message and "took updates at 0" in message
+        assert "advance_to(1)" in message
+        assert caught[0].filename == __file__                # points at the caller's line
+        assert s.changes("out") == []                        # what the warning says
+        with pytest.raises(StallError, match=r"advance_to\(1\)"):
+            s.wait("probe", 1)                               # nothing can move: no wait at all
+        s.advance_to(1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")                   # advanced: no warning
+            s.wait("probe")
+            s.update_at("records", "later", time=5, diff=1)  # deliberately in the future
+            s.wait("probe")
+        assert s.changes("out") == [("a", 0, 1)]
+        s.update_many("records", ["b", "c"])
+        s.discard()                                          # nothing sent at 1 after all
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            s.wait("probe")
+
+
+def _build_step_until(timely: bool):
+    def build(worker):
+        def dataflow(scope):
+            if timely:
+                handle, stream = scope.new_input()
+                return handle, stream.probe()
+            handle, collection = scope.new_collection()
+            return handle, collection.probe()
+
+        handle, probe = worker.dataflow(dataflow)
+        handle.send("a") if timely else handle.insert("a")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            worker.step_until(probe, handle.time)            # the classic mistake
+            handle.advance_to(1)
+            handle.flush()
+            worker.step_until(probe, handle.time)            # right: no warning
+        return [(w.category, str(w.message), w.filename) for w in caught]
+    return build
+
+
+@pytest.mark.parametrize("timely", [False, True])
+@pytest.mark.parametrize("backend, workers", BACKENDS)
+def test_step_until_without_advance_to_warns(backend, workers, timely):
+    for caught in tp.execute(_build_step_until(timely), workers=workers, backend=backend):
+        assert len(caught) == 1, caught
+        category, message, filename = caught[0]
+        assert category is PendingTimeWarning and filename == __file__
+        assert "step_until" in message and "took updates at 0" in message
+        assert "advance_to(1)" in message
+
+
+# ------------------------------------------------------------------------------------------
+# timeouts honoured while operators work; advance_to returns once the workers hold the data
+
+def _slow(x):
+    time.sleep(0.25)
+    return x
+
+
+def slow_dataflow(scope):
+    """A chain of 24 slow maps (each activation is short: one record, 0.25 s; consolidate
+    keeps them apart), about 6 s of work per record."""
+    nums_in, nums = scope.new_collection()
+    out = nums
+    for _ in range(24):
+        out = out.map(_slow).consolidate()
+    return {"nums": nums_in, "probe": out.probe(), "out": out.capture()}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend, workers", [("inline", 1), ("inline", 2),
+                                              pytest.param("processes", 2,
+                                                           marks=pytest.mark.processes)])
+def test_wait_honours_its_timeout_while_operators_work(backend, workers):
+    with tp.open_session(slow_dataflow, workers=workers, backend=backend, timeout=60) as s:
+        s.insert("nums", 1)
+        started = time.monotonic()
+        s.advance_to(1)
+        assert time.monotonic() - started < 0.5              # the workers hold the data
+        started = time.monotonic()
+        with pytest.raises(WaitTimeoutError, match="within 1 s"):
+            s.wait("probe", timeout=1)
+        elapsed = time.monotonic() - started
+        assert 0.9 < elapsed < 1.8, elapsed                  # at most one activation late
+        assert s.changes("out") == []
+        s.wait("probe", timeout=60)                          # interrupted work carries on
+        assert s.changes("out") == [(1, 0, 1)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend, workers", [("inline", 1),
+                                              pytest.param("processes", 2,
+                                                           marks=pytest.mark.processes)])
+def test_the_session_timeout_bounds_a_wait_without_its_own(backend, workers):
+    s = tp.open_session(slow_dataflow, workers=workers, backend=backend, timeout=2)
+    try:
+        s.insert("nums", 1)
+        s.advance_to(1)
+        started = time.monotonic()
+        with pytest.raises(WaitTimeoutError):
+            s.wait("probe")
+        assert 1.9 < time.monotonic() - started < 2.8
+    finally:
+        s.abort()
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_a_processes_session_shows_the_progress_line_while_it_waits(capfd, monkeypatch):
+    monkeypatch.delenv("TIMELYPY_PROGRESS", raising=False)
+    with tp.open_session(slow_dataflow, workers=2, backend="processes", timeout=60,
+                         progress=True) as s:
+        s.insert("nums", 1)
+        s.advance_to(1)
+        s.wait("probe")
+    err = capfd.readouterr().err
+    assert "session: waiting for 'probe' to pass 1" in err and "input 1" in err

@@ -24,11 +24,11 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..communication import wire
-from ..errors import (SessionCommandError, SessionInputError, TimelyError, WaitTimeoutError,
-                      WorkerDiedError, WorkerError)
+from ..errors import (SessionCommandError, SessionInputError, StallError, TimelyError,
+                      WaitTimeoutError, WorkerDiedError, WorkerError)
 from . import rendezvous
 from .backends import Backend
-from .service import CLOSE, ERROR, FAILED, HELLO, Command, error_parts, serve
+from .service import CLOSE, ERROR, FAILED, HELLO, WAIT, Command, error_parts, serve
 
 __all__ = ["RemoteClient", "Request", "STOP_WAIT"]
 
@@ -216,6 +216,8 @@ class RemoteClient:
         if failed is not None:
             index, text, kind = failed
             last = text.strip().splitlines()[-1] if text.strip() else "?"
+            if kind == WAIT and last.startswith(f"{StallError.__module__}.StallError: "):
+                raise StallError(last.split(": ", 1)[1])  # the wait can never finish
             raise SessionCommandError(f"session: {kind!r} failed on worker {index}: {last} (the "
                                       f"worker serves on)\n{text}", worker=index,
                                       traceback_text=text)

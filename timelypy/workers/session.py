@@ -42,11 +42,14 @@ from __future__ import annotations
 import logging
 import os
 import time as _time
+import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ..errors import (InputClosedError, SessionCommandError, SessionInputError, TimelyError,
-                      WaitTimeoutError, WorkerError, describe_exception, format_exception_safely)
+from ..errors import (InputClosedError, PendingTimeWarning, SessionCommandError,
+                      SessionInputError, TimelyError, WaitTimeoutError, WorkerError,
+                      describe_exception, format_exception_safely)
+from ..instrument import OperatorScheduled
 from ..stats import Statistics, StatsSink
 from .defaults import resolve_run
 from .backends import get_backend
@@ -56,7 +59,7 @@ from .remote import RemoteClient, Request
 from .display import begin_wait, end_wait
 from .service import (ADVANCE, CHANGES, COMMIT, DISCARD, FLUSH, FRONTIER, LOOKUP, STAGE, STATS,
                       WAIT, Command, HandleService)
-from .worker import Worker, tuned_gc
+from .worker import Worker, pending_time_message, tuned_gc
 
 __all__ = ["open_session", "DataflowSession", "WorkerClient", "InProcessClient", "RemoteClient"]
 
@@ -150,24 +153,40 @@ class InProcessClient:
     def _step_until(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
         """Step every worker, round-robin, until ``condition()``; ``what`` says what timed out.
         A worker whose step raises fails the session. The collector is tuned meanwhile, as
-        in every backend's workers (a process of its own gets it for its whole life)."""
-        with tuned_gc():
-            self._step_while_not(condition, deadline, what)
+        in every backend's workers (a process of its own gets it for its whole life).
+
+        The deadline is checked after every step and, inside a step, before every operator
+        activation (a :class:`_DeadlineSink` on each worker's instruments while the wait
+        lasts): a wait overruns its timeout by at most one operator's activation. A step cut
+        short this way leaves the dataflow intact; the next wait carries on."""
+        if condition():
+            return
+        sink = _DeadlineSink(deadline)
+        for w in self._workers:
+            w.instruments.add(sink)
+        try:
+            with tuned_gc():
+                self._step_while_not(condition, deadline, what)
+        finally:
+            for w in self._workers:
+                w.instruments.remove(sink)
 
     def _step_while_not(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
-        steps = 0
         while not condition():
             for w in self._workers:
                 try:
                     w.step()
+                except _DeadlinePassed:
+                    raise WaitTimeoutError(f"session: {what} (interrupted on worker "
+                                           f"{w.index} between two operator activations)"
+                                           ) from None
                 except Exception as exc:
                     text = format_exception_safely(exc)
                     self.failure = WorkerError(
                         f"worker {w.index} failed: {type(exc).__name__}: "
                         f"{describe_exception(exc)}\n{text}", worker=w.index, traceback_text=text)
                     raise self.failure from exc
-            steps += 1
-            if (steps & 15) == 0 and _time.monotonic() > deadline:
+            if _time.monotonic() > deadline:
                 raise WaitTimeoutError(f"session: {what}")
 
     def close(self, timeout: float) -> None:
@@ -187,6 +206,27 @@ class InProcessClient:
         """The named probe's frontier on worker 0, read without a command (for the progress
         display, from another thread: may be a step old)."""
         return list(self._services[0].frontier(probe))
+
+
+class _DeadlinePassed(WaitTimeoutError):
+    """Raised inside a worker's step, before an operator activation, once a wait's deadline
+    passed (internal to :class:`InProcessClient`, which raises a WaitTimeoutError instead)."""
+
+
+class _DeadlineSink:
+    """An instrument sink that stops a step before the next operator activation once
+    ``deadline`` (``time.monotonic``) passed. The scope schedules a child inside a block that
+    keeps the dataflow consistent when the child raises (its reports are moved and it stays
+    scheduled), so the step can simply be taken up again later."""
+
+    __slots__ = ("deadline",)
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __call__(self, event: Any) -> None:
+        if type(event) is OperatorScheduled and _time.monotonic() > self.deadline:
+            raise _DeadlinePassed("the wait's deadline passed")
 
 
 class WithStatistics:
@@ -247,6 +287,10 @@ class DataflowSession:
             self._client = RemoteClient(runner, dataflow, workers, timeout, dict(options))
         self._handles = HandleDirectory(self._client.handles)
         self._input_times: Dict[str, Any] = {name: 0 for name in self._handles.inputs()}
+        # inputs with updates at their current time since it became their time: buffered
+        # here, or sent to the workers (for the PendingTimeWarning of wait)
+        self._fresh_buffered: set = set()
+        self._fresh_sent: set = set()
         self._finalizer = weakref.finalize(self, _abandoned, self._client)
         log.info("session: %d worker(s) on %s ready (pids %s), handles %s", workers, backend,
                  sorted(set(self._client.pids)), ", ".join(self.handle_names))
@@ -298,6 +342,8 @@ class DataflowSession:
         now = self._input_times[input]
         self._batch.add(check_update(input, data, diff, now if time is None else time, now,
                                      self.workers, self._handles.retracts(input)))
+        if time is None or time == now:
+            self._fresh_buffered.add(input)
 
     def update_many(self, input: str, records: Sequence[Any], diffs: Any = 1,
                     times: Any = None) -> None:
@@ -321,6 +367,8 @@ class DataflowSession:
         now = self._input_times[input]
         self._batch.extend_columns(check_updates(input, records, diffs, times, now,
                                                  self.workers, self._handles.retracts(input)))
+        if len(records) and _includes(times, now):
+            self._fresh_buffered.add(input)
 
     def insert(self, input: str, data: Any) -> None:
         """Add one copy of ``data`` to the named input at the input's current time.
@@ -374,6 +422,7 @@ class DataflowSession:
 
     def discard(self) -> List[Tuple[str, Any, Any, int]]:
         """Drop the updates not sent yet; returns them as ``(input, data, time, diff)``."""
+        self._fresh_buffered.clear()
         return [(u.input, u.data, u.time, u.diff) for u in self._batch.clear()]
 
     def flush(self) -> None:
@@ -397,6 +446,8 @@ class DataflowSession:
         finally:
             end_wait(watch)
         self._sent += size
+        self._fresh_sent |= self._fresh_buffered
+        self._fresh_buffered.clear()
 
     def _stage_and_commit(self, parts: Any, timeout: float) -> None:
         stage = [(i, (STAGE, [(name, records, times, diffs)
@@ -473,6 +524,8 @@ class DataflowSession:
             self._time = time
         for name in names:
             self._input_times[name] = time
+            self._fresh_buffered.discard(name)
+            self._fresh_sent.discard(name)
 
     def wait(self, probe: str, time: Any = None, timeout: Optional[float] = None) -> None:
         """Step until the named probe has passed every time before ``time`` (default: the
@@ -484,6 +537,7 @@ class DataflowSession:
         self._check_usable()
         self._handles.require(probe, Probe)
         t = self._time if time is None else time
+        self._warn_unadvanced(probe, t)
         loaded = self._sent - self._sent_before_wait
         peek = getattr(self._client, "peek_frontier", None)
 
@@ -497,6 +551,15 @@ class DataflowSession:
         finally:
             end_wait(watch)
         self._sent_before_wait = self._sent
+
+    def _warn_unadvanced(self, probe: str, t: Any) -> None:
+        """Warn if an input took updates at ``t`` itself, which a wait for ``t`` (the times
+        before it) returns without."""
+        for name in sorted(self._fresh_buffered | self._fresh_sent):
+            if self._input_times[name] == t:
+                warnings.warn(pending_time_message(f"session: wait({probe!r})",
+                                                   f"{name!r} at {t!r}", t),
+                              PendingTimeWarning, stacklevel=3)
 
     def stats(self) -> Statistics:
         """Every worker's operator statistics so far (records and batches in and out, runs, time
@@ -590,6 +653,18 @@ class DataflowSession:
         else:
             self.abort()
         return False
+
+
+def _includes(times: Any, now: Any) -> bool:
+    """``times`` (None: the input's time; one time; or one per record) includes ``now``."""
+    if times is None:
+        return True
+    if isinstance(times, (list, tuple, range)):
+        return now in times
+    try:
+        return any(t == now for t in times)
+    except TypeError:  # one time for all
+        return bool(times == now)
 
 
 def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: Optional[int] = None,
