@@ -11,7 +11,12 @@ worker's own inbox as a control message
 
 Updates arrive in two phases, so that a batch spread over several workers is atomic: ``STAGE``
 checks every update and keeps them (answering with the rejected ones), then ``COMMIT`` applies
-what was staged and flushes the inputs, or ``DISCARD`` drops it.
+what was staged and flushes the inputs, or ``DISCARD`` drops it. On a remote worker the reader
+thread answers ``STAGE``, ``DISCARD``, ``COMMIT`` and ``ADVANCE`` itself, as soon as the worker
+holds the data, and queues the commit and the advance for the worker to apply, in order,
+between two steps: a driver's ``flush`` and ``advance_to`` do not wait for a step under way
+(at most :data:`MAX_BACKLOG` updates are acknowledged ahead of the worker). A failure to apply
+what was acknowledged fails the worker.
 
 Commands are tuples whose first item is one of the constants below; replies to the driver are
 ``(reply, worker index, command id, value)`` with ``reply`` one of ``HELLO``, ``OK``, ``FAILED``
@@ -37,8 +42,8 @@ from .rendezvous import connect_to_driver
 from .worker import Worker
 
 __all__ = ["HandleService", "serve", "UPDATE", "STAGE", "COMMIT", "DISCARD", "ADVANCE", "FLUSH",
-           "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED", "ERROR",
-           "Command", "Staged", "Rejection", "clean_updates", "clean_columns", "error_value",
+           "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED",
+           "ERROR", "MAX_BACKLOG", "Command", "Staged", "Rejection", "clean_updates", "clean_columns", "error_value",
            "error_parts"]
 
 Command = Tuple[Any, ...]
