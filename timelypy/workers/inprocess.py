@@ -26,6 +26,12 @@ __all__ = ["InProcessClient"]
 class InProcessClient:
     """Workers in the driver's process: commands are method calls, waiting is stepping."""
 
+    interrupt_activations = True
+    """Check a wait's deadline before every operator activation, not only after every step.
+    Costs an instrument sink while a wait lasts: measured at about 100 µs more per wait of a
+    one-record epoch (about 35 %), nothing measurable with 20 records per epoch; set it False
+    (on the class or a client) to trade the bound for that time."""
+
     def __init__(self, workers: List[Worker], dataflow: Callable[[Any], Dict[str, Any]]) -> None:
         self._workers = workers
         self._services = [HandleService(w, dataflow) for w in workers]
@@ -91,13 +97,14 @@ class InProcessClient:
         if condition():
             return
         sink = _DeadlineSink(deadline)
-        for w in self._workers:
+        workers = self._workers if self.interrupt_activations else []
+        for w in workers:
             w.instruments.add(sink)
         try:
             with tuned_gc():
                 self._step_while_not(condition, deadline, what)
         finally:
-            for w in self._workers:
+            for w in workers:
                 w.instruments.remove(sink)
 
     def _step_while_not(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
