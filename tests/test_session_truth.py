@@ -175,11 +175,19 @@ def slow_dataflow(scope):
     return {"nums": nums_in, "probe": out.probe(), "out": out.capture()}
 
 
-@pytest.mark.timeout(120)
+@pytest.fixture
+def backend_ready(request, backend):
+    """Ray sessions use the suite's shared local Ray (tests/conftest.py)."""
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+
+
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("backend, workers", [("inline", 1), ("inline", 2),
                                               pytest.param("processes", 2,
-                                                           marks=pytest.mark.processes)])
-def test_wait_honours_its_timeout_while_operators_work(backend, workers):
+                                                           marks=pytest.mark.processes),
+                                              pytest.param("ray", 2, marks=pytest.mark.ray)])
+def test_wait_honours_its_timeout_while_operators_work(backend, workers, backend_ready):
     with tp.open_session(slow_dataflow, workers=workers, backend=backend, timeout=60) as s:
         s.insert("nums", 1)
         started = time.monotonic()
@@ -223,3 +231,18 @@ def test_a_processes_session_shows_the_progress_line_while_it_waits(capfd, monke
         s.wait("probe")
     err = capfd.readouterr().err
     assert "session: waiting for 'probe' to pass 1" in err and "input 1" in err
+
+
+def test_step_until_honours_its_timeout_while_operators_work():
+    def build(worker):
+        handles = worker.dataflow(slow_dataflow)
+        handles["nums"].insert(1)
+        handles["nums"].advance_to(1)
+        started = time.monotonic()
+        with pytest.raises(WaitTimeoutError, match="after 1 s"):
+            worker.step_until(handles["probe"], 1, timeout=1)
+        return time.monotonic() - started, handles["probe"].less_than(1)
+
+    elapsed, unfinished = tp.execute(build)[0]
+    # checked after every step (one step runs 8 rounds here, about 2 s of the 6 s of work)
+    assert unfinished and 1 < elapsed < 4.5, elapsed
