@@ -246,3 +246,28 @@ def test_step_until_honours_its_timeout_while_operators_work():
     elapsed, unfinished = tp.execute(build)[0]
     # checked after every step (one step runs 8 rounds here, about 2 s of the 6 s of work)
     assert unfinished and 1 < elapsed < 4.5, elapsed
+
+
+def _slow_decrement(x):
+    time.sleep(0.1)
+    return max(x - 1, 0)
+
+
+def countdown_dataflow(scope):
+    start_in, start = scope.new_collection()
+    reached = start.iterate(lambda v: v.map(_slow_decrement).concat(v).distinct())
+    return {"start": start_in, "probe": reached.probe(), "out": reached.capture()}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_inline_wait_interrupted_inside_a_loop_carries_on_to_the_right_answer(workers):
+    with tp.open_session(countdown_dataflow, workers=workers, timeout=60) as s:
+        s.insert("start", 25)                                # about 25 slow rounds
+        s.advance_to(1)
+        started = time.monotonic()
+        with pytest.raises(WaitTimeoutError, match="between two operator activations"):
+            s.wait("probe", timeout=0.5)
+        assert time.monotonic() - started < 1.0
+        s.wait("probe", timeout=60)
+        assert sorted(s.changes("out")) == [(x, 0, 1) for x in range(26)]
