@@ -417,6 +417,8 @@ def _forward_commands(link: _Link, service: HandleService, backlog: _Backlog) ->
                     item = (None, (APPLY, staged, size))
                     result = None
                 else:  # applied in order between steps; the driver checked the time
+                    if command[1] is not None:
+                        find_handle(service.handles, command[1], Input)  # a bad name fails now
                     item = (None, command)
                     result = None
             except Exception:  # the command failed; the dataflow is intact
