@@ -30,6 +30,7 @@ from .errors import (AuthenticationError, CycleError, DataEncodingError, DiffTyp
                      ReduceOutputError, SessionCommandError, SessionInputError, StallError,
                      TimelyError, TimeOrderError, UnhashableDataError, UnknownHandleError,
                      WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError)
+from .errors import PendingTimeWarning
 from .dataflow.graph import DataflowGraph, GraphvizNotFound, graph_of, render_png, to_dot, to_mermaid
 from .hashing import stable_hash
 from .stats import Statistics, StatsSink
@@ -108,6 +109,7 @@ __all__ = [
     "ReduceOutputError",
     "UnhashableDataError",
     "WaitTimeoutError",
+    "PendingTimeWarning",
     "StallError",
     "AuthenticationError",
     "DataEncodingError",

@@ -231,3 +231,13 @@ class SessionCommandError(WorkerError):
 
 __all__ += ["WorkerHungError", "SessionInputError", "UnknownHandleError", "HandleKindError",
             "SessionCommandError"]
+
+
+# -- waits that would return before the updates they should cover (driver sessions, step_until)
+class PendingTimeWarning(UserWarning):
+    """A wait returns (or would return) before updates it presumably should cover: they were
+    sent at the input's current time, which the input has not advanced past (the fix is
+    ``advance_to(t + 1)`` before waiting). The message names the input, the time and the fix."""
+
+
+__all__ += ["PendingTimeWarning"]

@@ -46,6 +46,7 @@ class InputHandle:
         self._buffer: List[Any] = []
         self._early: List[Any] = []  # messages sent while the dataflow is being built
         self._closed = False
+        self._fresh = 0  # records pushed at the current time since it became the time
 
     @property
     def time(self) -> Any:
@@ -82,6 +83,15 @@ class InputHandle:
 
         Example: ``True`` after ``handle.send(x)``, ``False`` after ``handle.flush()``."""
         return bool(self._buffer or self._early)
+
+    def unadvanced(self) -> Optional[Any]:
+        """The current time if records were sent at it since it became the time: they are
+        complete only once the input advances past it. None otherwise, and once closed.
+
+        Example: ``0`` after ``handle.send("a")``; ``None`` after ``handle.advance_to(1)``."""
+        if self._closed or not (self._fresh or self._buffer):
+            return None
+        return self._now
 
     def describe(self) -> str:
         """The input's name and time (for stall diagnostics).
@@ -162,6 +172,7 @@ class InputHandle:
         Example: ``handle.flush()`` before ``worker.step()``, or let the step flush it."""
         if self._buffer:
             data, self._buffer = self._buffer, []
+            self._fresh += len(data)
             self._deliver(self._now, data)
         elif self._early and self._op.subgraph.finalized:
             early, self._early = self._early, []
@@ -194,6 +205,7 @@ class InputHandle:
         else:
             del internal[now]
         self._now = time
+        self._fresh = 0
         self._op.activate()
 
     def close(self) -> None:

@@ -53,6 +53,11 @@ class InputSession:
         self._closed = handle.closed  # the session closes its handle (nothing else holds it)
         self._buffer: List[Tuple[Any, Any, int]] = []
         self._le = handle.order.le
+        # For unadvanced(): updates sent into the handle (all times), that count and the buffer's
+        # length when the time last moved, and updates since then at a later time (update_at).
+        self._total = 0
+        self._mark = 0
+        self._ahead = 0
 
     @property
     def time(self) -> Any:
@@ -143,6 +148,8 @@ class InputSession:
         if type(diff) is not int:
             diff = self._integer_diff(data, diff)
         if diff:
+            if time != self._time:
+                self._ahead += 1
             self._buffer.append((data, time, diff))
             if len(self._buffer) >= self.BUFFER:
                 self._send()
@@ -164,6 +171,7 @@ class InputSession:
         Example: ``session.send_columns(["a", "b"], [5, 6], [1, -1])``."""
         if self._closed:
             raise InputClosedError(f"input session {self._name!r}: used after close()")
+        self._ahead += len(times) - list(times).count(self._time)
         self._buffer.extend(zip(records, times, diffs))
         if len(self._buffer) >= self.BUFFER:
             self._send()
@@ -189,10 +197,13 @@ class InputSession:
         ``worker.step_until(probe, 1)``: time 0 complete."""
         if type(time) is int and type(self._time) is int and time >= self._time and \
                 not self._closed:
-            if self._sent >= self._bound and time != self._time:
-                self._time = time
-                self._pace()
-                return
+            if time != self._time:
+                self._mark = self._total + len(self._buffer)
+                self._ahead = 0
+                if self._sent >= self._bound:
+                    self._time = time
+                    self._pace()
+                    return
             self._time = time  # the common case, without a call to the order's less-equal
             return
         if self._closed:
@@ -201,6 +212,9 @@ class InputSession:
             raise TimeOrderError(
                 f"input session {self._name!r}: cannot advance to {time!r}, before the current "
                 f"time {self._time!r}")
+        if time != self._time:
+            self._mark = self._total + len(self._buffer)
+            self._ahead = 0
         self._time = time
         if self._sent >= self._bound:
             self._pace()
@@ -225,6 +239,7 @@ class InputSession:
         if self._buffer:
             data, self._buffer = self._buffer, []
             self._handle.send_batch(data)
+            self._total += len(data)
             worker = self._worker
             if worker is not None:
                 if worker.steps != self._sent_step:
@@ -278,6 +293,18 @@ class InputSession:
         Example: ``True`` after ``session.insert(x)``; ``False`` again after
         ``session.flush()``."""
         return bool(self._buffer) or self._handle.has_pending()
+
+    def unadvanced(self) -> Optional[Any]:
+        """The session's time if updates were made at it since it became the time (sent or
+        buffered): they are complete only once the session advances past it. None otherwise,
+        and once closed. (A wait for this time would return without them: see
+        :class:`~timelypy.errors.PendingTimeWarning`.)
+
+        Example: ``0`` after ``session.insert("a")``; ``None`` after ``session.advance_to(1)``."""
+        if self._closed:
+            return None
+        fresh = self._total + len(self._buffer) - self._mark - self._ahead
+        return self._time if fresh > 0 else None
 
     def describe(self) -> str:
         """The session's name and time (for stall diagnostics).

@@ -24,11 +24,11 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..communication import wire
-from ..errors import (SessionCommandError, SessionInputError, TimelyError, WaitTimeoutError,
-                      WorkerDiedError, WorkerError)
+from ..errors import (SessionCommandError, SessionInputError, StallError, TimelyError,
+                      WaitTimeoutError, WorkerDiedError, WorkerError)
 from . import rendezvous
 from .backends import Backend
-from .service import CLOSE, ERROR, FAILED, HELLO, Command, serve
+from .service import CLOSE, ERROR, FAILED, HELLO, WAIT, Command, error_parts, serve
 
 __all__ = ["RemoteClient", "Request", "STOP_WAIT"]
 
@@ -200,8 +200,7 @@ class RemoteClient:
                 except (OSError, EOFError) as exc:
                     raise self._fail(self._lost(i, exc)) from exc
                 if kind == ERROR:
-                    raise self._fail(WorkerError(f"worker {index} failed during {what}:\n"
-                                                 f"{value}", worker=index, traceback_text=value))
+                    raise self._fail(self._root_cause(index, value, what))
                 if reply_id not in pending:  # a late reply to an earlier, timed-out command
                     continue
                 position = pending.pop(reply_id)
@@ -217,10 +216,29 @@ class RemoteClient:
         if failed is not None:
             index, text, kind = failed
             last = text.strip().splitlines()[-1] if text.strip() else "?"
+            if kind == WAIT and last.startswith(f"{StallError.__module__}.StallError: "):
+                raise StallError(last.split(": ", 1)[1])  # the wait can never finish
             raise SessionCommandError(f"session: {kind!r} failed on worker {index}: {last} (the "
                                       f"worker serves on)\n{text}", worker=index,
                                       traceback_text=text)
         return results
+
+    def _root_cause(self, index: int, value: Any, what: str) -> BaseException:
+        """The error to raise for worker ``index``'s ``ERROR`` reply: the job's own failure if
+        it reports one within :data:`STOP_WAIT` seconds (its supervisor prefers a worker's own
+        error or death to a peer's word that it died, as for ``execute``), else a
+        :class:`WorkerDiedError` naming the dead peer the reply names, else the reply as a
+        :class:`WorkerError` of worker ``index``."""
+        text, peer = error_parts(value)
+        self._job.join(STOP_WAIT)
+        if self._job_error:
+            return self._job_error[0]
+        last = text.strip().splitlines()[-1] if text.strip() else "?"
+        if peer is not None:
+            return WorkerDiedError(f"session: worker {peer} died (reported by worker {index} "
+                                   f"during {what}: {last})", worker=peer, traceback_text=text)
+        return WorkerError(f"worker {index} failed during {what}:\n{text}", worker=index,
+                           traceback_text=text)
 
     def _lost(self, i: int, exc: BaseException) -> BaseException:
         """The error for a lost connection to worker ``i``: the job's own failure if it

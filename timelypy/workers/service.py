@@ -11,7 +11,12 @@ worker's own inbox as a control message
 
 Updates arrive in two phases, so that a batch spread over several workers is atomic: ``STAGE``
 checks every update and keeps them (answering with the rejected ones), then ``COMMIT`` applies
-what was staged and flushes the inputs, or ``DISCARD`` drops it.
+what was staged and flushes the inputs, or ``DISCARD`` drops it. On a remote worker the reader
+thread answers ``STAGE``, ``DISCARD``, ``COMMIT`` and ``ADVANCE`` itself, as soon as the worker
+holds the data, and queues the commit and the advance for the worker to apply, in order,
+between two steps: a driver's ``flush`` and ``advance_to`` do not wait for a step under way
+(at most :data:`MAX_BACKLOG` updates are acknowledged ahead of the worker). A failure to apply
+what was acknowledged fails the worker.
 
 Commands are tuples whose first item is one of the constants below; replies to the driver are
 ``(reply, worker index, command id, value)`` with ``reply`` one of ``HELLO``, ``OK``, ``FAILED``
@@ -29,7 +34,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..communication.fabric import control_message
-from ..errors import StallError, TimelyError
+from ..errors import StallError, TimelyError, WorkerDiedError
 from ..order import less_equal
 from ..stats import StatsSink, export_ray_metrics, in_ray_actor
 from .handles import Changes, Input, Lookup, Probe, Retracting, describe_handles, find_handle
@@ -37,8 +42,9 @@ from .rendezvous import connect_to_driver
 from .worker import Worker
 
 __all__ = ["HandleService", "serve", "UPDATE", "STAGE", "COMMIT", "DISCARD", "ADVANCE", "FLUSH",
-           "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED", "ERROR",
-           "Command", "Staged", "Rejection", "clean_updates", "clean_columns"]
+           "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED",
+           "ERROR", "MAX_BACKLOG", "Command", "Staged", "Rejection", "clean_updates", "clean_columns", "error_value",
+           "error_parts"]
 
 Command = Tuple[Any, ...]
 """``(kind, *arguments)``; ``kind`` is one of the command constants."""
@@ -150,6 +156,10 @@ class HandleService:
     def commit(self) -> None:
         """Apply the staged updates, then flush every open input."""
         staged, self._staged = self._staged, []
+        self.apply(staged)
+
+    def apply(self, staged: List[Tuple[Any, Any, Any, Any, bool]]) -> None:
+        """Apply updates :meth:`stage` kept, then flush every open input."""
         for handle, records, times, diffs, clean in staged:
             if clean and hasattr(handle, "send_columns"):
                 handle.send_columns(records, times, diffs)
@@ -289,6 +299,68 @@ def rejection(handle: Any, update: Any) -> Optional[str]:
 # a worker serving a remote driver
 
 
+MAX_BACKLOG = 1_000_000
+"""Updates a worker may hold acknowledged but not yet applied (its dataflow busy in a step);
+beyond, the acknowledgement of the next ``COMMIT`` waits until the worker caught up: the flow
+control of a driver that loads faster than its workers compute."""
+
+APPLY = "apply"
+"""``(APPLY, staged)``: internal to a worker; apply a committed batch between steps."""
+
+
+class _Link:
+    """The worker's connection to the driver, shared by its two threads (one send at a time)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._lock = threading.Lock()
+
+    def send(self, message: Any) -> None:
+        """Send ``message``; raises if it cannot be pickled or the driver is gone."""
+        with self._lock:
+            self.conn.send(message)
+
+    def reply(self, message: Any) -> None:
+        """Send ``message``; a driver that went away is not this worker's error."""
+        try:
+            self.send(message)
+        except (OSError, EOFError):
+            pass
+
+
+class _Backlog:
+    """Updates acknowledged to the driver and not yet applied by the worker (see
+    :data:`MAX_BACKLOG`)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.closed = False
+        self._cond = threading.Condition()
+
+    def add(self, n: int) -> None:
+        """``n`` more updates wait for the worker."""
+        with self._cond:
+            self.size += n
+
+    def applied(self, n: int) -> None:
+        """The worker applied ``n`` of them."""
+        with self._cond:
+            self.size -= n
+            self._cond.notify_all()
+
+    def wait_below(self, limit: int) -> None:
+        """Block until at most ``limit`` updates wait (or the worker stops serving)."""
+        with self._cond:
+            while self.size > limit and not self.closed:
+                self._cond.wait(0.1)
+
+    def close(self) -> None:
+        """The worker stopped serving: nobody waits any more."""
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+
 def serve(address: Tuple[str, int], authkey: bytes,
           dataflow: Callable[[Any], Dict[str, Any]],
           connect_timeout: float = 30.0) -> Callable[[Worker], Any]:
@@ -302,34 +374,77 @@ def serve(address: Tuple[str, int], authkey: bytes,
         except BaseException:
             conn.send((ERROR, worker.index, None, traceback.format_exc()))
             raise
-        conn.send((HELLO, worker.index, None, hello))
-        threading.Thread(target=_forward_commands, args=(conn, worker),
+        link = _Link(conn)
+        backlog = _Backlog()
+        link.send((HELLO, worker.index, None, hello))
+        threading.Thread(target=_forward_commands, args=(link, service, backlog),
                          name="timelypy-session-commands", daemon=True).start()
-        _command_loop(conn, service)
+        try:
+            _command_loop(link, service, backlog)
+        finally:
+            backlog.close()
         return None
 
     return build
 
 
-def _forward_commands(conn: Connection, worker: Worker) -> None:
-    """Put every ``(id, command)`` from the driver into the worker's inbox; a lost connection
-    counts as ``CLOSE``."""
+def _forward_commands(link: _Link, service: HandleService, backlog: _Backlog) -> None:
+    """Take every ``(id, command)`` from the driver: answer the loading commands at once, so
+    that the driver's ``flush`` and ``advance_to`` return once this worker holds the data
+    (bounded by :data:`MAX_BACKLOG`), not once a step under way ends; put the rest (and what is
+    to be applied) into the worker's inbox. A lost connection counts as ``CLOSE``."""
+    worker = service.worker
     fabric = worker.fabric
+    index = worker.index
     while True:
         try:
-            item = conn.recv()
+            item = link.conn.recv()
         except (EOFError, OSError):
             item = (None, (CLOSE,))
-        if fabric is None:  # a worker without peers: nothing to wake, append directly
-            worker.control.append(item)
-        else:
-            fabric.send(worker.index, control_message(item))
-        if item[1][0] == CLOSE:
+        msg_id, command = item
+        kind = command[0]
+        if kind in (STAGE, DISCARD, COMMIT, ADVANCE):
+            try:
+                if kind == STAGE:  # checks against the inputs' times (read; never ahead)
+                    result: Any = service.stage(command[1])
+                elif kind == DISCARD:
+                    result = service.discard()
+                elif kind == COMMIT:
+                    staged, service._staged = service._staged, []
+                    size = sum(len(records) for _, records, _, _, _ in staged)
+                    backlog.wait_below(MAX_BACKLOG)
+                    backlog.add(size)
+                    item = (None, (APPLY, staged, size))
+                    result = None
+                else:  # applied in order between steps; the driver checked the time
+                    if command[1] is not None:
+                        find_handle(service.handles, command[1], Input)  # a bad name fails now
+                    item = (None, command)
+                    result = None
+            except Exception:  # the command failed; the dataflow is intact
+                link.reply((FAILED, index, msg_id, traceback.format_exc()))
+                continue
+            if kind in (COMMIT, ADVANCE):
+                _deliver(worker, fabric, item)
+            link.reply((OK, index, msg_id, result))
+            continue
+        _deliver(worker, fabric, item)
+        if kind == CLOSE:
             return
 
 
-def _command_loop(conn: Connection, service: HandleService) -> None:
-    """Step the worker, running commands between steps, until the driver says CLOSE."""
+def _deliver(worker: Worker, fabric: Any, item: Any) -> None:
+    """Put ``item`` into the worker's inbox (which wakes a worker idling in ``fabric.wait``)."""
+    if fabric is None:  # a worker without peers: nothing to wake, append directly
+        worker.control.append(item)
+    else:
+        fabric.send(worker.index, control_message(item))
+
+
+def _command_loop(link: _Link, service: HandleService, backlog: _Backlog) -> None:
+    """Step the worker, running commands between steps, until the driver says CLOSE.
+    Commands the driver was answered already (``APPLY``, ``ADVANCE`` without an id) must not
+    fail: if one does, the worker fails (the driver learns of it at its next call)."""
     worker = service.worker
     index = worker.index
     waiting: Optional[Tuple[Any, str, Any]] = None  # (id, probe, time) of a pending WAIT
@@ -339,8 +454,22 @@ def _command_loop(conn: Connection, service: HandleService) -> None:
             if command[0] == CLOSE:
                 worker.close_inputs()
                 if msg_id is not None:
-                    _reply(conn, (OK, index, msg_id, None))
+                    link.reply((OK, index, msg_id, None))
                 return
+            if msg_id is None and command[0] in (APPLY, ADVANCE):
+                try:
+                    if command[0] == APPLY:
+                        service.apply(command[1])
+                    else:
+                        service.advance(command[1], command[2])
+                except Exception as exc:
+                    link.reply((ERROR, index, None, error_value(
+                        index, exc, traceback.format_exc())))
+                    raise
+                finally:
+                    if command[0] == APPLY:
+                        backlog.applied(command[2])
+                continue
             try:
                 if command[0] == WAIT:
                     service.check_wait(command[1], command[2])  # a bad name fails here too
@@ -349,29 +478,38 @@ def _command_loop(conn: Connection, service: HandleService) -> None:
                     result = service.handle(command)
             except Exception:  # the command failed; the dataflow is intact
                 # (before OSError: timeouts and stalls are TimeoutErrors, so OSErrors too)
-                _reply(conn, (FAILED, index, msg_id, traceback.format_exc()))
+                link.reply((FAILED, index, msg_id, traceback.format_exc()))
                 continue
             try:
                 if command[0] != WAIT:
-                    conn.send((OK, index, msg_id, result))
+                    link.send((OK, index, msg_id, result))
             except (OSError, EOFError):
                 return  # the driver is gone: the reader thread queues a CLOSE as well
             except Exception:  # the command failed; the dataflow is intact
-                _reply(conn, (FAILED, index, msg_id, traceback.format_exc()))
+                link.reply((FAILED, index, msg_id, traceback.format_exc()))
         if waiting is not None and service.probe_passed(waiting[1], waiting[2]):
-            _reply(conn, (OK, index, waiting[0], None))
+            link.reply((OK, index, waiting[0], None))
             waiting = None
             continue
         try:
             worker.step()
-        except Exception:
-            _reply(conn, (ERROR, index, waiting[0] if waiting else None, traceback.format_exc()))
+        except Exception as exc:
+            link.reply((ERROR, index, waiting[0] if waiting else None,
+                        error_value(index, exc, traceback.format_exc())))
             raise
 
 
-def _reply(conn: Connection, message: Any) -> None:
-    """Send ``message`` to the driver; a driver that went away is not this worker's error."""
-    try:
-        conn.send(message)
-    except (OSError, EOFError):
-        pass
+def error_value(index: int, exc: BaseException, text: str) -> Any:
+    """The value of worker ``index``'s ``ERROR`` reply for ``exc``: its traceback ``text``, or
+    ``(text, peer)`` when ``exc`` only says that *another* worker, ``peer``, died (a secondary
+    report: the driver then waits a moment for the root cause; see :func:`error_parts`)."""
+    if isinstance(exc, WorkerDiedError) and exc.worker is not None and exc.worker != index:
+        return (text, exc.worker)
+    return text
+
+
+def error_parts(value: Any) -> Tuple[str, Optional[int]]:
+    """``(traceback text, dead peer or None)`` of an ``ERROR`` reply's value."""
+    if isinstance(value, tuple) and len(value) == 2:
+        return str(value[0]), value[1]
+    return str(value), None

@@ -18,7 +18,12 @@ sessions or timely input handles), probes, captures and arrangements (the kinds 
 {2: 1}
 
 Updates are routed to a worker by the hash of the record (downstream operators exchange by key
-anyway); ``advance_to`` and ``wait`` go to every worker.
+anyway); ``advance_to`` and ``wait`` go to every worker. ``flush`` and ``advance_to`` return once
+the workers hold the data (a worker busy computing takes it in between two steps; at most
+:data:`~.service.MAX_BACKLOG` updates may wait so); ``wait`` is where the computation is awaited,
+and every wait honours its timeout, also while operators work. A wait for the time at which
+updates were just made (``insert`` then ``wait`` without ``advance_to``) returns without them: it
+warns with :class:`~timelypy.errors.PendingTimeWarning`.
 
 Trust: each update is checked at the call (the record routable, the diff an integer, the time at
 or after its input's; see :mod:`.batch`) and a bad one raises
@@ -29,9 +34,11 @@ the error, nothing of the batch is applied, the session's time does not move, an
 updates stay buffered for the next flush (``pending`` counts them, ``discard()`` drops them).
 Handle names and kinds are checked in the driver against the report every worker sends once at
 start-up. A command that fails on a worker (:class:`~timelypy.errors.SessionCommandError`)
-leaves the session usable; only a worker that fails, dies or hangs ends it. The session reaches its workers through
-a client: an :class:`InProcessClient` when the backend's workers live in this process (the
-driver steps them itself, as on ``inline``), a :class:`RemoteClient` otherwise (each worker runs
+leaves the session usable; only a worker that fails, dies or hangs ends it (a worker that dies
+is named by :class:`~timelypy.errors.WorkerDiedError`, not by its peers' reports of the death).
+The session reaches its workers through a client: an :class:`InProcessClient` when the
+backend's workers live in this process (the driver steps them itself, as on ``inline``; see
+:mod:`.inprocess`), a :class:`RemoteClient` otherwise (each worker runs
 the command loop of :mod:`.service` and connects back to the driver over an authenticated
 connection with a per-session key, as on ``processes`` and ``ray``; see :mod:`.remote`).
 A session that is not closed is aborted when it is garbage-collected or the interpreter exits.
@@ -40,23 +47,24 @@ A session that is not closed is aborted when it is garbage-collected or the inte
 from __future__ import annotations
 
 import logging
-import os
 import time as _time
+import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ..errors import (InputClosedError, SessionCommandError, SessionInputError, TimelyError,
-                      WaitTimeoutError, WorkerError, describe_exception, format_exception_safely)
+from ..errors import (InputClosedError, PendingTimeWarning, SessionCommandError,
+                      SessionInputError, TimelyError)
 from ..stats import Statistics, StatsSink
 from .defaults import resolve_run
 from .backends import get_backend
 from .batch import Batch, check_time, check_update, check_updates, rejected_error, route, show
-from .handles import Changes, HandleDirectory, Input, Lookup, Probe, describe_handles
+from .handles import Changes, HandleDirectory, Input, Lookup, Probe
+from .inprocess import InProcessClient
 from .remote import RemoteClient, Request
 from .display import begin_wait, end_wait
 from .service import (ADVANCE, CHANGES, COMMIT, DISCARD, FLUSH, FRONTIER, LOOKUP, STAGE, STATS,
-                      WAIT, Command, HandleService)
-from .worker import Worker, tuned_gc
+                      WAIT, Command)
+from .worker import pending_time_message
 
 __all__ = ["open_session", "DataflowSession", "WorkerClient", "InProcessClient", "RemoteClient"]
 
@@ -88,105 +96,6 @@ class WorkerClient(Protocol):
 
     def abort(self) -> None:
         """Stop at once (after an error in the driver)."""
-
-
-# ----------------------------------------------------------------------------- in process
-class InProcessClient:
-    """Workers in the driver's process: commands are method calls, waiting is stepping."""
-
-    def __init__(self, workers: List[Worker], dataflow: Callable[[Any], Dict[str, Any]]) -> None:
-        self._workers = workers
-        self._services = [HandleService(w, dataflow) for w in workers]
-        self.failure: Optional[BaseException] = None
-
-    @property
-    def handles(self) -> Dict[str, Any]:
-        """The handles of worker 0, described."""
-        return describe_handles(self._services[0].handles)
-
-    @property
-    def pids(self) -> List[int]:
-        """This process, once per worker."""
-        return [os.getpid()] * len(self._workers)
-
-    def unsendable(self, values: Sequence[Any]) -> Optional[str]:
-        """Nothing is serialised in process."""
-        return None
-
-    def request(self, commands: Request, timeout: float) -> List[Any]:
-        """Run the commands one after the other; a ``WAIT`` steps every worker."""
-        if self.failure is not None:
-            raise self.failure
-        deadline = _time.monotonic() + timeout
-        results: List[Any] = []
-        failed: Optional[Tuple[int, Command, Exception]] = None
-        for i, command in commands:
-            try:
-                results.append(self._run(i, command, deadline, timeout))
-            except (WaitTimeoutError, WorkerError):
-                raise
-            except Exception as exc:  # the command failed; the workers are intact
-                results.append(None)
-                failed = failed or (i, command, exc)
-        if failed is not None:
-            i, command, exc = failed
-            raise SessionCommandError(f"session: {command[0]!r} failed on worker {i}: "
-                                      f"{type(exc).__name__}: {describe_exception(exc)}",
-                                      worker=i, traceback_text=format_exception_safely(exc)
-                                      ) from exc
-        return results
-
-    def _run(self, i: int, command: Command, deadline: float, timeout: float) -> Any:
-        if command[0] != WAIT:
-            return self._services[i].handle(command)
-        _, probe, t = command
-        service = self._services[i]
-        service.probe_passed(probe, t)  # a bad time fails here, before any step
-        service.check_wait(probe, t)
-        self._step_until(lambda: service.probe_passed(probe, t), deadline,
-                         f"probe {probe!r} did not pass {t!r} within {timeout} s")
-        return None
-
-    def _step_until(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
-        """Step every worker, round-robin, until ``condition()``; ``what`` says what timed out.
-        A worker whose step raises fails the session. The collector is tuned meanwhile, as
-        in every backend's workers (a process of its own gets it for its whole life)."""
-        with tuned_gc():
-            self._step_while_not(condition, deadline, what)
-
-    def _step_while_not(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
-        steps = 0
-        while not condition():
-            for w in self._workers:
-                try:
-                    w.step()
-                except Exception as exc:
-                    text = format_exception_safely(exc)
-                    self.failure = WorkerError(
-                        f"worker {w.index} failed: {type(exc).__name__}: "
-                        f"{describe_exception(exc)}\n{text}", worker=w.index, traceback_text=text)
-                    raise self.failure from exc
-            steps += 1
-            if (steps & 15) == 0 and _time.monotonic() > deadline:
-                raise WaitTimeoutError(f"session: {what}")
-
-    def close(self, timeout: float) -> None:
-        """Close every input and step until every dataflow completed."""
-        if self.failure is not None:
-            return
-        for w in self._workers:
-            w.close_inputs()
-        self._step_until(lambda: not any(w.has_dataflows() for w in self._workers),
-                         _time.monotonic() + timeout,
-                         f"the dataflow did not complete within {timeout} s after close")
-
-    def abort(self) -> None:
-        """Nothing runs on its own: dropping the workers stops them."""
-
-    def peek_frontier(self, probe: str) -> List[Any]:
-        """The named probe's frontier on worker 0, read without a command (for the progress
-        display, from another thread: may be a step old)."""
-        return list(self._services[0].frontier(probe))
 
 
 class WithStatistics:
@@ -247,6 +156,10 @@ class DataflowSession:
             self._client = RemoteClient(runner, dataflow, workers, timeout, dict(options))
         self._handles = HandleDirectory(self._client.handles)
         self._input_times: Dict[str, Any] = {name: 0 for name in self._handles.inputs()}
+        # inputs with updates at their current time since it became their time: buffered
+        # here, or sent to the workers (for the PendingTimeWarning of wait)
+        self._fresh_buffered: set = set()
+        self._fresh_sent: set = set()
         self._finalizer = weakref.finalize(self, _abandoned, self._client)
         log.info("session: %d worker(s) on %s ready (pids %s), handles %s", workers, backend,
                  sorted(set(self._client.pids)), ", ".join(self.handle_names))
@@ -298,6 +211,8 @@ class DataflowSession:
         now = self._input_times[input]
         self._batch.add(check_update(input, data, diff, now if time is None else time, now,
                                      self.workers, self._handles.retracts(input)))
+        if time is None or time == now:
+            self._fresh_buffered.add(input)
 
     def update_many(self, input: str, records: Sequence[Any], diffs: Any = 1,
                     times: Any = None) -> None:
@@ -321,6 +236,8 @@ class DataflowSession:
         now = self._input_times[input]
         self._batch.extend_columns(check_updates(input, records, diffs, times, now,
                                                  self.workers, self._handles.retracts(input)))
+        if len(records) and _includes(times, now):
+            self._fresh_buffered.add(input)
 
     def insert(self, input: str, data: Any) -> None:
         """Add one copy of ``data`` to the named input at the input's current time.
@@ -374,12 +291,14 @@ class DataflowSession:
 
     def discard(self) -> List[Tuple[str, Any, Any, int]]:
         """Drop the updates not sent yet; returns them as ``(input, data, time, diff)``."""
+        self._fresh_buffered.clear()
         return [(u.input, u.data, u.time, u.diff) for u in self._batch.clear()]
 
     def flush(self) -> None:
         """Send the buffered updates to the workers that own them, atomically, and flush every
-        input. If any update is rejected, nothing is applied: the rejected ones are dropped and
-        named in a :class:`~timelypy.errors.SessionInputError`, the others stay buffered."""
+        input; returns once the workers hold them (see the module docstring). If any update
+        is rejected, nothing is applied: the rejected ones are dropped and named in a
+        :class:`~timelypy.errors.SessionInputError`, the others stay buffered."""
         self._flush(self.timeout)
 
     def _flush(self, timeout: float) -> None:
@@ -397,6 +316,8 @@ class DataflowSession:
         finally:
             end_wait(watch)
         self._sent += size
+        self._fresh_sent |= self._fresh_buffered
+        self._fresh_buffered.clear()
 
     def _stage_and_commit(self, parts: Any, timeout: float) -> None:
         stage = [(i, (STAGE, [(name, records, times, diffs)
@@ -456,7 +377,8 @@ class DataflowSession:
 
     def advance_to(self, time: Any, input: Optional[str] = None) -> None:
         """Advance every input (or one) to ``time``, after flushing the buffered updates. The
-        session's time moves only once every worker advanced."""
+        session's time moves only once every worker took the advance in (workers of other
+        processes apply it, in order, between two steps; wait with :meth:`wait`)."""
         self._check_usable()
         if input is None:
             time = check_time(None, time, self._time, "advance_to")
@@ -473,10 +395,19 @@ class DataflowSession:
             self._time = time
         for name in names:
             self._input_times[name] = time
+            self._fresh_buffered.discard(name)
+            self._fresh_sent.discard(name)
 
     def wait(self, probe: str, time: Any = None, timeout: Optional[float] = None) -> None:
         """Step until the named probe has passed every time before ``time`` (default: the
-        session time) on every worker; :class:`WaitTimeoutError` after ``timeout`` seconds.
+        session time) on every worker; :class:`WaitTimeoutError` after ``timeout`` seconds
+        (default: the session's), also while operators work (on ``inline`` the wait is checked
+        between operator activations: one activation cannot be interrupted; elsewhere the
+        workers compute on, and a later wait takes up where this one stopped).
+        :class:`~timelypy.errors.StallError` at once if an input holds the probe before
+        ``time`` (nothing can advance it while the driver waits);
+        :class:`~timelypy.errors.PendingTimeWarning` if an input took updates at ``time``
+        itself (the wait returns without them: ``advance_to`` past it first).
 
         A wait longer than half a second shows the progress display when it is on (see
         ``progress`` of :func:`open_session`): the input time, the probe's frontier (in-process
@@ -484,6 +415,7 @@ class DataflowSession:
         self._check_usable()
         self._handles.require(probe, Probe)
         t = self._time if time is None else time
+        self._warn_unadvanced(probe, t)
         loaded = self._sent - self._sent_before_wait
         peek = getattr(self._client, "peek_frontier", None)
 
@@ -497,6 +429,15 @@ class DataflowSession:
         finally:
             end_wait(watch)
         self._sent_before_wait = self._sent
+
+    def _warn_unadvanced(self, probe: str, t: Any) -> None:
+        """Warn if an input took updates at ``t`` itself, which a wait for ``t`` (the times
+        before it) returns without."""
+        for name in sorted(self._fresh_buffered | self._fresh_sent):
+            if self._input_times[name] == t:
+                warnings.warn(pending_time_message(f"session: wait({probe!r})",
+                                                   f"{name!r} at {t!r}", t),
+                              PendingTimeWarning, stacklevel=3)
 
     def stats(self) -> Statistics:
         """Every worker's operator statistics so far (records and batches in and out, runs, time
@@ -590,6 +531,18 @@ class DataflowSession:
         else:
             self.abort()
         return False
+
+
+def _includes(times: Any, now: Any) -> bool:
+    """``times`` (None: the input's time; one time; or one per record) includes ``now``."""
+    if times is None:
+        return True
+    if isinstance(times, (list, tuple, range)):
+        return now in times
+    try:
+        return any(t == now for t in times)
+    except TypeError:  # one time for all
+        return bool(times == now)
 
 
 def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: Optional[int] = None,

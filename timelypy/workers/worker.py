@@ -6,11 +6,12 @@ import contextlib
 import logging
 import threading
 import time as _time
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ..communication.fabric import CONTROL, DATA, PROGRESS, Fabric, progress_message
 from ..dataflow.worker_interface import ChannelTarget, InputSource
-from ..errors import StallError, TimelyError, WaitTimeoutError
+from ..errors import PendingTimeWarning, StallError, TimelyError, WaitTimeoutError
 from ..instrument import ChannelReceived, Instruments, LinkBytes
 from ..order import INT_ORDER
 from ..progress.broadcast import Progcaster
@@ -19,7 +20,18 @@ from ..progress.subgraph import Subgraph
 from .collector import maybe_collect, paused_collector
 from .display import begin_wait, end_wait, progress_enabled
 
-__all__ = ["Worker", "StallError", "run_worker", "tuned_gc", "observe_dataflows"]
+__all__ = ["Worker", "StallError", "run_worker", "tuned_gc", "observe_dataflows",
+           "pending_time_message"]
+
+
+def pending_time_message(who: str, input: str, time: Any) -> str:
+    """The :class:`~timelypy.errors.PendingTimeWarning` message: ``who`` waits for ``time``,
+    but ``input`` (its description) took updates at ``time`` and was not advanced past it."""
+    later = repr(time + 1) if type(time) is int else "a later time"
+    return (f"{who} waits for the times before {time!r}, but input {input} took updates at "
+            f"{time!r} itself: the wait returns without them (a time is complete only once the "
+            f"inputs advance past it). Call advance_to({later}) (and flush()) first, then wait "
+            f"for {later}.")
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +392,7 @@ class Worker:
             if max_steps is not None and steps >= max_steps:
                 raise WaitTimeoutError(f"worker {self.index}: condition still holds after "
                                        f"{steps} steps")
-            if deadline is not None and (steps & 63) == 0 and _time.monotonic() > deadline:
+            if deadline is not None and _time.monotonic() > deadline:  # (a step costs more)
                 raise WaitTimeoutError(
                     f"worker {self.index}: condition still holds after {timeout} s; operators "
                     f"holding capabilities: {self.capability_holders()}")
@@ -391,8 +403,12 @@ class Worker:
 
         Raises :class:`StallError` at once when an open input of this worker holds the probe
         before ``time``: nothing can advance that input while this worker waits (the classic
-        mistake of waiting without ``advance_to(time)`` and ``flush()``).
+        mistake of waiting without ``advance_to(time)`` and ``flush()``). Warns
+        (:class:`~timelypy.errors.PendingTimeWarning`) when an input of this worker that feeds
+        the probe took updates at ``time`` itself and was not advanced past it: the wait
+        covers only the times before ``time``, so it returns without them.
         """
+        self._warn_unadvanced(probe, time)
         if not probe.less_than(time):
             return 0
         watch = None
@@ -414,6 +430,22 @@ class Worker:
                     f"this worker hold it back: {', '.join(holders)}. Nothing advances them while "
                     f"the worker waits: call advance_to({time!r}) and flush() on them first.")
         return 1 + self.step_while(lambda: probe.less_than(time), timeout=timeout)
+
+    def _warn_unadvanced(self, probe: Any, time: Any) -> None:
+        """Warn if an input feeding ``probe`` holds updates at ``time`` that a wait for
+        ``time`` does not cover (see :meth:`step_until`)."""
+        subgraphs = [sg for sg, _ in getattr(probe, "targets", ())]
+        for source in self._inputs:
+            unadvanced = getattr(source, "unadvanced", None)
+            at = unadvanced() if unadvanced is not None else None
+            if at is None or at != time:
+                continue
+            held = source.capability()
+            if held is not None and not any(sg is held[0] for sg in subgraphs):
+                continue  # an input of another dataflow
+            message = pending_time_message(f"worker {self.index}: step_until",
+                                           source.describe(), time)
+            warnings.warn(message, PendingTimeWarning, stacklevel=3)
 
     def _wait_status(self, probe: Any) -> Dict[str, Any]:
         """What the progress display shows while :meth:`step_until` waits."""
