@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections import Counter
 from typing import Any, Dict, List
 
@@ -513,7 +514,9 @@ def _apply(s, op, accepted: Counter) -> None:
         elif kind == "advance":
             s.advance_to(s.time + op[1])
         else:
-            s.wait(op[1], timeout=30)
+            with warnings.catch_warnings():   # a wait before advance_to is one of the moves
+                warnings.simplefilter("ignore", tp.PendingTimeWarning)
+                s.wait(op[1], timeout=30)
     except SessionInputError as exc:
         for _input, data, _time, diff in exc.rejected:  # rejected at a flush: taken back
             accepted[data] -= diff
