@@ -109,9 +109,19 @@ def find_handle(handles: Mapping[str, Any], name: str, kind: Type[Any]) -> Any:
         handle = handles[name]
     except (KeyError, TypeError):
         raise _unknown(name, handles) from None
-    if not isinstance(handle, kind):
+    key = (type(handle), kind)
+    fits = _FITS.get(key)
+    if fits is None:
+        fits = _FITS[key] = isinstance(handle, kind)
+    if not fits:
         raise _wrong_kind(name, type(handle).__name__, kind)
     return handle
+
+
+_FITS: Dict[Tuple[type, Type[Any]], bool] = {}
+"""Whether a class of handle is of a kind: a runtime protocol's ``isinstance`` walks the
+protocol's members every time (the largest item of a session's profile at one record per epoch),
+and a handle's members come from its class."""
 
 
 def _unknown(name: Any, names: Iterable[str]) -> UnknownHandleError:
