@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -9,8 +10,8 @@ import queue
 import sys
 import threading
 import time as _time
-from typing import (TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional,
-                    Sequence, Tuple, Union)
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NamedTuple,
+                    Optional, Sequence, Tuple, Union)
 
 from ..workers.batch import show
 from .spark import JAVA_OPTIONS, Columns
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 __all__ = ["spark_on_ray", "stop_spark_on_ray", "is_spark_on_ray", "dataset_shards",
            "SparkShards", "Shard", "shard_collection", "ShardInput", "feed_shard",
            "records_to_arrow", "view_to_dataset", "changes_to_dataset", "dataset_to_spark",
-           "arrow_schema", "RAYDP_JAVA_OPTIONS", "RAYDP_SETTINGS"]
+           "arrow_schema", "cpu_report", "RAYDP_JAVA_OPTIONS", "RAYDP_SETTINGS"]
 
 log = logging.getLogger("timelypy.connectors.spark_ray")
 
@@ -39,14 +40,22 @@ _JAVA_KEYS = ("spark.ray.raydp_app_master.extraJavaOptions", "spark.driver.extra
 
 RAYDP_SETTINGS: Dict[str, str] = {
     **{key: RAYDP_JAVA_OPTIONS for key in _JAVA_KEYS}, "spark.ui.enabled": "false",
-    "spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.showConsoleProgress": "false"}
+    "spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.showConsoleProgress": "false",
+    "spark.ray.raydp_recoverable_fetch.task.resource.CPU": "0",
+    "spark.ray.raydp_spark_master.actor.resource.CPU": "0"}
 """What :func:`spark_on_ray` sets (plus ``spark.sql.shuffle.partitions`` = the executors'
-cores, at least 2, and loopback addresses for the driver on a one-node loopback Ray)."""
+cores, at least 2, and loopback addresses for the driver on a one-node loopback Ray). RayDP's
+master actor and the tasks that fetch a DataFrame's Arrow blocks from the executors into Ray's
+object store reserve no CPU (the master is idle between calls, a fetch waits on the executor,
+which holds its own CPUs), so neither waits for a CPU that Spark's executors and timelypy's
+workers hold: only the executors reserve CPUs."""
 
 DEFAULT_BATCH_ROWS = 10_000
 _POLL = 0.005  # seconds a step waits (at most) for a batch of its shard that is not ready yet
 DEFAULT_READ_TIMEOUT = 300.0  # seconds a worker may wait for the next batch of its shard
 STOP_TIMEOUT = 120.0  # seconds stop_spark_on_ray waits for RayDP to stop
+START_TIMEOUT = 120.0  # seconds spark_on_ray waits for Spark's executors to register
+RAY_TIMEOUT = 120.0  # seconds a conversion between Spark, Ray Data and a view waits on Ray
 
 
 def _ray() -> Any:
@@ -69,6 +78,91 @@ def _raydp() -> Any:
     except ImportError as exc:
         raise SparkUnavailableError(f"Spark on Ray needs raydp ({exc}): {INSTALL_HINT}") from exc
     return raydp
+
+
+# ----------------------------------------------------------------------------- waits on Ray
+def cpu_report(ray: Any = None) -> str:
+    """``"the cluster has N CPUs, F free (ray.available_resources())"``: what an error says
+    when a call waits on Ray for CPUs."""
+    ray = ray or _ray()
+    try:
+        total = float(ray.cluster_resources().get("CPU", 0))
+        free = float(ray.available_resources().get("CPU", 0))
+    except Exception as exc:  # noqa: BLE001 - a report, never the error itself
+        return f"Ray's resources could not be read ({type(exc).__name__}: {exc})"
+    return f"the cluster has {total:g} CPUs, {free:g} free (ray.available_resources())"
+
+
+def _bounded(what: str, waits_for: str, timeout: float, call: Any, *args: Any) -> Any:
+    """``call(*args)`` in a thread, waited for at most ``timeout`` seconds; on expiry
+    :class:`SparkConnectorError` names ``what``, the resource it waits for and Ray's CPUs
+    (the call goes on in the background until Ray schedules it or the cluster goes)."""
+    if timeout is None or timeout <= 0:
+        raise ValueError(f"{what}: timeout must be a positive number of seconds, got "
+                         f"{timeout!r}")
+    done: List[Any] = []
+
+    def run() -> None:
+        try:
+            done.append((True, call(*args)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            done.append((False, exc))
+    thread = threading.Thread(target=run, name=f"timelypy-ray-wait-{what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not done:
+        raise SparkConnectorError(f"{what}: no answer from Ray within {timeout:g} s; it waits "
+                                  f"for {waits_for}; {cpu_report()}. Free CPUs (fewer "
+                                  f"executor cores or a smaller num_cpus_per_worker) or pass "
+                                  f"a longer timeout")
+    ok, value = done[0]
+    if not ok:
+        raise value
+    return value
+
+
+_CACHE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _metadata_tasks_without_cpu() -> Iterator[None]:
+    """Ray Data's ``from_arrow_refs`` (behind ``from_arrow`` and RayDP's conversions) reads
+    each block's metadata in a Ray task of Ray's default 1 CPU. Beside a Spark executor and
+    timelypy's workers no whole CPU may be free (2 CPUs: 1 + 2 x 0.5), and the task, so the
+    call, waits for ever. Reading a block's row count and schema takes no CPU worth
+    reserving: while this is active the task asks for 0 CPUs. Without Ray Data's cache of
+    remote functions (another Ray version) nothing changes and the caller's bound applies."""
+    try:
+        from ray.data._internal import remote_fn
+        from ray.data._internal.util import get_table_block_metadata_schema
+        key = (get_table_block_metadata_schema, hash(remote_fn._make_hashable({})))
+        light = remote_fn.cached_remote_fn(get_table_block_metadata_schema, num_cpus=0)
+    except Exception:  # noqa: BLE001 - another Ray: the default task and the bound
+        log.debug("Ray Data's metadata task keeps its default CPU", exc_info=True)
+        yield
+        return
+    with _CACHE_LOCK:
+        cache = remote_fn.CACHED_FUNCTIONS
+        before = cache.get(key)
+        cache[key] = light
+        try:
+            yield
+        finally:
+            if before is None:
+                cache.pop(key, None)
+            else:
+                cache[key] = before
+
+
+def _arrow_dataset(table: "pa.Table", what: str, timeout: float) -> Any:
+    """``ray.data.from_arrow(table)``, its metadata task without a CPU, bounded."""
+    ray = _ray()
+
+    def convert() -> Any:
+        with _metadata_tasks_without_cpu():
+            return ray.data.from_arrow(table)
+    return _bounded(what, "Ray Data's task that reads the block's metadata (0 CPUs asked)",
+                    timeout, convert)
 
 
 # ----------------------------------------------------------------------------- Spark on Ray
@@ -127,7 +221,8 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
                  executor_memory: Union[str, int] = "1G",
                  configs: Optional[Mapping[str, Any]] = None, *,
                  spark: Optional["SparkSession"] = None, address: Optional[str] = None,
-                 log_level: str = "WARN", warm: bool = False) -> "SparkSession":
+                 log_level: str = "WARN", warm: bool = False,
+                 start_timeout: float = START_TIMEOUT) -> "SparkSession":
     """A Spark on the current Ray cluster through RayDP: ``executors`` executor actors of
     ``executor_cores`` CPUs and ``executor_memory`` each.
 
@@ -148,6 +243,10 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
     the later one waits (timelypy's ``startup_timeout`` bounds that). On a small machine give
     Spark one executor of one core and timelypy 0.25-0.5 CPU per worker: Ray's CPUs are
     logical, and during a load Spark produces while timelypy consumes, sharing the real cores.
+
+    Starting waits at most ``start_timeout`` seconds for RayDP and for every executor to
+    register with Spark (an executor waits for its CPUs); on expiry RayDP is stopped and
+    :class:`SparkConnectorError` names the CPUs asked and the CPUs Ray has free.
     """
     if spark is not None:
         if is_spark_on_ray(spark):
@@ -175,16 +274,19 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         start = _time.monotonic()
+        asked = (f"{executors} executor(s) of {executor_cores} CPU(s) and {executor_memory} "
+                 f"each ({executors * executor_cores} CPUs asked)")
         try:
-            session = raydp.init_spark(app_name, num_executors=executors,
-                                       executor_cores=executor_cores,
-                                       executor_memory=executor_memory,
-                                       configs=_settings(executors, executor_cores, configs, ray))
+            session = _bounded("spark_on_ray", asked, start_timeout, functools.partial(
+                raydp.init_spark, app_name, num_executors=executors,
+                executor_cores=executor_cores, executor_memory=executor_memory,
+                configs=_settings(executors, executor_cores, configs, ray)))
+            left = start_timeout - (_time.monotonic() - start)
+            _wait_for_executors(session, executors, asked, max(left, 1.0))
         except Exception as exc:
-            try:  # RayDP keeps a half-started Spark that blocks the next start
-                raydp.stop_spark()
-            except Exception:  # noqa: BLE001 - the error below says what failed
-                log.warning("spark_on_ray: RayDP failed to clean up", exc_info=True)
+            _stop_half_started(raydp)  # RayDP keeps a half-started Spark that blocks the next
+            if isinstance(exc, SparkConnectorError):
+                raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             raise SparkConnectorError(f"spark_on_ray: RayDP could not start Spark "
                                       f"({type(exc).__name__}: {first}). If a plain Spark ran "
@@ -197,6 +299,34 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
     if warm:
         session.range(1).count()
     return session
+
+
+def _wait_for_executors(session: "SparkSession", executors: int, asked: str,
+                        timeout: float) -> None:
+    """Wait until ``executors`` executors registered with Spark (each is a Ray actor that
+    waits for its CPUs first), at most ``timeout`` seconds; else :class:`SparkConnectorError`
+    naming what was asked and Ray's free CPUs."""
+    tracker = session.sparkContext._jsc.sc().statusTracker()
+    deadline = _time.monotonic() + timeout
+    while True:
+        registered = len(tracker.getExecutorInfos()) - 1  # the driver is listed too
+        if registered >= executors:
+            return
+        if _time.monotonic() > deadline:
+            raise SparkConnectorError(
+                f"spark_on_ray: {registered} of {executors} executor(s) registered within "
+                f"{timeout:.0f} s; Spark asked Ray for {asked}; {cpu_report()}. Free CPUs "
+                f"(close sessions or jobs that hold them), ask for fewer executors or cores, "
+                f"or pass a longer start_timeout")
+        _time.sleep(0.2)
+
+
+def _stop_half_started(raydp: Any) -> None:
+    """``raydp.stop_spark()`` after a failed start, waited for at most 30 s."""
+    try:
+        _bounded("spark_on_ray cleanup", "RayDP to stop", 30.0, raydp.stop_spark)
+    except Exception:  # noqa: BLE001 - the caller's error says what failed
+        log.warning("spark_on_ray: RayDP failed to clean up", exc_info=True)
 
 
 def stop_spark_on_ray(timeout: float = STOP_TIMEOUT) -> None:
@@ -276,8 +406,8 @@ class SparkShards(List[Shard]):
 
 
 def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: str = "spark",
-                   time: int = 0, check: bool = True,
-                   blocks: Optional[int] = None) -> SparkShards:
+                   time: int = 0, check: bool = True, blocks: Optional[int] = None,
+                   timeout: float = RAY_TIMEOUT) -> SparkShards:
     """Split ``df``'s mapped columns into one shard per timelypy worker, through Ray.
 
     The DataFrame's Spark must be a RayDP Spark (:func:`spark_on_ray`). Checks first: the
@@ -289,6 +419,11 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     ``streaming_split(workers, equal=False)`` hands every worker the blocks it pulls. Use the
     result in ``build`` (:func:`shard_collection`, :func:`feed_shard`) or in a session's
     dataflow, then :meth:`SparkShards.release` it.
+
+    The conversion's Ray tasks (fetching blocks from the executors, reading their metadata)
+    reserve no CPU, so it completes while Spark's executors and timelypy's workers hold every
+    CPU; it waits for them at most ``timeout`` seconds (:class:`SparkConnectorError` naming
+    what it waits for and Ray's free CPUs).
     """
     if workers < 1:
         raise ValueError(f"dataset_shards: workers must be >= 1, got {workers}")
@@ -312,8 +447,16 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     partitions = frame.rdd.getNumPartitions()
     wanted = blocks or max(partitions, workers)
     start = _time.monotonic()
-    dataset = from_spark_recoverable(frame, parallelism=wanted if wanted != partitions else None)
-    iterators = dataset.streaming_split(workers, equal=False)
+
+    def convert() -> Tuple[Any, Any]:
+        with _metadata_tasks_without_cpu():
+            dataset = from_spark_recoverable(
+                frame, parallelism=wanted if wanted != partitions else None)
+        return dataset, dataset.streaming_split(workers, equal=False)
+    dataset, iterators = _bounded(
+        f"dataset_shards of input {input!r}", f"Spark's executors to write {wanted} Arrow "
+        f"blocks into Ray's object store and Ray tasks (0 CPUs asked) to fetch them", timeout,
+        convert)
     log.info("dataset_shards: input %r in %d blocks for %d workers (%.2f s)", input, wanted,
              workers, _time.monotonic() - start)
     return SparkShards([Shard(i, workers, it, reader, time) for i, it in enumerate(iterators)],
@@ -369,7 +512,8 @@ class _ShardReader:
             if _time.monotonic() - self.last > self.read_timeout:
                 self.stop()
                 raise SparkConnectorError(f"input {shard.input!r}: worker {shard.index} got no "
-                                          f"batch of its shard within {self.read_timeout} s")
+                                          f"batch of its shard within {self.read_timeout} s "
+                                          f"(read from Ray's object store: {cpu_report()})")
             return None
         self.last = _time.monotonic()
         if isinstance(item, BaseException):
@@ -594,32 +738,42 @@ def records_to_arrow(contents: Mapping[Any, int], schema: Schema,
 
 
 def view_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
-                    at: Any = None, count: Optional[str] = None) -> Any:
+                    at: Any = None, count: Optional[str] = None,
+                    timeout: float = RAY_TIMEOUT) -> Any:
     """A ``CollectionView``'s contents at ``at`` (default: the latest closed time) as a
     ``ray.data.Dataset`` of ``schema`` (see :func:`records_to_arrow` for ``columns`` and
-    ``count``). Call ``view.refresh()`` first."""
-    table = records_to_arrow(view.contents(at), schema, columns, count=count,
-                             where=f"view of {view.capture!r}")
-    return _ray().data.from_arrow(table)
+    ``count``). Call ``view.refresh()`` first. Ray Data's task that reads the block's
+    metadata reserves no CPU (beside Spark's executors and timelypy's workers none may be
+    free); the call waits at most ``timeout`` seconds (:class:`SparkConnectorError` naming
+    what it waits for and Ray's free CPUs)."""
+    where = f"view of {view.capture!r}"
+    table = records_to_arrow(view.contents(at), schema, columns, count=count, where=where)
+    return _arrow_dataset(table, f"view_to_dataset of {view.capture!r}", timeout)
 
 
 def changes_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
-                       time: str = "time", diff: str = "diff") -> Any:
+                       time: str = "time", diff: str = "diff",
+                       timeout: float = RAY_TIMEOUT) -> Any:
     """A ``CollectionView``'s consolidated changes as a ``ray.data.Dataset`` of ``schema``:
-    the record's columns, then ``time`` and ``diff`` (integer columns)."""
+    the record's columns, then ``time`` and ``diff`` (integer columns). Bounded by
+    ``timeout`` as :func:`view_to_dataset`."""
     schema = arrow_schema(schema)
     columns = columns or Columns([n for n in schema.names if n not in (time, diff)])
     changes = view.changes()
     rows = [columns.flatten(d) + (t, r) for d, t, r in changes]
     table = _table(rows, [d for d, _, _ in changes], schema, list(columns.names) + [time, diff],
                    f"changes of {view.capture!r}")
-    return _ray().data.from_arrow(table)
+    return _arrow_dataset(table, f"changes_to_dataset of {view.capture!r}", timeout)
 
 
-def dataset_to_spark(dataset: Any, spark: "SparkSession") -> "DataFrame":
+def dataset_to_spark(dataset: Any, spark: "SparkSession", *,
+                     timeout: float = RAY_TIMEOUT) -> "DataFrame":
     """A Ray Dataset (of Arrow blocks) as a DataFrame of the RayDP Spark ``spark``
-    (``dataset.to_spark(spark)``: the blocks go from Ray's object store to the executors)."""
+    (``dataset.to_spark(spark)``: the blocks go from Ray's object store to the executors when
+    Spark reads them). Handing the blocks to RayDP's master waits at most ``timeout``
+    seconds."""
     if not is_spark_on_ray(spark):
         raise SparkConnectorError("dataset_to_spark: the SparkSession does not run on Ray "
                                   "(RayDP): start it with spark_on_ray()")
-    return dataset.to_spark(spark)
+    return _bounded("dataset_to_spark", "RayDP's master actor (0 CPUs asked) to take the "
+                    "dataset's blocks", timeout, dataset.to_spark, spark)
