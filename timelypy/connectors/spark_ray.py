@@ -93,7 +93,8 @@ def cpu_report(ray: Any = None) -> str:
     return f"the cluster has {total:g} CPUs, {free:g} free (ray.available_resources())"
 
 
-def _bounded(what: str, waits_for: str, timeout: float, call: Any, *args: Any) -> Any:
+def _bounded(what: str, waits_for: str, timeout: float, call: Any, *args: Any,
+             option: str = "timeout") -> Any:
     """``call(*args)`` in a thread, waited for at most ``timeout`` seconds; on expiry
     :class:`SparkConnectorError` names ``what``, the resource it waits for and Ray's CPUs
     (the call goes on in the background until Ray schedules it or the cluster goes)."""
@@ -114,7 +115,7 @@ def _bounded(what: str, waits_for: str, timeout: float, call: Any, *args: Any) -
         raise SparkConnectorError(f"{what}: no answer from Ray within {timeout:g} s; it waits "
                                   f"for {waits_for}; {cpu_report()}. Free CPUs (fewer "
                                   f"executor cores or a smaller num_cpus_per_worker) or pass "
-                                  f"a longer timeout")
+                                  f"a longer {option}")
     ok, value = done[0]
     if not ok:
         raise value
@@ -280,7 +281,8 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
             session = _bounded("spark_on_ray", asked, start_timeout, functools.partial(
                 raydp.init_spark, app_name, num_executors=executors,
                 executor_cores=executor_cores, executor_memory=executor_memory,
-                configs=_settings(executors, executor_cores, configs, ray)))
+                configs=_settings(executors, executor_cores, configs, ray)),
+                option="start_timeout")
             left = start_timeout - (_time.monotonic() - start)
             _wait_for_executors(session, executors, asked, max(left, 1.0))
         except Exception as exc:
