@@ -13,8 +13,8 @@ import cloudpickle
 import pytest
 
 import timelypy as tp
-from timelypy.connectors.spark import (Columns, CollectionView, SparkInputError,
-                                       SparkOutputError)
+from timelypy.connectors.spark import (Columns, CollectionView, SparkConnectorError,
+                                       SparkInputError, SparkOutputError)
 from timelypy.connectors.spark_ray import (changes_to_dataset, dataset_shards, dataset_to_spark,
                                            feed_shard, records_to_arrow, shard_collection,
                                            spark_on_ray, stop_spark_on_ray, view_to_dataset)
@@ -281,6 +281,55 @@ def test_session_load_and_dataset_sink_round_trip(spark, pairs):
             late = {(r["k"], r["v"], r["diff"]) for r in changes.where("time = 1").collect()}
             assert late == {(-1, -1, 1), (0, 0, -1)}
     source.unpersist()
+
+
+def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_session):
+    """With every CPU of the cluster held (Spark's executor, and a placement group for the
+    rest, as timelypy's workers hold them on a small machine), a view becomes a Ray Dataset
+    and a DataFrame shards: their Ray tasks ask for no CPU. A wait for a CPU that never frees
+    is bounded, and its error says how many CPUs the cluster has and how many are free."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    from timelypy.connectors.spark_ray import _bounded
+
+    ray = ray_session
+    free = ray.available_resources().get("CPU", 0)
+    group = placement_group([{"CPU": free}])
+    ray.get(group.ready(), timeout=60)
+    try:
+        assert ray.available_resources().get("CPU", 0) == 0
+        with tp.open_session(_pairs_view) as session:  # inline: no Ray worker
+            session.update_many("pairs", [(k % 7, k) for k in range(50)])
+            session.advance_to(1)
+            view = CollectionView(session, "pairs_out")
+            view.refresh()
+            start = time.monotonic()
+            ds = view_to_dataset(view, "k bigint, v bigint", timeout=60)
+            back = dataset_to_spark(ds, spark, timeout=60)
+            assert sorted(tuple(r) for r in back.collect()) == sorted(view.contents())
+            changes = changes_to_dataset(view, "k bigint, v bigint, time bigint, diff bigint",
+                                         timeout=60)
+            assert changes.count() == 50
+            with dataset_shards(pairs.limit(1000), 2, PAIRS, timeout=120) as shards:
+                assert shards.dataset.count() == 1000
+            log.warning("conversions with no CPU free: %.1f s", time.monotonic() - start)
+
+        @ray.remote(num_cpus=1)
+        def needs_a_cpu() -> int:
+            return 1
+        with pytest.raises(SparkConnectorError, match=(
+                r"probe: no answer from Ray within 2 s; it waits for a task of 1 CPU; the "
+                r"cluster has 4 CPUs, 0 free \(ray.available_resources\(\)\)")):
+            _bounded("probe", "a task of 1 CPU", 2, lambda: ray.get(needs_a_cpu.remote()))
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            view_to_dataset(view, "k bigint, v bigint", timeout=0)
+    finally:
+        remove_placement_group(group)
+
+
+def _pairs_view(scope):
+    pairs_in, pairs = scope.new_collection()
+    return {"pairs": pairs_in, "pairs_out": pairs.capture(), "probe": pairs.probe()}
 
 
 def test_bad_input_is_refused_with_the_row(spark):
