@@ -125,6 +125,25 @@ def _bounded(what: str, waits_for: str, timeout: float, call: Any, *args: Any,
 _CACHE_LOCK = threading.Lock()
 
 
+def _light_metadata_task() -> Optional[Tuple[Any, Any, Any]]:
+    """Ray Data's cache of remote functions, the key of its metadata task and that task asking
+    for 0 CPUs; None where this Ray has no such cache (the task then keeps Ray's 1 CPU)."""
+    try:
+        from ray.data._internal import remote_fn
+        from ray.data._internal.util import get_table_block_metadata_schema
+        key = (get_table_block_metadata_schema, hash(remote_fn._make_hashable({})))
+        light = remote_fn.cached_remote_fn(get_table_block_metadata_schema, num_cpus=0)
+    except Exception:  # noqa: BLE001 - another Ray version
+        log.debug("Ray Data's metadata task keeps its default CPU", exc_info=True)
+        return None
+    return remote_fn, key, light
+
+
+def _metadata_cpus() -> str:
+    """What Ray Data's metadata task asks for, for error messages."""
+    return "0 CPUs asked" if _light_metadata_task() is not None else "1 CPU asked"
+
+
 @contextlib.contextmanager
 def _metadata_tasks_without_cpu() -> Iterator[None]:
     """Ray Data's ``from_arrow_refs`` (behind ``from_arrow`` and RayDP's conversions) reads
@@ -133,15 +152,11 @@ def _metadata_tasks_without_cpu() -> Iterator[None]:
     call, waits for ever. Reading a block's row count and schema takes no CPU worth
     reserving: while this is active the task asks for 0 CPUs. Without Ray Data's cache of
     remote functions (another Ray version) nothing changes and the caller's bound applies."""
-    try:
-        from ray.data._internal import remote_fn
-        from ray.data._internal.util import get_table_block_metadata_schema
-        key = (get_table_block_metadata_schema, hash(remote_fn._make_hashable({})))
-        light = remote_fn.cached_remote_fn(get_table_block_metadata_schema, num_cpus=0)
-    except Exception:  # noqa: BLE001 - another Ray: the default task and the bound
-        log.debug("Ray Data's metadata task keeps its default CPU", exc_info=True)
+    override = _light_metadata_task()
+    if override is None:  # another Ray: the default task, and the caller's bound
         yield
         return
+    remote_fn, key, light = override
     with _CACHE_LOCK:
         cache = remote_fn.CACHED_FUNCTIONS
         before = cache.get(key)
@@ -162,8 +177,8 @@ def _arrow_dataset(table: "pa.Table", what: str, timeout: float) -> Any:
     def convert() -> Any:
         with _metadata_tasks_without_cpu():
             return ray.data.from_arrow(table)
-    return _bounded(what, "Ray Data's task that reads the block's metadata (0 CPUs asked)",
-                    timeout, convert)
+    return _bounded(what, f"Ray Data's task that reads the block's metadata "
+                          f"({_metadata_cpus()})", timeout, convert)
 
 
 # ----------------------------------------------------------------------------- Spark on Ray
@@ -457,8 +472,8 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
         return dataset, dataset.streaming_split(workers, equal=False)
     dataset, iterators = _bounded(
         f"dataset_shards of input {input!r}", f"Spark's executors to write {wanted} Arrow "
-        f"blocks into Ray's object store and Ray tasks (0 CPUs asked) to fetch them", timeout,
-        convert)
+        f"blocks into Ray's object store, Ray tasks (0 CPUs asked) to fetch them and Ray "
+        f"Data's tasks to read their metadata ({_metadata_cpus()})", timeout, convert)
     log.info("dataset_shards: input %r in %d blocks for %d workers (%.2f s)", input, wanted,
              workers, _time.monotonic() - start)
     return SparkShards([Shard(i, workers, it, reader, time) for i, it in enumerate(iterators)],
