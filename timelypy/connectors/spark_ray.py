@@ -125,6 +125,11 @@ def _bounded(what: str, waits_for: str, timeout: float, call: Any, *args: Any,
 _CACHE_LOCK = threading.Lock()
 
 
+class _Override:  # conversions under way with the 0-CPU metadata task, and what it replaced
+    users = 0
+    before: Any = None
+
+
 def _light_metadata_task() -> Optional[Tuple[Any, Any, Any]]:
     """Ray Data's cache of remote functions, the key of its metadata task and that task asking
     for 0 CPUs; None where this Ray has no such cache (the task then keeps Ray's 1 CPU)."""
@@ -157,17 +162,23 @@ def _metadata_tasks_without_cpu() -> Iterator[None]:
         yield
         return
     remote_fn, key, light = override
-    with _CACHE_LOCK:
-        cache = remote_fn.CACHED_FUNCTIONS
-        before = cache.get(key)
-        cache[key] = light
-        try:
-            yield
-        finally:
-            if before is None:
-                cache.pop(key, None)
-            else:
-                cache[key] = before
+    cache = remote_fn.CACHED_FUNCTIONS
+    with _CACHE_LOCK:  # held only to count the conversions under way, never while waiting
+        if _Override.users == 0:
+            _Override.before = cache.get(key)
+            cache[key] = light
+        _Override.users += 1
+    try:
+        yield
+    finally:
+        with _CACHE_LOCK:
+            _Override.users -= 1
+            if _Override.users == 0:
+                if _Override.before is None:
+                    cache.pop(key, None)
+                else:
+                    cache[key] = _Override.before
+                _Override.before = None
 
 
 def _arrow_dataset(table: "pa.Table", what: str, timeout: float) -> Any:
