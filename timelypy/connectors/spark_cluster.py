@@ -19,8 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from .spark_columns import SparkConnectorError
-from .spark_ray import (START_TIMEOUT, _ray, is_spark_on_ray, spark_on_ray,
-                        stop_spark_on_ray)
+from .spark_ray import START_TIMEOUT, _ray, is_spark_on_ray, spark_on_ray, stop_spark_on_ray
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import SparkSession
