@@ -293,10 +293,21 @@ def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_se
     from timelypy.connectors.spark_ray import _bounded
 
     ray = ray_session
-    free = ray.available_resources().get("CPU", 0)
-    group = placement_group([{"CPU": free}])
-    ray.get(group.ready(), timeout=60)
+    groups: list = []
+
+    def hold_every_cpu() -> None:  # CPUs an earlier test's workers release late are taken too
+        quiet = 0
+        while quiet < 3:
+            free = ray.available_resources().get("CPU", 0)
+            if free > 0:
+                quiet = 0
+                groups.append(placement_group([{"CPU": free}]))
+                ray.get(groups[-1].ready(), timeout=60)
+            else:
+                quiet += 1
+            time.sleep(0.5)
     try:
+        hold_every_cpu()
         assert ray.available_resources().get("CPU", 0) == 0
         with tp.open_session(_pairs_view) as session:  # inline: no Ray worker
             session.update_many("pairs", [(k % 7, k) for k in range(50)])
@@ -317,6 +328,7 @@ def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_se
         @ray.remote(num_cpus=1)
         def needs_a_cpu() -> int:
             return 1
+        hold_every_cpu()
         with pytest.raises(SparkConnectorError, match=(
                 r"probe: no answer from Ray within 2 s; it waits for a task of 1 CPU; the "
                 r"cluster has 4 CPUs, 0 free \(ray.available_resources\(\)\)")):
@@ -324,7 +336,8 @@ def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_se
         with pytest.raises(ValueError, match="timeout must be a positive number"):
             view_to_dataset(view, "k bigint, v bigint", timeout=0)
     finally:
-        remove_placement_group(group)
+        for group in groups:
+            remove_placement_group(group)
 
 
 def _pairs_view(scope):
