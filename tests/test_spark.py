@@ -402,6 +402,18 @@ def test_a_refused_micro_batch_fails_the_stream_and_applies_nothing(spark, tmp_p
         finally:
             query.stop()
         assert "column 'src'" in str(caught.value) and "null key" in str(caught.value)
+        from pyspark.errors import StreamingQueryException
+
+        assert isinstance(caught.value, StreamingQueryException)  # Spark's type, not ours
+        refused = sink.last_error  # ours, with its fields, kept by the sink
+        assert isinstance(refused, SparkInputError) and refused.batch_id == 1
+        assert (refused.input, refused.column) == ("edges", "src")
+        assert refused.reason.startswith("null key")
+        assert refused.row == {"src": None, "dst": 5, "diff": 1}
+        assert [row for row, _, _ in refused.rows] == [{"src": None, "dst": 5, "diff": 1}]
+        with pytest.raises(SparkInputError, match="micro-batch 1: ") as again:
+            raise sink.last_error from caught.value  # as docs/spark.md shows
+        assert again.value.__cause__ is caught.value
         assert sink.last_batch_id == 0 and s.time == 1
         view.refresh()
         assert view.contents() == {(1, 2): 1, (1, 3): 1}
@@ -448,6 +460,7 @@ def test_sink_calls_from_threads_are_serialised(spark):
             t.start()
         for t in threads:
             t.join(timeout=60)
+        assert sink.last_error is None  # no micro-batch failed
         applied = sorted(sink.epochs, key=sink.epochs.get)
         assert applied == sorted(applied)  # applied in increasing id order, the rest ignored
         assert sorted(applied + sink.ignored) == list(range(8)) and s.time == len(applied)

@@ -13,8 +13,8 @@ import cloudpickle
 import pytest
 
 import timelypy as tp
-from timelypy.connectors.spark import (Columns, CollectionView, SparkInputError,
-                                       SparkOutputError)
+from timelypy.connectors.spark import (Columns, CollectionView, SparkConnectorError,
+                                       SparkInputError, SparkOutputError)
 from timelypy.connectors.spark_ray import (changes_to_dataset, dataset_shards, dataset_to_spark,
                                            feed_shard, records_to_arrow, shard_collection,
                                            spark_on_ray, stop_spark_on_ray, view_to_dataset)
@@ -67,6 +67,78 @@ def _leave_plain_spark() -> None:
         SparkContext._active_spark_context.stop()
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+# ----------------------------------------------------------------------------- on 2 CPUs
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TWO_CPUS = r"""
+import os, re, sys, time
+import ray
+
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+         _temp_dir=sys.argv[1])
+from timelypy.connectors.spark_ray import SparkConnectorError, spark_on_ray
+
+start = time.monotonic()
+try:  # an executor of 3 CPUs on a cluster of 2: Ray never places it
+    spark_on_ray("too-big", executors=1, executor_cores=3, start_timeout=15)
+except SparkConnectorError as exc:
+    print("START-REFUSED", round(time.monotonic() - start, 1), exc, flush=True)
+page = open(os.path.join(sys.argv[2], "docs", "spark.md")).read()
+page = page[page.index("## Spark on Ray (RayDP)"):]
+block = re.search(r"<!-- skip: start -->\n```python\n(.*?)```", page, re.S).group(1)
+start = time.monotonic()
+exec(compile(block, "docs/spark.md", "exec"), {"__name__": "__main__"})
+print("DOCS-BLOCK", round(time.monotonic() - start, 1), ray.cluster_resources()["CPU"],
+      flush=True)
+ray.shutdown()
+"""
+
+
+def _java_ready() -> None:
+    pytest.importorskip("raydp", reason="raydp is not installed: pip install -e '.[spark]'")
+    pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java 17 (no java on PATH, no JAVA_HOME)")
+
+
+@pytest.mark.timeout(600)
+def test_the_documented_call_completes_on_two_cpus(ray_test_token):
+    """docs/spark.md's Spark-on-Ray block as written, in a process of its own (its first
+    Spark) on a Ray of 2 CPUs, this machine's size: the executor holds 1 CPU and the two
+    workers 2 x 0.5, so nothing is free when view_to_dataset turns the view into a Ray
+    Dataset (it used to wait for ever for a CPU there). Before it, a Spark that cannot be
+    placed (3 CPUs asked of 2) is refused within its start_timeout, naming the CPUs."""
+    import secrets
+    import subprocess
+
+    from conftest import new_ray_base_dir, ray_token_environment, stop_processes_under
+
+    _java_ready()
+    base = new_ray_base_dir()
+    env = {**os.environ, **ray_token_environment(secrets.token_hex(32)),
+           "PYTHONPATH": os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")]
+                                                   if p])}
+    try:
+        run = subprocess.run([sys.executable, "-c", TWO_CPUS, os.path.join(base, "ray"), ROOT],
+                             env=env, capture_output=True, text=True, timeout=480, check=False)
+    finally:
+        stop_processes_under(base, grace=5)
+        shutil.rmtree(base, ignore_errors=True)
+    out = run.stdout
+    assert run.returncode == 0, (out[-3000:], run.stderr[-5000:])
+    refused = next(line for line in out.splitlines() if line.startswith("START-REFUSED"))
+    seconds = float(refused.split()[1])
+    assert 15 <= seconds < 60, refused
+    assert "spark_on_ray: no answer from Ray within 15 s" in refused, refused
+    assert "1 executor(s) of 3 CPU(s) and 1G each (3 CPUs asked)" in refused, refused
+    assert "the cluster has 2 CPUs, 2 free (ray.available_resources())" in refused, refused
+    assert "a longer start_timeout" in refused, refused
+    assert "[Row(keys=1000, rows=100000)]" in out, out[-3000:]
+    done = next(line for line in out.splitlines() if line.startswith("DOCS-BLOCK")).split()
+    assert float(done[2]) == 2.0
+    log.warning("the docs block on 2 CPUs: %s s; the refused start: %s s", done[1], seconds)
 
 
 @pytest.fixture(scope="session")
@@ -211,6 +283,68 @@ def test_session_load_and_dataset_sink_round_trip(spark, pairs):
     source.unpersist()
 
 
+def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_session):
+    """With every CPU of the cluster held (Spark's executor, and a placement group for the
+    rest, as timelypy's workers hold them on a small machine), a view becomes a Ray Dataset
+    and a DataFrame shards: their Ray tasks ask for no CPU. A wait for a CPU that never frees
+    is bounded, and its error says how many CPUs the cluster has and how many are free."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    from timelypy.connectors.spark_ray import _bounded
+
+    ray = ray_session
+    groups: list = []
+
+    def hold_every_cpu() -> None:  # CPUs an earlier test's workers release late are taken too
+        quiet = 0
+        while quiet < 3:
+            free = ray.available_resources().get("CPU", 0)
+            if free > 0:
+                quiet = 0
+                groups.append(placement_group([{"CPU": free}]))
+                ray.get(groups[-1].ready(), timeout=60)
+            else:
+                quiet += 1
+            time.sleep(0.5)
+    try:
+        hold_every_cpu()
+        assert ray.available_resources().get("CPU", 0) == 0
+        with tp.open_session(_pairs_view) as session:  # inline: no Ray worker
+            session.update_many("pairs", [(k % 7, k) for k in range(50)])
+            session.advance_to(1)
+            view = CollectionView(session, "pairs_out")
+            view.refresh()
+            start = time.monotonic()
+            ds = view_to_dataset(view, "k bigint, v bigint", timeout=60)
+            back = dataset_to_spark(ds, spark, timeout=60)
+            assert sorted(tuple(r) for r in back.collect()) == sorted(view.contents())
+            changes = changes_to_dataset(view, "k bigint, v bigint, time bigint, diff bigint",
+                                         timeout=60)
+            assert changes.count() == 50
+            with dataset_shards(pairs.limit(1000), 2, PAIRS, timeout=120) as shards:
+                assert shards.dataset.count() == 1000
+            log.warning("conversions with no CPU free: %.1f s", time.monotonic() - start)
+
+        @ray.remote(num_cpus=1)
+        def needs_a_cpu() -> int:
+            return 1
+        hold_every_cpu()
+        with pytest.raises(SparkConnectorError, match=(
+                r"probe: no answer from Ray within 2 s; it waits for a task of 1 CPU; the "
+                r"cluster has 4 CPUs, 0 free \(ray.available_resources\(\)\)")):
+            _bounded("probe", "a task of 1 CPU", 2, lambda: ray.get(needs_a_cpu.remote()))
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            view_to_dataset(view, "k bigint, v bigint", timeout=0)
+    finally:
+        for group in groups:
+            remove_placement_group(group)
+
+
+def _pairs_view(scope):
+    pairs_in, pairs = scope.new_collection()
+    return {"pairs": pairs_in, "pairs_out": pairs.capture(), "probe": pairs.probe()}
+
+
 def test_bad_input_is_refused_with_the_row(spark):
     df = spark.createDataFrame([(1, 10, 1), (None, 11, 1), (3, 12, 2)],
                                "k bigint, v bigint, d bigint")
@@ -272,23 +406,3 @@ def test_spark_and_workers_sizes_workers_beside_a_given_spark(spark, pairs):
     with pytest.raises(TimelyError, match="used after close"):  # closed with the plan
         session.flush()
     assert spark.range(3).count() == 3  # the Spark given is still up
-
-
-def test_the_spark_on_ray_docs_block_runs(spark):
-    """docs/spark.md's Spark-on-Ray block (skipped by the docs test, whose process runs a
-    plain Spark) runs here as written, after this file's RayDP Spark is stopped: it starts and
-    stops its own. Last in the file: the fixture's Spark is gone after it."""
-    import pathlib
-
-    from sybil import Sybil
-    from sybil.parsers.markdown import PythonCodeBlockParser
-
-    page = pathlib.Path(__file__).resolve().parent.parent / "docs" / "spark.md"
-    heading = page.read_text().splitlines().index("## Spark on Ray (RayDP)") + 1
-    stop_spark_on_ray()
-    document = Sybil(parsers=[PythonCodeBlockParser()]).parse(page)
-    document.namespace["__name__"] = "__main__"
-    blocks = [example for example in document.examples() if example.line > heading]
-    assert blocks, "no Spark-on-Ray block in docs/spark.md"
-    for example in blocks:
-        example.evaluate()

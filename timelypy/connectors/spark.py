@@ -362,10 +362,14 @@ class ForeachBatchSink:
     ids may jump upward. ``last_batch_id`` starts from a known point (a query resumed from a
     checkpoint while the session kept its state). A refused micro-batch raises
     :class:`SparkInputError` (the query fails; nothing of the batch was applied, and a replay
-    of it is tried again). Calls are serialised by :attr:`lock` (Spark calls the sink from a
-    thread of its own: hold ``sink.lock`` to use the session from another thread while a query
-    runs). :attr:`latencies` maps each applied batch id to its seconds from call to return,
-    :attr:`epochs` to the session's time when it was applied, :attr:`rows` to its row count.
+    of it is tried again). Spark hands the caller only a ``StreamingQueryException`` with the
+    error's text: the sink keeps the exception itself in :attr:`last_error` (with
+    ``batch_id`` set on it), so ``raise sink.last_error from exc`` after the query failed
+    gives back the typed error and its fields. Calls are serialised by :attr:`lock` (Spark
+    calls the sink from a thread of its own: hold ``sink.lock`` to use the session from another
+    thread while a query runs). :attr:`latencies` maps each applied batch id to its seconds
+    from call to return, :attr:`epochs` to the session's time when it was applied,
+    :attr:`rows` to its row count.
     """
 
     def __init__(self, session: DataflowSession, input: str, columns: Columns,
@@ -385,6 +389,10 @@ class ForeachBatchSink:
         self.epochs: Dict[int, int] = {}
         self.rows: Dict[int, int] = {}
         self.ignored: List[int] = []
+        self.last_error: Optional[BaseException] = None
+        """The exception the last failed micro-batch raised (a :class:`SparkInputError` for a
+        refused one, with ``batch_id``; the session's own errors as they are); None before
+        any failure and again once a later micro-batch is applied."""
         self.lock = threading.RLock()
         """Held while a micro-batch is applied."""
 
@@ -400,17 +408,25 @@ class ForeachBatchSink:
             start = _time.monotonic()
             epoch = self.session.time
             try:
-                rows = apply_changes(self.session, self.input, df, self.columns, advance=True,
-                                     batch_rows=self.batch_rows, persist=self.persist)
-            except SparkInputError as exc:
-                raise SparkInputError(f"micro-batch {batch_id}: {exc}", input=exc.input,
-                                      column=exc.column, row=exc.row, value=exc.value,
-                                      reason=exc.reason, rows=exc.rows) from exc
-            self.last_batch_id = batch_id
-            self.epochs[batch_id] = epoch
-            self.rows[batch_id] = rows
-            if self.probe is not None:
-                self.session.wait(self.probe, timeout=self.wait_timeout)
+                try:
+                    rows = apply_changes(self.session, self.input, df, self.columns,
+                                         advance=True, batch_rows=self.batch_rows,
+                                         persist=self.persist)
+                except SparkInputError as exc:
+                    refused = SparkInputError(f"micro-batch {batch_id}: {exc}", input=exc.input,
+                                              column=exc.column, row=exc.row, value=exc.value,
+                                              reason=exc.reason, rows=exc.rows)
+                    refused.batch_id = batch_id
+                    raise refused from exc
+                self.last_batch_id = batch_id
+                self.epochs[batch_id] = epoch
+                self.rows[batch_id] = rows
+                if self.probe is not None:
+                    self.session.wait(self.probe, timeout=self.wait_timeout)
+            except BaseException as exc:
+                self.last_error = exc  # Spark passes on only its text: keep the typed error
+                raise
+            self.last_error = None
             self.latencies[batch_id] = _time.monotonic() - start
             log.debug("foreachBatch sink for input %r: micro-batch %d, %d rows, epoch %r, "
                       "%.3f s", self.input, batch_id, rows, epoch, self.latencies[batch_id])

@@ -19,7 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from .spark_columns import SparkConnectorError
-from .spark_ray import _ray, is_spark_on_ray, spark_on_ray, stop_spark_on_ray
+from .spark_ray import START_TIMEOUT, _ray, is_spark_on_ray, spark_on_ray, stop_spark_on_ray
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import SparkSession
@@ -106,8 +106,9 @@ class SparkAndWorkers:
         self.close()
 
     def __repr__(self) -> str:
+        spark = "started here" if self.owns_spark else "given"
         return (f"SparkAndWorkers(workers={self.workers}, num_cpus_per_worker="
-                f"{self.num_cpus_per_worker:g}, spark={'started here' if self.owns_spark else 'given'})")
+                f"{self.num_cpus_per_worker:g}, spark={spark})")
 
 
 def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors: int = 1,
@@ -115,6 +116,7 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
                       num_cpus_per_worker: Optional[float] = None,
                       spark: Optional["SparkSession"] = None, address: Optional[str] = None,
                       configs: Optional[Dict[str, Any]] = None, log_level: str = "WARN",
+                      start_timeout: float = START_TIMEOUT,
                       **session_options: Any) -> SparkAndWorkers:
     """Spark on Ray (RayDP) and room for ``workers`` timelypy workers beside it.
 
@@ -122,9 +124,17 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
     authentication included). Spark: ``spark`` if given (it must run on Ray; it is not
     stopped here), else :func:`~timelypy.connectors.spark_ray.spark_on_ray` with
     ``executors`` executors of ``executor_cores`` CPUs and ``executor_memory`` (and
-    ``configs``, ``log_level``). ``num_cpus_per_worker`` defaults to :func:`worker_cpus` of the cluster's
-    CPUs and Spark's reservation, so both fit at once. ``session_options`` (``timeout``,
-    ``heartbeat_timeout``, ...) go to every :meth:`SparkAndWorkers.open_session`.
+    ``configs``, ``log_level``; it waits at most ``start_timeout`` seconds for the executors,
+    then names the CPUs asked and free). ``num_cpus_per_worker`` defaults to
+    :func:`worker_cpus` of the cluster's CPUs and Spark's reservation, so both fit at once.
+    ``session_options`` (``timeout``, ``heartbeat_timeout``, ...) go to every
+    :meth:`SparkAndWorkers.open_session`.
+
+    Only Spark's executors and the workers reserve CPUs: RayDP's master, the tasks that move
+    blocks between Spark and Ray's object store and the Ray Data tasks of
+    :mod:`~timelypy.connectors.spark_ray`'s conversions reserve none, so the whole cluster
+    can be handed out (on 2 CPUs: 1 executor core and 2 workers of 0.5) and every
+    conversion still runs.
     """
     if workers < 1:
         raise ValueError(f"spark_and_workers: workers must be >= 1, got {workers}")
@@ -141,7 +151,7 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
         num_cpus_per_worker = worker_cpus(cluster, spark_cpus, workers)
     if owns:
         spark = spark_on_ray(app_name, executors, executor_cores, executor_memory, configs,
-                             log_level=log_level)
+                             log_level=log_level, start_timeout=start_timeout)
     plan = SparkAndWorkers(spark, workers, num_cpus_per_worker, owns, session_options)
     log.info("spark_and_workers: %r", plan)
     return plan

@@ -51,7 +51,9 @@ class SparkInputError(SparkConnectorError, ValueError):
     it. ``input``, ``column``, ``row`` (a dict of the row's mapped columns, or None for a
     problem of the schema), ``value`` and ``reason`` say what; ``rows`` lists up to five bad
     rows as ``(row, column, reason)``. Nothing of the refused DataFrame was applied (except
-    by :func:`~timelypy.connectors.spark.load`, which says how many rows it applied)."""
+    by :func:`~timelypy.connectors.spark.load`, which says how many rows it applied).
+    ``batch_id`` is the refused micro-batch's id when a
+    :class:`~timelypy.connectors.spark.ForeachBatchSink` raised it, else None."""
 
     def __init__(self, message: str, input: Optional[str] = None, column: Optional[str] = None,
                  row: Optional[Dict[str, Any]] = None, value: Any = None, reason: str = "",
@@ -63,6 +65,7 @@ class SparkInputError(SparkConnectorError, ValueError):
         self.value = value
         self.reason = reason
         self.rows = list(rows)
+        self.batch_id: Optional[int] = None
 
 
 class SparkOutputError(SparkConnectorError, ValueError):

@@ -12,19 +12,20 @@ import time as _time
 from typing import (TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple, Union)
 
-from ..workers.batch import show
+from .ray_data import (RAY_TIMEOUT, _bounded, _metadata_cpus, _metadata_tasks_without_cpu,
+                       _ray, arrow_schema, changes_to_dataset, cpu_report, dataset_to_spark,
+                       is_spark_on_ray, records_to_arrow, view_to_dataset)
 from .spark import JAVA_OPTIONS, Columns
 from .spark_columns import (INSTALL_HINT, BadRow, RowReader, SparkConnectorError,
-                            SparkOutputError, SparkUnavailableError, require_pyspark)
+                            SparkUnavailableError, require_pyspark)
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["spark_on_ray", "stop_spark_on_ray", "is_spark_on_ray", "dataset_shards",
            "SparkShards", "Shard", "shard_collection", "ShardInput", "feed_shard",
            "records_to_arrow", "view_to_dataset", "changes_to_dataset", "dataset_to_spark",
-           "arrow_schema", "RAYDP_JAVA_OPTIONS", "RAYDP_SETTINGS"]
+           "arrow_schema", "cpu_report", "RAYDP_JAVA_OPTIONS", "RAYDP_SETTINGS"]
 
 log = logging.getLogger("timelypy.connectors.spark_ray")
 
@@ -39,25 +40,21 @@ _JAVA_KEYS = ("spark.ray.raydp_app_master.extraJavaOptions", "spark.driver.extra
 
 RAYDP_SETTINGS: Dict[str, str] = {
     **{key: RAYDP_JAVA_OPTIONS for key in _JAVA_KEYS}, "spark.ui.enabled": "false",
-    "spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.showConsoleProgress": "false"}
+    "spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.showConsoleProgress": "false",
+    "spark.ray.raydp_recoverable_fetch.task.resource.CPU": "0",
+    "spark.ray.raydp_spark_master.actor.resource.CPU": "0"}
 """What :func:`spark_on_ray` sets (plus ``spark.sql.shuffle.partitions`` = the executors'
-cores, at least 2, and loopback addresses for the driver on a one-node loopback Ray)."""
+cores, at least 2, and loopback addresses for the driver on a one-node loopback Ray). RayDP's
+master actor and the tasks that fetch a DataFrame's Arrow blocks from the executors into Ray's
+object store reserve no CPU (the master is idle between calls, a fetch waits on the executor,
+which holds its own CPUs), so neither waits for a CPU that Spark's executors and timelypy's
+workers hold: only the executors reserve CPUs."""
 
 DEFAULT_BATCH_ROWS = 10_000
 _POLL = 0.005  # seconds a step waits (at most) for a batch of its shard that is not ready yet
 DEFAULT_READ_TIMEOUT = 300.0  # seconds a worker may wait for the next batch of its shard
 STOP_TIMEOUT = 120.0  # seconds stop_spark_on_ray waits for RayDP to stop
-
-
-def _ray() -> Any:
-    """The ``ray`` module with Ray Data, or :class:`SparkUnavailableError`."""
-    try:
-        import ray
-        import ray.data  # noqa: F401 - Ray Datasets
-    except ImportError as exc:
-        raise SparkUnavailableError(f"Spark on Ray needs ray[data] ({exc}): {INSTALL_HINT}"
-                                    ) from exc
-    return ray
+START_TIMEOUT = 120.0  # seconds spark_on_ray waits for RayDP and its executors to start
 
 
 def _raydp() -> Any:
@@ -94,14 +91,6 @@ def _owned_class() -> Any:
     return RayDPSparkSession
 
 
-def is_spark_on_ray(spark: "SparkSession") -> bool:
-    """``spark`` runs its executors on Ray (RayDP)."""
-    try:
-        return (spark.sparkContext.master or "").startswith("ray")
-    except Exception:  # noqa: BLE001 - a stopped session
-        return False
-
-
 _PLAIN_SPARK = ("pyspark keeps one JVM per process, and a plain (non-Ray) Spark started it "
                 "without RayDP's classes: start Spark on Ray in a process whose first Spark it "
                 "is")
@@ -127,7 +116,8 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
                  executor_memory: Union[str, int] = "1G",
                  configs: Optional[Mapping[str, Any]] = None, *,
                  spark: Optional["SparkSession"] = None, address: Optional[str] = None,
-                 log_level: str = "WARN", warm: bool = False) -> "SparkSession":
+                 log_level: str = "WARN", warm: bool = False,
+                 start_timeout: float = START_TIMEOUT) -> "SparkSession":
     """A Spark on the current Ray cluster through RayDP: ``executors`` executor actors of
     ``executor_cores`` CPUs and ``executor_memory`` each.
 
@@ -148,6 +138,10 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
     the later one waits (timelypy's ``startup_timeout`` bounds that). On a small machine give
     Spark one executor of one core and timelypy 0.25-0.5 CPU per worker: Ray's CPUs are
     logical, and during a load Spark produces while timelypy consumes, sharing the real cores.
+
+    Starting waits at most ``start_timeout`` seconds for RayDP, which waits for its executors
+    (each waits for its CPUs); on expiry RayDP is stopped and
+    :class:`SparkConnectorError` names the CPUs asked and the CPUs Ray has free.
     """
     if spark is not None:
         if is_spark_on_ray(spark):
@@ -175,16 +169,18 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         start = _time.monotonic()
+        asked = (f"{executors} executor(s) of {executor_cores} CPU(s) and {executor_memory} "
+                 f"each ({executors * executor_cores} CPUs asked)")
         try:
-            session = raydp.init_spark(app_name, num_executors=executors,
-                                       executor_cores=executor_cores,
-                                       executor_memory=executor_memory,
-                                       configs=_settings(executors, executor_cores, configs, ray))
+            session = _bounded("spark_on_ray", asked, start_timeout, functools.partial(
+                raydp.init_spark, app_name, num_executors=executors,
+                executor_cores=executor_cores, executor_memory=executor_memory,
+                configs=_settings(executors, executor_cores, configs, ray)),
+                option="start_timeout")
         except Exception as exc:
-            try:  # RayDP keeps a half-started Spark that blocks the next start
-                raydp.stop_spark()
-            except Exception:  # noqa: BLE001 - the error below says what failed
-                log.warning("spark_on_ray: RayDP failed to clean up", exc_info=True)
+            _stop_half_started(raydp)  # RayDP keeps a half-started Spark that blocks the next
+            if isinstance(exc, SparkConnectorError):
+                raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             raise SparkConnectorError(f"spark_on_ray: RayDP could not start Spark "
                                       f"({type(exc).__name__}: {first}). If a plain Spark ran "
@@ -197,6 +193,14 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
     if warm:
         session.range(1).count()
     return session
+
+
+def _stop_half_started(raydp: Any) -> None:
+    """``raydp.stop_spark()`` after a failed start, waited for at most 30 s."""
+    try:
+        _bounded("spark_on_ray cleanup", "RayDP to stop", 30.0, raydp.stop_spark)
+    except Exception:  # noqa: BLE001 - the caller's error says what failed
+        log.warning("spark_on_ray: RayDP failed to clean up", exc_info=True)
 
 
 def stop_spark_on_ray(timeout: float = STOP_TIMEOUT) -> None:
@@ -276,8 +280,8 @@ class SparkShards(List[Shard]):
 
 
 def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: str = "spark",
-                   time: int = 0, check: bool = True,
-                   blocks: Optional[int] = None) -> SparkShards:
+                   time: int = 0, check: bool = True, blocks: Optional[int] = None,
+                   timeout: float = RAY_TIMEOUT) -> SparkShards:
     """Split ``df``'s mapped columns into one shard per timelypy worker, through Ray.
 
     The DataFrame's Spark must be a RayDP Spark (:func:`spark_on_ray`). Checks first: the
@@ -289,6 +293,11 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     ``streaming_split(workers, equal=False)`` hands every worker the blocks it pulls. Use the
     result in ``build`` (:func:`shard_collection`, :func:`feed_shard`) or in a session's
     dataflow, then :meth:`SparkShards.release` it.
+
+    The conversion's Ray tasks (fetching blocks from the executors, reading their metadata)
+    reserve no CPU, so it completes while Spark's executors and timelypy's workers hold every
+    CPU; it waits for them at most ``timeout`` seconds (:class:`SparkConnectorError` naming
+    what it waits for and Ray's free CPUs).
     """
     if workers < 1:
         raise ValueError(f"dataset_shards: workers must be >= 1, got {workers}")
@@ -312,8 +321,16 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     partitions = frame.rdd.getNumPartitions()
     wanted = blocks or max(partitions, workers)
     start = _time.monotonic()
-    dataset = from_spark_recoverable(frame, parallelism=wanted if wanted != partitions else None)
-    iterators = dataset.streaming_split(workers, equal=False)
+
+    def convert() -> Tuple[Any, Any]:
+        with _metadata_tasks_without_cpu():
+            dataset = from_spark_recoverable(
+                frame, parallelism=wanted if wanted != partitions else None)
+        return dataset, dataset.streaming_split(workers, equal=False)
+    dataset, iterators = _bounded(
+        f"dataset_shards of input {input!r}", f"Spark's executors to write {wanted} Arrow "
+        f"blocks into Ray's object store, Ray tasks (0 CPUs asked) to fetch them and Ray "
+        f"Data's tasks to read their metadata ({_metadata_cpus()})", timeout, convert)
     log.info("dataset_shards: input %r in %d blocks for %d workers (%.2f s)", input, wanted,
              workers, _time.monotonic() - start)
     return SparkShards([Shard(i, workers, it, reader, time) for i, it in enumerate(iterators)],
@@ -369,7 +386,8 @@ class _ShardReader:
             if _time.monotonic() - self.last > self.read_timeout:
                 self.stop()
                 raise SparkConnectorError(f"input {shard.input!r}: worker {shard.index} got no "
-                                          f"batch of its shard within {self.read_timeout} s")
+                                          f"batch of its shard within {self.read_timeout} s "
+                                          f"(read from Ray's object store: {cpu_report()})")
             return None
         self.last = _time.monotonic()
         if isinstance(item, BaseException):
@@ -497,129 +515,3 @@ def feed_shard(worker: Any, session: Any, shard: Shard, *, batch_rows: int = DEF
             worker.step()
     finally:
         reader.stop()
-
-
-# ----------------------------------------------------------------------------- sinks
-_ARROW_TYPES = {"tinyint": "int8", "smallint": "int16", "int": "int32", "bigint": "int64",
-                "float": "float32", "double": "float64", "string": "string", "boolean": "bool_",
-                "binary": "binary"}
-_ALIASES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint",
-            "bool": "boolean", "str": "string"}
-
-_PYTHON_TYPES: Dict[str, Tuple[type, ...]] = {
-    **{f"{u}int{n}": (int,) for u in ("", "u") for n in (8, 16, 32, 64)},
-    "float": (float, int), "double": (float, int), "bool": (bool,), "string": (str,),
-    "large_string": (str,), "binary": (bytes, bytearray), "large_binary": (bytes, bytearray)}
-"""The Python types a column of each Arrow type takes (others are not checked here)."""
-
-Schema = Union[str, "pa.Schema"]
-
-
-def arrow_schema(schema: Schema) -> "pa.Schema":
-    """``schema`` as a ``pyarrow.Schema``: one already, or Spark-style DDL such as
-    ``"src bigint, dst bigint NOT NULL"`` (types: tinyint, smallint, int, bigint, float,
-    double, string, boolean, binary, and long, integer, short, byte, bool, str)."""
-    import pyarrow as pa
-
-    if isinstance(schema, pa.Schema):
-        return schema
-    if not isinstance(schema, str):
-        raise TypeError(f"schema must be a pyarrow.Schema or a DDL string, got "
-                        f"{type(schema).__name__}")
-    fields = []
-    for part in (p.strip() for p in schema.split(",")):
-        words = part.split()
-        nullable = not (len(words) == 4 and [w.lower() for w in words[2:]] == ["not", "null"])
-        if len(words) not in (2, 4) or (len(words) == 4 and nullable):
-            raise ValueError(f"schema {schema!r}: {part!r} is not 'name type [NOT NULL]'")
-        kind = _ALIASES.get(words[1].lower(), words[1].lower())
-        if kind not in _ARROW_TYPES:
-            raise ValueError(f"schema {schema!r}: column {words[0]!r} has type {words[1]!r}, "
-                             f"not one of {', '.join(sorted(_ARROW_TYPES))}")
-        fields.append(pa.field(words[0], getattr(pa, _ARROW_TYPES[kind])(), nullable=nullable))
-    return pa.schema(fields)
-
-
-def _table(rows: List[Tuple[Any, ...]], sources: List[Any], schema: "pa.Schema",
-           order: List[str], where: str) -> "pa.Table":
-    """An Arrow table of ``schema`` from ``rows`` whose values are in ``order``; every value is
-    checked first (:class:`SparkOutputError` names the record of ``sources``, column, value)."""
-    import pyarrow as pa
-
-    if sorted(order) != sorted(schema.names):
-        raise SparkOutputError(f"{where}: the schema's columns {schema.names} do not match the "
-                               f"columns {order}")
-    position = {name: i for i, name in enumerate(order)}
-    arrays = []
-    for field in schema:
-        values = [r[position[field.name]] for r in rows]
-        allowed = _PYTHON_TYPES.get(str(field.type))
-        for value, record in zip(values, sources):
-            if value is None and not field.nullable:
-                raise SparkOutputError(f"{where}: column {field.name!r} is not nullable, but "
-                                       f"record {show(record)} has null there")
-            if value is not None and allowed is not None and (
-                    not isinstance(value, allowed)
-                    or (bool not in allowed and isinstance(value, bool))):
-                raise SparkOutputError(f"{where}: column {field.name!r} has type {field.type}, "
-                                       f"but record {show(record)} has {show(value)} of type "
-                                       f"{type(value).__name__} there")
-        arrays.append(pa.array(values, type=field.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def records_to_arrow(contents: Mapping[Any, int], schema: Schema,
-                     columns: Optional[Columns] = None, *, count: Optional[str] = None,
-                     where: str = "records") -> "pa.Table":
-    """An Arrow table of ``schema`` from ``{record: count}`` (a collection's contents).
-
-    Records are flattened into columns by ``columns`` (default: every schema column but
-    ``count``, in order, as ``Columns([...])``). ``count=None``: a record of count n is n rows
-    (a negative count is an error); ``count="n"``: one row per record, its count in column
-    ``n``. Values are checked against their column's type: :class:`SparkOutputError` names the
-    record, the column and the value.
-    """
-    schema = arrow_schema(schema)
-    columns = columns or Columns([n for n in schema.names if n != count])
-    rows, sources = [], []
-    for record, n in contents.items():
-        values = columns.flatten(record)
-        if count is None and n < 0:
-            raise SparkOutputError(f"{where}: record {show(record)} has count {n}: use "
-                                   f"count='...' for negative counts")
-        copies = 1 if count is not None else n
-        rows.extend([values + ((n,) if count is not None else ())] * copies)
-        sources.extend([record] * copies)
-    return _table(rows, sources, schema, list(columns.names) + ([count] if count else []), where)
-
-
-def view_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
-                    at: Any = None, count: Optional[str] = None) -> Any:
-    """A ``CollectionView``'s contents at ``at`` (default: the latest closed time) as a
-    ``ray.data.Dataset`` of ``schema`` (see :func:`records_to_arrow` for ``columns`` and
-    ``count``). Call ``view.refresh()`` first."""
-    table = records_to_arrow(view.contents(at), schema, columns, count=count,
-                             where=f"view of {view.capture!r}")
-    return _ray().data.from_arrow(table)
-
-
-def changes_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
-                       time: str = "time", diff: str = "diff") -> Any:
-    """A ``CollectionView``'s consolidated changes as a ``ray.data.Dataset`` of ``schema``:
-    the record's columns, then ``time`` and ``diff`` (integer columns)."""
-    schema = arrow_schema(schema)
-    columns = columns or Columns([n for n in schema.names if n not in (time, diff)])
-    changes = view.changes()
-    rows = [columns.flatten(d) + (t, r) for d, t, r in changes]
-    table = _table(rows, [d for d, _, _ in changes], schema, list(columns.names) + [time, diff],
-                   f"changes of {view.capture!r}")
-    return _ray().data.from_arrow(table)
-
-
-def dataset_to_spark(dataset: Any, spark: "SparkSession") -> "DataFrame":
-    """A Ray Dataset (of Arrow blocks) as a DataFrame of the RayDP Spark ``spark``
-    (``dataset.to_spark(spark)``: the blocks go from Ray's object store to the executors)."""
-    if not is_spark_on_ray(spark):
-        raise SparkConnectorError("dataset_to_spark: the SparkSession does not run on Ray "
-                                  "(RayDP): start it with spark_on_ray()")
-    return dataset.to_spark(spark)
