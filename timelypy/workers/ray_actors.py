@@ -48,8 +48,11 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import secrets
+import subprocess
 import sys
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -140,37 +143,143 @@ def _remote_class() -> Any:
 
 def _ensure_ray(address: Optional[str], workers: int, init_kwargs: Dict[str, Any]) -> Any:
     """Return the ``ray`` module, connected: reuse, connect to ``address``, or start locally."""
-    global _started_here
+    global _started_here, _actor_class
     ray = _ray()
-    if ray.is_initialized():
-        if init_kwargs or address is not None:
-            log.warning("Ray is already initialized in this process; using it and ignoring "
-                        "address=%r and ray.init options %s", address, sorted(init_kwargs))
+    with _init_lock:
+        if ray.is_initialized():
+            if init_kwargs or address is not None:
+                log.warning("Ray is already initialized in this process; using it and ignoring "
+                            "address=%r and ray.init options %s", address, sorted(init_kwargs))
+            return ray
+        kwargs: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        kwargs.update(init_kwargs)
+        local = address is None and not os.environ.get("RAY_ADDRESS")
+        if local:
+            # No cluster named: start a local Ray (never silently attach to a stray one). Its
+            # security is Ray's default (token authentication); nothing here switches it off.
+            kwargs.setdefault("num_cpus", max(2, workers))
+            address = "local"
+        _actor_class = None  # an actor class belongs to the Ray it was defined for
+        _in_owner_thread(lambda: ray.init(address=address, **kwargs))
+        _started_here = True
+        if local:
+            _start_watchdog(ray)
         return ray
-    kwargs: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-    kwargs.update(init_kwargs)
-    if address is None and not os.environ.get("RAY_ADDRESS"):
-        # No cluster named: start a local Ray (never silently attach to a stray one). Its
-        # security is Ray's default (token authentication); nothing here switches it off.
-        kwargs.setdefault("num_cpus", max(2, workers))
-        address = "local"
-    ray.init(address=address, **kwargs)
-    _started_here = True
-    return ray
+
+
+# Ray starts a local cluster's gcs_server and raylet with PR_SET_PDEATHSIG, which Linux fires
+# when the *thread* that forked them ends - not the process. A session calls ``run_ray`` from a
+# job thread that ends with the session, so ray.init runs in a thread that lives as long as the
+# process (or in the main thread, which does too).
+_init_lock = threading.RLock()
+_owner: Optional["_OwnerThread"] = None
+
+
+class _OwnerThread(threading.Thread):
+    """A daemon thread that runs the calls given to it (``ray.init``) and never ends, so that
+    the processes it forks keep their parent thread for as long as the process lives."""
+
+    def __init__(self) -> None:
+        super().__init__(name="timelypy-ray-owner", daemon=True)
+        self.calls: "queue.Queue[Tuple[Callable[[], Any], queue.Queue]]" = queue.Queue()
+
+    def run(self) -> None:
+        while True:
+            call, answer = self.calls.get()
+            try:
+                answer.put((True, call()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                answer.put((False, exc))
+
+
+def _in_owner_thread(call: Callable[[], Any]) -> Any:
+    """``call()`` in the main thread if this is it, else in the process's Ray owner thread."""
+    global _owner
+    if threading.current_thread() is threading.main_thread():
+        return call()
+    if _owner is None or not _owner.is_alive():
+        _owner = _OwnerThread()
+        _owner.start()
+    answer: "queue.Queue[Tuple[bool, Any]]" = queue.Queue()
+    _owner.calls.put((call, answer))
+    # ray.init bounds its own waits (GCS, raylet start-up); this wait only follows it.
+    ok, value = answer.get()
+    if not ok:
+        raise value
+    return value
+
+
+_watchdog: Optional[subprocess.Popen] = None
+
+_WATCHDOG_STOP = 8.0
+"""Seconds :func:`shutdown` waits (at most) for the watchdog to stop what Ray left running."""
+
+
+def _start_watchdog(ray: Any) -> None:
+    """Start the process that ends this local Ray's processes when this process ends (Linux).
+
+    Ray kills its daemons with the driver, but not the raylet's children (the dashboard and
+    runtime-env agents outlived a ``SIGKILL``-ed driver by more than a minute): see
+    :mod:`timelypy.workers.ray_watchdog`.
+    """
+    global _watchdog
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        session_dir = ray._private.worker._global_node.get_session_dir_path()
+    except AttributeError:  # pragma: no cover - a Ray without the node object
+        log.warning("no Ray session directory found: no watchdog for the local Ray")
+        return
+    from . import ray_watchdog
+
+    log_path = os.path.join(session_dir, "logs", "timelypy_watchdog.err")
+    with open(log_path, "ab") as err:  # the child keeps its own copy of the descriptor
+        _watchdog = subprocess.Popen(
+            [sys.executable, "-I", os.path.abspath(ray_watchdog.__file__), str(os.getpid()),
+             session_dir],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+            start_new_session=True, close_fds=True)
+
+
+def _stop_watchdog() -> None:
+    """Ask the watchdog to stop what is left of the Ray it watches, and wait (bounded)."""
+    global _watchdog
+    watchdog, _watchdog = _watchdog, None
+    if watchdog is None:
+        return
+    try:
+        assert watchdog.stdin is not None
+        watchdog.stdin.write(b"stop\n")
+        watchdog.stdin.close()
+    except OSError:  # it is gone already
+        pass
+    try:
+        watchdog.wait(timeout=_WATCHDOG_STOP)
+    except subprocess.TimeoutExpired:
+        log.warning("the Ray watchdog (pid %d) did not finish within %s s; killing it",
+                    watchdog.pid, _WATCHDOG_STOP)
+        watchdog.kill()
+        watchdog.wait(timeout=_WATCHDOG_STOP)
 
 
 def shutdown() -> None:
     """Shut down (or disconnect from) the Ray that :func:`run_ray` started; a no-op otherwise.
 
-    A Ray the caller initialized is left alone.
+    A Ray the caller initialized is left alone. A local Ray started here is stopped with its
+    processes, the raylet's agents and workers included, before this returns.
     """
-    global _started_here
-    if not _started_here:
-        return
-    _started_here = False
-    ray = _ray()
-    if ray.is_initialized():
-        ray.shutdown()
+    global _started_here, _actor_class
+    with _init_lock:
+        if not _started_here:
+            return
+        _started_here = False
+        _actor_class = None
+        ray = _ray()
+        try:
+            if ray.is_initialized():
+                ray.shutdown()
+        finally:
+            _stop_watchdog()
 
 
 def _multi_node(ray: Any) -> bool:
