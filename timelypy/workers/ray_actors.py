@@ -22,8 +22,13 @@ Lifecycle:
    is started (``num_cpus=max(2, workers)``, no dashboard, worker output not forwarded) with
    Ray's own defaults otherwise: token authentication on, as Ray 2.60 starts every new local
    cluster. This module sets no environment variable. A Ray that this module started or
-   connected stays up for the next call in this process (starting one costs seconds);
-   :func:`shutdown` ends it, and Ray ends it when the process exits.
+   connected stays up for every later call in this process (starting one costs seconds);
+   :func:`shutdown` ends it, and so does the end of the process. ``ray.init`` runs in the main
+   thread or in a daemon thread that lives as long as the process: Ray starts a local
+   cluster's ``gcs_server`` and ``raylet`` with ``PR_SET_PDEATHSIG``, which fires when the
+   *thread* that started them ends (a session's job thread ends with the session). Beside a
+   local Ray it starts, a watchdog process (:mod:`.ray_watchdog`) stops what Ray leaves when the
+   driver dies (the raylet's agents and workers) and what :func:`shutdown` leaves.
 2. Placement group of ``workers`` bundles ``{"CPU": num_cpus_per_worker}`` (``SPREAD``), or, with
    ``num_cpus_per_worker=0``, no group and the ``SPREAD`` scheduling strategy.
 3. Actors start, listen, report ``(host, port)``; the driver sends everyone the addresses and
@@ -46,6 +51,7 @@ reference) must be importable on every node: install it there or ship it with a
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
@@ -160,11 +166,30 @@ def _ensure_ray(address: Optional[str], workers: int, init_kwargs: Dict[str, Any
             kwargs.setdefault("num_cpus", max(2, workers))
             address = "local"
         _actor_class = None  # an actor class belongs to the Ray it was defined for
+        _stop_watchdog()  # of a Ray started here before and shut down by the caller
+        before = _local_node(ray)
         _in_owner_thread(lambda: ray.init(address=address, **kwargs))
         _started_here = True
-        if local:
-            _start_watchdog(ray)
+        node = _local_node(ray)
+        if local and node is not None and node is not before:
+            _start_watchdog(node.get_session_dir_path())
+            _register_exit_hook()
         return ray
+
+
+def _local_node(ray: Any) -> Any:
+    """The Ray node object of this process (set when ``ray.init`` started a local Ray)."""
+    return getattr(getattr(getattr(ray, "_private", None), "worker", None), "_global_node", None)
+
+
+_exit_hook_registered = False
+
+
+def _register_exit_hook() -> None:
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        atexit.register(_shutdown_at_exit)
+        _exit_hook_registered = True
 
 
 # Ray starts a local cluster's gcs_server and raylet with PR_SET_PDEATHSIG, which Linux fires
@@ -173,6 +198,8 @@ def _ensure_ray(address: Optional[str], workers: int, init_kwargs: Dict[str, Any
 # process (or in the main thread, which does too).
 _init_lock = threading.RLock()
 _owner: Optional["_OwnerThread"] = None
+_RAY_INIT_TIMEOUT = 600.0
+"""Seconds a caller waits (at most) for ``ray.init`` in the owner thread to return."""
 
 
 class _OwnerThread(threading.Thread):
@@ -202,8 +229,11 @@ def _in_owner_thread(call: Callable[[], Any]) -> Any:
         _owner.start()
     answer: "queue.Queue[Tuple[bool, Any]]" = queue.Queue()
     _owner.calls.put((call, answer))
-    # ray.init bounds its own waits (GCS, raylet start-up); this wait only follows it.
-    ok, value = answer.get()
+    try:  # ray.init bounds its own waits (GCS, raylet start-up); this one only follows it
+        ok, value = answer.get(timeout=_RAY_INIT_TIMEOUT)
+    except queue.Empty:
+        raise WaitTimeoutError(f"ray.init did not return within {_RAY_INIT_TIMEOUT} s (in the "
+                               f"thread {_owner.name!r})") from None
     if not ok:
         raise value
     return value
@@ -215,7 +245,7 @@ _WATCHDOG_STOP = 8.0
 """Seconds :func:`shutdown` waits (at most) for the watchdog to stop what Ray left running."""
 
 
-def _start_watchdog(ray: Any) -> None:
+def _start_watchdog(session_dir: str) -> None:
     """Start the process that ends this local Ray's processes when this process ends (Linux).
 
     Ray kills its daemons with the driver, but not the raylet's children (the dashboard and
@@ -224,11 +254,6 @@ def _start_watchdog(ray: Any) -> None:
     """
     global _watchdog
     if not sys.platform.startswith("linux"):
-        return
-    try:
-        session_dir = ray._private.worker._global_node.get_session_dir_path()
-    except AttributeError:  # pragma: no cover - a Ray without the node object
-        log.warning("no Ray session directory found: no watchdog for the local Ray")
         return
     from . import ray_watchdog
 
@@ -277,9 +302,40 @@ def shutdown() -> None:
         ray = _ray()
         try:
             if ray.is_initialized():
+                _stop_monitor(ray)
                 ray.shutdown()
         finally:
             _stop_watchdog()
+
+
+def _stop_monitor(ray: Any) -> None:
+    """Kill the autoscaler monitor of the local Ray this module started, before ``ray.shutdown``.
+
+    ``ray.shutdown`` stops its processes one after the other, each with ``SIGTERM`` and a
+    second's grace; the monitor used the whole second every time here (it sleeps between
+    rounds), and a ``SIGTERM`` while the GCS is up makes it report "The autoscaler failed" to
+    the driver. A local, fixed-size cluster's monitor keeps nothing worth a graceful stop.
+    """
+    node = _local_node(ray)
+    if node is None:
+        return
+    for info in node.all_processes.get("monitor", ()):
+        proc = info.process
+        if proc.poll() is None:
+            try:
+                proc.kill()
+                proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):  # gone, or Ray's own stop follows
+                pass
+
+
+def _shutdown_at_exit() -> None:
+    """Run before Ray's own exit hook (registered later, so called earlier): the same stop as
+    :func:`shutdown`, without Ray's half-second pause for log lines this Ray does not forward."""
+    try:
+        shutdown()
+    except Exception:  # Ray's own hook still runs after this one
+        log.warning("stopping the local Ray at exit failed", exc_info=True)
 
 
 def _multi_node(ray: Any) -> bool:
