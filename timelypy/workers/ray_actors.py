@@ -51,24 +51,24 @@ reference) must be importable on every node: install it there or ship it with a
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
-import queue
 import secrets
-import subprocess
 import sys
-import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..communication.credit import DEFAULT_WINDOW
 from ..communication.mesh import MeshSettings
 from ..errors import WaitTimeoutError
+from . import ray_start
+from .ray_start import ensure_ray, shutdown
+from .ray_start import import_ray as _ray
 from .supervise import (ERROR, HEARTBEAT_TIMEOUT, POLL, BuildOnMesh, ErrorReport, Outcome,
                         Supervisor, heartbeat_interval, pickle_for_workers, run_worker_main)
 
-__all__ = ["run_ray", "run_on_ray_actors", "shutdown", "ACTOR_CLASS_NAME", "TimelypyWorker"]
+__all__ = ["run_ray", "run_on_ray_actors", "ensure_ray", "shutdown", "ACTOR_CLASS_NAME",
+           "TimelypyWorker"]
 
 log = logging.getLogger(__name__)
 
@@ -78,18 +78,8 @@ ACTOR_CLASS_NAME = "TimelypyWorker"
 _KILL_CONFIRM = 5.0
 """Seconds :func:`run_ray` waits (at most) for Ray to confirm that its killed actors are dead."""
 
-_started_here = False  # this module called ray.init (and may call ray.shutdown)
 _actor_class: Any = None
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "the 'ray' backend needs Ray: pip install 'timelypy[ray]' (ray[default]==2.60.0)"
-        ) from exc
-    return ray
+_actor_class_generation = -1  # the Ray (ray_start.generation) the class was made for
 
 
 # ------------------------------------------------------------------------------------------
@@ -135,8 +125,9 @@ class TimelypyWorker:
 
 
 def _remote_class() -> Any:
-    global _actor_class
-    if _actor_class is None:
+    global _actor_class, _actor_class_generation
+    if _actor_class is None or _actor_class_generation != ray_start.generation:
+        _actor_class_generation = ray_start.generation
         # Two threads: ``ping`` (the driver's heartbeat) answers while ``run`` runs.
         _actor_class = _ray().remote(max_restarts=0, max_task_retries=0,
                                      max_concurrency=2)(TimelypyWorker)
@@ -148,194 +139,18 @@ def _remote_class() -> Any:
 
 
 def _ensure_ray(address: Optional[str], workers: int, init_kwargs: Dict[str, Any]) -> Any:
-    """Return the ``ray`` module, connected: reuse, connect to ``address``, or start locally."""
-    global _started_here, _actor_class
+    """Return the ``ray`` module, connected: reuse, connect to ``address``, or start locally
+    (with ``num_cpus=max(2, workers)`` unless given); see :func:`.ray_start.ensure_ray`."""
     ray = _ray()
-    with _init_lock:
-        if ray.is_initialized():
-            if init_kwargs or address is not None:
-                log.warning("Ray is already initialized in this process; using it and ignoring "
-                            "address=%r and ray.init options %s", address, sorted(init_kwargs))
-            return ray
-        kwargs: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        kwargs.update(init_kwargs)
-        local = address is None and not os.environ.get("RAY_ADDRESS")
-        if local:
-            # No cluster named: start a local Ray (never silently attach to a stray one). Its
-            # security is Ray's default (token authentication); nothing here switches it off.
-            kwargs.setdefault("num_cpus", max(2, workers))
-            address = "local"
-        _actor_class = None  # an actor class belongs to the Ray it was defined for
-        _stop_watchdog()  # of a Ray started here before and shut down by the caller
-        before = _local_node(ray)
-        _in_owner_thread(lambda: ray.init(address=address, **kwargs))
-        _started_here = True
-        node = _local_node(ray)
-        if local and node is not None and node is not before:
-            _start_watchdog(node.get_session_dir_path())
-            _register_exit_hook()
+    if ray.is_initialized():
+        if init_kwargs or address is not None:
+            log.warning("Ray is already initialized in this process; using it and ignoring "
+                        "address=%r and ray.init options %s", address, sorted(init_kwargs))
         return ray
-
-
-def _local_node(ray: Any) -> Any:
-    """The Ray node object of this process (set when ``ray.init`` started a local Ray)."""
-    return getattr(getattr(getattr(ray, "_private", None), "worker", None), "_global_node", None)
-
-
-_exit_hook_registered = False
-
-
-def _register_exit_hook() -> None:
-    global _exit_hook_registered
-    if not _exit_hook_registered:
-        atexit.register(_shutdown_at_exit)
-        _exit_hook_registered = True
-
-
-# Ray starts a local cluster's gcs_server and raylet with PR_SET_PDEATHSIG, which Linux fires
-# when the *thread* that forked them ends - not the process. A session calls ``run_ray`` from a
-# job thread that ends with the session, so ray.init runs in a thread that lives as long as the
-# process (or in the main thread, which does too).
-_init_lock = threading.RLock()
-_owner: Optional["_OwnerThread"] = None
-_RAY_INIT_TIMEOUT = 600.0
-"""Seconds a caller waits (at most) for ``ray.init`` in the owner thread to return."""
-
-
-class _OwnerThread(threading.Thread):
-    """A daemon thread that runs the calls given to it (``ray.init``) and never ends, so that
-    the processes it forks keep their parent thread for as long as the process lives."""
-
-    def __init__(self) -> None:
-        super().__init__(name="timelypy-ray-owner", daemon=True)
-        self.calls: "queue.Queue[Tuple[Callable[[], Any], queue.Queue]]" = queue.Queue()
-
-    def run(self) -> None:
-        while True:
-            call, answer = self.calls.get()
-            try:
-                answer.put((True, call()))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                answer.put((False, exc))
-
-
-def _in_owner_thread(call: Callable[[], Any]) -> Any:
-    """``call()`` in the main thread if this is it, else in the process's Ray owner thread."""
-    global _owner
-    if threading.current_thread() is threading.main_thread():
-        return call()
-    if _owner is None or not _owner.is_alive():
-        _owner = _OwnerThread()
-        _owner.start()
-    answer: "queue.Queue[Tuple[bool, Any]]" = queue.Queue()
-    _owner.calls.put((call, answer))
-    try:  # ray.init bounds its own waits (GCS, raylet start-up); this one only follows it
-        ok, value = answer.get(timeout=_RAY_INIT_TIMEOUT)
-    except queue.Empty:
-        raise WaitTimeoutError(f"ray.init did not return within {_RAY_INIT_TIMEOUT} s (in the "
-                               f"thread {_owner.name!r})") from None
-    if not ok:
-        raise value
-    return value
-
-
-_watchdog: Optional[subprocess.Popen] = None
-
-_WATCHDOG_STOP = 8.0
-"""Seconds :func:`shutdown` waits (at most) for the watchdog to stop what Ray left running."""
-
-
-def _start_watchdog(session_dir: str) -> None:
-    """Start the process that ends this local Ray's processes when this process ends (Linux).
-
-    Ray kills its daemons with the driver, but not the raylet's children (the dashboard and
-    runtime-env agents outlived a ``SIGKILL``-ed driver by more than a minute): see
-    :mod:`timelypy.workers.ray_watchdog`.
-    """
-    global _watchdog
-    if not sys.platform.startswith("linux"):
-        return
-    from . import ray_watchdog
-
-    log_path = os.path.join(session_dir, "logs", "timelypy_watchdog.err")
-    with open(log_path, "ab") as err:  # the child keeps its own copy of the descriptor
-        _watchdog = subprocess.Popen(
-            [sys.executable, "-I", os.path.abspath(ray_watchdog.__file__), str(os.getpid()),
-             session_dir],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
-            start_new_session=True, close_fds=True)
-
-
-def _stop_watchdog() -> None:
-    """Ask the watchdog to stop what is left of the Ray it watches, and wait (bounded)."""
-    global _watchdog
-    watchdog, _watchdog = _watchdog, None
-    if watchdog is None:
-        return
-    try:
-        assert watchdog.stdin is not None
-        watchdog.stdin.write(b"stop\n")
-        watchdog.stdin.close()
-    except OSError:  # it is gone already
-        pass
-    try:
-        watchdog.wait(timeout=_WATCHDOG_STOP)
-    except subprocess.TimeoutExpired:
-        log.warning("the Ray watchdog (pid %d) did not finish within %s s; killing it",
-                    watchdog.pid, _WATCHDOG_STOP)
-        watchdog.kill()
-        watchdog.wait(timeout=_WATCHDOG_STOP)
-
-
-def shutdown() -> None:
-    """Shut down (or disconnect from) the Ray that :func:`run_ray` started; a no-op otherwise.
-
-    A Ray the caller initialized is left alone. A local Ray started here is stopped with its
-    processes, the raylet's agents and workers included, before this returns.
-    """
-    global _started_here, _actor_class
-    with _init_lock:
-        if not _started_here:
-            return
-        _started_here = False
-        _actor_class = None
-        ray = _ray()
-        try:
-            if ray.is_initialized():
-                _stop_monitor(ray)
-                ray.shutdown()
-        finally:
-            _stop_watchdog()
-
-
-def _stop_monitor(ray: Any) -> None:
-    """Kill the autoscaler monitor of the local Ray this module started, before ``ray.shutdown``.
-
-    ``ray.shutdown`` stops its processes one after the other, each with ``SIGTERM`` and a
-    second's grace; the monitor used the whole second every time here (it sleeps between
-    rounds), and a ``SIGTERM`` while the GCS is up makes it report "The autoscaler failed" to
-    the driver. A local, fixed-size cluster's monitor keeps nothing worth a graceful stop.
-    """
-    node = _local_node(ray)
-    if node is None:
-        return
-    for info in node.all_processes.get("monitor", ()):
-        proc = info.process
-        if proc.poll() is None:
-            try:
-                proc.kill()
-                proc.wait(timeout=2)
-            except (OSError, subprocess.TimeoutExpired):  # gone, or Ray's own stop follows
-                pass
-
-
-def _shutdown_at_exit() -> None:
-    """Run before Ray's own exit hook (registered later, so called earlier): the same stop as
-    :func:`shutdown`, without Ray's half-second pause for log lines this Ray does not forward."""
-    try:
-        shutdown()
-    except Exception:  # Ray's own hook still runs after this one
-        log.warning("stopping the local Ray at exit failed", exc_info=True)
+    init_kwargs = dict(init_kwargs)
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        init_kwargs.setdefault("num_cpus", max(2, workers))
+    return ensure_ray(address, **init_kwargs)
 
 
 def _multi_node(ray: Any) -> bool:
