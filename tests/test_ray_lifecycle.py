@@ -28,6 +28,7 @@ import pytest
 
 try:
     from conftest import (
+        LOOPBACK_ADDRESSES,
         RAY_AUTH_VARIABLES,
         new_ray_base_dir,
         processes_under,
@@ -36,6 +37,7 @@ try:
     )
 except ModuleNotFoundError:  # pragma: no cover
     from tests.conftest import (
+        LOOPBACK_ADDRESSES,
         RAY_AUTH_VARIABLES,
         new_ray_base_dir,
         processes_under,
@@ -130,6 +132,12 @@ for r in range(3):
     found = daemons()
     status = {kind: [psutil.Process(pid).status() for pid in pids]
               for kind, pids in found.items() if kind in ("gcs_server", "raylet")}
+    if r == 0:  # Ray's security as Ray sets it: token mode; loopback in single-machine mode
+        from ray._raylet import AuthenticationMode, get_authentication_mode
+        report["token_mode"] = get_authentication_mode() == AuthenticationMode.TOKEN
+        report["listening_on"] = sorted({
+            c.laddr.ip for p in psutil.Process().children(recursive=True)
+            for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN})
     t0 = time.monotonic()
     parts = tp.execute(build, workers=2, backend="ray", timeout=120, num_cpus_per_worker=0.25)
     report["rounds"].append({"changes": changes, "session_s": session_s, "gcs": gcs,
@@ -173,6 +181,9 @@ def test_sessions_and_jobs_reopen_three_times_on_a_ray_timelypy_started(ray_test
             for kind, states in one["daemon_status"].items():
                 assert states and all(s not in ("zombie", "dead") for s in states), (
                     f"round {r}: Ray's {kind} is {states} after the session closed")
+        assert report["token_mode"]
+        assert report["listening_on"] and set(report["listening_on"]) <= set(LOOPBACK_ADDRESSES), (
+            report["listening_on"])
         # the same Ray throughout: one GCS, the same daemon processes
         assert len({one["gcs"] for one in rounds}) == 1
         assert all(one["daemons"] == rounds[0]["daemons"] for one in rounds)
