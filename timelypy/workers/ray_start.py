@@ -209,10 +209,12 @@ def _stop_watchdog() -> None:
 
 
 def shutdown() -> None:
-    """Shut down (or disconnect from) the Ray that :func:`run_ray` started; a no-op otherwise.
+    """Shut down (or disconnect from) the Ray that :func:`ensure_ray` started or connected (the
+    ``ray`` backend calls it); a no-op otherwise.
 
     A Ray the caller initialized is left alone. A local Ray started here is stopped with its
-    processes, the raylet's agents and workers included, before this returns.
+    processes, the raylet's agents and workers included, before this returns (under a second
+    here). The next :func:`ensure_ray` starts or connects a new one.
     """
     global _started_here, _watchdog, generation
     with _init_lock:
