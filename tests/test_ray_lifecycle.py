@@ -147,6 +147,12 @@ for r in range(3):
 t0 = time.monotonic()
 ray_actors.shutdown()
 report["shutdown_s"] = time.monotonic() - t0
+# after a shutdown, the next job starts a new Ray (and defines its actor class there again)
+parts = tp.execute(build, workers=2, backend="ray", timeout=120, num_cpus_per_worker=0.25)
+import ray
+report["restarted"] = {"execute": sorted(u for part in parts for u in part),
+                       "gcs": ray.get_runtime_context().gcs_address}
+ray_actors.shutdown()
 me = psutil.Process()
 report["left_children"] = [(p.pid, p.name()) for p in me.children(recursive=True)
                            if p.status() != psutil.STATUS_ZOMBIE]
@@ -160,7 +166,8 @@ print("REPORT " + json.dumps(report), flush=True)
 def test_sessions_and_jobs_reopen_three_times_on_a_ray_timelypy_started(ray_test_token):
     """Open, close and reopen a Ray session three times in one fresh driver, with an execute
     job after each: one Ray serves them all, its daemons outlive every session's job thread,
-    and ``shutdown()`` ends it with every process of its own in seconds."""
+    and ``shutdown()`` ends it with every process of its own in seconds; the next job then
+    starts a new Ray."""
     pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
     base = new_ray_base_dir()
     try:
@@ -190,6 +197,8 @@ def test_sessions_and_jobs_reopen_three_times_on_a_ray_timelypy_started(ray_test
         # no ~60 s GCS reconnection stall in a later round
         assert max(one["session_s"] for one in rounds[1:]) < 60, rounds
         assert report["shutdown_s"] < 8, report["shutdown_s"]
+        assert report["restarted"]["execute"] == expected_jobs
+        assert report["restarted"]["gcs"] != rounds[0]["gcs"]
         assert report["left_children"] == [], report["left_children"]
         assert stop_processes_under(base, grace=5) == [], "processes of the driver's Ray were left"
     finally:
