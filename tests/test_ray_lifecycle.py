@@ -9,7 +9,8 @@ a minute. These tests run real drivers in fresh processes - so the suite's share
 process of that Ray is left.
 
 The watchdog tests need no Ray: a fake driver with a fake daemon (its command line names the
-session dir) and a renamed grandchild (as Ray's agents rename themselves).
+session dir) and a renamed grandchild (as Ray's agents rename themselves); nor does the test of
+the owner thread, which starts a child with a parent-death signal as Ray does.
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ def _start_fake_driver(base: str):
             break
         time.sleep(0.05)
     assert family, "the fake daemon did not start its child"
-    time.sleep(1.5)  # at least one scan of the watchdog saw the whole family
+    time.sleep(2.5)  # a scan of the watchdog (one a second) saw the whole family
     return driver, [daemon_pid] + family, watchdog_pid, bystander
 
 
@@ -377,3 +378,52 @@ def test_watchdog_finds_the_family_by_session_dir_and_parent():
                 proc.wait(timeout=10)
         stop_processes_under(base, grace=1)
         shutil.rmtree(base, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------
+# the owner thread, without Ray: what Ray's daemons go through
+
+_THREAD_DEATH = """
+import ctypes, json, os, signal, subprocess, sys, threading, time
+from timelypy.workers import ray_start
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+def start_child():
+    # as Ray starts gcs_server and raylet: SIGKILL when the parent *thread* ends
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                            preexec_fn=lambda: libc.prctl(1, signal.SIGKILL, 0, 0, 0))
+
+children = {}
+
+def from_a_thread(name, via_owner):
+    call = (lambda: ray_start._in_owner_thread(start_child)) if via_owner else start_child
+    children[name] = call()
+
+for name, via_owner in (("direct", False), ("owner", True)):
+    t = threading.Thread(target=from_a_thread, args=(name, via_owner))
+    t.start()
+    t.join(timeout=30)
+time.sleep(1.0)  # both starting threads have ended
+report = {name: child.poll() for name, child in children.items()}
+report["owner_thread"] = ray_start._owner.name if ray_start._owner else None
+for child in children.values():
+    child.kill()
+    child.wait(timeout=10)
+print(json.dumps(report))
+"""
+
+
+@linux_only
+@pytest.mark.timeout(120)
+def test_a_child_started_through_the_owner_thread_outlives_the_calling_thread():
+    """The mechanism behind the fix, without Ray: a child with a parent-death signal dies when
+    the thread that started it ends, unless it was started by the owner thread."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", _THREAD_DEATH], env=env, capture_output=True,
+                          text=True, timeout=90, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["direct"] == -signal.SIGKILL  # killed when its starting thread ended
+    assert report["owner"] is None  # still running
+    assert report["owner_thread"] == "timelypy-ray-owner"
