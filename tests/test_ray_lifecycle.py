@@ -56,12 +56,14 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 def _child_env(base: str, token: str) -> Dict[str, str]:
     """A driver's environment: this checkout importable, Ray's files under ``base``, token
-    authentication with this run's token, and no Ray to connect to."""
+    authentication with this run's token, no Ray to connect to, and not Ray's single-machine
+    mode (``tests/conftest.py`` sets it for the suite): a Ray that timelypy starts must keep
+    to loopback by itself."""
     env = {k: v for k, v in os.environ.items()
-           if k not in RAY_AUTH_VARIABLES and k != "RAY_ADDRESS"}
+           if k not in RAY_AUTH_VARIABLES
+           and k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env.update(ray_token_environment(token))
-    env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=base, TPY_TEST_BASE=base,
-               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=base, TPY_TEST_BASE=base)
     return env
 
 
@@ -133,7 +135,7 @@ for r in range(3):
     found = daemons()
     status = {kind: [psutil.Process(pid).status() for pid in pids]
               for kind, pids in found.items() if kind in ("gcs_server", "raylet")}
-    if r == 0:  # Ray's security as Ray sets it: token mode; loopback in single-machine mode
+    if r == 0:  # token mode as Ray sets it; loopback as timelypy starts it
         from ray._raylet import AuthenticationMode, get_authentication_mode
         report["token_mode"] = get_authentication_mode() == AuthenticationMode.TOKEN
         report["listening_on"] = sorted({

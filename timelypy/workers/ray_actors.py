@@ -19,7 +19,8 @@ Lifecycle:
 1. Ray: if this process is already connected (``ray.is_initialized()``), that Ray is used as is
    and never shut down here. Otherwise ``address`` (``"auto"``, ``"host:port"``, ...) or the
    ``RAY_ADDRESS`` environment variable connects to a running cluster; with neither, a local Ray
-   is started (``num_cpus=max(2, workers)``, no dashboard, worker output not forwarded) with
+   is started (``num_cpus=max(2, workers)``, no dashboard, worker output not forwarded, on
+   127.0.0.1 only) with
    Ray's own defaults otherwise: token authentication on, as Ray 2.60 starts every new local
    cluster. This module sets no environment variable. A Ray that this module started or
    connected stays up for every later call in this process (starting one costs seconds);

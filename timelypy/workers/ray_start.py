@@ -61,7 +61,8 @@ def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> Any:
       then ignored).
     * ``address`` (``"auto"``, ``"host:port"``, ``"ray://..."``) or ``RAY_ADDRESS``: connect.
     * Neither: start a new local Ray (``address="local"``: never a stray cluster of this
-      machine), no dashboard, worker output not forwarded, Ray's defaults otherwise (token
+      machine) listening on loopback only (unless ``_node_ip_address`` is given), no
+      dashboard, worker output not forwarded, Ray's defaults otherwise (token
       authentication); ``init_kwargs`` go to ``ray.init``.
 
     A local Ray started here serves every later call of the process, survives the thread that
@@ -84,7 +85,10 @@ def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> Any:
         generation += 1  # an actor class belongs to the Ray it was defined for
         _stop_watchdog()  # of a Ray started here before and shut down by the caller
         before = _local_node(ray)
-        _in_owner_thread(lambda: ray.init(address=address, **kwargs))
+        if local:
+            _in_owner_thread(lambda: _init_on_loopback(ray, kwargs))
+        else:
+            _in_owner_thread(lambda: ray.init(address=address, **kwargs))
         _started_here = True
         _started_by = os.getpid()
         node = _local_node(ray)
@@ -92,6 +96,28 @@ def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> Any:
             _start_watchdog(node.get_session_dir_path())
             _register_exit_hook()
         return ray
+
+
+def _init_on_loopback(ray: Any, kwargs: Dict[str, Any]) -> Any:
+    """``ray.init`` of a new local Ray whose processes listen on 127.0.0.1 only.
+
+    Ray 2.60 takes the address of the machine's outgoing interface as a new node's address (its
+    GCS, raylet, agents and workers then listen on every interface) unless it runs in its
+    single-machine mode, which ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` selects when ``ray`` is
+    first imported; ``ray.init`` has no parameter for it (``_node_ip_address="127.0.0.1"`` is
+    turned back into the outgoing address). Rather than set a variable for the whole process,
+    the constant Ray read from it is switched for the duration of this call. An explicit
+    ``_node_ip_address`` is left to Ray.
+    """
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if ("_node_ip_address" in kwargs or constants is None
+            or not getattr(constants, "ENABLE_RAY_CLUSTER", False)):
+        return ray.init(address="local", **kwargs)
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        return ray.init(address="local", **kwargs)
+    finally:
+        constants.ENABLE_RAY_CLUSTER = True
 
 
 def _local_node(ray: Any) -> Any:
