@@ -189,7 +189,7 @@ def test_session_ray_has_token_auth_and_refuses_clients_without_the_token(ray_te
 
 def test_starting_ray_sets_no_environment_variable(monkeypatch):
     """timelypy leaves the environment (and with it Ray's authentication) alone."""
-    from timelypy.workers import ray_actors
+    from timelypy.workers import ray_actors, ray_start
 
     seen = {}
 
@@ -199,7 +199,7 @@ def test_starting_ray_sets_no_environment_variable(monkeypatch):
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", fake_init)
-    monkeypatch.setattr(ray_actors, "_started_here", False)
+    monkeypatch.setattr(ray_start, "_started_here", False)  # put back after the fake start
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     before = dict(os.environ)
     ray_actors._ensure_ray(None, 2, {})

@@ -19,11 +19,17 @@ Lifecycle:
 1. Ray: if this process is already connected (``ray.is_initialized()``), that Ray is used as is
    and never shut down here. Otherwise ``address`` (``"auto"``, ``"host:port"``, ...) or the
    ``RAY_ADDRESS`` environment variable connects to a running cluster; with neither, a local Ray
-   is started (``num_cpus=max(2, workers)``, no dashboard, worker output not forwarded) with
+   is started (``num_cpus=max(2, workers)``, no dashboard, worker output not forwarded, on
+   127.0.0.1 only) with
    Ray's own defaults otherwise: token authentication on, as Ray 2.60 starts every new local
    cluster. This module sets no environment variable. A Ray that this module started or
-   connected stays up for the next call in this process (starting one costs seconds);
-   :func:`shutdown` ends it, and Ray ends it when the process exits.
+   connected stays up for every later call in this process (starting one costs seconds);
+   :func:`shutdown` ends it, and so does the end of the process. ``ray.init`` runs in the main
+   thread or in a daemon thread that lives as long as the process: Ray starts a local
+   cluster's ``gcs_server`` and ``raylet`` with ``PR_SET_PDEATHSIG``, which fires when the
+   *thread* that started them ends (a session's job thread ends with the session). Beside a
+   local Ray it starts, a watchdog process (:mod:`.ray_watchdog`) stops what Ray leaves when the
+   driver dies (the raylet's agents and workers) and what :func:`shutdown` leaves.
 2. Placement group of ``workers`` bundles ``{"CPU": num_cpus_per_worker}`` (``SPREAD``), or, with
    ``num_cpus_per_worker=0``, no group and the ``SPREAD`` scheduling strategy.
 3. Actors start, listen, report ``(host, port)``; the driver sends everyone the addresses and
@@ -56,10 +62,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..communication.credit import DEFAULT_WINDOW
 from ..communication.mesh import MeshSettings
 from ..errors import WaitTimeoutError
+from . import ray_start
+from .ray_start import ensure_ray, shutdown
+from .ray_start import import_ray as _ray
 from .supervise import (ERROR, HEARTBEAT_TIMEOUT, POLL, BuildOnMesh, ErrorReport, Outcome,
                         Supervisor, heartbeat_interval, pickle_for_workers, run_worker_main)
 
-__all__ = ["run_ray", "run_on_ray_actors", "shutdown", "ACTOR_CLASS_NAME", "TimelypyWorker"]
+__all__ = ["run_ray", "run_on_ray_actors", "ensure_ray", "shutdown", "ACTOR_CLASS_NAME",
+           "TimelypyWorker"]
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +79,8 @@ ACTOR_CLASS_NAME = "TimelypyWorker"
 _KILL_CONFIRM = 5.0
 """Seconds :func:`run_ray` waits (at most) for Ray to confirm that its killed actors are dead."""
 
-_started_here = False  # this module called ray.init (and may call ray.shutdown)
 _actor_class: Any = None
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "the 'ray' backend needs Ray: pip install 'timelypy[ray]' (ray[default]==2.60.0)"
-        ) from exc
-    return ray
+_actor_class_generation = -1  # the Ray (ray_start.generation) the class was made for
 
 
 # ------------------------------------------------------------------------------------------
@@ -126,8 +126,9 @@ class TimelypyWorker:
 
 
 def _remote_class() -> Any:
-    global _actor_class
-    if _actor_class is None:
+    global _actor_class, _actor_class_generation
+    if _actor_class is None or _actor_class_generation != ray_start.generation:
+        _actor_class_generation = ray_start.generation
         # Two threads: ``ping`` (the driver's heartbeat) answers while ``run`` runs.
         _actor_class = _ray().remote(max_restarts=0, max_task_retries=0,
                                      max_concurrency=2)(TimelypyWorker)
@@ -139,38 +140,18 @@ def _remote_class() -> Any:
 
 
 def _ensure_ray(address: Optional[str], workers: int, init_kwargs: Dict[str, Any]) -> Any:
-    """Return the ``ray`` module, connected: reuse, connect to ``address``, or start locally."""
-    global _started_here
+    """Return the ``ray`` module, connected: reuse, connect to ``address``, or start locally
+    (with ``num_cpus=max(2, workers)`` unless given); see :func:`.ray_start.ensure_ray`."""
     ray = _ray()
     if ray.is_initialized():
         if init_kwargs or address is not None:
             log.warning("Ray is already initialized in this process; using it and ignoring "
                         "address=%r and ray.init options %s", address, sorted(init_kwargs))
         return ray
-    kwargs: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-    kwargs.update(init_kwargs)
+    init_kwargs = dict(init_kwargs)
     if address is None and not os.environ.get("RAY_ADDRESS"):
-        # No cluster named: start a local Ray (never silently attach to a stray one). Its
-        # security is Ray's default (token authentication); nothing here switches it off.
-        kwargs.setdefault("num_cpus", max(2, workers))
-        address = "local"
-    ray.init(address=address, **kwargs)
-    _started_here = True
-    return ray
-
-
-def shutdown() -> None:
-    """Shut down (or disconnect from) the Ray that :func:`run_ray` started; a no-op otherwise.
-
-    A Ray the caller initialized is left alone.
-    """
-    global _started_here
-    if not _started_here:
-        return
-    _started_here = False
-    ray = _ray()
-    if ray.is_initialized():
-        ray.shutdown()
+        init_kwargs.setdefault("num_cpus", max(2, workers))
+    return ensure_ray(address, **init_kwargs)
 
 
 def _multi_node(ray: Any) -> bool:
