@@ -19,7 +19,8 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from .spark_columns import SparkConnectorError
-from .spark_ray import START_TIMEOUT, _ray, is_spark_on_ray, spark_on_ray, stop_spark_on_ray
+from ..workers.ray_start import ensure_ray
+from .spark_ray import START_TIMEOUT, is_spark_on_ray, spark_on_ray, stop_spark_on_ray
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import SparkSession
@@ -120,8 +121,8 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
                       **session_options: Any) -> SparkAndWorkers:
     """Spark on Ray (RayDP) and room for ``workers`` timelypy workers beside it.
 
-    Ray: the connected one, else ``ray.init(address=address)`` (Ray's defaults, token
-    authentication included). Spark: ``spark`` if given (it must run on Ray; it is not
+    Ray: the connected one, else the one at ``address`` (or ``RAY_ADDRESS``), else a new local
+    Ray as the Ray backend starts one (:func:`~timelypy.workers.ray_start.ensure_ray`). Spark: ``spark`` if given (it must run on Ray; it is not
     stopped here), else :func:`~timelypy.connectors.spark_ray.spark_on_ray` with
     ``executors`` executors of ``executor_cores`` CPUs and ``executor_memory`` (and
     ``configs``, ``log_level``; it waits at most ``start_timeout`` seconds for the executors,
@@ -138,9 +139,7 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
     """
     if workers < 1:
         raise ValueError(f"spark_and_workers: workers must be >= 1, got {workers}")
-    ray = _ray()
-    if not ray.is_initialized():
-        ray.init(address=address)
+    ray = ensure_ray(address)
     owns = spark is None
     if spark is not None and not is_spark_on_ray(spark):
         raise SparkConnectorError("spark_and_workers: the SparkSession given does not run on "

@@ -15,6 +15,7 @@ from typing import (TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optiona
 from .ray_data import (RAY_TIMEOUT, _bounded, _metadata_cpus, _metadata_tasks_without_cpu,
                        _ray, arrow_schema, changes_to_dataset, cpu_report, dataset_to_spark,
                        is_spark_on_ray, records_to_arrow, view_to_dataset)
+from ..workers.ray_start import ensure_ray
 from .spark import JAVA_OPTIONS, Columns
 from .spark_columns import (INSTALL_HINT, BadRow, RowReader, SparkConnectorError,
                             SparkUnavailableError, require_pyspark)
@@ -121,9 +122,10 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
     """A Spark on the current Ray cluster through RayDP: ``executors`` executor actors of
     ``executor_cores`` CPUs and ``executor_memory`` each.
 
-    Ray: the connected one, else ``ray.init(address=address)`` with Ray's defaults (a new local
-    Ray gets Ray's token authentication; nothing here changes it); that Ray stays up after
-    Spark stops (``ray.shutdown()`` ends it). Settings: :data:`RAYDP_SETTINGS`, this
+    Ray: the connected one, else the one at ``address`` (or ``RAY_ADDRESS``), else a new local
+    Ray started as the Ray backend starts one (:func:`~timelypy.workers.ray_start.ensure_ray`:
+    loopback only, Ray's token authentication, ended with this process however it ends); that
+    Ray stays up after Spark stops, for later calls. Settings: :data:`RAYDP_SETTINGS`, this
     interpreter as the executors' Python (``PYSPARK_PYTHON``), ``configs`` on top (extra Java
     options are appended). RayDP's recoverable Spark -> Ray conversion stays on. ``warm`` runs
     a tiny job (the first job costs seconds more than later ones). The session returned is a
@@ -164,8 +166,7 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
             active = None
         if active is not None and not is_spark_on_ray(active):
             raise SparkConnectorError(f"spark_on_ray: a plain Spark runs here: {_PLAIN_SPARK}")
-        if not ray.is_initialized():
-            ray.init(address=address)
+        ensure_ray(address)
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         start = _time.monotonic()
