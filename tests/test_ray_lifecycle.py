@@ -23,7 +23,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List
+import contextlib
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -294,6 +295,24 @@ time.sleep(600)
 """
 
 
+@contextlib.contextmanager
+def _fake_driver() -> Iterator[Tuple[Any, List[int], int, Any, str]]:
+    """A fake driver with its watchdog, its daemon family and a bystander, in a base dir of
+    its own: ``(driver, family, watchdog_pid, bystander, base)``; everything ended after."""
+    base = new_ray_base_dir()
+    driver = bystander = None
+    try:
+        driver, family, watchdog_pid, bystander = _start_fake_driver(base)
+        yield driver, family, watchdog_pid, bystander, base
+    finally:
+        for proc in (driver, bystander):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        stop_processes_under(base, grace=1)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def _start_fake_driver(base: str):
     from timelypy.workers import ray_watchdog
 
@@ -321,65 +340,35 @@ def _start_fake_driver(base: str):
 @linux_only
 @pytest.mark.timeout(120)
 def test_watchdog_stops_the_session_processes_when_the_driver_is_killed():
-    base = new_ray_base_dir()
-    driver = bystander = None
-    try:
-        driver, family, watchdog_pid, bystander = _start_fake_driver(base)
+    with _fake_driver() as (driver, family, watchdog_pid, bystander, base):
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
         # the daemon has no death signal here: only the watchdog can end it and its child
         assert _wait_gone(family + [watchdog_pid], limit=10) == []
         assert bystander.poll() is None, "the watchdog hit a process that is not the driver's"
-    finally:
-        for proc in (driver, bystander):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-        stop_processes_under(base, grace=1)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @linux_only
 @pytest.mark.timeout(120)
 def test_watchdog_stop_ends_the_session_processes_and_leaves_the_driver():
-    base = new_ray_base_dir()
-    driver = bystander = None
-    try:
-        driver, family, watchdog_pid, bystander = _start_fake_driver(base)
+    with _fake_driver() as (driver, family, watchdog_pid, bystander, base):
         driver.stdin.write("stop\n")
         driver.stdin.flush()
         assert driver.stdout.readline().strip() == "stopped"
         assert _alive(family + [watchdog_pid]) == []
         assert driver.poll() is None and bystander.poll() is None
-    finally:
-        for proc in (driver, bystander):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-        stop_processes_under(base, grace=1)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @linux_only
 def test_watchdog_finds_the_family_by_session_dir_and_parent():
     from timelypy.workers.ray_watchdog import session_processes
 
-    base = new_ray_base_dir()
-    driver = bystander = None
-    try:
-        driver, family, watchdog_pid, bystander = _start_fake_driver(base)
+    with _fake_driver() as (driver, family, watchdog_pid, bystander, base):
         found = {pid for pid, _ in session_processes(driver.pid,
                                                      os.path.join(base, "session_fake"))}
         # not the driver nor the bystander; the watchdog, seen from here, is a child of the
         # driver naming the dir too (it leaves itself out of its own list)
         assert found == set(family) | {watchdog_pid}
-    finally:
-        for proc in (driver, bystander):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-        stop_processes_under(base, grace=1)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------
