@@ -24,12 +24,15 @@ caller does not start it.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
 import sys
 import time
 from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+log = logging.getLogger("timelypy.workers.ray_watchdog")
 
 __all__ = ["GRACE", "SCAN_INTERVAL", "main", "session_processes", "stop_processes"]
 
@@ -167,8 +170,8 @@ def main(argv: List[str]) -> int:
     known |= session_processes(driver, session_dir)
     signalled = stop_processes(known)
     if signalled:
-        print(f"timelypy ray watchdog ({reason}): stopped {len(signalled)} process(es) of "
-              f"{session_dir}: {sorted(signalled)}", file=sys.stderr, flush=True)
+        log.warning("timelypy ray watchdog (%s): stopped %d process(es) of %s: %s", reason,
+                    len(signalled), session_dir, sorted(signalled))
     return 0
 
 
@@ -194,4 +197,6 @@ def _watch(driver: int, session_dir: str, known: Set[Proc]) -> str:
 
 
 if __name__ == "__main__":
+    # run as a script: its one report goes to the stderr it shares with the driver
+    logging.basicConfig(stream=sys.stderr, format="%(message)s")
     sys.exit(main(sys.argv[1:]))
