@@ -85,11 +85,23 @@ def _owned_class() -> Any:
         """A RayDP Spark started by :func:`spark_on_ray`: ``stop()`` stops RayDP too."""
 
         def stop(self) -> None:
-            if _State.stopping or _State.session is not self:
+            if _State.stopping or _State.session is not self or _inside_raydp_stop():
                 SparkSession.stop(self)
             else:
                 stop_spark_on_ray()
     return RayDPSparkSession
+
+
+def _inside_raydp_stop() -> bool:
+    """This thread runs ``raydp.stop_spark()`` (RayDP's exit hook, or a user's call), which
+    holds RayDP's lock and stops the session itself: stopping RayDP again from here, in
+    another thread, would wait for that lock for ever."""
+    try:
+        from raydp import context
+    except ImportError:  # pragma: no cover - RayDP started this session
+        return False
+    owned = getattr(context._spark_context_lock, "_is_owned", None)
+    return bool(owned and owned())
 
 
 _PLAIN_SPARK = ("pyspark keeps one JVM per process, and a plain (non-Ray) Spark started it "
@@ -188,12 +200,40 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
                                       f"in this process, that is why: {_PLAIN_SPARK}") from exc
         session.__class__ = _owned_class()
         _State.session = session
+    _await_executors(session, executors, asked, start_timeout - (_time.monotonic() - start))
     session.sparkContext.setLogLevel(log_level)
     log.info("spark_on_ray: %d executor(s) of %d core(s), %s, up in %.1f s", executors,
              executor_cores, executor_memory, _time.monotonic() - start)
     if warm:
         session.range(1).count()
     return session
+
+
+def _await_executors(session: Any, executors: int, asked: str, timeout: float) -> None:
+    """Wait at most ``timeout`` seconds for ``executors`` executors to register with the Spark
+    driver (RayDP's start returns before Ray has placed them; a Spark whose executors Ray
+    cannot place would take jobs and never run them); on expiry stop it and raise
+    :class:`SparkConnectorError` naming the CPUs asked and free."""
+    deadline = _time.monotonic() + max(timeout, 0.0)
+    while True:
+        try:  # the driver counts itself among the block managers
+            registered = session.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+        except Exception:  # noqa: BLE001 - not answerable: RayDP's start is the word
+            return
+        if registered >= executors:
+            return
+        if _time.monotonic() >= deadline:
+            break
+        _time.sleep(0.2)
+    try:
+        stop_spark_on_ray(timeout=30.0)
+    except SparkConnectorError:
+        log.warning("spark_on_ray: RayDP did not stop after its executors were not placed",
+                    exc_info=True)
+    raise SparkConnectorError(f"spark_on_ray: {registered} of {executors} executor(s) "
+                              f"registered within the start_timeout; Ray has not placed the "
+                              f"rest: {asked}; {cpu_report()}. Free CPUs (fewer executor "
+                              f"cores) or pass a longer start_timeout")
 
 
 def _stop_half_started(raydp: Any) -> None:
