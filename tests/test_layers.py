@@ -212,6 +212,8 @@ def _owned_privates(package: str) -> Set[str]:
 
 EXTERNAL_PRIVATES = {
     "_exit",  # os._exit: leave a forked worker process without running the parent's handlers
+    "_jsc",  # pyspark's Java SparkContext: the executors registered have no Python API
+    "_spark_context_lock",  # RayDP's lock: is this thread inside raydp.stop_spark()?
 }
 
 
