@@ -167,11 +167,11 @@ def _slow(x):
 
 
 def slow_dataflow(scope):
-    """A chain of 24 slow maps (each activation is short: one record, 0.25 s; consolidate
-    keeps them apart), about 6 s of work per record."""
+    """A chain of 16 slow maps (each activation is short: one record, 0.25 s; consolidate
+    keeps them apart), about 4 s of work per record."""
     nums_in, nums = scope.new_collection()
     out = nums
-    for _ in range(24):
+    for _ in range(16):
         out = out.map(_slow).consolidate()
     return {"nums": nums_in, "probe": out.probe(), "out": out.capture()}
 
@@ -249,7 +249,7 @@ def test_step_until_honours_its_timeout_while_operators_work():
         return time.monotonic() - started, handles["probe"].less_than(1)
 
     elapsed, unfinished = tp.execute(build)[0]
-    # checked after every step (one step runs 8 rounds here, about 2 s of the 6 s of work)
+    # checked after every step (one step runs 8 rounds here, about 2 s of the 4 s of work)
     assert unfinished and 1 < elapsed < 4.5, elapsed
 
 
