@@ -28,24 +28,8 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-try:
-    from conftest import (
-        LOOPBACK_ADDRESSES,
-        RAY_AUTH_VARIABLES,
-        new_ray_base_dir,
-        processes_under,
-        ray_token_environment,
-        stop_processes_under,
-    )
-except ModuleNotFoundError:  # pragma: no cover
-    from tests.conftest import (
-        LOOPBACK_ADDRESSES,
-        RAY_AUTH_VARIABLES,
-        new_ray_base_dir,
-        processes_under,
-        ray_token_environment,
-        stop_processes_under,
-    )
+from conftest import (LOOPBACK_ADDRESSES, RAY_AUTH_VARIABLES, new_ray_base_dir,
+                      processes_under, ray_token_environment, stop_processes_under)
 
 psutil = pytest.importorskip("psutil", reason="the process checks need psutil (dev extra)")
 
