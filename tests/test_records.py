@@ -502,3 +502,18 @@ def test_a_session_on_two_processes_takes_records_of_each_type():
         assert s.lookup("by_record", Account("ann", 1, note="any")) == {2: 1}
         assert s.lookup("by_record", datetime(2026, 11, 26, 14, tzinfo=timezone(
             timedelta(hours=2)))) == {2: 1}
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_records_of_every_type_on_two_ray_workers_as_on_one_worker(ray_session):
+    """The same programs as on two processes, on two Ray actors (the suite's local Ray): Ray
+    ships the build by value and the actors meet over the same mesh and wire."""
+    kinds = [k for k in KINDS if k not in NEEDS_CLOUDPICKLE_3 or CLOUDPICKLE_3]
+    for kind in kinds:
+        values = KINDS[kind]
+        expected = _consolidate(tp.execute(records_program(values), workers=1))
+        got = _consolidate(tp.execute(records_program(values), workers=2, backend="ray",
+                                      timeout=150))
+        assert got == expected, kind
+        assert type(next(iter(got["distinct"]))[0]) is type(values[0]), kind
