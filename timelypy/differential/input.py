@@ -171,7 +171,10 @@ class InputSession:
         Example: ``session.send_columns(["a", "b"], [5, 6], [1, -1])``."""
         if self._closed:
             raise InputClosedError(f"input session {self._name!r}: used after close()")
-        self._ahead += len(times) - list(times).count(self._time)
+        # updates at a later time (update_at's) do not count towards unadvanced()
+        at_now = times.count(self._time) if isinstance(times, list) else \
+            sum(1 for t in times if t == self._time)
+        self._ahead += len(times) - at_now
         self._buffer.extend(zip(records, times, diffs))
         if len(self._buffer) >= self.BUFFER:
             self._send()
