@@ -43,8 +43,8 @@ from .worker import Worker
 
 __all__ = ["HandleService", "serve", "UPDATE", "STAGE", "COMMIT", "DISCARD", "ADVANCE", "FLUSH",
            "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED",
-           "ERROR", "MAX_BACKLOG", "Command", "Staged", "Rejection", "clean_updates", "clean_columns", "error_value",
-           "error_parts"]
+           "ERROR", "MAX_BACKLOG", "Command", "Staged", "Rejection", "clean_updates",
+           "clean_columns", "error_value", "error_parts"]
 
 Command = Tuple[Any, ...]
 """``(kind, *arguments)``; ``kind`` is one of the command constants."""
