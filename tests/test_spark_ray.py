@@ -92,6 +92,11 @@ start = time.monotonic()
 exec(compile(block, "docs/spark.md", "exec"), {"__name__": "__main__"})
 print("DOCS-BLOCK", round(time.monotonic() - start, 1), ray.cluster_resources()["CPU"],
       flush=True)
+import raydp
+spark_on_ray("stopped-by-raydp", executors=1, executor_cores=1)
+start = time.monotonic()
+raydp.stop_spark()  # as RayDP's exit hook does: it stops our session from inside its lock
+print("RAYDP-STOP", round(time.monotonic() - start, 1), flush=True)
 ray.shutdown()
 """
 
@@ -142,6 +147,8 @@ def test_the_documented_call_completes_on_two_cpus(ray_test_token):
     assert "[Row(keys=1000, rows=100000)]" in out, out[-3000:]
     done = next(line for line in out.splitlines() if line.startswith("DOCS-BLOCK")).split()
     assert float(done[2]) == 2.0
+    stop = next(line for line in out.splitlines() if line.startswith("RAYDP-STOP")).split()
+    assert float(stop[1]) < 30, stop   # it waited 120 s for a lock its caller held
     log.warning("the docs block on 2 CPUs: %s s; the refused start: %s s", done[1], seconds)
 
 
