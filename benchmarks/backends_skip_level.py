@@ -49,12 +49,18 @@ import gc
 import sys
 from typing import Any, Dict, List, Optional
 
-from common import (add_profile_argument, emit, environment, error_info, note, now,
-                    profile_workers, profiled)
-
+from common import (
+    add_profile_argument,
+    emit,
+    environment,
+    error_info,
+    note,
+    now,
+    profile_workers,
+    profiled,
+)
 
 import timelypy  # noqa: E402
-
 
 # ----------------------------------------------------------------------------- the workload
 
@@ -102,8 +108,12 @@ def open_loop_build(size: int, batch: int, check: bool, gc_on: bool = True):
         session.flush()
         worker.step_until(probe, session.time)
         open_s = now() - start
-        out: Dict[str, Any] = {"load_s": load_s, "open_loop_s": open_s, "mods": mods,
-                               "usage": usage.finish()}
+        out: Dict[str, Any] = {
+            "load_s": load_s,
+            "open_loop_s": open_s,
+            "mods": mods,
+            "usage": usage.finish(),
+        }
         if check:
             final = cap.at(size)
             out["final_size"] = sum(final.values())
@@ -145,8 +155,12 @@ def harness_build(size: int, gc_on: bool = True):
 
         def dataflow(scope):
             session, manages = scope.new_collection()
-            probe = (manages.map(lambda mp: (mp[1], mp[0])).join(manages)
-                     .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2])).probe())
+            probe = (
+                manages.map(lambda mp: (mp[1], mp[0]))
+                .join(manages)
+                .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2]))
+                .probe()
+            )
             return session, probe
 
         session, probe = worker.dataflow(dataflow)
@@ -177,8 +191,13 @@ def harness_build(size: int, gc_on: bool = True):
             rows += c
             s_ab += c * (a + b)
             s_k += c * k
-        return {"load_s": load_s, "open_loop_s": open_s, "mods": mods, "usage": usage.finish(),
-                "digest": [rows, s_ab, s_k]}
+        return {
+            "load_s": load_s,
+            "open_loop_s": open_s,
+            "mods": mods,
+            "usage": usage.finish(),
+            "digest": [rows, s_ab, s_k],
+        }
 
     return build
 
@@ -209,13 +228,19 @@ def work_counts(stats: Any) -> Dict[str, Any]:
             out["join_records_out"] += op["records_out"]
         if op["arrangement"]:
             a = op["arrangement"]
-            out["arrangements"].append({"name": name, "updates": a["updates"],
-                                        "batches": a["batches"], "keys": a["keys"]})
+            out["arrangements"].append(
+                {"name": name, "updates": a["updates"], "batches": a["batches"], "keys": a["keys"]}
+            )
     for w in sorted(stats.workers):
         ops = stats.workers[w]
-        out["per_worker"].append({
-            "join_records_out": sum(o["records_out"] for o in ops if o["name"].startswith("Join")),
-            "arranged_updates": [o["arrangement"]["updates"] for o in ops if o["arrangement"]]})
+        out["per_worker"].append(
+            {
+                "join_records_out": sum(
+                    o["records_out"] for o in ops if o["name"].startswith("Join")
+                ),
+                "arranged_updates": [o["arrangement"]["updates"] for o in ops if o["arrangement"]],
+            }
+        )
     out["arranged_updates_total"] = sum(a["updates"] for a in out["arrangements"])
     return out
 
@@ -248,9 +273,14 @@ class WorkerUsage:
         m = self._mesh
         if m is None:
             return [0, 0, 0, 0.0, 0.0, 0.0]
-        return [m.bytes_sent, m.messages_sent, m.messages_received,
-                getattr(m, "wait_seconds", 0.0), getattr(m, "encode_seconds", 0.0),
-                getattr(m, "blocked_seconds", 0.0)]
+        return [
+            m.bytes_sent,
+            m.messages_sent,
+            m.messages_received,
+            getattr(m, "wait_seconds", 0.0),
+            getattr(m, "encode_seconds", 0.0),
+            getattr(m, "blocked_seconds", 0.0),
+        ]
 
     def finish(self) -> Dict[str, Any]:
         wall0, cpu0, thread0, mesh0 = self._start
@@ -258,15 +288,21 @@ class WorkerUsage:
             gc.callbacks.remove(self._collecting)
         mesh = [a - b for a, b in zip(self._mesh_counts(), mesh0)]
         wall = now() - wall0
-        return {"wall_s": round(wall, 3),
-                "process_cpu_s": round(self._time.process_time() - cpu0, 3),
-                "main_thread_cpu_s": round(self._time.thread_time() - thread0, 3),
-                "bytes_sent": mesh[0], "messages_sent": mesh[1], "messages_received": mesh[2],
-                "wait_s": round(mesh[3], 3), "encode_s": round(mesh[4], 3),
-                "blocked_send_s": round(mesh[5], 3),
-                "gc_cpu_s": round(self._gc[0], 3), "gc_collections": self._gc[1],
-                "gc_cpu_s_by_generation": [round(x, 3) for x in self._gc[3]],
-                "gc_collections_by_generation": self._gc[4]}
+        return {
+            "wall_s": round(wall, 3),
+            "process_cpu_s": round(self._time.process_time() - cpu0, 3),
+            "main_thread_cpu_s": round(self._time.thread_time() - thread0, 3),
+            "bytes_sent": mesh[0],
+            "messages_sent": mesh[1],
+            "messages_received": mesh[2],
+            "wait_s": round(mesh[3], 3),
+            "encode_s": round(mesh[4], 3),
+            "blocked_send_s": round(mesh[5], 3),
+            "gc_cpu_s": round(self._gc[0], 3),
+            "gc_collections": self._gc[1],
+            "gc_cpu_s_by_generation": [round(x, 3) for x in self._gc[3]],
+            "gc_collections_by_generation": self._gc[4],
+        }
 
 
 def expected_final(size: int) -> Dict[str, int]:
@@ -282,13 +318,24 @@ def expected_final(size: int) -> Dict[str, int]:
     return {"final_size": total, "final_hash": h}
 
 
-def run_one(backend: str, workers: int, size: int, batch: int, check: bool,
-            mode: str = "open-loop", stats: bool = False, gc_on: bool = True) -> Dict[str, Any]:
+def run_one(
+    backend: str,
+    workers: int,
+    size: int,
+    batch: int,
+    check: bool,
+    mode: str = "open-loop",
+    stats: bool = False,
+    gc_on: bool = True,
+) -> Dict[str, Any]:
     from timelypy.stats import Statistics
 
     t0 = now()
-    inner = (harness_build(size, gc_on) if mode == "harness"
-             else open_loop_build(size, batch, check, gc_on))
+    inner = (
+        harness_build(size, gc_on)
+        if mode == "harness"
+        else open_loop_build(size, batch, check, gc_on)
+    )
     build = profile_workers(inner, workers, backend)
     statistics = Statistics() if stats else None
     outs = timelypy.execute(build, workers=workers, backend=backend, statistics=statistics)
@@ -319,8 +366,10 @@ def run_one(backend: str, workers: int, size: int, batch: int, check: bool,
     if statistics is not None:
         row["work"] = work_counts(statistics)
     if check and mode != "harness":
-        got = {"final_size": sum(o["final_size"] for o in outs),
-               "final_hash": sum(o["final_hash"] for o in outs)}
+        got = {
+            "final_size": sum(o["final_size"] for o in outs),
+            "final_hash": sum(o["final_hash"] for o in outs),
+        }
         row["check_final_matches"] = got == expected_final(size)
     return row
 
@@ -328,14 +377,14 @@ def run_one(backend: str, workers: int, size: int, batch: int, check: bool,
 # ----------------------------------------------------------------------------- transports
 
 
-def measure_transports(rounds: int = 2000, batches: int = 100,
-                       records: int = 10_000) -> Dict[str, Any]:
+def measure_transports(
+    rounds: int = 2000, batches: int = 100, records: int = 10_000
+) -> Dict[str, Any]:
     """Ray call vs. TCP mesh between two actors: round trips and 10^4-record batch throughput."""
     import secrets
     import time
 
     import ray
-
     from common import latency_stats_us
 
     @ray.remote(num_cpus=0, max_concurrency=4)
@@ -409,8 +458,9 @@ def measure_transports(rounds: int = 2000, batches: int = 100,
                         m.send(other, msg)
             return out[20:]
 
-        def mesh_stream(self, batches: int, records: int, send: bool, recv: bool,
-                        raw: bool = False) -> float:
+        def mesh_stream(
+            self, batches: int, records: int, send: bool, recv: bool, raw: bool = False
+        ) -> float:
             from timelypy.communication.wire import encode
 
             m, other = self.mesh, 1 - self.index
@@ -457,28 +507,54 @@ def measure_transports(rounds: int = 2000, batches: int = 100,
         out["ray_driver_to_actor_rtt_us"] = latency_stats_us(drv)
         ray.get([a.connect.remote(addresses), b.connect.remote(addresses)])
         out["mesh_rtt_us"] = latency_stats_us(
-            ray.get([a.mesh_rtt.remote(rounds), b.mesh_rtt.remote(rounds)])[0])
+            ray.get([a.mesh_rtt.remote(rounds), b.mesh_rtt.remote(rounds)])[0]
+        )
         n = batches * records
         s = ray.get(a.ray_send.remote(b, batches, records))
         out["ray_bytes_one_way_Mrec_per_s"] = round(n / s / 1e6, 2)
-        s = max(ray.get([a.ray_send.remote(b, batches, records),
-                         b.ray_send.remote(a, batches, records)]))
+        s = max(
+            ray.get(
+                [a.ray_send.remote(b, batches, records), b.ray_send.remote(a, batches, records)]
+            )
+        )
         out["ray_bytes_both_ways_Mrec_per_s_total"] = round(2 * n / s / 1e6, 2)
-        s = max(ray.get([a.mesh_stream.remote(batches, records, True, False),
-                         b.mesh_stream.remote(batches, records, False, True)]))
+        s = max(
+            ray.get(
+                [
+                    a.mesh_stream.remote(batches, records, True, False),
+                    b.mesh_stream.remote(batches, records, False, True),
+                ]
+            )
+        )
         out["mesh_one_way_Mrec_per_s"] = round(n / s / 1e6, 2)
-        s = max(ray.get([a.mesh_stream.remote(batches, records, True, True),
-                         b.mesh_stream.remote(batches, records, True, True)]))
+        s = max(
+            ray.get(
+                [
+                    a.mesh_stream.remote(batches, records, True, True),
+                    b.mesh_stream.remote(batches, records, True, True),
+                ]
+            )
+        )
         out["mesh_both_ways_Mrec_per_s_total"] = round(2 * n / s / 1e6, 2)
         # The transports alone: an already-encoded batch (bytes), not decoded on arrival.
         s = ray.get(a.ray_send.remote(b, batches, records, True))
         out["ray_preencoded_bytes_one_way_Mrec_per_s"] = round(n / s / 1e6, 2)
-        s = max(ray.get([a.mesh_stream.remote(batches, records, True, False, True),
-                         b.mesh_stream.remote(batches, records, False, True, True)]))
+        s = max(
+            ray.get(
+                [
+                    a.mesh_stream.remote(batches, records, True, False, True),
+                    b.mesh_stream.remote(batches, records, False, True, True),
+                ]
+            )
+        )
         out["mesh_preencoded_bytes_one_way_Mrec_per_s"] = round(n / s / 1e6, 2)
         out["codec_encode_plus_decode_one_process_Mrec_per_s"] = round(codec / 1e6, 2)
-        out["parameters"] = {"rounds": rounds, "batches": batches, "records_per_batch": records,
-                             "record": "((int, int), int, int)"}
+        out["parameters"] = {
+            "rounds": rounds,
+            "batches": batches,
+            "records_per_batch": records,
+            "record": "((int, int), int, int)",
+        }
         ray.get([a.close.remote(), b.close.remote()])
         return out
     finally:
@@ -493,34 +569,70 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=100_000, help="number of people N")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--backends", nargs="+", default=["processes", "ray"],
-                    choices=list(timelypy.backend_names()))
-    ap.add_argument("--open-loop-batch", type=int, default=10_000,
-                    help="flush and step once every this many modifications (0: only at the end)")
-    ap.add_argument("--mode", choices=["open-loop", "harness"], default="open-loop",
-                    help="open-loop: step every --open-loop-batch modifications; harness: the "
-                         "comparison harness's W1 (buffer every modification, close, then step)")
-    ap.add_argument("--stats", action="store_true",
-                    help="collect timelypy statistics: the join's output records and the "
-                         "arrangements' stored updates (deterministic work counts)")
-    ap.add_argument("--check", action="store_true",
-                    help="capture the output and compare its final state with a from-scratch one")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="rounds over all configurations; each reports its best round")
-    ap.add_argument("--transport", action="store_true",
-                    help="also measure Ray call vs. TCP mesh round trips and throughput")
-    ap.add_argument("--gc", choices=["on", "off"], default="on",
-                    help="off: the cyclic garbage collector is disabled in the workers while "
-                         "the workload runs (its share of the CPU seconds)")
+    ap.add_argument(
+        "--backends",
+        nargs="+",
+        default=["processes", "ray"],
+        choices=list(timelypy.backend_names()),
+    )
+    ap.add_argument(
+        "--open-loop-batch",
+        type=int,
+        default=10_000,
+        help="flush and step once every this many modifications (0: only at the end)",
+    )
+    ap.add_argument(
+        "--mode",
+        choices=["open-loop", "harness"],
+        default="open-loop",
+        help="open-loop: step every --open-loop-batch modifications; harness: the "
+        "comparison harness's W1 (buffer every modification, close, then step)",
+    )
+    ap.add_argument(
+        "--stats",
+        action="store_true",
+        help="collect timelypy statistics: the join's output records and the "
+        "arrangements' stored updates (deterministic work counts)",
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="capture the output and compare its final state with a from-scratch one",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds over all configurations; each reports its best round",
+    )
+    ap.add_argument(
+        "--transport",
+        action="store_true",
+        help="also measure Ray call vs. TCP mesh round trips and throughput",
+    )
+    ap.add_argument(
+        "--gc",
+        choices=["on", "off"],
+        default="on",
+        help="off: the cyclic garbage collector is disabled in the workers while "
+        "the workload runs (its share of the CPU seconds)",
+    )
     add_profile_argument(ap)
     args = ap.parse_args()
 
     result: Dict[str, Any] = {
         "benchmark": "backends_skip_level",
-        "parameters": {"size": args.size, "workers": args.workers, "backends": args.backends,
-                       "open_loop_batch": args.open_loop_batch, "check": args.check,
-                       "mode": args.mode, "stats": args.stats, "gc": args.gc,
-                       "repeat": args.repeat},
+        "parameters": {
+            "size": args.size,
+            "workers": args.workers,
+            "backends": args.backends,
+            "open_loop_batch": args.open_loop_batch,
+            "check": args.check,
+            "mode": args.mode,
+            "stats": args.stats,
+            "gc": args.gc,
+            "repeat": args.repeat,
+        },
         **environment(),
     }
     ray_started = False
@@ -530,8 +642,7 @@ def main() -> None:
         note("starting Ray ...")
         t0 = now()
         if not ray.is_initialized():
-            ray.init(num_cpus=max(2, *args.workers), include_dashboard=False,
-                     log_to_driver=False)
+            ray.init(num_cpus=max(2, *args.workers), include_dashboard=False, log_to_driver=False)
             ray_started = True
         result["ray_init_s"] = round(now() - t0, 3)
         result["ray_version"] = ray.__version__
@@ -549,8 +660,16 @@ def main() -> None:
                 for workers in args.workers:
                     note(f"round {rep + 1}/{args.repeat}: {backend} x {workers} ...")
                     try:
-                        row = run_one(backend, workers, args.size, args.open_loop_batch,
-                                      args.check, args.mode, args.stats, args.gc == "on")
+                        row = run_one(
+                            backend,
+                            workers,
+                            args.size,
+                            args.open_loop_batch,
+                            args.check,
+                            args.mode,
+                            args.stats,
+                            args.gc == "on",
+                        )
                     except Exception as exc:
                         row = {"backend": backend, "workers": workers, **error_info(exc)}
                     note(f"  {row}")
@@ -581,18 +700,24 @@ def main() -> None:
             if r and p:
                 ratios[f"ray_over_processes_at_{w}_workers"] = {
                     k: round(r[k] / p[k], 3) if p[k] else None
-                    for k in ("load_s", "modifications_s", "load_plus_modifications_s",
-                              "execute_wall_s")
+                    for k in (
+                        "load_s",
+                        "modifications_s",
+                        "load_plus_modifications_s",
+                        "execute_wall_s",
+                    )
                 }
         for w in args.workers:
             one, many = find("processes", 1), find("processes", w)
             if w > 1 and one and many:
                 # The deterministic view of scaling on a busy machine: one worker's CPU over the
                 # busiest of the w workers' CPU (the speedup w idle cores could give at most).
-                ratios[f"processes_cpu_speedup_bound_{w}_over_1"] = round(
-                    one["cpu_sum_s"] / many["cpu_max_s"], 3) if many["cpu_max_s"] else None
+                ratios[f"processes_cpu_speedup_bound_{w}_over_1"] = (
+                    round(one["cpu_sum_s"] / many["cpu_max_s"], 3) if many["cpu_max_s"] else None
+                )
                 ratios[f"processes_wall_speedup_{w}_over_1"] = round(
-                    one["load_plus_modifications_s"] / many["load_plus_modifications_s"], 3)
+                    one["load_plus_modifications_s"] / many["load_plus_modifications_s"], 3
+                )
         result["ratios"] = ratios
         if args.transport:
             note("transports ...")

@@ -66,10 +66,20 @@ def _library_version() -> Dict[str, Any]:
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "timelypy"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "timelypy"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return {"commit": head or None, "timelypy_uncommitted_changes": bool(dirty)}
     except Exception:
         return {"commit": None}
@@ -107,10 +117,14 @@ def timed(fn: Callable[[], Any]) -> float:
 
 
 def add_gc_argument(parser: Any) -> None:
-    parser.add_argument("--gc", choices=["on", "off"], default="on",
-                        help="off: disable Python's cyclic garbage collector for the whole "
-                             "measurement; on (default): the library's policy (paused while "
-                             "workers step, see TIMELYPY_GC; set TIMELYPY_GC=tuned to compare)")
+    parser.add_argument(
+        "--gc",
+        choices=["on", "off"],
+        default="on",
+        help="off: disable Python's cyclic garbage collector for the whole "
+        "measurement; on (default): the library's policy (paused while "
+        "workers step, see TIMELYPY_GC; set TIMELYPY_GC=tuned to compare)",
+    )
 
 
 class gc_mode:
@@ -175,11 +189,16 @@ PROFILE_TOP = 20
 def add_profile_argument(parser: Any) -> None:
     """``--profile [PATH]``: profile the run (see :class:`profiled`)."""
     parser.add_argument(
-        "--profile", nargs="?", const="auto", default=None, metavar="PATH",
+        "--profile",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="PATH",
         help="profile the run with cProfile and write the top %d functions by tottime and by "
-             "cumtime to PATH (default: a file in the temporary directory), and to stderr; the "
-             "JSON names the file under \"profile\" (with workers in other processes, one file "
-             "per worker beside it)" % PROFILE_TOP)
+        "cumtime to PATH (default: a file in the temporary directory), and to stderr; the "
+        'JSON names the file under "profile" (with workers in other processes, one file '
+        "per worker beside it)" % PROFILE_TOP,
+    )
 
 
 class _ProfileState:
@@ -192,8 +211,12 @@ class _ProfileState:
         self.benchmark = "benchmark"
 
     def describe(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"path": self.path, "top": PROFILE_TOP,
-                               "sorted_by": ["tottime", "cumtime"], "profiler": "cProfile"}
+        out: Dict[str, Any] = {
+            "path": self.path,
+            "top": PROFILE_TOP,
+            "sorted_by": ["tottime", "cumtime"],
+            "profiler": "cProfile",
+        }
         if self.worker_paths:
             out["worker_paths"] = list(self.worker_paths)
         return out
@@ -211,8 +234,9 @@ def _profile_path(args: Any, benchmark: str) -> Optional[str]:
         import tempfile
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        return os.path.join(tempfile.gettempdir(),
-                            f"timelypy-profile-{benchmark}-{stamp}-{os.getpid()}.txt")
+        return os.path.join(
+            tempfile.gettempdir(), f"timelypy-profile-{benchmark}-{stamp}-{os.getpid()}.txt"
+        )
     return os.path.abspath(str(value))
 
 
@@ -236,14 +260,17 @@ def profile_summary(profiler: Any, title: str, top: int = PROFILE_TOP) -> str:
     stats = pstats.Stats(profiler).stats  # {(file, line, name): (cc, nc, tt, ct, callers)}
     total_calls = sum(v[1] for v in stats.values())
     total = max((v[3] for v in stats.values()), default=0.0)
-    lines = [f"# {title}", f"# {total_calls} calls, {total:.3f} s in the outermost frame",
-             f"# python {platform.python_version()}, {' '.join(sys.argv)}"]
+    lines = [
+        f"# {title}",
+        f"# {total_calls} calls, {total:.3f} s in the outermost frame",
+        f"# python {platform.python_version()}, {' '.join(sys.argv)}",
+    ]
     for column, label in ((2, "tottime"), (3, "cumtime")):
         lines.append(f"\n## top {top} by {label}")
         lines.append(f"{'ncalls':>12} {'tottime':>9} {'cumtime':>9} {'percall_us':>11}  function")
         ranked = sorted(stats.items(), key=lambda kv: kv[1][column], reverse=True)[:top]
         for (file, line, name), (cc, nc, tt, ct, _) in ranked:
-            where = file[len(root):] if file.startswith(root) else file
+            where = file[len(root) :] if file.startswith(root) else file
             calls = str(nc) if nc == cc else f"{nc}/{cc}"
             per = (ct if column == 3 else tt) / nc * 1e6 if nc else 0.0
             lines.append(f"{calls:>12} {tt:9.3f} {ct:9.3f} {per:11.2f}  {where}:{line}({name})")
@@ -314,8 +341,9 @@ def worker_profile_path(path: str, index: int, peers: int) -> str:
     return f"{base}.w{peers}-worker{index}{ext or '.txt'}"
 
 
-def profile_workers(build: Callable[[Any], Any], workers: int,
-                    backend: str = "processes") -> Callable[[Any], Any]:
+def profile_workers(
+    build: Callable[[Any], Any], workers: int, backend: str = "processes"
+) -> Callable[[Any], Any]:
     """``build`` itself, or (under ``--profile``, on a backend with worker processes) ``build``
     profiled in every worker process, each writing its own summary file (listed in the JSON
     under ``profile.worker_paths``). Inline workers are in the driver's profile already."""

@@ -23,14 +23,26 @@ import random
 import sys
 from typing import Any, Dict, List, Set, Tuple
 
-from common import (add_gc_argument, emit, environment, error_info, gc_mode, median, note, now)
-from common import add_profile_argument, profiled  # noqa: E402
+from common import (  # noqa: E402
+    add_gc_argument,
+    add_profile_argument,
+    emit,
+    environment,
+    error_info,
+    gc_mode,
+    median,
+    note,
+    now,
+    profiled,
+)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "examples"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+)
+
+from connectivity import connected_labels, union_find_labels  # noqa: E402
 
 import timelypy as tp  # noqa: E402
-from connectivity import connected_labels, union_find_labels  # noqa: E402
 
 Edge = Tuple[int, int]
 
@@ -45,8 +57,9 @@ def make_graph(nodes: int, edges: int, rng: random.Random) -> Set[Edge]:
     return graph
 
 
-def make_changes(graph: Set[Edge], nodes: int, batches: int, per_batch: int,
-                 rng: random.Random) -> List[List[Tuple[int, int, int]]]:
+def make_changes(
+    graph: Set[Edge], nodes: int, batches: int, per_batch: int, rng: random.Random
+) -> List[List[Tuple[int, int, int]]]:
     """As ``examples/spark_pipeline.py``: micro-batches of ``(a, b, diff)``, half deletions."""
     current = set(graph)
     out = []
@@ -78,8 +91,13 @@ def expected_labels(graph: Set[Edge]) -> Dict[Tuple[int, int], int]:
     return {(n, lbl): 1 for n, lbl in union_find_labels(directed).items()}
 
 
-def run(graph: Set[Edge], changes: List[List[Tuple[int, int, int]]], check: bool,
-        gc: str, freeze: bool = False) -> Dict[str, Any]:
+def run(
+    graph: Set[Edge],
+    changes: List[List[Tuple[int, int, int]]],
+    check: bool,
+    gc: str,
+    freeze: bool = False,
+) -> Dict[str, Any]:
     out: Dict[str, Any] = {"batch_s": [], "label_changes": []}
     current = set(graph)
     checks = []
@@ -95,8 +113,7 @@ def run(graph: Set[Edge], changes: List[List[Tuple[int, int, int]]], check: bool
                 del labels[data]
         return len(changes)
 
-    with gc_mode(gc), tp.open_session(dataflow, workers=1, backend="inline",
-                                      timeout=3600) as s:
+    with gc_mode(gc), tp.open_session(dataflow, workers=1, backend="inline", timeout=3600) as s:
         t = now()
         s.update_many("edges", sorted(graph))
         s.advance_to(1)
@@ -104,6 +121,7 @@ def run(graph: Set[Edge], changes: List[List[Tuple[int, int, int]]], check: bool
         out["load_s"] = round(now() - t, 4)
         if freeze:  # the loaded state out of the collector's way (what a long-lived job would do)
             import gc as _gc
+
             _gc.collect()
             _gc.freeze()
         take(s)
@@ -133,11 +151,17 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=200, help="edge changes per micro-batch")
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--check", action="store_true",
-                    help="compare the labels with union-find after the load and every batch")
-    ap.add_argument("--freeze-after-load", action="store_true",
-                    help="gc.freeze() after the load: the cyclic collector no longer scans the "
-                         "loaded state on every full collection")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the labels with union-find after the load and every batch",
+    )
+    ap.add_argument(
+        "--freeze-after-load",
+        action="store_true",
+        help="gc.freeze() after the load: the cyclic collector no longer scans the "
+        "loaded state on every full collection",
+    )
     add_gc_argument(ap)
     add_profile_argument(ap)
     args = ap.parse_args()
@@ -147,9 +171,15 @@ def main() -> None:
     changes = make_changes(graph, args.nodes, args.batches, args.changes, rng)
     result: Dict[str, Any] = {
         "benchmark": "components",
-        "parameters": {"gc": args.gc, "freeze_after_load": args.freeze_after_load,
-                       "nodes": args.nodes, "edges": n_edges,
-                       "changes": args.changes, "batches": args.batches, "seed": args.seed},
+        "parameters": {
+            "gc": args.gc,
+            "freeze_after_load": args.freeze_after_load,
+            "nodes": args.nodes,
+            "edges": n_edges,
+            "changes": args.changes,
+            "batches": args.batches,
+            "seed": args.seed,
+        },
         **environment(),
     }
     note("union-find from scratch per batch ...")

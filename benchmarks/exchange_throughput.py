@@ -32,23 +32,26 @@ try:
 except ImportError:  # running from a checkout without installing
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from timelypy.communication.wire import decode, encode, pickle_records, unpickle_records
 from timelypy.order import Product
 from timelypy.workers.launcher import run_in_processes
-from timelypy.communication.wire import decode, encode, pickle_records, unpickle_records
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import add_profile_argument, profile_workers, profiled, _profile  # noqa: E402
+from common import _profile, add_profile_argument, profile_workers, profiled  # noqa: E402
 
 
 def make_batches(records: int, batch: int, shape: str) -> List[list]:
     """``records`` records split into lists of ``batch``."""
     if shape == "pair":
+
         def record(k: int) -> Any:
             return (k, k * 7)
     elif shape == "triple":
+
         def record(k: int) -> Any:
             return ((k, k * 3), k & 15, 1)
     elif shape == "product":
+
         def record(k: int) -> Any:
             return ((k, k * 3), Product(k & 15, 2), 1)
     else:
@@ -122,7 +125,8 @@ def codec_report(batch: int, repeat: int) -> Dict[str, Any]:
         plain_data = plain.pack(records)
         pickled = pickle.dumps(records, 5)
         ref_msgpack = best(plain.pack, records) + best(
-            lambda: msgpack.unpackb(plain_data, use_list=False))
+            lambda: msgpack.unpackb(plain_data, use_list=False)
+        )
         ref_pickle = best(pickle.dumps, records, 5) + best(pickle.loads, pickled)
         message = data_message(records, shape)
         as_data = pickle_records(message)
@@ -184,23 +188,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=10_000)
-    parser.add_argument("--shape", choices=["pair", "triple", "product"], default="pair",
-                        help="pair: (k, v); triple: ((k, v), t, 1); product: t is Product")
-    parser.add_argument("--message", choices=["raw", "data"], default="raw",
-                        help="raw: each batch as is (msgpack); data: as an exchange channel's "
-                             "data message (pickled at int times)")
+    parser.add_argument(
+        "--shape",
+        choices=["pair", "triple", "product"],
+        default="pair",
+        help="pair: (k, v); triple: ((k, v), t, 1); product: t is Product",
+    )
+    parser.add_argument(
+        "--message",
+        choices=["raw", "data"],
+        default="raw",
+        help="raw: each batch as is (msgpack); data: as an exchange channel's "
+        "data message (pickled at int times)",
+    )
     parser.add_argument("--start-method", default=None)
     parser.add_argument("--repeat", type=int, default=3, help="report the best of this many runs")
-    parser.add_argument("--codec-only", action="store_true",
-                        help="only time encode+decode of one batch of each shape")
+    parser.add_argument(
+        "--codec-only",
+        action="store_true",
+        help="only time encode+decode of one batch of each shape",
+    )
     add_profile_argument(parser)
     args = parser.parse_args()
     if args.codec_only:
-        print(json.dumps({"benchmark": "wire_codec", "batch": args.batch,
-                          "repeat": max(args.repeat, 20),
-                          "shapes": codec_report(args.batch, max(args.repeat, 20)),
-                          **({"profile": _profile.describe()} if _profile.path else {})},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    "benchmark": "wire_codec",
+                    "batch": args.batch,
+                    "repeat": max(args.repeat, 20),
+                    "shapes": codec_report(args.batch, max(args.repeat, 20)),
+                    **({"profile": _profile.describe()} if _profile.path else {}),
+                },
+                indent=2,
+            )
+        )
         return
 
     batches = make_batches(args.records, args.batch, args.shape)
@@ -212,40 +234,46 @@ def main() -> None:
     for _ in range(args.repeat):
         started = time.perf_counter()
         sender, receiver = run_in_processes(
-            profile_mesh_worker(mesh_worker(args.records, args.batch, args.shape,
-                                            args.message)), 2,
-            timeout=600, start_method=args.start_method,
+            profile_mesh_worker(mesh_worker(args.records, args.batch, args.shape, args.message)),
+            2,
+            timeout=600,
+            start_method=args.start_method,
         )
         assert receiver["received"] == args.records
         sender["job_seconds"] = time.perf_counter() - started
         runs.append(sender)
     best = min(runs, key=lambda r: r["seconds"])
 
-    print(json.dumps({
-        "benchmark": "exchange_throughput",
-        "records": args.records,
-        "batch": args.batch,
-        "shape": args.shape,
-        "message": args.message,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "mesh_two_processes": {
-            "seconds": round(best["seconds"], 4),
-            "records_per_s": round(args.records / best["seconds"]),
-            "bytes_sent": best["bytes"],
-            "MB_per_s": round(best["bytes"] / best["seconds"] / 1e6, 1),
-            "job_seconds_incl_startup": round(best["job_seconds"], 3),
-        },
-        "codec_only_one_process": {
-            "seconds": round(codec, 4),
-            "records_per_s": round(args.records / codec),
-        },
-        "in_process_deque": {
-            "seconds": round(local, 6),
-            "records_per_s": round(args.records / local),
-        },
-        **({"profile": _profile.describe()} if _profile.path else {}),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "exchange_throughput",
+                "records": args.records,
+                "batch": args.batch,
+                "shape": args.shape,
+                "message": args.message,
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "mesh_two_processes": {
+                    "seconds": round(best["seconds"], 4),
+                    "records_per_s": round(args.records / best["seconds"]),
+                    "bytes_sent": best["bytes"],
+                    "MB_per_s": round(best["bytes"] / best["seconds"] / 1e6, 1),
+                    "job_seconds_incl_startup": round(best["job_seconds"], 3),
+                },
+                "codec_only_one_process": {
+                    "seconds": round(codec, 4),
+                    "records_per_s": round(args.records / codec),
+                },
+                "in_process_deque": {
+                    "seconds": round(local, 6),
+                    "records_per_s": round(args.records / local),
+                },
+                **({"profile": _profile.describe()} if _profile.path else {}),
+            },
+            indent=2,
+        )
+    )
 
 
 def profile_mesh_worker(fn: Any) -> Any:
@@ -257,6 +285,7 @@ def profile_mesh_worker(fn: Any) -> Any:
     def main(index: int, peers: int, mesh: Any) -> Dict[str, Any]:
         class _Worker:
             pass
+
         worker = _Worker()
         worker.index, worker.peers, worker.mesh = index, peers, mesh
         return build(worker)

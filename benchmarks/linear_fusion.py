@@ -27,8 +27,16 @@ import gc
 import re
 from typing import Any, Callable, Dict, List, Tuple
 
-from common import (add_gc_argument, add_profile_argument, emit, environment, error_info, gc_mode,
-                    now, profiled)
+from common import (
+    add_gc_argument,
+    add_profile_argument,
+    emit,
+    environment,
+    error_info,
+    gc_mode,
+    now,
+    profiled,
+)
 
 import timelypy
 from timelypy.differential import Collection
@@ -74,7 +82,7 @@ def run_once(records: List[int], mode: str, batch: int) -> Dict[str, Any]:
         step = batch if batch > 0 else n
         t0 = now()
         for start in range(0, n, step):
-            session.insert_many(records[start:start + step])
+            session.insert_many(records[start : start + step])
             if batch > 0:
                 session.flush()
                 worker.step()
@@ -114,16 +122,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--batch", type=int, default=0,
-                    help="flush and step every this many records (0: one flush at the end)")
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="flush and step every this many records (0: one flush at the end)",
+    )
     add_gc_argument(ap)
     add_profile_argument(ap)
     args = ap.parse_args()
     records = list(range(args.records))
     result: Dict[str, Any] = {
         "benchmark": "linear_fusion",
-        "parameters": {"gc": args.gc, "records": args.records, "repeat": args.repeat, "batch": args.batch,
-                       "chain": ">".join(k for k, _ in STAGES)},
+        "parameters": {
+            "gc": args.gc,
+            "records": args.records,
+            "repeat": args.repeat,
+            "batch": args.batch,
+            "chain": ">".join(k for k, _ in STAGES),
+        },
         **environment(),
     }
     times: Dict[str, float] = {}
@@ -151,16 +168,24 @@ def main() -> None:
         secs = [r["seconds"] for r in runs[mode]]
         best = min(secs)
         times[mode] = best
-        result[mode] = {"seconds": round(best, 4),
-                        "all_runs_s": [round(s, 4) for s in secs],
-                        "records_per_s": round(args.records / best),
-                        "linear_operators": runs[mode][0]["operators"]}
+        result[mode] = {
+            "seconds": round(best, 4),
+            "all_runs_s": [round(s, 4) for s in secs],
+            "records_per_s": round(args.records / best),
+            "linear_operators": runs[mode][0]["operators"],
+        }
     py = min(py_runs)
-    result["python_loop"] = {"seconds": round(py, 4), "records_per_s": round(args.records / py),
-                             "note": "one list comprehension per stage"}
+    result["python_loop"] = {
+        "seconds": round(py, 4),
+        "records_per_s": round(args.records / py),
+        "note": "one list comprehension per stage",
+    }
     pc = min(pc_runs)
-    result["python_composed"] = {"seconds": round(pc, 4), "records_per_s": round(args.records / pc),
-                                 "note": "all stages in one comprehension per record"}
+    result["python_composed"] = {
+        "seconds": round(pc, 4),
+        "records_per_s": round(args.records / pc),
+        "note": "all stages in one comprehension per record",
+    }
     if "fused" in times and "materialised" in times:
         base = times.get("input_only", 0.0)
         fused_chain = times["fused"] - base
@@ -170,12 +195,14 @@ def main() -> None:
             "fused_s": round(fused_chain, 4),
             "materialised_s": round(mat_chain, 4),
             "fused_records_per_s": round(args.records / fused_chain) if fused_chain > 0 else None,
-            "materialised_records_per_s":
-                round(args.records / mat_chain) if mat_chain > 0 else None,
+            "materialised_records_per_s": round(args.records / mat_chain)
+            if mat_chain > 0
+            else None,
         }
         result["fused_speedup"] = round(times["materialised"] / times["fused"], 2)
-        result["fused_chain_speedup"] = (round(mat_chain / fused_chain, 2)
-                                         if fused_chain > 0 else None)
+        result["fused_chain_speedup"] = (
+            round(mat_chain / fused_chain, 2) if fused_chain > 0 else None
+        )
     emit(result)
 
 

@@ -73,14 +73,21 @@ def arrangement(n: int, changes: int) -> Dict[str, Any]:
         held = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         stored = spine.stored_updates()
-        return {"traced_bytes": held, "stored_updates": stored, "live_updates": n,
-                "keys": len(spine.keys()), "batches": len(spine.batches)}
+        return {
+            "traced_bytes": held,
+            "stored_updates": stored,
+            "live_updates": n,
+            "keys": len(spine.keys()),
+            "batches": len(spine.batches),
+        }
 
     started = now()
     [r] = tp.execute(build)
-    r.update(seconds=round(now() - started, 2),
-             bytes_per_stored_update=round(r["traced_bytes"] / max(1, r["stored_updates"]), 1),
-             bytes_per_live_update=round(r["traced_bytes"] / max(1, r["live_updates"]), 1))
+    r.update(
+        seconds=round(now() - started, 2),
+        bytes_per_stored_update=round(r["traced_bytes"] / max(1, r["stored_updates"]), 1),
+        bytes_per_live_update=round(r["traced_bytes"] / max(1, r["live_updates"]), 1),
+    )
     return r
 
 
@@ -99,8 +106,7 @@ def skip_level(n: int) -> Dict[str, Any]:
 
         def define(scope):
             session, manages = scope.new_collection()
-            probe = (manages.map(lambda mp: (mp[1], mp[0])).join(manages)
-                     .inspect(count).probe())
+            probe = manages.map(lambda mp: (mp[1], mp[0])).join(manages).inspect(count).probe()
             return session, probe
 
         session, probe = worker.dataflow(define)
@@ -121,36 +127,69 @@ def skip_level(n: int) -> Dict[str, Any]:
 
     started = now()
     [(updates, net)] = tp.execute(build)
-    return {"seconds": round(now() - started, 2), "output_updates": updates, "output_net": net,
-            "data_rss_mb": round(data_mb, 1), "peak_rss_mb": round(_peak_mb(), 1),
-            "peak_over_data_mb": round(_peak_mb() - data_mb, 1)}
+    return {
+        "seconds": round(now() - started, 2),
+        "output_updates": updates,
+        "output_net": net,
+        "data_rss_mb": round(data_mb, 1),
+        "peak_rss_mb": round(_peak_mb(), 1),
+        "peak_over_data_mb": round(_peak_mb() - data_mb, 1),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--changes", type=int, default=None,
-                        help="modifications in the arrangement measure (default: --size)")
+    parser.add_argument(
+        "--changes",
+        type=int,
+        default=None,
+        help="modifications in the arrangement measure (default: --size)",
+    )
     parser.add_argument("--mode", choices=["both", "arrangement", "skip-level"], default="both")
     add_profile_argument(parser)
     args = parser.parse_args()
     changes = args.size if args.changes is None else args.changes
     if args.mode == "both":
-        result: Dict[str, Any] = {"benchmark": "memory", "size": args.size, "changes": changes,
-                                  "environment": environment()}
+        result: Dict[str, Any] = {
+            "benchmark": "memory",
+            "size": args.size,
+            "changes": changes,
+            "environment": environment(),
+        }
         for mode in ("arrangement", "skip-level"):
             note(f"memory: {mode} at {args.size} in a process of its own")
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--size",
-                                  str(args.size), "--changes", str(changes), "--mode", mode],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--size",
+                    str(args.size),
+                    "--changes",
+                    str(changes),
+                    "--mode",
+                    mode,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             result[mode] = json.loads(out.stdout)[mode]
         emit(result)
         return
     with profiled(args, "memory"):
-        measure = arrangement(args.size, changes) if args.mode == "arrangement" \
-            else skip_level(args.size)
-    emit({"benchmark": "memory", "size": args.size, "changes": changes,
-          "environment": environment(), args.mode: measure})
+        measure = (
+            arrangement(args.size, changes) if args.mode == "arrangement" else skip_level(args.size)
+        )
+    emit(
+        {
+            "benchmark": "memory",
+            "size": args.size,
+            "changes": changes,
+            "environment": environment(),
+            args.mode: measure,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,21 @@ import random
 from collections import deque
 from typing import Any, Dict, List, Set, Tuple
 
-from common import (add_gc_argument, emit, environment, error_info, gc_mode, latency_stats_us,
-                    note, now, sample_indices, slowest, speedup)
-from common import add_profile_argument, profiled  # noqa: E402
+from common import (  # noqa: E402
+    add_gc_argument,
+    add_profile_argument,
+    emit,
+    environment,
+    error_info,
+    gc_mode,
+    latency_stats_us,
+    note,
+    now,
+    profiled,
+    sample_indices,
+    slowest,
+    speedup,
+)
 
 import timelypy
 
@@ -44,8 +56,9 @@ def make_graph(nodes: int, edges: int, roots: int, changes: int, seed: int):
     edge_list = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(edges)]
     root_list = rng.sample(range(nodes), min(roots, nodes))
     # Each change: (index of the edge to replace, the new edge).
-    plan = [(rng.randrange(edges), (rng.randrange(nodes), rng.randrange(nodes)))
-            for _ in range(changes)]
+    plan = [
+        (rng.randrange(edges), (rng.randrange(nodes), rng.randrange(nodes))) for _ in range(changes)
+    ]
     return edge_list, root_list, plan
 
 
@@ -63,8 +76,13 @@ def _reach_dataflow(worker: Any, edges_mode: str, check: bool):
                 e = edges_arr.enter(r.scope)
             else:
                 e = edges.enter(r.scope)
-            return (r.map(lambda n: (n, ())).join(e).map(lambda kv: kv[1][1])
-                    .concat(roots.enter(r.scope)).distinct())
+            return (
+                r.map(lambda n: (n, ()))
+                .join(e)
+                .map(lambda kv: kv[1][1])
+                .concat(roots.enter(r.scope))
+                .distinct()
+            )
 
         reach = roots.iterate(body)
         probe = reach.probe()
@@ -74,8 +92,7 @@ def _reach_dataflow(worker: Any, edges_mode: str, check: bool):
     return worker.dataflow(dataflow)
 
 
-def dataflow_run(edge_list, root_list, plan, edges_mode: str, check: bool,
-                 open_loop: bool = False):
+def dataflow_run(edge_list, root_list, plan, edges_mode: str, check: bool, open_loop: bool = False):
     def build(worker):
         gc.collect()
         index, peers = worker.index, worker.peers
@@ -194,31 +211,50 @@ def main() -> None:
     ap.add_argument("--roots", type=int, default=5)
     ap.add_argument("--changes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--edges-mode", choices=["collection", "arrangement", "both"], default="both",
-                    help="collection: edges.enter(loop) (arranged inside the loop); arrangement: "
-                         "the outer arrangement entered into the loop")
+    ap.add_argument(
+        "--edges-mode",
+        choices=["collection", "arrangement", "both"],
+        default="both",
+        help="collection: edges.enter(loop) (arranged inside the loop); arrangement: "
+        "the outer arrangement entered into the loop",
+    )
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--backend", default="inline")
     ap.add_argument("--naive-samples", type=int, default=50)
-    ap.add_argument("--open-loop", action="store_true",
-                    help="buffer every change, then run to completion (all times in the loop "
-                         "at once): microseconds per change of the whole update")
-    ap.add_argument("--check", action="store_true",
-                    help="capture the reachable set and compare with BFS (initial and final)")
+    ap.add_argument(
+        "--open-loop",
+        action="store_true",
+        help="buffer every change, then run to completion (all times in the loop "
+        "at once): microseconds per change of the whole update",
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="capture the reachable set and compare with BFS (initial and final)",
+    )
     add_gc_argument(ap)
     add_profile_argument(ap)
     args = ap.parse_args()
     n_edges = args.edges if args.edges is not None else 2 * args.nodes
 
-    edge_list, root_list, plan = make_graph(args.nodes, n_edges, args.roots, args.changes,
-                                            args.seed)
+    edge_list, root_list, plan = make_graph(
+        args.nodes, n_edges, args.roots, args.changes, args.seed
+    )
     result: Dict[str, Any] = {
         "benchmark": "reachability",
-        "parameters": {"gc": args.gc, "nodes": args.nodes, "edges": n_edges, "roots": len(root_list),
-                       "changes": args.changes, "seed": args.seed,
-                       "edges_mode": args.edges_mode, "open_loop": args.open_loop,
-                       "workers": args.workers,
-                       "backend": args.backend, "naive_samples": args.naive_samples},
+        "parameters": {
+            "gc": args.gc,
+            "nodes": args.nodes,
+            "edges": n_edges,
+            "roots": len(root_list),
+            "changes": args.changes,
+            "seed": args.seed,
+            "edges_mode": args.edges_mode,
+            "open_loop": args.open_loop,
+            "workers": args.workers,
+            "backend": args.backend,
+            "naive_samples": args.naive_samples,
+        },
         **environment(),
         "targets": {"per_change_us_at_1e5_nodes": 400.0},
     }
@@ -234,7 +270,9 @@ def main() -> None:
             with gc_mode(args.gc):
                 outs = timelypy.execute(
                     dataflow_run(edge_list, root_list, plan, mode, args.check, args.open_loop),
-                    workers=args.workers, backend=args.backend)
+                    workers=args.workers,
+                    backend=args.backend,
+                )
             r: Dict[str, Any] = {"load_s": round(max(o["load_s"] for o in outs), 4)}
             if args.open_loop:
                 update_s = max(o["update_s"] for o in outs)
@@ -243,21 +281,27 @@ def main() -> None:
             else:
                 lat = [max(v) for v in zip(*(o["latencies"] for o in outs))]
                 stats = latency_stats_us(lat)
-                r.update({
-                    "per_change_latency_us": stats,
-                    "slowest_changes_index_us": slowest(lat),
-                    "speedup_vs_rebuild_bfs_median": speedup(
-                        naive["rebuild_bfs_latency_us"].get("median_us"), stats.get("median_us")),
-                    "speedup_vs_bfs_only_median": speedup(
-                        naive["bfs_only_latency_us"].get("median_us"), stats.get("median_us")),
-                })
+                r.update(
+                    {
+                        "per_change_latency_us": stats,
+                        "slowest_changes_index_us": slowest(lat),
+                        "speedup_vs_rebuild_bfs_median": speedup(
+                            naive["rebuild_bfs_latency_us"].get("median_us"), stats.get("median_us")
+                        ),
+                        "speedup_vs_bfs_only_median": speedup(
+                            naive["bfs_only_latency_us"].get("median_us"), stats.get("median_us")
+                        ),
+                    }
+                )
             if args.check:
+
                 def merged(key):
                     acc: Dict[Any, int] = {}
                     for o in outs:
                         for d, c in o[key].items():
                             acc[d] = acc.get(d, 0) + c
                     return {d: c for d, c in acc.items() if c}
+
                 r["check_initial_matches_bfs"] = merged("initial") == {n: 1 for n in initial}
                 r["check_final_matches_bfs"] = merged("final") == {n: 1 for n in final}
             result[f"dataflow_edges_{mode}"] = r

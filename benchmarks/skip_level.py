@@ -29,12 +29,23 @@ import gc
 import sys
 from typing import Any, Dict, List, Tuple
 
-from common import (add_gc_argument, emit, environment, error_info, gc_mode, latency_stats_us,
-                    note, now, sample_indices, slowest, speedup)
-from common import add_profile_argument, profiled  # noqa: E402
+from common import (  # noqa: E402
+    add_gc_argument,
+    add_profile_argument,
+    emit,
+    environment,
+    error_info,
+    gc_mode,
+    latency_stats_us,
+    note,
+    now,
+    profiled,
+    sample_indices,
+    slowest,
+    speedup,
+)
 
 import timelypy
-
 
 # ----------------------------------------------------------------------------- dataflow runs
 
@@ -189,14 +200,25 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--backend", default="inline")
     ap.add_argument("--latency-rounds", type=int, default=1000)
-    ap.add_argument("--open-loop-batch", type=int, default=10_000,
-                    help="flush and step once every this many modifications (0: only at the end)")
-    ap.add_argument("--naive-samples", type=int, default=20,
-                    help="recomputes timed for the naive baseline (extrapolated to N - 1)")
+    ap.add_argument(
+        "--open-loop-batch",
+        type=int,
+        default=10_000,
+        help="flush and step once every this many modifications (0: only at the end)",
+    )
+    ap.add_argument(
+        "--naive-samples",
+        type=int,
+        default=20,
+        help="recomputes timed for the naive baseline (extrapolated to N - 1)",
+    )
     ap.add_argument("--skip-open-loop", action="store_true")
     ap.add_argument("--skip-closed-loop", action="store_true")
-    ap.add_argument("--check", action="store_true",
-                    help="capture the output and compare the final state with the naive answer")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="capture the output and compare the final state with the naive answer",
+    )
     add_gc_argument(ap)
     add_profile_argument(ap)
     args = ap.parse_args()
@@ -204,10 +226,15 @@ def main() -> None:
 
     result: Dict[str, Any] = {
         "benchmark": "skip_level",
-        "parameters": {"gc": args.gc, "size": N, "workers": args.workers, "backend": args.backend,
-                       "latency_rounds": args.latency_rounds,
-                       "open_loop_batch": args.open_loop_batch,
-                       "naive_samples": args.naive_samples},
+        "parameters": {
+            "gc": args.gc,
+            "size": N,
+            "workers": args.workers,
+            "backend": args.backend,
+            "latency_rounds": args.latency_rounds,
+            "open_loop_batch": args.open_loop_batch,
+            "naive_samples": args.naive_samples,
+        },
         **environment(),
     }
     targets = {"load_plus_modifications_s_at_1e6": 15.0, "closed_loop_median_us": 100.0}
@@ -224,8 +251,11 @@ def main() -> None:
         try:
             t0 = now()
             with gc_mode(args.gc):
-                outs = timelypy.execute(open_loop_run(N, args.open_loop_batch, args.check),
-                                        workers=args.workers, backend=args.backend)
+                outs = timelypy.execute(
+                    open_loop_run(N, args.open_loop_batch, args.check),
+                    workers=args.workers,
+                    backend=args.backend,
+                )
             wall = now() - t0
             load_s = max(o["load_s"] for o in outs)
             open_s = max(o["open_loop_s"] for o in outs)
@@ -239,7 +269,8 @@ def main() -> None:
                 "load_plus_modifications_s": round(load_s + open_s, 4),
                 "execute_wall_s": round(wall, 4),
                 "speedup_vs_naive_modifications": speedup(
-                    naive["modifications_total_s_extrapolated"], open_s),
+                    naive["modifications_total_s_extrapolated"], open_s
+                ),
             }
             if args.check:
                 final: Dict[Any, int] = {}
@@ -259,8 +290,11 @@ def main() -> None:
         note("closed loop ...")
         try:
             with gc_mode(args.gc):
-                outs = timelypy.execute(closed_loop_run(N, args.latency_rounds),
-                                        workers=args.workers, backend=args.backend)
+                outs = timelypy.execute(
+                    closed_loop_run(N, args.latency_rounds),
+                    workers=args.workers,
+                    backend=args.backend,
+                )
             # A round ends when the slowest worker sees the probe pass.
             lat = [max(vals) for vals in zip(*(o["latencies"] for o in outs))]
             stats = latency_stats_us(lat)
@@ -270,9 +304,11 @@ def main() -> None:
                 "latency_us": stats,
                 "slowest_rounds_index_us": slowest(lat),
                 "advance_only_latency_us": latency_stats_us(
-                    [max(v) for v in zip(*(o["empty"] for o in outs))]),
+                    [max(v) for v in zip(*(o["empty"] for o in outs))]
+                ),
                 "speedup_vs_naive_median": speedup(
-                    naive["closed_loop_latency_us"].get("median_us"), stats.get("median_us")),
+                    naive["closed_loop_latency_us"].get("median_us"), stats.get("median_us")
+                ),
             }
         except Exception as exc:
             result["closed_loop"] = error_info(exc)

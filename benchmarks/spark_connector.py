@@ -31,17 +31,30 @@ import tempfile
 import time
 from typing import Any, Dict, List
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "examples"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+)
 
-from common import (add_profile_argument, emit, environment, latency_stats_us, note,  # noqa: E402
-                    profiled)
-
-import timelypy as tp  # noqa: E402
+from common import (
+    add_profile_argument,
+    emit,
+    environment,
+    latency_stats_us,
+    note,  # noqa: E402
+    profiled,
+)
 from spark_pipeline import dataflow as components_dataflow  # noqa: E402
 from spark_pipeline import make_changes, make_graph  # noqa: E402
-from timelypy.connectors.spark import (Columns, CollectionView, apply_changes,  # noqa: E402
-                                       arrow_batches, load, local_spark)
+
+import timelypy as tp  # noqa: E402
+from timelypy.connectors.spark import (
+    CollectionView,
+    Columns,
+    apply_changes,  # noqa: E402
+    arrow_batches,
+    load,
+    local_spark,
+)
 
 
 def _counts_dataflow(scope: Any) -> Dict[str, Any]:
@@ -58,16 +71,23 @@ def measure_load(spark: Any, rows: int, backend: str, workers: int) -> Dict[str,
     warm_up = time.perf_counter()
     sum(t.num_rows for t in arrow_batches(df.limit(10)))
     warm_up = time.perf_counter() - warm_up
-    with tp.open_session(_counts_dataflow, workers=workers, backend=backend,
-                         timeout=600) as session:
+    with tp.open_session(
+        _counts_dataflow, workers=workers, backend=backend, timeout=600
+    ) as session:
         started = time.perf_counter()
         sent = load(session, "records", df, Columns(key=["k"], value=["v"]))
         session.advance_to(1)
         session.wait("probe")
         seconds = time.perf_counter() - started
     df.unpersist()
-    return {"backend": backend, "workers": workers, "rows": sent, "seconds": round(seconds, 3),
-            "rows_per_s": round(sent / seconds), "spark_warm_up_s": round(warm_up, 3)}
+    return {
+        "backend": backend,
+        "workers": workers,
+        "rows": sent,
+        "seconds": round(seconds, 3),
+        "rows_per_s": round(sent / seconds),
+        "spark_warm_up_s": round(warm_up, 3),
+    }
 
 
 def _count_shards(shards: Any) -> Any:
@@ -85,6 +105,7 @@ def _count_shards(shards: Any) -> Any:
         source, _ = worker.dataflow(flow)
         worker.step_until_done(timeout=600)
         return {"rows": source.rows, "seconds": time.perf_counter() - started}
+
     return build
 
 
@@ -95,24 +116,38 @@ def measure_load_raydp(rows: int, worker_counts: List[int]) -> List[Dict[str, An
     from timelypy.connectors.spark_ray import dataset_shards
 
     out = []
-    with spark_and_workers(workers=max(worker_counts), app_name="bench-raydp",
-                           log_level="ERROR") as cluster:
+    with spark_and_workers(
+        workers=max(worker_counts), app_name="bench-raydp", log_level="ERROR"
+    ) as cluster:
         df = cluster.spark.range(rows).selectExpr("id % 1000 AS k", "id AS v").cache()
         df.count()
         for workers in worker_counts:
             started = time.perf_counter()
-            with dataset_shards(df, workers, Columns(key=["k"], value=["v"]), input="records",
-                                check=False) as shards:
+            with dataset_shards(
+                df, workers, Columns(key=["k"], value=["v"]), input="records", check=False
+            ) as shards:
                 split = time.perf_counter()
-                results = tp.execute(_count_shards(shards), workers=workers, backend="ray",
-                                     timeout=600, num_cpus_per_worker=cluster.num_cpus_per_worker)
+                results = tp.execute(
+                    _count_shards(shards),
+                    workers=workers,
+                    backend="ray",
+                    timeout=600,
+                    num_cpus_per_worker=cluster.num_cpus_per_worker,
+                )
             seconds = time.perf_counter() - started
             loaded = sum(r["rows"] for r in results)
             in_workers = max(r["seconds"] for r in results)
-            out.append({"backend": "ray (RayDP shards)", "workers": workers, "rows": loaded,
-                        "shards_s": round(split - started, 3), "seconds": round(seconds, 3),
-                        "rows_per_s": round(loaded / seconds),
-                        "rows_per_s_in_workers": round(loaded / in_workers)})
+            out.append(
+                {
+                    "backend": "ray (RayDP shards)",
+                    "workers": workers,
+                    "rows": loaded,
+                    "shards_s": round(split - started, 3),
+                    "seconds": round(seconds, 3),
+                    "rows_per_s": round(loaded / seconds),
+                    "rows_per_s_in_workers": round(loaded / in_workers),
+                }
+            )
     return out
 
 
@@ -122,13 +157,22 @@ def spark_components(spark: Any, edges: List[Any]) -> Dict[int, int]:
 
     e = spark.createDataFrame(edges, "src long, dst long")
     sym = e.union(e.select(F.col("dst").alias("src"), F.col("src").alias("dst"))).cache()
-    labels = sym.select(F.col("src").alias("node")).distinct() \
-        .withColumn("label", F.col("node")).localCheckpoint()
+    labels = (
+        sym.select(F.col("src").alias("node"))
+        .distinct()
+        .withColumn("label", F.col("node"))
+        .localCheckpoint()
+    )
     while True:
-        proposed = labels.join(sym, labels.node == sym.src) \
-            .select(F.col("dst").alias("node"), F.col("label"))
-        new = proposed.union(labels).groupBy("node").agg(F.min("label").alias("label")) \
+        proposed = labels.join(sym, labels.node == sym.src).select(
+            F.col("dst").alias("node"), F.col("label")
+        )
+        new = (
+            proposed.union(labels)
+            .groupBy("node")
+            .agg(F.min("label").alias("label"))
             .localCheckpoint()
+        )
         changed = new.join(labels, "node").where(new.label != labels.label).limit(1).count()
         labels = new
         if not changed:
@@ -149,8 +193,12 @@ def measure_components(spark: Any, args: Any) -> Dict[str, Any]:
     current = set(graph)
     with tp.open_session(components_dataflow, timeout=600) as session:
         started = time.perf_counter()
-        load(session, "edges", spark.createDataFrame(sorted(graph), "src long, dst long"),
-             Columns(["src", "dst"]))
+        load(
+            session,
+            "edges",
+            spark.createDataFrame(sorted(graph), "src long, dst long"),
+            Columns(["src", "dst"]),
+        )
         session.advance_to(1)
         view = CollectionView(session, "labels")
         view.refresh()
@@ -173,32 +221,51 @@ def measure_components(spark: Any, args: Any) -> Dict[str, Any]:
                 assert view.contents() == {item: 1 for item in expected.items()}, i
     inc = latency_stats_us(latencies)
     naive = latency_stats_us(spark_seconds) if spark_seconds else None
-    return {"nodes": args.nodes, "edges": args.edges, "changes_per_batch": args.changes,
-            "load_s": round(load_seconds, 3), "timelypy_per_batch": inc,
-            "spark_recompute_per_batch": naive,
-            "speedup_median": (round(naive["median_us"] / inc["median_us"], 1)
-                               if naive else None)}
+    return {
+        "nodes": args.nodes,
+        "edges": args.edges,
+        "changes_per_batch": args.changes,
+        "load_s": round(load_seconds, 3),
+        "timelypy_per_batch": inc,
+        "spark_recompute_per_batch": naive,
+        "speedup_median": (round(naive["median_us"] / inc["median_us"], 1) if naive else None),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=200_000)
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2],
-                    help="worker counts for the load (1: inline, more: processes)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="worker counts for the load (1: inline, more: processes)",
+    )
     ap.add_argument("--nodes", type=int, default=20_000)
     ap.add_argument("--edges", type=int, default=20_000)
     ap.add_argument("--batches", type=int, default=5)
     ap.add_argument("--changes", type=int, default=1000)
-    ap.add_argument("--spark-samples", type=int, default=1,
-                    help="micro-batches for which Spark recomputes from scratch")
+    ap.add_argument(
+        "--spark-samples",
+        type=int,
+        default=1,
+        help="micro-batches for which Spark recomputes from scratch",
+    )
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--raydp", action="store_true",
-                    help="measure only the load through Spark on Ray (RayDP) and Dataset shards "
-                         "into Ray workers (a process whose first Spark is RayDP's)")
+    ap.add_argument(
+        "--raydp",
+        action="store_true",
+        help="measure only the load through Spark on Ray (RayDP) and Dataset shards "
+        "into Ray workers (a process whose first Spark is RayDP's)",
+    )
     add_profile_argument(ap)
     args = ap.parse_args()
-    result: Dict[str, Any] = {"benchmark": "spark_connector", "parameters": vars(args),
-                              **environment()}
+    result: Dict[str, Any] = {
+        "benchmark": "spark_connector",
+        "parameters": vars(args),
+        **environment(),
+    }
     if args.raydp:
         note("load through RayDP shards ...")
         result["load"] = measure_load_raydp(args.rows, args.workers)
@@ -208,8 +275,10 @@ def main() -> None:
         spark = local_spark("bench-spark-connector", cores=2, local_dir=directory)
         try:
             note("load ...")
-            result["load"] = [measure_load(spark, args.rows, "inline" if w == 1 else "processes",
-                                           w) for w in args.workers]
+            result["load"] = [
+                measure_load(spark, args.rows, "inline" if w == 1 else "processes", w)
+                for w in args.workers
+            ]
             note("connected components ...")
             result["components"] = measure_components(spark, args)
         finally:

@@ -32,6 +32,7 @@ import timelypy as tp  # noqa: E402
 def make_functions(n: int) -> List[Callable[[int], int]]:
     def adder(c: int) -> Callable[[int], int]:
         return lambda x: x + c
+
     return [adder(c) for c in range(1, n + 1)]
 
 
@@ -45,8 +46,16 @@ def bare_per_record(data: List[int], fs: List[Callable[[int], int]]) -> List[int
     if len(fs) == 10:
         f1, f2, f3, f4, f5, f6, f7, f8, f9, f10 = fs
         for x in data:
-            x = f1(x); x = f2(x); x = f3(x); x = f4(x); x = f5(x)  # noqa: E702
-            x = f6(x); x = f7(x); x = f8(x); x = f9(x); x = f10(x)  # noqa: E702
+            x = f1(x)
+            x = f2(x)
+            x = f3(x)
+            x = f4(x)
+            x = f5(x)  # noqa: E702
+            x = f6(x)
+            x = f7(x)
+            x = f8(x)
+            x = f9(x)
+            x = f10(x)  # noqa: E702
             append(x)
     else:
         for x in data:
@@ -72,6 +81,7 @@ def build_chain(worker: tp.Worker, fs: List[Callable[[int], int]], capture: bool
         for i, f in enumerate(fs):
             stream = stream.map(f, name=f"map{i}")
         return inp, stream.probe(), (stream.capture() if capture else None)
+
     return worker.dataflow(dataflow)
 
 
@@ -121,7 +131,7 @@ def check_correctness(fs: List[Callable[[int], int]]) -> None:
     worker = tp.Worker()
     inp, _, cap = build_chain(worker, fs, capture=True)
     for epoch in range(5):
-        inp.send_batch(data[epoch * 1000:(epoch + 1) * 1000])
+        inp.send_batch(data[epoch * 1000 : (epoch + 1) * 1000])
         inp.advance_to(epoch + 1)
         worker.step()
     inp.close()
@@ -144,8 +154,12 @@ def main(argv: Optional[List[str]] = None) -> dict:
     parser.add_argument("--batches", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=10_000)
     parser.add_argument("--maps", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="best of this many runs for the throughput measurements")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="best of this many runs for the throughput measurements",
+    )
     add_profile_argument(parser)
     args = parser.parse_args(argv)
     with profiled(args, "timely_throughput"):
@@ -162,7 +176,7 @@ def measure(args: argparse.Namespace) -> dict:
 
     data = list(range(args.records))
     size = max(1, args.records // args.batches)
-    batches = [data[i:i + size] for i in range(0, args.records, size)]
+    batches = [data[i : i + size] for i in range(0, args.records, size)]
 
     dataflow_s = min(run_throughput(batches, fs) for _ in range(args.repeats))
     per_record_s = per_function_s = float("inf")

@@ -33,9 +33,21 @@ import random
 from collections import Counter
 from typing import Any, Dict, List
 
-from common import (add_gc_argument, emit, environment, error_info, gc_mode, latency_stats_us,
-                    note, now, sample_indices, slowest, speedup)
-from common import add_profile_argument, profiled  # noqa: E402
+from common import (  # noqa: E402
+    add_gc_argument,
+    add_profile_argument,
+    emit,
+    environment,
+    error_info,
+    gc_mode,
+    latency_stats_us,
+    note,
+    now,
+    profiled,
+    sample_indices,
+    slowest,
+    speedup,
+)
 
 import timelypy
 
@@ -50,8 +62,9 @@ def _replace_lines(session: Any, current: List[str], changes: Any, mine: bool) -
         current[i] = new
 
 
-def make_workload(n_lines: int, words: int, vocab: int, zipf: float, rounds: int,
-                  per_round: int, seed: int):
+def make_workload(
+    n_lines: int, words: int, vocab: int, zipf: float, rounds: int, per_round: int, seed: int
+):
     rng = random.Random(seed)
     vocabulary = [f"w{i}" for i in range(vocab)]
     if zipf > 0:
@@ -61,6 +74,7 @@ def make_workload(n_lines: int, words: int, vocab: int, zipf: float, rounds: int
         def word() -> str:
             return vocabulary[min(vocab - 1, bisect.bisect_left(cum, rng.random() * total))]
     else:
+
         def word() -> str:
             return vocabulary[rng.randrange(vocab)]
 
@@ -84,6 +98,7 @@ def _program(scope, check: bool, inspect: bool):
 def buffered_run(lines: List[str], plan, check: bool, inspect: bool):
     """The W3 harness's shape: load, then every round buffered (remove, insert, advance_to)
     without stepping, close, step until done."""
+
     def build(worker):
         gc.collect()
         index, peers = worker.index, worker.peers
@@ -114,8 +129,11 @@ def buffered_run(lines: List[str], plan, check: bool, inspect: bool):
             pass
         update_s = now() - t1
         gc.callbacks.remove(on_gc)
-        out: Dict[str, Any] = {"load_s": load_s, "update_s": update_s,
-                               "gc_collections": collections[0]}
+        out: Dict[str, Any] = {
+            "load_s": load_s,
+            "update_s": update_s,
+            "gc_collections": collections[0],
+        }
         if check:
             out["final"] = cap.at(t)
         return out
@@ -195,8 +213,11 @@ def _check(outs, final) -> bool:
 def _closed(args, lines, plan, naive, final) -> Dict[str, Any]:
     try:
         with gc_mode(args.gc):
-            outs = timelypy.execute(dataflow_run(lines, plan, args.check, args.inspect),
-                                    workers=args.workers, backend=args.backend)
+            outs = timelypy.execute(
+                dataflow_run(lines, plan, args.check, args.inspect),
+                workers=args.workers,
+                backend=args.backend,
+            )
         lat = [max(v) for v in zip(*(o["latencies"] for o in outs))]
         stats = latency_stats_us(lat)
         r: Dict[str, Any] = {
@@ -205,7 +226,8 @@ def _closed(args, lines, plan, naive, final) -> Dict[str, Any]:
             "per_round_latency_us": stats,
             "slowest_rounds_index_us": slowest(lat),
             "speedup_vs_naive_median": speedup(
-                naive["per_round_latency_us"].get("median_us"), stats.get("median_us")),
+                naive["per_round_latency_us"].get("median_us"), stats.get("median_us")
+            ),
         }
         if args.check:
             r["check_final_matches_naive"] = _check(outs, final)
@@ -217,8 +239,11 @@ def _closed(args, lines, plan, naive, final) -> Dict[str, Any]:
 def _buffered(args, lines, plan, final) -> Dict[str, Any]:
     try:
         with gc_mode(args.gc):
-            outs = timelypy.execute(buffered_run(lines, plan, args.check, args.inspect),
-                                    workers=args.workers, backend=args.backend)
+            outs = timelypy.execute(
+                buffered_run(lines, plan, args.check, args.inspect),
+                workers=args.workers,
+                backend=args.backend,
+            )
         update_s = max(o["update_s"] for o in outs)
         r: Dict[str, Any] = {
             "load_s": round(max(o["load_s"] for o in outs), 4),
@@ -240,33 +265,60 @@ def main() -> None:
     ap.add_argument("--changes-per-round", type=int, default=10)
     ap.add_argument("--words-per-line", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=10_000)
-    ap.add_argument("--zipf", type=float, default=0.0,
-                    help="Zipf exponent for word frequencies (0: uniform)")
+    ap.add_argument(
+        "--zipf", type=float, default=0.0, help="Zipf exponent for word frequencies (0: uniform)"
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--backend", default="inline")
     ap.add_argument("--naive-samples", type=int, default=50)
-    ap.add_argument("--mode", choices=["closed", "buffered", "both"], default="closed",
-                    help="closed loop per round (default), or all rounds buffered then stepped "
-                         "(the comparison harness's W3)")
-    ap.add_argument("--inspect", action="store_true",
-                    help="an inspect callback per output update after the count (as W3)")
-    ap.add_argument("--check", action="store_true",
-                    help="capture the counts and compare the final state with the naive Counter")
+    ap.add_argument(
+        "--mode",
+        choices=["closed", "buffered", "both"],
+        default="closed",
+        help="closed loop per round (default), or all rounds buffered then stepped "
+        "(the comparison harness's W3)",
+    )
+    ap.add_argument(
+        "--inspect",
+        action="store_true",
+        help="an inspect callback per output update after the count (as W3)",
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="capture the counts and compare the final state with the naive Counter",
+    )
     add_gc_argument(ap)
     add_profile_argument(ap)
     args = ap.parse_args()
 
-    lines, plan = make_workload(args.lines, args.words_per_line, args.vocab, args.zipf,
-                                args.rounds, args.changes_per_round, args.seed)
+    lines, plan = make_workload(
+        args.lines,
+        args.words_per_line,
+        args.vocab,
+        args.zipf,
+        args.rounds,
+        args.changes_per_round,
+        args.seed,
+    )
     result: Dict[str, Any] = {
         "benchmark": "wordcount",
-        "parameters": {"gc": args.gc, "lines": args.lines, "rounds": args.rounds,
-                       "changes_per_round": args.changes_per_round,
-                       "words_per_line": args.words_per_line, "vocab": args.vocab,
-                       "zipf": args.zipf, "seed": args.seed, "workers": args.workers,
-                       "backend": args.backend, "naive_samples": args.naive_samples,
-                       "mode": args.mode, "inspect": args.inspect},
+        "parameters": {
+            "gc": args.gc,
+            "lines": args.lines,
+            "rounds": args.rounds,
+            "changes_per_round": args.changes_per_round,
+            "words_per_line": args.words_per_line,
+            "vocab": args.vocab,
+            "zipf": args.zipf,
+            "seed": args.seed,
+            "workers": args.workers,
+            "backend": args.backend,
+            "naive_samples": args.naive_samples,
+            "mode": args.mode,
+            "inspect": args.inspect,
+        },
         **environment(),
         "targets": {"per_round_us_at_1e5_lines": 150.0},
     }

@@ -49,11 +49,14 @@ def connected_labels(edges: Any) -> Any:
         edges_in = by_src.enter(inner.scope)
         start = inner.scope.order.minimum[0]
         labels_in = labels.enter(inner.scope).join_function(
-            lambda nl: [(nl, tp.Product(start, _priority(nl[1])), 1)])
-        return (inner.join(edges_in)
-                .map(lambda kv: (kv[1][1], kv[1][0]))
-                .concat(labels_in)
-                .reduce(lambda dst, lbls: [(lbls[0][0], 1)], name="MinLabel"))
+            lambda nl: [(nl, tp.Product(start, _priority(nl[1])), 1)]
+        )
+        return (
+            inner.join(edges_in)
+            .map(lambda kv: (kv[1][1], kv[1][0]))
+            .concat(labels_in)
+            .reduce(lambda dst, lbls: [(lbls[0][0], 1)], name="MinLabel")
+        )
 
     return labels.filter(lambda nl: False).iterate(body)
 
@@ -113,8 +116,14 @@ def merged(parts: Iterable[Dict[Any, int]]) -> Dict[Any, int]:
     return {record: count for record, count in out.items() if count}
 
 
-def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1,
-         workers: Optional[int] = None, backend: Optional[str] = None) -> List[Dict[str, Any]]:
+def main(
+    nodes: int = 60,
+    edges: int = 40,
+    rounds: int = 8,
+    seed: int = 1,
+    workers: Optional[int] = None,
+    backend: Optional[str] = None,
+) -> List[Dict[str, Any]]:
     """Run ``rounds`` rounds of graph and query changes; return per round the query answers
     and the inputs: ``{"time", "queries": {node: label}, "components", "graph": undirected
     edges (a, b) with a <= b, "asked": query nodes}``. Raises ``AssertionError`` if the
@@ -140,7 +149,7 @@ def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1,
             return edge_session, query_session, labels.capture(), answers.capture(), probe
 
         edge_session, query_session, cap_labels, cap_answers, probe = worker.dataflow(dataflow)
-        graph: Set[Edge] = set()     # undirected edges, stored as (min, max)
+        graph: Set[Edge] = set()  # undirected edges, stored as (min, max)
         asked: Set[int] = set()
         shares: List[Tuple[Dict[Any, int], Dict[Any, int], Set[Edge], Set[int]]] = []
 
@@ -206,16 +215,21 @@ def main(nodes: int = 60, edges: int = 40, rounds: int = 8, seed: int = 1,
         answers = merged(part[r][1] for part in parts)
         expected_answers = {(q, expected[q]): 1 for q in asked if q in expected}
         assert answers == expected_answers, f"round {r}: query answers differ"
-        results.append({"time": r,
-                        "queries": dict(sorted(q for q in answers)),
-                        "components": len(set(expected.values())),
-                        "graph": frozenset(graph),
-                        "asked": frozenset(asked)})
+        results.append(
+            {
+                "time": r,
+                "queries": dict(sorted(q for q in answers)),
+                "components": len(set(expected.values())),
+                "graph": frozenset(graph),
+                "asked": frozenset(asked),
+            }
+        )
     return results
 
 
 if __name__ == "__main__":
     args = [int(a) for a in sys.argv[1:4]]
     for res in main(*args):
-        print(f"time {res['time']}: {res['components']} components; "
-              f"standing queries {res['queries']}")
+        print(
+            f"time {res['time']}: {res['components']} components; standing queries {res['queries']}"
+        )

@@ -60,8 +60,9 @@ def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
         def dataflow(scope):
             handle, stream = scope.new_input()
             counts = stream.unary(count_per_epoch, name="count-per-epoch")
-            counts = counts.inspect(lambda tc: log.append(f"  count: epoch {tc[0]} had {tc[1]} "
-                                                         f"record(s)"))
+            counts = counts.inspect(
+                lambda tc: log.append(f"  count: epoch {tc[0]} had {tc[1]} record(s)")
+            )
             probe = counts.probe()
             return handle, counts.capture(), probe
 
@@ -69,8 +70,9 @@ def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
         for epoch, plan in sorted(PLAN.items()):
             ahead = plan["ahead"] if worker.index == 0 else {}
             if worker.index == 0:
-                log.append(f"epoch {epoch}: send {plan['now']}"
-                           + (f", ahead {ahead}" if ahead else ""))
+                log.append(
+                    f"epoch {epoch}: send {plan['now']}" + (f", ahead {ahead}" if ahead else "")
+                )
                 for record in plan["now"]:
                     handle.send(record)
             for time, records in sorted(ahead.items()):
@@ -88,8 +90,10 @@ def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
     emitted: List[Tuple[int, int]] = [r for _, captured in results for _, r in captured.records()]
     times = [t for t, _ in emitted]
     log.append(f"emitted in order: {emitted}")
-    log.append(f"in time order: {times == sorted(times)}; each epoch once: "
-               f"{len(times) == len(set(times))}; total records: {sum(c for _, c in emitted)}")
+    log.append(
+        f"in time order: {times == sorted(times)}; each epoch once: "
+        f"{len(times) == len(set(times))}; total records: {sum(c for _, c in emitted)}"
+    )
     return "\n".join(log)
 
 

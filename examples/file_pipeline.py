@@ -31,13 +31,15 @@ from typing import Any, Dict, List, Tuple
 import timelypy as tp
 import timelypy.io as tio
 
-ORDERS = tio.Csv(columns=("order", "product", "units", "price"),
-                 schema={"order": int, "units": int, "price": float})
+ORDERS = tio.Csv(
+    columns=("order", "product", "units", "price"),
+    schema={"order": int, "units": int, "price": float},
+)
 
 FILES: List[Tuple[str, List[str]]] = [
     ("0001.csv", ["1,tea,2,3.5", "2,cake,1,4.0"]),
     ("0002.csv", ["3,tea,1,3.5", "4,coffee,2,2.5"]),
-    ("0003.csv", ["5,tea,1,3.5", "6,cake,lots,4.0"]),       # a bad row: refused whole
+    ("0003.csv", ["5,tea,1,3.5", "6,cake,lots,4.0"]),  # a bad row: refused whole
     ("0004.csv", ["7,cake,3,4.0"]),
 ]
 
@@ -72,8 +74,11 @@ def main(directory: str, pause: float = 0.1) -> Dict[str, Any]:
     producer = threading.Thread(target=produce, args=(inbox, pause))
     state = tio.WatchState()
     content: Dict[Tuple[str, float], int] = {}
-    with tp.open_session(dataflow) as session, \
-            tio.ChangeWriter(root / "revenue.jsonl", columns=("product", "revenue")) as out:
+    with (
+        tp.open_session(dataflow) as session,
+        tio.ChangeWriter(root / "revenue.jsonl", columns=("product", "revenue")) as out,
+    ):
+
         def each_file(path: pathlib.Path, at: int) -> None:
             session.wait("probe", timeout=60)
             changes = session.changes("revenue")
@@ -83,14 +88,28 @@ def main(directory: str, pause: float = 0.1) -> Dict[str, Any]:
             print(f"time {at}: {path.name} loaded, {len(changes)} changes")
 
         producer.start()
-        tio.watch_directory(session, "orders", inbox, ORDERS, state=state, settle=0, poll=0.02,
-                            timeout=60, on_error="skip", on_file=each_file,
-                            stop=lambda: not producer.is_alive()
-                            and len(state.taken) + len(state.refused) == len(FILES))
+        tio.watch_directory(
+            session,
+            "orders",
+            inbox,
+            ORDERS,
+            state=state,
+            settle=0,
+            poll=0.02,
+            timeout=60,
+            on_error="skip",
+            on_file=each_file,
+            stop=lambda: (
+                not producer.is_alive() and len(state.taken) + len(state.refused) == len(FILES)
+            ),
+        )
         producer.join(10)
     state.save(root / "watch-state.json")
-    return {"revenue": dict(record for record, n in content.items() if n), "state": state,
-            "rows": (root / "revenue.jsonl").read_text().splitlines()}
+    return {
+        "revenue": dict(record for record, n in content.items() if n),
+        "state": state,
+        "rows": (root / "revenue.jsonl").read_text().splitlines(),
+    }
 
 
 def expected(state: tio.WatchState, inbox: pathlib.Path) -> Dict[str, float]:

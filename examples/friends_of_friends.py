@@ -45,36 +45,37 @@ Pair = Tuple[int, int]
 # --------------------------------------------------------------------------- the dataflows
 def friends(query: Any, knows_by_key: Any) -> Any:
     """``(q, (x, y, z))`` for ``(x, q)`` in query, ``x knows y``, ``y knows z``."""
-    return (query
-            .join_core(knows_by_key, lambda x, q, y: [(y, (x, q))])
-            .join_core(knows_by_key, lambda y, xq, z: [(xq[1], (xq[0], y, z))]))
+    return query.join_core(knows_by_key, lambda x, q, y: [(y, (x, q))]).join_core(
+        knows_by_key, lambda y, xq, z: [(xq[1], (xq[0], y, z))]
+    )
 
 
 def triangles(query: Any, knows_by_key: Any, knows_by_self: Any) -> Any:
     """The book's arrangement-by-self example: all six "knows" among ``x, y, z`` hold."""
     candidates = friends(query, knows_by_key)
-    return (candidates
-            .map(lambda r: ((r[1][0], r[1][2]), (r[0], r[1][1])))                   # ((x,z),(q,y))
-            .join_core(knows_by_self, lambda xz, qy, _: [((qy[1], xz[1]), (qy[0], xz[0]))])
-            .join_core(knows_by_self, lambda yz, qx, _: [((yz[1], qx[1]), (qx[0], yz[0]))])
-            .join_core(knows_by_self, lambda zx, qy, _: [((qy[1], zx[1]), (qy[0], zx[0]))])
-            .join_core(knows_by_self, lambda yx, qz, _: [(qz[0], (yx[1], yx[0], qz[1]))]))
+    return (
+        candidates.map(lambda r: ((r[1][0], r[1][2]), (r[0], r[1][1])))  # ((x,z),(q,y))
+        .join_core(knows_by_self, lambda xz, qy, _: [((qy[1], xz[1]), (qy[0], xz[0]))])
+        .join_core(knows_by_self, lambda yz, qx, _: [((yz[1], qx[1]), (qx[0], yz[0]))])
+        .join_core(knows_by_self, lambda zx, qy, _: [((qy[1], zx[1]), (qy[0], zx[0]))])
+        .join_core(knows_by_self, lambda yx, qz, _: [(qz[0], (yx[1], yx[0], qz[1]))])
+    )
 
 
 def loops(query: Any, knows_by_key: Any) -> Any:
     """The filter wrapper: second hop only along ``z knows z`` pairs (same arrangement)."""
     knows_loops = knows_by_key.filter(lambda k, v: k == v)
-    return (query
-            .join_core(knows_by_key, lambda x, q, y: [(y, (x, q))])
-            .join_core(knows_loops, lambda y, xq, z: [(xq[1], (xq[0], y, z))]))
+    return query.join_core(knows_by_key, lambda x, q, y: [(y, (x, q))]).join_core(
+        knows_loops, lambda y, xq, z: [(xq[1], (xq[0], y, z))]
+    )
 
 
 def naive(query: Any, knows_by_key: Any) -> Any:
     """Back to a collection with ``as_collection``, then the plain ``join_map`` version."""
     knows = knows_by_key.as_collection(lambda k, v: (k, v))
-    return (query
-            .join_map(knows, lambda x, q, y: (y, (x, q)))
-            .join_map(knows, lambda y, xq, z: (xq[1], (xq[0], y, z))))
+    return query.join_map(knows, lambda x, q, y: (y, (x, q))).join_map(
+        knows, lambda y, xq, z: (xq[1], (xq[0], y, z))
+    )
 
 
 # --------------------------------------------------------------------------- from scratch
@@ -91,8 +92,11 @@ def scratch_friends(knows: Set[Pair], query: Set[Pair], loops_only: bool = False
 
 
 def scratch_triangles(knows: Set[Pair], query: Set[Pair]) -> Set[Any]:
-    return {(q, (x, y, z)) for q, (x, y, z) in scratch_friends(knows, query)
-            if {(x, z), (z, x), (y, x)} <= knows}
+    return {
+        (q, (x, y, z))
+        for q, (x, y, z) in scratch_friends(knows, query)
+        if {(x, z), (z, x), (y, x)} <= knows
+    }
 
 
 def _as_set(acc: Dict[Any, int], what: str) -> Set[Any]:
@@ -101,8 +105,9 @@ def _as_set(acc: Dict[Any, int], what: str) -> Set[Any]:
 
 
 # --------------------------------------------------------------------------- the driver
-def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2,
-         backend: Optional[str] = None) -> Dict[str, Any]:
+def main(
+    people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2, backend: Optional[str] = None
+) -> Dict[str, Any]:
     """Run both parts for ``rounds`` rounds of changes to ``knows`` (and to ``query``); return
     ``{"shared": [per-round result sizes], "imports": {round: results at the end}}``.
     Raises ``AssertionError`` on any difference from the from-scratch answers. One worker:
@@ -117,15 +122,22 @@ def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2,
             query_session, query = scope.new_collection(name="query")
             by_key = knows.arrange_by_key(name="KnowsByKey")
             by_self = knows.arrange_by_self(name="KnowsBySelf")
-            outs = {"friends": friends(query, by_key),
-                    "triangles": triangles(query, by_key, by_self),
-                    "loops": loops(query, by_key),
-                    "naive": naive(query, by_key)}
+            outs = {
+                "friends": friends(query, by_key),
+                "triangles": triangles(query, by_key, by_self),
+                "loops": loops(query, by_key),
+                "naive": naive(query, by_key),
+            }
             probe = tp.ProbeHandle()
             for c in outs.values():
                 c.probe_with(probe)
-            return (knows_session, query_session, {k: c.capture() for k, c in outs.items()},
-                    probe, scope.describe())
+            return (
+                knows_session,
+                query_session,
+                {k: c.capture() for k, c in outs.items()},
+                probe,
+                scope.describe(),
+            )
 
         # Part 2: one dataflow exports the arranged trace ...
         def export_dataflow(scope):
@@ -138,7 +150,7 @@ def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2,
 
         knows_now: Set[Pair] = set()
         query_now: Set[Pair] = set()
-        imports: Dict[int, Tuple[Any, Any]] = {}   # round -> (captured, probe)
+        imports: Dict[int, Tuple[Any, Any]] = {}  # round -> (captured, probe)
         shared_sizes: List[Dict[str, int]] = []
         knows_history: List[Set[Pair]] = []
 
@@ -155,7 +167,7 @@ def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2,
                     if p not in knows_now:
                         knows_now.add(p)
                         knows_update(p, +1)
-                for p in range(people):       # everyone knows themselves, to start with
+                for p in range(people):  # everyone knows themselves, to start with
                     if (p, p) not in knows_now:
                         knows_now.add((p, p))
                         knows_update((p, p), +1)
@@ -184,7 +196,7 @@ def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2,
                 for x in range(r, r + 3):
                     qs.update_at(x, r, 1)
                 result = trace.import_(scope).semijoin(keys).consolidate()
-                qs.close()   # the keys never change (close only once they have a consumer)
+                qs.close()  # the keys never change (close only once they have a consumer)
                 return result.capture(), result.probe()
 
             imports[r] = worker.dataflow(import_dataflow)
@@ -202,10 +214,12 @@ def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2,
             got = {k: _as_set(c.at(r), k) for k, c in caps.items()}
             assert got["friends"] == expect_friends, f"round {r}: friends differ"
             assert got["naive"] == expect_friends, f"round {r}: as_collection version differs"
-            assert got["triangles"] == scratch_triangles(knows_now, query_now), \
+            assert got["triangles"] == scratch_triangles(knows_now, query_now), (
                 f"round {r}: triangles differ"
-            assert got["loops"] == scratch_friends(knows_now, query_now, loops_only=True), \
+            )
+            assert got["loops"] == scratch_friends(knows_now, query_now, loops_only=True), (
                 f"round {r}: filtered arrangement differs"
+            )
             shared_sizes.append({k: len(v) for k, v in got.items()})
 
         for s in (knows_session, query_session, knows2):
@@ -217,8 +231,9 @@ def main(people: int = 12, pairs: int = 40, rounds: int = 6, seed: int = 2,
             assert p.done()
             for t in range(r0, rounds + 1):
                 expected = {(x, y) for x, y in knows_history[t] if r0 <= x < r0 + 3}
-                assert _as_set(cap.at(t), f"import {r0}") == expected, \
+                assert _as_set(cap.at(t), f"import {r0}") == expected, (
                     f"time {t}: the dataflow importing the trace at round {r0} differs"
+                )
         final = {r0: sorted(cap.at(rounds)) for r0, (cap, _) in imports.items()}
         return {"shared": shared_sizes, "imports": final}
 

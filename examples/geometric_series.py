@@ -39,13 +39,15 @@ CHANGES: Tuple[Tuple[int, int, int], ...] = ((0, 1, +1), (1, 16, +1), (1, 3, +1)
 
 def geometric_series(collection: Any, limit: int = 50) -> Any:
     """One step of the loop: double everything, keep the old values, cap at ``limit``."""
-    return (collection.map(lambda x: x * 2)
-            .concat(collection)
-            .filter(lambda x: x <= limit)
-            .map(lambda x: (x, ()))
-            .distinct()
-            .map(lambda x: x[0])
-            .consolidate())
+    return (
+        collection.map(lambda x: x * 2)
+        .concat(collection)
+        .filter(lambda x: x <= limit)
+        .map(lambda x: (x, ()))
+        .distinct()
+        .map(lambda x: x[0])
+        .consolidate()
+    )
 
 
 def from_scratch(inputs: Dict[int, int], limit: int = 50) -> Dict[int, int]:
@@ -60,9 +62,12 @@ def from_scratch(inputs: Dict[int, int], limit: int = 50) -> Dict[int, int]:
     return out
 
 
-def main(changes: Sequence[Tuple[int, int, int]] = CHANGES, limit: int = 50,
-         workers: Optional[int] = None,
-         backend: Optional[str] = None) -> Dict[int, List[Tuple[int, int]]]:
+def main(
+    changes: Sequence[Tuple[int, int, int]] = CHANGES,
+    limit: int = 50,
+    workers: Optional[int] = None,
+    backend: Optional[str] = None,
+) -> Dict[int, List[Tuple[int, int]]]:
     """Run the loop over ``changes``; return its output consolidated and grouped by version:
     ``{version: [(record, diff), ...]}`` sorted by record. Worker 0 makes the changes
     (``timelypy run --workers`` sets the workers when None)."""
@@ -99,5 +104,9 @@ def main(changes: Sequence[Tuple[int, int, int]] = CHANGES, limit: int = 50,
 if __name__ == "__main__":
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     for version, updates in main(limit=limit).items():
-        print(f"version {version}: " + " ".join(f"{'+' if d > 0 else '-'}{x}" if abs(d) == 1
-                                                else f"{x}x{d}" for x, d in updates))
+        print(
+            f"version {version}: "
+            + " ".join(
+                f"{'+' if d > 0 else '-'}{x}" if abs(d) == 1 else f"{x}x{d}" for x, d in updates
+            )
+        )

@@ -33,8 +33,10 @@ def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
         lines: List[Line] = []
 
         def seen(epoch, records):
-            lines.extend((epoch, 0, worker.index, len(lines), f"worker {worker.index}:\thello {x}")
-                         for x in records)
+            lines.extend(
+                (epoch, 0, worker.index, len(lines), f"worker {worker.index}:\thello {x}")
+                for x in records
+            )
 
         def dataflow(scope):
             handle, stream = scope.new_input()
@@ -51,8 +53,9 @@ def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
             handle.advance_to(epoch + 1)
             worker.step_until(probe, handle.time, timeout=10)
             if worker.index == 0:
-                lines.append((epoch, 1, 0, 0, f"epoch {epoch} complete: probe frontier "
-                                              f"{probe.frontier}"))
+                lines.append(
+                    (epoch, 1, 0, 0, f"epoch {epoch} complete: probe frontier {probe.frontier}")
+                )
         handle.close()
         worker.step_until_done(timeout=10)
         if worker.index == 0:

@@ -37,13 +37,15 @@ def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
             def loop(child):
                 feedback, cycle = child.feedback(max_iterations=TARGET + 1)
                 current = records.enter(child).concat(cycle, name="loop-head")
-                (current
-                 .filter(lambda r: r[1] < TARGET, name="below-100")
-                 .map(lambda r: (r[0], r[1] + 1, r[2] + 1), name="plus-one")
-                 .connect_loop(feedback))
+                (
+                    current.filter(lambda r: r[1] < TARGET, name="below-100")
+                    .map(lambda r: (r[0], r[1] + 1, r[2] + 1), name="plus-one")
+                    .connect_loop(feedback)
+                )
                 finished = current.filter(lambda r: r[1] >= TARGET, name="reached-100")
                 finished = finished.inspect_batch(
-                    lambda t, rs: exits.extend((t, r) for r in rs), name="exit-times")
+                    lambda t, rs: exits.extend((t, r) for r in rs), name="exit-times"
+                )
                 return finished.leave()
 
             return handle, scope.iterative(loop, name="count-to-100").capture()
@@ -62,11 +64,15 @@ def main(workers: Optional[int] = None, backend: Optional[str] = None) -> str:
 
     lines: List[str] = []
     for inner_time, (start, value, rounds) in sorted(exits, key=lambda e: (e[0][0], e[1][0])):
-        lines.append(f"epoch {inner_time[0]}: start {start:3d} reached {value} after {rounds:3d} "
-                     f"iterations (left the loop at {inner_time!r})")
+        lines.append(
+            f"epoch {inner_time[0]}: start {start:3d} reached {value} after {rounds:3d} "
+            f"iterations (left the loop at {inner_time!r})"
+        )
     outside = sorted((t, r[0]) for t, r in records)
-    lines.append(f"outside the loop: {len(outside)} records at epochs "
-                 f"{sorted({t for t, _ in outside})}; complete: {done}")
+    lines.append(
+        f"outside the loop: {len(outside)} records at epochs "
+        f"{sorted({t for t, _ in outside})}; complete: {done}"
+    )
     return "\n".join(lines)
 
 

@@ -38,8 +38,9 @@ import cloudpickle
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import timelypy as tp  # noqa: E402
 import connectivity  # noqa: E402
+
+import timelypy as tp  # noqa: E402
 
 # The workers need connectivity.py's functions: ship them by value, so that no node needs
 # examples/ on its import path.
@@ -48,8 +49,9 @@ cloudpickle.register_pickle_by_value(connectivity)
 Edge = Tuple[int, int]
 
 
-def make_script(nodes: int, edges: int, rounds: int, changes: int, queries: int,
-                seed: int) -> List[Dict[str, List[Any]]]:
+def make_script(
+    nodes: int, edges: int, rounds: int, changes: int, queries: int, seed: int
+) -> List[Dict[str, List[Any]]]:
     """The rounds of changes, identical on every worker and the driver (same seed).
 
     Round 0 adds ``edges`` random undirected edges (stored as ``(min, max)``); every later
@@ -174,9 +176,12 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=3, help="queries installed per round")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--backend", default="ray", choices=["ray", "processes", "inline"])
-    ap.add_argument("--address", default=None,
-                    help="Ray cluster address ('auto' inside `ray job submit`); default: "
-                         "RAY_ADDRESS, or a new local Ray")
+    ap.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster address ('auto' inside `ray job submit`); default: "
+        "RAY_ADDRESS, or a new local Ray",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-check", action="store_true", help="skip the union-find check")
     args = ap.parse_args()
@@ -187,8 +192,7 @@ def main() -> None:
     if args.backend == "ray" and args.address:
         options["address"] = args.address
     start = time.perf_counter()
-    results = tp.execute(make_build(script), workers=args.workers, backend=args.backend,
-                         **options)
+    results = tp.execute(make_build(script), workers=args.workers, backend=args.backend, **options)
     wall = time.perf_counter() - start
 
     answers = [u for res in results for u in res["answers"]]
@@ -205,7 +209,8 @@ def main() -> None:
         "rounds": args.rounds,
         "load_s": round(rounds[0], 4),
         "round_ms_median": round(sorted(rounds[1:])[len(rounds[1:]) // 2] * 1e3, 2)
-        if len(rounds) > 1 else None,
+        if len(rounds) > 1
+        else None,
         "round_ms_max": round(max(rounds[1:]) * 1e3, 2) if len(rounds) > 1 else None,
         "final_answers": dict(sorted(d for d, n in final.items() if n)),
         "execute_wall_s": round(wall, 3),

@@ -48,8 +48,12 @@ def _sort_key(update: Update):
     return (data, time, diff)
 
 
-def main(size: int = 10, workers: Optional[int] = None, interactive: bool = False,
-         backend: Optional[str] = None) -> List[Update]:
+def main(
+    size: int = 10,
+    workers: Optional[int] = None,
+    interactive: bool = False,
+    backend: Optional[str] = None,
+) -> List[Update]:
     """Run the program on ``workers`` workers; return its consolidated output updates,
     sorted as in the book (by record, then time). ``workers`` / ``backend`` left None come
     from ``timelypy run --workers N --backend B`` (else 1 worker, inline)."""

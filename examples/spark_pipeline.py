@@ -29,16 +29,28 @@ from typing import Any, Dict, Iterator, List, Set, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import timelypy as tp  # noqa: E402
 from connectivity import connected_labels, union_find_labels  # noqa: E402
-from timelypy.connectors.spark import (Columns, CollectionView, ForeachBatchSink,  # noqa: E402
-                                       load, local_spark)
-from timelypy.connectors.spark_ray import (dataset_shards, is_spark_on_ray,  # noqa: E402
-                                           shard_collection, spark_on_ray)
+
+import timelypy as tp  # noqa: E402
+from timelypy.connectors.spark import (
+    CollectionView,
+    Columns,
+    ForeachBatchSink,  # noqa: E402
+    load,
+    local_spark,
+)
+from timelypy.connectors.spark_ray import (
+    dataset_shards,
+    is_spark_on_ray,  # noqa: E402
+    shard_collection,
+    spark_on_ray,
+)
 
 Edge = Tuple[int, int]
-TOP_QUERY = ("SELECT label, count(*) AS size FROM components GROUP BY label "
-             "ORDER BY size DESC, label LIMIT 10")
+TOP_QUERY = (
+    "SELECT label, count(*) AS size FROM components GROUP BY label "
+    "ORDER BY size DESC, label LIMIT 10"
+)
 
 
 def dataflow(scope: Any, shards: Any = None) -> Dict[str, Any]:
@@ -63,8 +75,9 @@ def make_graph(nodes: int, edges: int, rng: random.Random) -> Set[Edge]:
     return graph
 
 
-def make_changes(graph: Set[Edge], nodes: int, batches: int, per_batch: int,
-                 rng: random.Random) -> List[List[Tuple[int, int, int]]]:
+def make_changes(
+    graph: Set[Edge], nodes: int, batches: int, per_batch: int, rng: random.Random
+) -> List[List[Tuple[int, int, int]]]:
     """Micro-batches of ``(src, dst, diff)``: half deletions of present edges, half insertions
     of new ones (the graph is updated as they are drawn)."""
     current = set(graph)
@@ -116,19 +129,34 @@ def _graph_session(spark: Any, edges_dir: str, backend: str, workers: int) -> It
             yield session
         return
     import cloudpickle  # the Ray workers cannot import this file: send its functions by value
-
     import connectivity
+
     for module in (sys.modules[__name__], connectivity):
         cloudpickle.register_pickle_by_value(module)
     with dataset_shards(edges, workers, Columns(["src", "dst"]), input="graph") as shards:
-        with tp.open_session(lambda scope: dataflow(scope, shards), workers=workers,
-                             backend="ray", timeout=120, num_cpus_per_worker=0.25) as session:
+        with tp.open_session(
+            lambda scope: dataflow(scope, shards),
+            workers=workers,
+            backend="ray",
+            timeout=120,
+            num_cpus_per_worker=0.25,
+        ) as session:
             session.advance_to(1)
             yield session
 
 
-def run(spark: Any, directory: str, backend: str, workers: int, nodes: int, edges: int,
-        batches: int, per_batch: int, seed: int, quiet: bool = False) -> List[Dict[str, Any]]:
+def run(
+    spark: Any,
+    directory: str,
+    backend: str,
+    workers: int,
+    nodes: int,
+    edges: int,
+    batches: int,
+    per_batch: int,
+    seed: int,
+    quiet: bool = False,
+) -> List[Dict[str, Any]]:
     """The pipeline; returns per micro-batch its latency and the largest components."""
     rng = random.Random(seed)
     graph = make_graph(nodes, edges, rng)
@@ -136,15 +164,17 @@ def run(spark: Any, directory: str, backend: str, workers: int, nodes: int, edge
     edges_dir, changes_dir = os.path.join(directory, "edges"), os.path.join(directory, "changes")
     spark.createDataFrame(sorted(graph), "src long, dst long").write.parquet(edges_dir)
     for batch in changes:  # one file per micro-batch, written in order
-        spark.createDataFrame(batch, "src long, dst long, diff int").coalesce(1) \
-            .write.mode("append").parquet(changes_dir)
+        spark.createDataFrame(batch, "src long, dst long, diff int").coalesce(1).write.mode(
+            "append"
+        ).parquet(changes_dir)
     results: List[Dict[str, Any]] = []
     with _graph_session(spark, edges_dir, backend, workers) as session:
         view = CollectionView(session, "labels")
         view.refresh()
         truth = set(graph)
-        sink = ForeachBatchSink(session, "edges", Columns(["src", "dst"], diff="diff"),
-                                probe="probe")
+        sink = ForeachBatchSink(
+            session, "edges", Columns(["src", "dst"], diff="diff"), probe="probe"
+        )
 
         def each_batch(df: Any, batch_id: int) -> None:
             started = time.perf_counter()
@@ -158,17 +188,30 @@ def run(spark: Any, directory: str, backend: str, workers: int, nodes: int, edge
                 (truth.add if diff > 0 else truth.discard)((src, dst))
             expected = union_find_labels(truth | {(b, a) for a, b in truth})
             assert view.contents() == {item: 1 for item in expected.items()}, batch_id
-            results.append({"batch": batch_id, "maintain_s": maintained,
-                            "with_query_s": time.perf_counter() - started, "top": top})
+            results.append(
+                {
+                    "batch": batch_id,
+                    "maintain_s": maintained,
+                    "with_query_s": time.perf_counter() - started,
+                    "top": top,
+                }
+            )
             if not quiet:
-                print(f"micro-batch {batch_id}: view maintained in {maintained * 1e3:.1f} ms, "
-                      f"largest components {top[:3]}", flush=True)
+                print(
+                    f"micro-batch {batch_id}: view maintained in {maintained * 1e3:.1f} ms, "
+                    f"largest components {top[:3]}",
+                    flush=True,
+                )
 
-        query = (spark.readStream.schema("src long, dst long, diff int")
-                 .option("maxFilesPerTrigger", 1).parquet(changes_dir)
-                 .writeStream.foreachBatch(each_batch)
-                 .option("checkpointLocation", os.path.join(directory, "checkpoint"))
-                 .trigger(availableNow=True).start())
+        query = (
+            spark.readStream.schema("src long, dst long, diff int")
+            .option("maxFilesPerTrigger", 1)
+            .parquet(changes_dir)
+            .writeStream.foreachBatch(each_batch)
+            .option("checkpointLocation", os.path.join(directory, "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination(600)
         if query.exception() is not None:
             raise RuntimeError(f"the streaming query failed: {query.exception()}")
@@ -187,10 +230,22 @@ def main(argv: List[str] = ()) -> List[Dict[str, Any]]:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(list(argv))
-    with tempfile.TemporaryDirectory(prefix="timelypy-spark-") as directory, \
-            spark_for(args.backend, args.workers) as spark:
-        results = run(spark, directory, args.backend, args.workers, args.nodes, args.edges,
-                      args.batches, args.changes, args.seed, args.quiet)
+    with (
+        tempfile.TemporaryDirectory(prefix="timelypy-spark-") as directory,
+        spark_for(args.backend, args.workers) as spark,
+    ):
+        results = run(
+            spark,
+            directory,
+            args.backend,
+            args.workers,
+            args.nodes,
+            args.edges,
+            args.batches,
+            args.changes,
+            args.seed,
+            args.quiet,
+        )
     if len(results) != args.batches:
         raise RuntimeError(f"expected {args.batches} micro-batches, got {len(results)}")
     return results

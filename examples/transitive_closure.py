@@ -35,12 +35,14 @@ Edge = Tuple[int, int]
 def closure_by_transitive(manages: Any) -> Any:
     """The book's first version: extend ``transitive`` by a step of ``transitive``."""
     return manages.iterate(
-        lambda transitive: transitive
-        .map(lambda mp: (mp[1], mp[0]))
-        .join(transitive)
-        .map(lambda kv: (kv[1][0], kv[1][1]))
-        .concat(transitive)
-        .distinct())
+        lambda transitive: (
+            transitive.map(lambda mp: (mp[1], mp[0]))
+            .join(transitive)
+            .map(lambda kv: (kv[1][0], kv[1][1]))
+            .concat(transitive)
+            .distinct()
+        )
+    )
 
 
 def closure_by_manages(manages: Any) -> Any:
@@ -48,12 +50,13 @@ def closure_by_manages(manages: Any) -> Any:
 
     def body(transitive):
         inner = manages.enter(transitive.scope)
-        return (transitive
-                .map(lambda mp: (mp[1], mp[0]))
-                .join(inner)
-                .map(lambda kv: (kv[1][0], kv[1][1]))
-                .concat(inner)
-                .distinct())
+        return (
+            transitive.map(lambda mp: (mp[1], mp[0]))
+            .join(inner)
+            .map(lambda kv: (kv[1][0], kv[1][1]))
+            .concat(inner)
+            .distinct()
+        )
 
     return manages.iterate(body)
 
@@ -113,8 +116,13 @@ def merged(parts: Iterable[Dict[Any, int]]) -> Dict[Any, int]:
     return {record: count for record, count in out.items() if count}
 
 
-def main(size: int = 30, rounds: int = 10, seed: int = 0, workers: Optional[int] = None,
-         backend: Optional[str] = None) -> Dict[int, Dict[str, FrozenSet[Edge]]]:
+def main(
+    size: int = 30,
+    rounds: int = 10,
+    seed: int = 0,
+    workers: Optional[int] = None,
+    backend: Optional[str] = None,
+) -> Dict[int, Dict[str, FrozenSet[Edge]]]:
     """Maintain both closures while the org chart changes, one round per time; return
     ``{time: {"transitive": pairs, "manages": pairs}}`` read from the outputs at each time.
     Raises ``AssertionError`` if either differs from the from-scratch closure. Worker 0 makes

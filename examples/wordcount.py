@@ -25,8 +25,10 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import timelypy as tp
 
-WORDS = ("differential dataflow timely collection arrangement trace batch frontier "
-         "lattice since upper join reduce iterate count the a of and to").split()
+WORDS = (
+    "differential dataflow timely collection arrangement trace batch frontier "
+    "lattice since upper join reduce iterate count the a of and to"
+).split()
 
 
 def word_counts(lines: Any) -> Any:
@@ -52,8 +54,13 @@ def merged(parts: Iterable[Dict[Any, int]]) -> Dict[Any, int]:
     return {record: count for record, count in out.items() if count}
 
 
-def main(lines: int = 20, rounds: int = 5, seed: int = 3, workers: Optional[int] = None,
-         backend: Optional[str] = None) -> List[Dict[str, Any]]:
+def main(
+    lines: int = 20,
+    rounds: int = 5,
+    seed: int = 3,
+    workers: Optional[int] = None,
+    backend: Optional[str] = None,
+) -> List[Dict[str, Any]]:
     """Run ``rounds`` rounds of line changes; return after each round ``{"counts": {word:
     count}, "lines": Counter of the current lines}``. Raises ``AssertionError`` if the counts
     ever differ from counting from scratch. Every worker draws the same changes and worker 0
@@ -82,8 +89,9 @@ def main(lines: int = 20, rounds: int = 5, seed: int = 3, workers: Optional[int]
             session.advance_to(r)
             adds = lines if r == 0 else max(1, lines // 4)
             for _ in range(adds):
-                line = (new_line(rng) if r == 0 or rng.random() < 0.8
-                        else rng.choice(sorted(current)))
+                line = (
+                    new_line(rng) if r == 0 or rng.random() < 0.8 else rng.choice(sorted(current))
+                )
                 current[line] += 1
                 if mine:
                     session.insert(line)

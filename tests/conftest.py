@@ -135,13 +135,19 @@ def probe_ray_gcs(address: str, auth: Dict[str, str], timeout: float = 60.0) -> 
     (so no ``~/.ray/auth_token`` to fall back on); ``auth`` adds some back. Returns
     ``"ACCEPTED"`` or ``"REFUSED <exception type> <first line of its message>"``.
     """
-    env = {k: v for k, v in os.environ.items()
-           if k not in RAY_AUTH_VARIABLES and k != "RAY_ADDRESS"}
+    env = {
+        k: v for k, v in os.environ.items() if k not in RAY_AUTH_VARIABLES and k != "RAY_ADDRESS"
+    }
     with tempfile.TemporaryDirectory(prefix="tpyhome-") as home:
         env["HOME"] = home
         env.update(auth)
-        done = subprocess.run([sys.executable, "-c", _GCS_PROBE, address], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "-c", _GCS_PROBE, address],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     lines = done.stdout.strip().splitlines()
     if not lines:
         return f"NO ANSWER (exit {done.returncode}): {done.stderr[-500:]}"
@@ -198,12 +204,22 @@ def ray_session(ray_test_token: str) -> Iterator[Any]:
     base = new_ray_base_dir()
     # RAY_AUTH_MODE stays unset: a new local cluster then gets Ray's default, token mode (Ray
     # sets the variable itself and refreshes its configuration); the token is this run's.
-    env = _Environment({**{name: None for name in RAY_AUTH_VARIABLES},
-                        "RAY_AUTH_TOKEN": ray_test_token, "RAY_USAGE_STATS_ENABLED": "0"})
+    env = _Environment(
+        {
+            **{name: None for name in RAY_AUTH_VARIABLES},
+            "RAY_AUTH_TOKEN": ray_test_token,
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
+    )
     _forget_cached_ray_token()
     try:
-        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
-                 _temp_dir=os.path.join(base, "ray"))
+        ray.init(
+            address="local",
+            num_cpus=4,
+            include_dashboard=False,
+            log_to_driver=False,
+            _temp_dir=os.path.join(base, "ray"),
+        )
         yield ray
     finally:
         try:

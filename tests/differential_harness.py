@@ -76,8 +76,10 @@ def make_build(program: Any, script: Sequence[tuple], n_inputs: int, check_promp
                         expected = ref.evaluate_at(program, updates_so_far, checked_upto)
                         got = captured.at(checked_upto)
                         if got != expected:
-                            problems.append(f"at time {checked_upto} (closed during the run): "
-                                            f"expected {expected}, got {got}")
+                            problems.append(
+                                f"at time {checked_upto} (closed during the run): "
+                                f"expected {expected}, got {got}"
+                            )
                         checked_upto += 1
         for s in sessions:
             s.close()
@@ -87,8 +89,14 @@ def make_build(program: Any, script: Sequence[tuple], n_inputs: int, check_promp
     return build
 
 
-def run_and_check(program: Any, script: Sequence[tuple], n_inputs: int, *, workers: int = 1,
-                  backend: str = "inline") -> None:
+def run_and_check(
+    program: Any,
+    script: Sequence[tuple],
+    n_inputs: int,
+    *,
+    workers: int = 1,
+    backend: str = "inline",
+) -> None:
     build = make_build(program, script, n_inputs, check_promptly=(workers == 1))
     results = tp.execute(build, workers=workers, backend=backend, timeout=300)
     updates: List[Tuple[Any, Any, int]] = []
@@ -96,11 +104,14 @@ def run_and_check(program: Any, script: Sequence[tuple], n_inputs: int, *, worke
         assert not problems, f"program {program!r}: " + "; ".join(problems)
         updates.extend(worker_updates)
     by_input = ref.script_updates(script, n_inputs)
-    horizon = max([t for us in by_input.values() for _, t, _ in us] + ref.final_times(script, n_inputs) + [0])
+    horizon = max(
+        [t for us in by_input.values() for _, t, _ in us] + ref.final_times(script, n_inputs) + [0]
+    )
     for t in range(horizon + 1):
         expected = ref.evaluate_at(program, by_input, t)
         got = ref.accumulate(updates, t)
         assert got == expected, (
             f"program {program!r} at time {t}: expected {expected}, got {got}\n"
-            f"script={list(script)!r}")
+            f"script={list(script)!r}"
+        )
     return updates

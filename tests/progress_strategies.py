@@ -96,9 +96,7 @@ def upset(antichain: Iterable[Any], universe: Iterable[Any], le: Callable = less
 
 
 def is_antichain(xs: Sequence[Any], le: Callable = less_equal) -> bool:
-    return len(set(xs)) == len(xs) and all(
-        not le(x, y) for x, y in itertools.permutations(xs, 2)
-    )
+    return len(set(xs)) == len(xs) and all(not le(x, y) for x, y in itertools.permutations(xs, 2))
 
 
 def opt_le(a: Optional[Any], b: Optional[Any], le: Callable = less_equal) -> bool:
@@ -221,8 +219,9 @@ class GraphSpec:
 
 
 @st.composite
-def graphs(draw, max_nodes: int = 5, allow_boundary: bool = True,
-           identity_heavy: Optional[bool] = None) -> GraphSpec:
+def graphs(
+    draw, max_nodes: int = 5, allow_boundary: bool = True, identity_heavy: Optional[bool] = None
+) -> GraphSpec:
     """A random scope. ``identity_heavy`` (default: random) makes identity summaries common, so
     that identity cycles are frequent; otherwise most loops strictly advance time."""
     if identity_heavy is None:
@@ -232,7 +231,7 @@ def graphs(draw, max_nodes: int = 5, allow_boundary: bool = True,
     names: Dict[int, str] = {}
     if allow_boundary and draw(st.booleans()):
         scope_out = draw(st.integers(0, 2))  # inputs of node 0 = scope outputs
-        scope_in = draw(st.integers(0, 2))   # outputs of node 0 = scope inputs
+        scope_in = draw(st.integers(0, 2))  # outputs of node 0 = scope inputs
         nodes[0] = (scope_out, scope_in, [[[] for _ in range(scope_in)] for _ in range(scope_out)])
     for idx in range(1, n + 1):
         ni = draw(st.integers(0, 3) if draw(st.integers(0, 4)) == 0 else st.integers(1, 3))
@@ -286,8 +285,9 @@ def identity_cycle_nodes(spec: GraphSpec) -> Set[int]:
     return {loc.node for loc, r in reach.items() if loc in r}
 
 
-def brute_force_summaries(spec: GraphSpec, start: Location,
-                          bound: Optional[int] = None) -> Dict[Location, Set[ProductSummary]]:
+def brute_force_summaries(
+    spec: GraphSpec, start: Location, bound: Optional[int] = None
+) -> Dict[Location, Set[ProductSummary]]:
     """Minimal summaries of every walk of at most ``bound`` hops from ``start`` to each target.
 
     The default bound is the number of locations: a longer walk repeats a location, and cutting
@@ -306,7 +306,7 @@ def brute_force_summaries(spec: GraphSpec, start: Location,
             for loc2, s in hops[loc]:
                 d = ps_key(s)
                 bucket = nxt.setdefault(loc2, set())
-                for (a, b) in ss:
+                for a, b in ss:
                     bucket.add((a + d[0], b + d[1]))
         layer = nxt
         for loc, ss in nxt.items():

@@ -61,20 +61,68 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 __all__ = [
     # types
-    "PAIR", "INT", "JOINED", "PCOUNT", "RECORD_TYPES",
+    "PAIR",
+    "INT",
+    "JOINED",
+    "PCOUNT",
+    "RECORD_TYPES",
     # AST
-    "Node", "Input", "Variable", "Enter", "Map", "Filter", "FlatMap", "Negate", "Concat",
-    "Consolidate", "Join", "Semijoin", "Antijoin", "Reduce", "Count", "Distinct", "Threshold",
-    "Iterate", "Program",
+    "Node",
+    "Input",
+    "Variable",
+    "Enter",
+    "Map",
+    "Filter",
+    "FlatMap",
+    "Negate",
+    "Concat",
+    "Consolidate",
+    "Join",
+    "Semijoin",
+    "Antijoin",
+    "Reduce",
+    "Count",
+    "Distinct",
+    "Threshold",
+    "Iterate",
+    "Program",
     # registries
-    "Fn", "MAPS", "FILTERS", "FLAT_MAPS", "THRESHOLDS", "REDUCERS",
+    "Fn",
+    "MAPS",
+    "FILTERS",
+    "FLAT_MAPS",
+    "THRESHOLDS",
+    "REDUCERS",
     # semantics
-    "ZSet", "Update", "NonConvergenceError", "ProgramError", "evaluate", "infer_type", "typecheck",
-    "build", "accumulate", "script_updates", "final_times", "evaluate_at", "consolidate",
+    "ZSet",
+    "Update",
+    "NonConvergenceError",
+    "ProgramError",
+    "evaluate",
+    "infer_type",
+    "typecheck",
+    "build",
+    "accumulate",
+    "script_updates",
+    "final_times",
+    "evaluate_at",
+    "consolidate",
 ]
 
 Record = Any
@@ -135,6 +183,7 @@ def _registry(*fns: Fn) -> Dict[str, Fn]:
 
 
 # -- maps. Written as module-level functions so they pickle by reference. --------------------
+
 
 def identity(r: Any) -> Any:
     """``r -> r``."""
@@ -275,6 +324,7 @@ MAPS: Dict[str, Fn] = _registry(
 
 # -- filters -----------------------------------------------------------------------------------
 
+
 def key_even(kv: Tuple[int, int]) -> bool:
     """Pairs whose key is even."""
     return kv[0] % 2 == 0
@@ -324,6 +374,7 @@ FILTERS: Dict[str, Fn] = _registry(
 
 # -- flat maps (return lists; duplicates count) -------------------------------------------------
 
+
 def fan(kv: Tuple[int, int]) -> List[Tuple[int, int]]:
     """``(k, v) -> [(k, v), ((k + 1) % 6, v)]``."""
     return [kv, ((kv[0] + 1) % 6, kv[1])]
@@ -367,6 +418,7 @@ FLAT_MAPS: Dict[str, Fn] = _registry(
 
 # -- thresholds: (record, count) -> new count; only called for nonzero counts -------------------
 
+
 def positive(_r: Any, c: int) -> int:
     """``1 if c > 0 else 0`` -- the same as distinct."""
     return 1 if c > 0 else 0
@@ -409,6 +461,7 @@ THRESHOLDS: Dict[str, Fn] = _registry(
 
 
 # -- reducers: (key, [(val, weight)] sorted by val, nonzero weights, non-empty) -> [(out, w)] ---
+
 
 def reduce_min(_k: Any, vs: List[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
     """``[(smallest value, 1)]``."""
@@ -756,8 +809,13 @@ class _Env:
 
     __slots__ = ("inputs", "variable", "parent", "memo", "max_iterations")
 
-    def __init__(self, inputs: Mapping[int, ZSet], variable: Optional[ZSet],
-                 parent: Optional["_Env"], max_iterations: int) -> None:
+    def __init__(
+        self,
+        inputs: Mapping[int, ZSet],
+        variable: Optional[ZSet],
+        parent: Optional["_Env"],
+        max_iterations: int,
+    ) -> None:
         self.inputs = inputs
         self.variable = variable
         self.parent = parent
@@ -765,14 +823,19 @@ class _Env:
         self.max_iterations = max_iterations
 
 
-def _normalize_inputs(inputs: Union[Mapping[int, Mapping[Record, int]], Sequence[Mapping[Record, int]]]) -> Dict[int, ZSet]:
+def _normalize_inputs(
+    inputs: Union[Mapping[int, Mapping[Record, int]], Sequence[Mapping[Record, int]]],
+) -> Dict[int, ZSet]:
     items = inputs.items() if isinstance(inputs, Mapping) else enumerate(inputs)
     return {i: consolidate(z.items()) for i, z in items}
 
 
-def evaluate(program: ProgramLike,
-             inputs: Union[Mapping[int, Mapping[Record, int]], Sequence[Mapping[Record, int]]],
-             *, max_iterations: int = 100) -> ZSet:
+def evaluate(
+    program: ProgramLike,
+    inputs: Union[Mapping[int, Mapping[Record, int]], Sequence[Mapping[Record, int]]],
+    *,
+    max_iterations: int = 100,
+) -> ZSet:
     """Evaluate ``program`` from scratch.
 
     ``inputs`` maps an input index (``Input(i)``) to its accumulated multiset (a list indexed by
@@ -894,15 +957,28 @@ def _ev_iterate(node: Iterate, env: _Env) -> ZSet:
             return x
         x = nxt
     raise NonConvergenceError(
-        f"iterate did not converge within {env.max_iterations} iterations: {node!r}")
+        f"iterate did not converge within {env.max_iterations} iterations: {node!r}"
+    )
 
 
 _EVAL: Dict[str, Callable[[Any, _Env], ZSet]] = {
-    "Input": _ev_input, "Variable": _ev_variable, "Enter": _ev_enter, "Map": _ev_map,
-    "Filter": _ev_filter, "FlatMap": _ev_flat_map, "Negate": _ev_negate, "Concat": _ev_concat,
-    "Consolidate": _ev_consolidate, "Join": _ev_join, "Semijoin": _ev_semijoin,
-    "Antijoin": _ev_antijoin, "Reduce": _ev_reduce, "Count": _ev_count,
-    "Distinct": _ev_distinct, "Threshold": _ev_threshold, "Iterate": _ev_iterate,
+    "Input": _ev_input,
+    "Variable": _ev_variable,
+    "Enter": _ev_enter,
+    "Map": _ev_map,
+    "Filter": _ev_filter,
+    "FlatMap": _ev_flat_map,
+    "Negate": _ev_negate,
+    "Concat": _ev_concat,
+    "Consolidate": _ev_consolidate,
+    "Join": _ev_join,
+    "Semijoin": _ev_semijoin,
+    "Antijoin": _ev_antijoin,
+    "Reduce": _ev_reduce,
+    "Count": _ev_count,
+    "Distinct": _ev_distinct,
+    "Threshold": _ev_threshold,
+    "Iterate": _ev_iterate,
 }
 # Dispatch is by class *name*, so nodes made by a second import of this module (``reference``
 # versus ``tests.reference``) still evaluate.
@@ -918,14 +994,18 @@ class _BuildCtx:
 
     __slots__ = ("inputs", "variable", "parent", "memo")
 
-    def __init__(self, inputs: Mapping[int, Any], variable: Any, parent: Optional["_BuildCtx"]) -> None:
+    def __init__(
+        self, inputs: Mapping[int, Any], variable: Any, parent: Optional["_BuildCtx"]
+    ) -> None:
         self.inputs = inputs
         self.variable = variable
         self.parent = parent
         self.memo: Dict[Node, Any] = {}
 
 
-def build(program: ProgramLike, scope: Any, collections: Union[Sequence[Any], Mapping[int, Any]]) -> Any:
+def build(
+    program: ProgramLike, scope: Any, collections: Union[Sequence[Any], Mapping[int, Any]]
+) -> Any:
     """Build ``program`` out of the engine's input collections and return the output Collection.
 
     ``collections[i]`` is the engine collection for ``Input(i)`` (a sequence or a mapping).
@@ -941,7 +1021,11 @@ def build(program: ProgramLike, scope: Any, collections: Union[Sequence[Any], Ma
     the enclosing scope *before* ``iterate`` is called. Shared (equal) sub-programs are built once
     per scope.
     """
-    inputs = dict(collections.items()) if isinstance(collections, Mapping) else dict(enumerate(collections))
+    inputs = (
+        dict(collections.items())
+        if isinstance(collections, Mapping)
+        else dict(enumerate(collections))
+    )
     return _build(_root(program), _BuildCtx(inputs, None, None))
 
 
@@ -1034,7 +1118,9 @@ def _default_le() -> Callable[[Any, Any], bool]:
     return less_equal
 
 
-def accumulate(updates: Iterable[Update], t: Any, le: Optional[Callable[[Any, Any], bool]] = None) -> ZSet:
+def accumulate(
+    updates: Iterable[Update], t: Any, le: Optional[Callable[[Any, Any], bool]] = None
+) -> ZSet:
     """Sum the diffs of all ``(data, time, diff)`` updates with ``le(time, t)``; zeros dropped.
 
     ``le`` is the partial order (default: ``timelypy.order.less_equal``, correct for ints and
@@ -1084,8 +1170,14 @@ def final_times(script: Iterable[tuple], n_inputs: int) -> List[int]:
     return now
 
 
-def evaluate_at(program: ProgramLike, updates_by_input: Mapping[int, Iterable[Update]], t: Any,
-                le: Optional[Callable[[Any, Any], bool]] = None, *, max_iterations: int = 100) -> ZSet:
+def evaluate_at(
+    program: ProgramLike,
+    updates_by_input: Mapping[int, Iterable[Update]],
+    t: Any,
+    le: Optional[Callable[[Any, Any], bool]] = None,
+    *,
+    max_iterations: int = 100,
+) -> ZSet:
     """The expected accumulated output at time ``t``: ``evaluate`` on the inputs accumulated at t."""
     inputs = {i: accumulate(list(u), t, le) for i, u in updates_by_input.items()}
     return evaluate(program, inputs, max_iterations=max_iterations)

@@ -30,11 +30,20 @@ except ModuleNotFoundError:  # ... or ``tests`` as a package.
 from timelypy.order import Product, less_equal
 
 __all__ = [
-    "KEY_RANGE", "VAL_RANGE",
-    "pair_records", "int_records", "zsets",
-    "programs", "linear_programs", "iterative_programs",
+    "KEY_RANGE",
+    "VAL_RANGE",
+    "pair_records",
+    "int_records",
+    "zsets",
+    "programs",
+    "linear_programs",
+    "iterative_programs",
     "update_streams",
-    "times", "product_times", "time_strategies", "antichains", "batches",
+    "times",
+    "product_times",
+    "time_strategies",
+    "antichains",
+    "batches",
 ]
 
 KEY_RANGE = (0, 5)
@@ -47,7 +56,9 @@ Node = ref.Node
 # Records and collections
 
 
-def pair_records(max_key: int = KEY_RANGE[1], max_val: int = VAL_RANGE[1]) -> st.SearchStrategy[Tuple[int, int]]:
+def pair_records(
+    max_key: int = KEY_RANGE[1], max_val: int = VAL_RANGE[1]
+) -> st.SearchStrategy[Tuple[int, int]]:
     """``(key, val)`` with ``0 <= key <= max_key`` and ``0 <= val <= max_val``."""
     return st.tuples(st.integers(0, max_key), st.integers(0, max_val))
 
@@ -57,11 +68,18 @@ def int_records(max_value: int = 5) -> st.SearchStrategy[int]:
     return st.integers(0, max_value)
 
 
-def zsets(records: Optional[st.SearchStrategy[Any]] = None, *, max_size: int = 12,
-          min_weight: int = -2, max_weight: int = 3) -> st.SearchStrategy[Dict[Any, int]]:
+def zsets(
+    records: Optional[st.SearchStrategy[Any]] = None,
+    *,
+    max_size: int = 12,
+    min_weight: int = -2,
+    max_weight: int = 3,
+) -> st.SearchStrategy[Dict[Any, int]]:
     """Multisets ``record -> nonzero weight`` (pairs by default), mostly positive weights."""
     records = pair_records() if records is None else records
-    weights = st.one_of(st.integers(1, max_weight), st.integers(min_weight, max_weight)).filter(bool)
+    weights = st.one_of(st.integers(1, max_weight), st.integers(min_weight, max_weight)).filter(
+        bool
+    )
     return st.dictionaries(records, weights, max_size=max_size)
 
 
@@ -69,12 +87,21 @@ def zsets(records: Optional[st.SearchStrategy[Any]] = None, *, max_size: int = 1
 # Programs
 
 
-def _names(registry: Dict[str, ref.Fn], *, arg: Optional[str] = None, out: Optional[str] = None,
-           closed: Optional[bool] = None, nonneg: Optional[bool] = None) -> List[str]:
+def _names(
+    registry: Dict[str, ref.Fn],
+    *,
+    arg: Optional[str] = None,
+    out: Optional[str] = None,
+    closed: Optional[bool] = None,
+    nonneg: Optional[bool] = None,
+) -> List[str]:
     return [
-        name for name, f in registry.items()
-        if (arg is None or f.arg == arg) and (out is None or f.out == out)
-        and (closed is None or f.closed == closed) and (nonneg is None or f.nonneg == nonneg)
+        name
+        for name, f in registry.items()
+        if (arg is None or f.arg == arg)
+        and (out is None or f.out == out)
+        and (closed is None or f.closed == closed)
+        and (nonneg is None or f.nonneg == nonneg)
     ]
 
 
@@ -110,7 +137,9 @@ def _leaf(draw: Any, typ: str, ctx: _Ctx) -> Node:
         outer = _gen(draw, ref.PAIR, draw(st.integers(0, 1)), ctx.parent)
         return ref.Enter(ref.Distinct(outer))
     if typ == ref.INT:
-        return ref.Map(_leaf(draw, ref.PAIR, ctx), draw(st.sampled_from(["key", "val", "sum_mod6"])))
+        return ref.Map(
+            _leaf(draw, ref.PAIR, ctx), draw(st.sampled_from(["key", "val", "sum_mod6"]))
+        )
     if typ == ref.JOINED:
         return ref.Join(_leaf(draw, ref.PAIR, ctx), _leaf(draw, ref.PAIR, ctx))
     if typ == ref.PCOUNT:
@@ -167,7 +196,9 @@ def _gen(draw: Any, typ: str, depth: int, ctx: _Ctx) -> Node:
     if kind == "flat_map":
         names = _names(ref.FLAT_MAPS, out=typ)
         if not names:  # no flat_map produces this type: fall back to a filter
-            return ref.Filter(_gen(draw, typ, sub, ctx), draw(st.sampled_from(_names(ref.FILTERS, arg=typ))))
+            return ref.Filter(
+                _gen(draw, typ, sub, ctx), draw(st.sampled_from(_names(ref.FILTERS, arg=typ)))
+            )
         fn = ref.FLAT_MAPS[draw(st.sampled_from(names))]
         return ref.FlatMap(_gen(draw, fn.arg, sub, ctx), fn.name)
     if kind == "concat":
@@ -234,8 +265,14 @@ _OUTPUT_TYPES = (ref.PAIR, ref.PAIR, ref.PAIR, ref.INT, ref.JOINED, ref.PCOUNT)
 
 
 @st.composite
-def programs(draw: Any, max_depth: int = 4, n_inputs: Optional[int] = None, *,
-             max_loops: int = 2, output_types: Sequence[str] = _OUTPUT_TYPES) -> ref.Program:
+def programs(
+    draw: Any,
+    max_depth: int = 4,
+    n_inputs: Optional[int] = None,
+    *,
+    max_loops: int = 2,
+    output_types: Sequence[str] = _OUTPUT_TYPES,
+) -> ref.Program:
     """Random well-typed :class:`reference.Program` s.
 
     ``max_depth`` bounds operator nesting (binary operators make trees of up to ~2**max_depth
@@ -261,8 +298,9 @@ def linear_programs(draw: Any, max_depth: int = 5, n_inputs: Optional[int] = Non
 
 
 @st.composite
-def iterative_programs(draw: Any, max_depth: int = 3, n_inputs: Optional[int] = None, *,
-                       max_loops: int = 2) -> ref.Program:
+def iterative_programs(
+    draw: Any, max_depth: int = 3, n_inputs: Optional[int] = None, *, max_loops: int = 2
+) -> ref.Program:
     """Programs whose output is an ``Iterate`` (possibly post-processed by one operator)."""
     n = draw(st.integers(1, 3)) if n_inputs is None else n_inputs
     ctx = _Ctx(n_inputs=n, loops=0, max_loops=max(max_loops, 1))
@@ -285,8 +323,17 @@ _ACTIONS = ("insert", "retract", "advance", "step", "insert_at", "retract_at", "
 
 
 @st.composite
-def update_streams(draw: Any, n_inputs: int, *, max_actions: int = 40, records: Optional[st.SearchStrategy[Any]] = None,
-                   max_diff: int = 2, max_advance: int = 3, max_offset: int = 3, max_step: int = 3) -> List[tuple]:
+def update_streams(
+    draw: Any,
+    n_inputs: int,
+    *,
+    max_actions: int = 40,
+    records: Optional[st.SearchStrategy[Any]] = None,
+    max_diff: int = 2,
+    max_advance: int = 3,
+    max_offset: int = 3,
+    max_step: int = 3,
+) -> List[tuple]:
     """A script of driver actions for ``n_inputs`` input sessions (every session starts at 0):
 
     * ``("update", i, record, diff)`` -- at session i's current time;
@@ -363,7 +410,9 @@ def product_times(depth: Optional[int] = None, max_value: int = 8) -> st.SearchS
 def time_strategies(max_value: int = 8) -> st.SearchStrategy[st.SearchStrategy[Any]]:
     """A strategy *of* time strategies, each of one shape (int, Product, nested Product), for
     drawing several times that are comparable with each other."""
-    return st.sampled_from([times(max_value), product_times(1, max_value), product_times(2, max_value)])
+    return st.sampled_from(
+        [times(max_value), product_times(1, max_value), product_times(2, max_value)]
+    )
 
 
 def _minimal(elements: Sequence[Any]) -> List[Any]:
@@ -373,7 +422,9 @@ def _minimal(elements: Sequence[Any]) -> List[Any]:
 
 
 @st.composite
-def antichains(draw: Any, elements: Optional[st.SearchStrategy[Any]] = None, max_size: int = 6) -> List[Any]:
+def antichains(
+    draw: Any, elements: Optional[st.SearchStrategy[Any]] = None, max_size: int = 6
+) -> List[Any]:
     """Antichains: lists of mutually incomparable times of one shape (drawn if ``elements`` is
     None), sorted (lexicographically, for determinism). May be empty."""
     elements = draw(time_strategies()) if elements is None else elements
@@ -381,9 +432,16 @@ def antichains(draw: Any, elements: Optional[st.SearchStrategy[Any]] = None, max
 
 
 @st.composite
-def batches(draw: Any, time_strategy: Optional[st.SearchStrategy[Any]] = None,
-            records: Optional[st.SearchStrategy[Any]] = None, *, min_size: int = 0, max_size: int = 20,
-            max_diff: int = 3, allow_zero: bool = False) -> List[Tuple[Any, Any, int]]:
+def batches(
+    draw: Any,
+    time_strategy: Optional[st.SearchStrategy[Any]] = None,
+    records: Optional[st.SearchStrategy[Any]] = None,
+    *,
+    min_size: int = 0,
+    max_size: int = 20,
+    max_diff: int = 3,
+    allow_zero: bool = False,
+) -> List[Tuple[Any, Any, int]]:
     """Batches of ``(data, time, diff)`` updates with times of one shape (drawn if
     ``time_strategy`` is None) and physical duplicates allowed; zero diffs only if ``allow_zero``."""
     time_strategy = draw(time_strategies()) if time_strategy is None else time_strategy
@@ -391,4 +449,6 @@ def batches(draw: Any, time_strategy: Optional[st.SearchStrategy[Any]] = None,
     diffs = st.integers(-max_diff, max_diff)
     if not allow_zero:
         diffs = diffs.filter(bool)
-    return draw(st.lists(st.tuples(records, time_strategy, diffs), min_size=min_size, max_size=max_size))
+    return draw(
+        st.lists(st.tuples(records, time_strategy, diffs), min_size=min_size, max_size=max_size)
+    )

@@ -61,7 +61,7 @@ def random_script(seed: int, rounds: int, people: int = 8, per_round: int = 6):
 
 def state_at(script, t: int) -> Set[Tuple[int, int]]:
     acc: Counter = Counter()
-    for changes in script[:t + 1]:
+    for changes in script[: t + 1]:
         for p, d in changes:
             acc[p] += d
     return {p for p, c in acc.items() if c > 0}
@@ -75,8 +75,10 @@ def test_one_arrangement_serves_many_joins():
         def dataflow(scope):
             session, knows = scope.new_collection(name="knows")
             arranged = knows.arrange_by_key()
-            outs = [arranged.join_core(arranged, lambda k, v1, v2, i=i: [(i, k, v1, v2)])
-                    for i in range(readers)]
+            outs = [
+                arranged.join_core(arranged, lambda k, v1, v2, i=i: [(i, k, v1, v2)])
+                for i in range(readers)
+            ]
             return session, [o.capture() for o in outs], scope.describe()
 
         session, caps, describe = worker.dataflow(dataflow)
@@ -88,7 +90,7 @@ def test_one_arrangement_serves_many_joins():
         session.close()
         return caps, describe, script
 
-    (caps, describe, script), = tp.execute(build)
+    ((caps, describe, script),) = tp.execute(build)
     assert operators_named(describe, "ArrangeByKey") == 1
     assert operators_named(describe, "JoinCore") == readers
     for i, cap in enumerate(caps):
@@ -110,22 +112,30 @@ def test_book_by_self_example_uses_two_arrangements_of_knows():
     spec.loader.exec_module(fof)
 
     def naive_triangles(query, knows):
-        keys = knows                                     # used as semijoin keys, 4 times
-        return (query
-                .join_map(knows, lambda x, q, y: (y, (x, q)))
-                .join_map(knows, lambda y, xq, z: (xq[1], (xq[0], y, z)))
-                .map(lambda r: ((r[1][0], r[1][2]), (r[0], r[1][1])))
-                .semijoin(keys).map(lambda r: ((r[1][1], r[0][1]), (r[1][0], r[0][0])))
-                .semijoin(keys).map(lambda r: ((r[0][1], r[1][1]), (r[1][0], r[0][0])))
-                .semijoin(keys).map(lambda r: ((r[1][1], r[0][1]), (r[1][0], r[0][0])))
-                .semijoin(keys).map(lambda r: (r[1][0], (r[0][1], r[0][0], r[1][1]))))
+        keys = knows  # used as semijoin keys, 4 times
+        return (
+            query.join_map(knows, lambda x, q, y: (y, (x, q)))
+            .join_map(knows, lambda y, xq, z: (xq[1], (xq[0], y, z)))
+            .map(lambda r: ((r[1][0], r[1][2]), (r[0], r[1][1])))
+            .semijoin(keys)
+            .map(lambda r: ((r[1][1], r[0][1]), (r[1][0], r[0][0])))
+            .semijoin(keys)
+            .map(lambda r: ((r[0][1], r[1][1]), (r[1][0], r[0][0])))
+            .semijoin(keys)
+            .map(lambda r: ((r[1][1], r[0][1]), (r[1][0], r[0][0])))
+            .semijoin(keys)
+            .map(lambda r: (r[1][0], (r[0][1], r[0][0], r[1][1])))
+        )
 
     def build(worker):
         def shared(scope):
             ks, knows = scope.new_collection(name="knows")
             qs, query = scope.new_collection(name="query")
-            out = fof.triangles(query, knows.arrange_by_key(name="KnowsByKey"),
-                                knows.arrange_by_self(name="KnowsBySelf"))
+            out = fof.triangles(
+                query,
+                knows.arrange_by_key(name="KnowsByKey"),
+                knows.arrange_by_self(name="KnowsBySelf"),
+            )
             return ks, qs, out.capture(), scope.describe()
 
         def naive(scope):
@@ -153,7 +163,7 @@ def test_book_by_self_example_uses_two_arrangements_of_knows():
             s.close()
         return cap1, cap2, d1, d2, knows_script, queries
 
-    (cap1, cap2, d1, d2, knows_script, queries), = tp.execute(build)
+    ((cap1, cap2, d1, d2, knows_script, queries),) = tp.execute(build)
     # knows: one arrangement by key, one by self; the six joins arrange only their left input.
     assert operators_named(d1, "KnowsByKey") == 1
     assert operators_named(d1, "KnowsBySelf") == 1
@@ -182,16 +192,18 @@ def test_arranged_filter_is_a_wrapper_equal_to_collection_filter():
             before = scope.describe()
             knows2 = knows1.filter(lambda k, v: k == v or (k + v) % 3 == 0)
             after = scope.describe()
-            out = (query.join_core(knows1, lambda x, q, y: [(y, (x, q))])
-                   .join_core(knows2, lambda y, xq, z: [(xq[1], (xq[0], y, z))]))
+            out = query.join_core(knows1, lambda x, q, y: [(y, (x, q))]).join_core(
+                knows2, lambda y, xq, z: [(xq[1], (xq[0], y, z))]
+            )
             return ks, qs, out.capture(), before, after, scope.describe()
 
         def plain(scope):
             ks, knows = scope.new_collection(name="knows")
             qs, query = scope.new_collection(name="query")
             filtered = knows.filter(lambda kv: kv[0] == kv[1] or (kv[0] + kv[1]) % 3 == 0)
-            out = (query.join_map(knows, lambda x, q, y: (y, (x, q)))
-                   .join_map(filtered, lambda y, xq, z: (xq[1], (xq[0], y, z))))
+            out = query.join_map(knows, lambda x, q, y: (y, (x, q))).join_map(
+                filtered, lambda y, xq, z: (xq[1], (xq[0], y, z))
+            )
             return ks, qs, out.capture()
 
         ks1, qs1, cap1, before, after, full = worker.dataflow(wrapped)
@@ -211,7 +223,7 @@ def test_arranged_filter_is_a_wrapper_equal_to_collection_filter():
             s.close()
         return cap1, cap2, before, after, full, len(script)
 
-    (cap1, cap2, before, after, full, rounds), = tp.execute(build)
+    ((cap1, cap2, before, after, full, rounds),) = tp.execute(build)
     assert before == after, "filtering an arrangement must not build an operator"
     # knows arranged once; each join_core arranges only its (collection) left input.
     assert arrange_operators(full) == 3
@@ -274,7 +286,7 @@ def _run_reachability(body_variant: str, seed: int = 11):
         qs.close()
         return cap, describe, script, queries
 
-    (cap, describe, script, queries), = tp.execute(build)
+    ((cap, describe, script, queries),) = tp.execute(build)
     for t in range(len(script)):
         knows = state_at(script, t)
         if body_variant == "filtered":
@@ -313,8 +325,9 @@ def _queries_dataflow(knows_arranged_fn):
         knows = knows_arranged_fn(scope)
         qs, keys = scope.new_collection(name="keys")
         semi = knows.semijoin(keys)
-        joined = knows.join_map(keys.map(lambda k: (k, "q")).arrange_by_key(),
-                                lambda k, v, tag: (k, v, tag))
+        joined = knows.join_map(
+            keys.map(lambda k: (k, "q")).arrange_by_key(), lambda k, v, tag: (k, v, tag)
+        )
         out = semi.concat(joined.map(lambda r: (r[0], (r[1], r[2]))))
         probe = out.probe()
         return qs, out.capture(), probe
@@ -334,6 +347,7 @@ def _drive_export_import(interactive: bool):
 
     def build(worker):
         knows_session, arranged, trace = worker.dataflow(_export)
+
         # Reference: the same queries in one dataflow with its own copy of `knows`.
         def reference(scope):
             ks, knows = scope.new_collection(name="knows_ref")
@@ -349,13 +363,14 @@ def _drive_export_import(interactive: bool):
                 # No reader will ask about times before `import_at`: let the trace compact.
                 trace.set_logical_compaction([import_at])
                 imp_keys, imp_cap, imp_probe = worker.dataflow(
-                    _queries_dataflow(lambda scope: scope.import_trace(trace)))
+                    _queries_dataflow(lambda scope: scope.import_trace(trace))
+                )
             if imp_keys is not None:
                 imp_keys.advance_to(t)
             for p, d in script[t]:
                 knows_session.update(p, d)
                 ref_knows.update(p, d)
-            if t >= import_at:       # queries only once the importing dataflow exists
+            if t >= import_at:  # queries only once the importing dataflow exists
                 for k, d in key_changes[t]:
                     ref_keys.update(k, d)
                     imp_keys.update(k, d)
@@ -373,7 +388,7 @@ def _drive_export_import(interactive: bool):
         worker.step_until_done(timeout=30)
         return ref_cap, imp_cap
 
-    (ref_cap, imp_cap), = tp.execute(build)
+    ((ref_cap, imp_cap),) = tp.execute(build)
     nonempty = 0
     for t in range(rounds):
         assert imp_cap.at(t) == ref_cap.at(t), t
@@ -392,8 +407,9 @@ def test_exported_trace_import_is_interactive():
 def test_import_completes_when_the_exported_input_closes():
     def build(worker):
         session, _, trace = worker.dataflow(_export)
-        captured = worker.dataflow(lambda scope: scope.import_trace(trace).as_collection()
-                                   .capture())
+        captured = worker.dataflow(
+            lambda scope: scope.import_trace(trace).as_collection().capture()
+        )
         session.insert((1, 2))
         session.close()
         trace.close()
@@ -407,6 +423,7 @@ def test_completed_dataflow_drops_traces_no_handle_holds():
     """A completed dataflow's traces go at the worker's next step (not when the collector finds
     the operator cycles); a held handle keeps its trace readable until it closes; a handle asked
     for later is refused by name."""
+
     def build(worker):
         def dataflow(scope):
             session, knows = scope.new_collection(name="knows")
@@ -466,7 +483,7 @@ def test_exported_handle_holds_back_compaction_then_reads_history():
         trace.close()
         return stored, history
 
-    (stored, history), = tp.execute(build)
+    ((stored, history),) = tp.execute(build)
     # Every (key, value) at every time is still distinguishable: the whole history is kept.
     assert stored >= KEYS * 2 * 300
     assert history == {0: {0: 1}, 5: {5: 1}, 150: {150: 1}, 300: {300: 1}}
@@ -487,7 +504,7 @@ def test_released_exported_handle_lets_the_trace_compact(release):
         for t in range(1, 401):
             _churn(session, worker, [t], KEYS, trace if release == "advance" else None)
             worst = max(worst, arranged.spine.stored_updates())
-        session.advance_to(401)      # complete time 400
+        session.advance_to(401)  # complete time 400
         session.flush()
         worker.step()
         values = None if release == "close" else [trace.accumulate(k, 400) for k in range(3)]
@@ -495,7 +512,7 @@ def test_released_exported_handle_lets_the_trace_compact(release):
         trace.close()
         return worst, values
 
-    (worst, values), = tp.execute(build)
+    ((worst, values),) = tp.execute(build)
     assert worst <= 4 * KEYS + 100
     if values is not None:
         # Reads at times at or beyond the handle's frontier are still exact.
@@ -508,7 +525,7 @@ def _held_then_released(explicit_compact: bool):
         for k in range(KEYS):
             session.insert((k, 0))
         _churn(session, worker, range(1, 301), KEYS)
-        session.advance_to(301)      # complete time 300
+        session.advance_to(301)  # complete time 300
         session.flush()
         worker.step()
         held = arranged.spine.stored_updates()
@@ -528,9 +545,9 @@ def _held_then_released(explicit_compact: bool):
         trace.close()
         return held, released, values, last
 
-    (held, released, values, last), = tp.execute(build)
-    assert held >= KEYS * 2 * 300                 # history kept while the handle held it
-    assert values == [{last: 1}] * 3              # reads at or beyond `since` stay exact
+    ((held, released, values, last),) = tp.execute(build)
+    assert held >= KEYS * 2 * 300  # history kept while the handle held it
+    assert values == [{last: 1}] * 3  # reads at or beyond `since` stay exact
     assert released <= 4 * KEYS + 100, (held, released)
 
 
@@ -556,8 +573,9 @@ def test_compaction_is_real_under_100k_skip_level_changes():
             session, manages = scope.new_collection(name="manages")
             by_manager = manages.arrange_by_key(name="ManagesByManager")
             by_person = manages.map(lambda mp: (mp[1], mp[0])).arrange_by_key(
-                name="ManagesByPerson")
-            out = by_person.join(by_manager)        # (m1, (m2, p)), the book's output
+                name="ManagesByPerson"
+            )
+            out = by_person.join(by_manager)  # (m1, (m2, p)), the book's output
             return session, [by_manager, by_person], out.capture(), out.probe()
 
         session, arrangements, cap, probe = worker.dataflow(dataflow)
@@ -590,7 +608,7 @@ def test_compaction_is_real_under_100k_skip_level_changes():
         session.close()
         return worst, final, boss, result
 
-    (worst, final, boss, result), = tp.execute(build)
+    ((worst, final, boss, result),) = tp.execute(build)
     live = people
     for stored in final:
         assert stored <= 4 * live + 100, final
@@ -622,7 +640,7 @@ def test_linear_chain_is_one_fused_operator():
         session.close()
         return cap, describe
 
-    (cap, describe), = tp.execute(build)
+    ((cap, describe),) = tp.execute(build)
     assert operators_named(describe, "Linear[map>filter>map]") == 1
     assert len(re.findall(r"^\s*\[\d+\] Linear", describe, re.M)) == 1
     assert cap.at(0) == {x * 3 + 1: 1 for x in range(10) if (x * 3) % 2 == 0}
@@ -644,7 +662,7 @@ def test_linear_chain_with_two_consumers():
         session.close()
         return a, b, describe
 
-    (a, b, describe), = tp.execute(build)
+    ((a, b, describe),) = tp.execute(build)
     assert a.at(0) == {("a", x): 1 for x in (3, 4, 5)}
     assert b.at(0) == {x: -1 for x in (3, 4, 5)}
     # The common prefix may be fused into each consumer's chain (one operator per path, as

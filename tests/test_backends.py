@@ -10,10 +10,14 @@ from typing import Any, List, Optional
 import pytest
 
 import timelypy as tp
-from timelypy.errors import (HandleKindError, SessionCommandError, TimelyError,
-                             UnknownHandleError)
-from timelypy.workers.backends import (Backend, backend_names, get_backend, register_backend,
-                                       unregister_backend)
+from timelypy.errors import HandleKindError, SessionCommandError, TimelyError, UnknownHandleError
+from timelypy.workers.backends import (
+    Backend,
+    backend_names,
+    get_backend,
+    register_backend,
+    unregister_backend,
+)
 from timelypy.workers.handles import Changes, Input, Lookup, Probe
 from timelypy.workers.inline import local_workers, run_inline, run_inline_backend
 
@@ -21,8 +25,12 @@ from timelypy.workers.inline import local_workers, run_inline, run_inline_backen
 def degree_dataflow(scope):
     edges_in, edges = scope.new_collection()
     degrees = edges.map(lambda e: e[0]).count()
-    return {"edges": edges_in, "degrees": degrees.capture(), "probe": degrees.probe(),
-            "by_node": degrees.arrange_by_key()}
+    return {
+        "edges": edges_in,
+        "degrees": degrees.capture(),
+        "probe": degrees.probe(),
+        "by_node": degrees.arrange_by_key(),
+    }
 
 
 def drive_degrees(session) -> None:
@@ -72,8 +80,10 @@ def test_registered_backend_runs_sessions(toy_backends, backend, workers):
 
 
 def test_unknown_backend_names_the_registered_ones():
-    for call in (lambda: tp.execute(lambda w: None, backend="nope"),
-                 lambda: tp.open_session(degree_dataflow, backend="nope")):
+    for call in (
+        lambda: tp.execute(lambda w: None, backend="nope"),
+        lambda: tp.open_session(degree_dataflow, backend="nope"),
+    ):
         with pytest.raises(ValueError) as info:
             call()
         message = str(info.value)
@@ -95,9 +105,11 @@ def test_inline_backend_rejects_options():
 
 
 def test_importing_timelypy_does_not_import_ray():
-    code = ("import sys, timelypy as tp; tp.execute(lambda w: None); "
-            "assert 'ray' not in sys.modules, 'ray imported'; "
-            "assert 'timelypy.workers.ray_actors' not in sys.modules")
+    code = (
+        "import sys, timelypy as tp; tp.execute(lambda w: None); "
+        "assert 'ray' not in sys.modules, 'ray imported'; "
+        "assert 'timelypy.workers.ray_actors' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -109,9 +121,14 @@ def test_builtin_handles_implement_the_protocols():
     def dataflow(scope):
         handle, stream = scope.new_input()
         session, collection = scope.new_collection()
-        return {"handle": handle, "session": session, "probe": collection.probe(),
-                "captured": stream.capture(), "capture": collection.capture(),
-                "arranged": collection.arrange_by_key()}
+        return {
+            "handle": handle,
+            "session": session,
+            "probe": collection.probe(),
+            "captured": stream.capture(),
+            "capture": collection.capture(),
+            "arranged": collection.arrange_by_key(),
+        }
 
     handles = tp.Worker().dataflow(dataflow)
     assert isinstance(handles["handle"], Input) and isinstance(handles["session"], Input)
@@ -122,14 +139,23 @@ def test_builtin_handles_implement_the_protocols():
 
 def test_handles_of_the_wrong_kind_are_named():
     with tp.open_session(degree_dataflow, timeout=10) as s:
-        with pytest.raises(TimelyError, match=r"handle 'probe' is a ProbeHandle, expected an "
-                                              r"arrangement \(lookup\)"):
+        with pytest.raises(
+            TimelyError,
+            match=r"handle 'probe' is a ProbeHandle, expected an "
+            r"arrangement \(lookup\)",
+        ):
             s.lookup("probe", 1)
-        with pytest.raises(TimelyError, match=r"handle 'by_node' is a Arranged, expected a "
-                                              r"capture \(changes_from\)"):
+        with pytest.raises(
+            TimelyError,
+            match=r"handle 'by_node' is a Arranged, expected a "
+            r"capture \(changes_from\)",
+        ):
             s.changes("by_node")
-        with pytest.raises(TimelyError, match=r"handle 'degrees' is a CapturedCollection, "
-                                              r"expected an input"):
+        with pytest.raises(
+            TimelyError,
+            match=r"handle 'degrees' is a CapturedCollection, "
+            r"expected an input",
+        ):
             s.insert("degrees", 1)
             s.flush()
         with pytest.raises(TimelyError, match=r"expected a probe"):
@@ -139,11 +165,17 @@ def test_handles_of_the_wrong_kind_are_named():
 @pytest.mark.timeout(60)
 def test_remote_sessions_check_handle_kinds_in_the_driver(toy_backends):
     with tp.open_session(degree_dataflow, workers=2, backend="toy-remote", timeout=30) as s:
-        with pytest.raises(HandleKindError, match=r"handle 'probe' is a ProbeHandle, expected "
-                                                  r"an arrangement"):
+        with pytest.raises(
+            HandleKindError,
+            match=r"handle 'probe' is a ProbeHandle, expected "
+            r"an arrangement",
+        ):
             s.lookup("probe", 1)
-        with pytest.raises(UnknownHandleError, match=r"no handle named 'edgez'; the dataflow "
-                                                     r"returned \['by_node', 'degrees', 'edges'"):
+        with pytest.raises(
+            UnknownHandleError,
+            match=r"no handle named 'edgez'; the dataflow "
+            r"returned \['by_node', 'degrees', 'edges'",
+        ):
             s.insert("edgez", (1, 2))
         assert s.pending == 0
         drive_degrees(s)  # the session goes on
@@ -172,8 +204,11 @@ def test_a_failed_command_does_not_poison_the_session(toy_backends, backend):
         return handles
 
     with tp.open_session(dataflow, workers=2, backend=backend, timeout=30) as s:
-        with pytest.raises(SessionCommandError, match=r"'changes' failed on worker 1: "
-                                                      r"RuntimeError: flaky read") as info:
+        with pytest.raises(
+            SessionCommandError,
+            match=r"'changes' failed on worker 1: "
+            r"RuntimeError: flaky read",
+        ) as info:
             s.changes("flaky")
         assert info.value.worker == 1
         assert sorted(s.changes("flaky")) == [0, 1]

@@ -24,8 +24,14 @@ def timelypy(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: ``python -m timelypy ...`` in a fresh interpreter, with no
     run defaults inherited from the test's environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELYPY_")}
-    return subprocess.run([sys.executable, "-m", "timelypy", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "timelypy", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_help_lists_the_commands():
@@ -63,8 +69,9 @@ PEERS = textwrap.dedent("""
 def test_run_passes_workers_backend_and_arguments(tmp_path):
     program = tmp_path / "peers.py"
     program.write_text(PEERS)
-    done = timelypy("run", str(program), "--workers", "2", "--backend", "processes",
-                    "--", "a", "--b")
+    done = timelypy(
+        "run", str(program), "--workers", "2", "--backend", "processes", "--", "a", "--b"
+    )
     assert done.returncode == 0, done.stderr
     # Two worker processes, neither of them the CLI's, and the program's own arguments.
     assert done.stdout.strip() == "['a', '--b'] [(0, 2), (1, 2)] 2"
@@ -73,8 +80,13 @@ def test_run_passes_workers_backend_and_arguments(tmp_path):
 
 
 def test_run_skip_level_on_two_processes_gives_the_one_worker_output():
-    one = subprocess.run([sys.executable, "examples/skip_level.py"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    one = subprocess.run(
+        [sys.executable, "examples/skip_level.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert one.returncode == 0, one.stderr
     two = timelypy("run", "examples/skip_level.py", "--workers", "2", "--backend", "processes")
     assert two.returncode == 0, two.stderr
@@ -111,8 +123,9 @@ def test_examples_lists_every_example_with_its_first_line():
 
 
 def test_examples_runs_one_like_python_does():
-    direct = subprocess.run([sys.executable, "examples/hello.py"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    direct = subprocess.run(
+        [sys.executable, "examples/hello.py"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     done = timelypy("examples", "hello")
     assert done.returncode == 0, done.stderr
     assert done.stdout == direct.stdout and "hello 9" in done.stdout
@@ -123,8 +136,13 @@ def test_examples_runs_one_like_python_does():
 def test_examples_with_arguments_and_workers():
     done = timelypy("examples", "skip_level", "--workers", "2", "--", "200")
     assert done.returncode == 0, done.stderr
-    direct = subprocess.run([sys.executable, "examples/skip_level.py", "200"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    direct = subprocess.run(
+        [sys.executable, "examples/skip_level.py", "200"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout == direct.stdout and "output updates" in done.stdout
 
 
@@ -132,7 +150,8 @@ def test_bench_lists_and_runs_with_json():
     result = CliRunner().invoke(app, ["bench"])
     assert result.exit_code == 0, result.output
     assert {line.split()[0] for line in result.stdout.splitlines()} == {
-        p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "common"}
+        p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "common"
+    }
     done = timelypy("bench", "linear_fusion", "--size", "500", "--json", "--", "--repeat", "1")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -180,11 +199,15 @@ def test_run_prints_the_users_error_and_frames_concisely(tmp_path, backend):
     done = timelypy("run", str(program), "--workers", "2", "--backend", backend)
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert lines[0].startswith("Error: ") and "OperatorError: operator 'Linear[map]' on worker " \
-        "0 raised ZeroDivisionError: integer division or modulo by zero while processing " \
-        "record 0 at time 0 with diff 1" in lines[0]
+    assert (
+        lines[0].startswith("Error: ")
+        and "OperatorError: operator 'Linear[map]' on worker "
+        "0 raised ZeroDivisionError: integer division or modulo by zero while processing "
+        "record 0 at time 0 with diff 1"
+        in lines[0]
+    )
     frames = [line.split(", in ")[1].split()[0] for line in lines if line.startswith("  File")]
-    assert frames == ["<module>", "build", "<lambda>"]   # the user's calls, outermost first
+    assert frames == ["<module>", "build", "<lambda>"]  # the user's calls, outermost first
     assert f'  File "{program}", line 5, in <lambda>' in done.stderr
     assert "return nums_in, nums.map(lambda x: 12 // x).probe()" in done.stderr
     assert ("[worker 0]" in done.stderr) == (backend == "processes")  # from a worker's text
@@ -194,7 +217,7 @@ def test_run_prints_the_users_error_and_frames_concisely(tmp_path, backend):
     verbose = timelypy("run", str(program), "--workers", "2", "--backend", backend, "--verbose")
     assert verbose.returncode == 1
     assert verbose.stderr.startswith("Traceback (most recent call last):")
-    assert "timelypy/progress/subgraph.py" in verbose.stderr   # the internals, all of them
+    assert "timelypy/progress/subgraph.py" in verbose.stderr  # the internals, all of them
     assert f'  File "{program}", line 5, in <lambda>' in verbose.stderr
     assert len(verbose.stderr.splitlines()) > 3 * len(lines)
 
@@ -205,12 +228,15 @@ def test_run_concise_report_of_a_plain_python_error(tmp_path):
     result = CliRunner().invoke(app, ["run", str(program)])
     assert result.exit_code == 1
     assert result.output.splitlines()[:5] == [
-        "Error: KeyError: 'missing'", "Your code (most recent call last):",
-        f'  File "{program}", line 4, in <module>', "    f({})",
-        f'  File "{program}", line 2, in f']
+        "Error: KeyError: 'missing'",
+        "Your code (most recent call last):",
+        f'  File "{program}", line 4, in <module>',
+        "    f({})",
+        f'  File "{program}", line 2, in f',
+    ]
     exits = tmp_path / "exits.py"
     exits.write_text("import sys\nsys.exit(3)\n")
-    assert timelypy("run", str(exits)).returncode == 3   # a program's own exit code stays
+    assert timelypy("run", str(exits)).returncode == 3  # a program's own exit code stays
 
 
 FLOWS = textwrap.dedent("""\
@@ -237,8 +263,14 @@ FLOWS = textwrap.dedent("""\
 def _timelypy_in(directory: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELYPY_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "timelypy", *args], cwd=directory, env=env,
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "timelypy", *args],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_run_module_function_from_the_current_directory(tmp_path):

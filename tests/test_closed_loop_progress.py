@@ -36,8 +36,12 @@ def test_skip_level_closed_loop_is_exact_and_takes_one_step_per_change():
 
         def define(scope):
             session, manages = scope.new_collection()
-            probe = (manages.map(lambda mp: (mp[1], mp[0])).join(manages)
-                     .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2])).probe())
+            probe = (
+                manages.map(lambda mp: (mp[1], mp[0]))
+                .join(manages)
+                .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2]))
+                .probe()
+            )
             return session, probe
 
         session, probe = worker.dataflow(define)
@@ -87,8 +91,9 @@ def test_message_waiting_for_an_earlier_operator_holds_the_frontier():
 
             def body(inner):
                 loop, cycle = inner.feedback()
-                fed = stream.enter(inner).concat(cycle).filter(lambda x: x < 30).map(
-                    lambda x: x + 1)
+                fed = (
+                    stream.enter(inner).concat(cycle).filter(lambda x: x < 30).map(lambda x: x + 1)
+                )
                 fed.connect_loop(loop)
                 return fed.leave()
 

@@ -44,8 +44,9 @@ def test_tuned_and_python_modes(gc_enabled, monkeypatch):
     monkeypatch.setenv("TIMELYPY_GC", "tuned")
     with collector.paused_collector():
         assert gc.isenabled()
-        assert gc.get_threshold() == tuple(max(o, t) for o, t in
-                                           zip(old, collector.TUNED_THRESHOLDS))
+        assert gc.get_threshold() == tuple(
+            max(o, t) for o, t in zip(old, collector.TUNED_THRESHOLDS)
+        )
     assert gc.get_threshold() == old
     monkeypatch.setenv("TIMELYPY_GC", "python")
     with collector.paused_collector():
@@ -64,8 +65,13 @@ def test_safety_net_reclaims_user_cycles_between_steps(gc_enabled, monkeypatch):
     monkeypatch.delenv("TIMELYPY_GC", raising=False)
     monkeypatch.setattr(collector, "MIN_GROWTH", 5_000)
     collected = []
-    monkeypatch.setattr(collector, "_collect", lambda: collected.append(gc.collect()) or
-                        setattr(collector, "_limit", collector.MIN_GROWTH))
+    monkeypatch.setattr(
+        collector,
+        "_collect",
+        lambda: (
+            collected.append(gc.collect()) or setattr(collector, "_limit", collector.MIN_GROWTH)
+        ),
+    )
 
     def cyclic(x):
         a = [x]
@@ -100,9 +106,15 @@ def test_the_engine_makes_no_cyclic_garbage_while_stepping(gc_enabled):
         def define(scope):
             session, edges = scope.new_collection()
             roots = edges.map(lambda e: e[0]).filter(lambda n: n == 0).distinct()
-            reach = roots.iterate(lambda inner: edges.enter(inner.scope).semijoin(inner)
-                                  .map(lambda e: e[1]).concat(roots.enter(inner.scope))
-                                  .distinct())
+            reach = roots.iterate(
+                lambda inner: (
+                    edges.enter(inner.scope)
+                    .semijoin(inner)
+                    .map(lambda e: e[1])
+                    .concat(roots.enter(inner.scope))
+                    .distinct()
+                )
+            )
             skip = edges.map(lambda e: (e[1], e[0])).join(edges)
             counts = skip.map(lambda r: r[0]).count()
             return session, reach.concat(counts.map(lambda kc: kc[0])).probe()

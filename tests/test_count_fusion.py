@@ -50,6 +50,7 @@ def _rounds(seed: int, lines: int = 30, rounds: int = 25) -> Tuple[List[str], Li
 
 def _expected(initial: List[str], rounds: List[List[Tuple]]) -> List[Tuple[Any, int, int]]:
     """The consolidated changes of ``(word, count)`` at each time, from scratch."""
+
     def counts(lines: Dict[Any, Counter]) -> Counter:
         c: Counter = Counter()
         for (_, text), m in lines.items():
@@ -87,8 +88,14 @@ def _split(il: Tuple[int, str]) -> List[str]:
     return il[1].split()
 
 
-def _drive(worker: Any, session: Any, probe: Any, initial: List[str], rounds: List[List[Tuple]],
-           closed: bool) -> None:
+def _drive(
+    worker: Any,
+    session: Any,
+    probe: Any,
+    initial: List[str],
+    rounds: List[List[Tuple]],
+    closed: bool,
+) -> None:
     """Load, then the rounds: each stepped to completion (closed) or all buffered and stepped
     at the end (the W3 harness)."""
     for i in range(worker.index, len(initial), worker.peers):
@@ -112,12 +119,13 @@ def _drive(worker: Any, session: Any, probe: Any, initial: List[str], rounds: Li
 PROGRAMS = {
     # name: (count's input collection from the lines, whether stages fuse on one worker)
     "flat_map": lambda lines: lines.flat_map(_split),
-    "map>flat_map>filter": lambda lines: (lines.map(lambda il: il[1]).flat_map(str.split)
-                                          .filter(lambda w: w != "w3")),
+    "map>flat_map>filter": lambda lines: (
+        lines.map(lambda il: il[1]).flat_map(str.split).filter(lambda w: w != "w3")
+    ),
     "flat_map>map": lambda lines: lines.flat_map(_split).map(lambda w: w.upper()),
-    "explode>negate>negate": lambda lines: (lines.explode(lambda il: [(w, 1) for w in
-                                                                        il[1].split()])
-                                            .negate().negate()),
+    "explode>negate>negate": lambda lines: (
+        lines.explode(lambda il: [(w, 1) for w in il[1].split()]).negate().negate()
+    ),
     # not fused: the chain moves times; and a materialised chain
     "flat_map>map_times": lambda lines: lines.flat_map(_split).map_times(lambda t: t),
     "materialised": lambda lines: Collection(lines.scope, lines.flat_map(_split).inner),
@@ -288,8 +296,9 @@ def test_the_collection_before_the_count_still_serves_other_consumers():
         return words_seen, counts_seen
 
     ((words, counts),) = tp.execute(build)
-    assert sorted(words) == sorted([("x", 0, 1), ("y", 0, 1), ("x", 0, 1),
-                                    ("x", 1, -1), ("y", 1, -1), ("x", 1, -1)])
+    assert sorted(words) == sorted(
+        [("x", 0, 1), ("y", 0, 1), ("x", 0, 1), ("x", 1, -1), ("y", 1, -1), ("x", 1, -1)]
+    )
     assert counts == [(("x", 2), 0, 1), (("y", 1), 0, 1), (("x", 2), 1, -1), (("y", 1), 1, -1)]
 
 
@@ -378,6 +387,7 @@ def test_an_update_ahead_of_its_message_time_does_not_hold_the_frontier_back(op,
     """``update_at`` a later time arrives in a message at the session's time: when the input
     frontier passes the message time, the operator's capability moves up to the later time
     (it held the probe at the message time until the frontier passed 3)."""
+
     def build(worker):
         seen: List[Tuple] = []
 
@@ -408,6 +418,9 @@ def test_an_update_ahead_of_its_message_time_does_not_hold_the_frontier_back(op,
         return seen
 
     seen = [u for part in tp.execute(build, workers=workers) for u in part]
-    expected = {"count": [(("x", 1), 3, 1)], "distinct": [("x", 3, 1)],
-                "flat_map>count": [(("x", 2), 3, 1)]}[op]
+    expected = {
+        "count": [(("x", 1), 3, 1)],
+        "distinct": [("x", 3, 1)],
+        "flat_map>count": [(("x", 2), 3, 1)],
+    }[op]
     assert seen == expected

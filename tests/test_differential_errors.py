@@ -8,8 +8,14 @@ from __future__ import annotations
 import pytest
 
 import timelypy as tp
-from timelypy.errors import (InputClosedError, NotConvergedError, ReduceOutputError,
-                             TimelyError, TimeOrderError, UnhashableDataError)
+from timelypy.errors import (
+    InputClosedError,
+    NotConvergedError,
+    ReduceOutputError,
+    TimelyError,
+    TimeOrderError,
+    UnhashableDataError,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -38,14 +44,17 @@ def test_update_at_before_the_session_time_is_a_time_order_error():
         session.close()
         return captured, message
 
-    (captured, message), = tp.execute(build)
+    ((captured, message),) = tp.execute(build)
     assert isinstance(TimeOrderError("x"), TimelyError)
-    assert "readings" in message          # the session
-    assert "too late" in message          # the value
+    assert "readings" in message  # the session
+    assert "too late" in message  # the value
     assert "3" in message and "5" in message
     # Data accepted before (and after) the error still arrives; the rejected update does not.
-    assert captured.consolidated() == [("early", 0, 1), ("after the error", 5, 1),
-                                       ("on time", 7, 1)]
+    assert captured.consolidated() == [
+        ("early", 0, 1),
+        ("after the error", 5, 1),
+        ("on time", 7, 1),
+    ]
 
 
 def test_advance_to_backwards_is_a_time_order_error():
@@ -55,48 +64,56 @@ def test_advance_to_backwards_is_a_time_order_error():
         session.insert("a")
         with pytest.raises(TimeOrderError) as info:
             session.advance_to(2)
-        assert session.time == 4                     # unchanged by the failed call
-        session.advance_to(4)                        # advancing to the current time is fine
+        assert session.time == 4  # unchanged by the failed call
+        session.advance_to(4)  # advancing to the current time is fine
         session.insert("b")
         session.close()
         return captured, str(info.value)
 
-    (captured, message), = tp.execute(build)
+    ((captured, message),) = tp.execute(build)
     assert "clock" in message and "2" in message and "4" in message
     assert captured.consolidated() == [("a", 4, 1), ("b", 4, 1)]
 
 
 # --------------------------------------------------------------------------- closed inputs
-@pytest.mark.parametrize("use", [
-    lambda s: s.insert(1),
-    lambda s: s.remove(1),
-    lambda s: s.update(1, 3),
-    lambda s: s.update_at(1, 9, 1),
-    lambda s: s.advance_to(9),
-    lambda s: s.insert_many([1, 2]),
-], ids=["insert", "remove", "update", "update_at", "advance_to", "insert_many"])
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda s: s.insert(1),
+        lambda s: s.remove(1),
+        lambda s: s.update(1, 3),
+        lambda s: s.update_at(1, 9, 1),
+        lambda s: s.advance_to(9),
+        lambda s: s.insert_many([1, 2]),
+    ],
+    ids=["insert", "remove", "update", "update_at", "advance_to", "insert_many"],
+)
 def test_use_after_close_is_an_input_closed_error(use):
     def build(worker):
         session, captured = worker.dataflow(one_input(name="letters"))
         session.insert("x")
         session.close()
-        session.close()                              # idempotent
+        session.close()  # idempotent
         assert session.closed
         with pytest.raises(InputClosedError) as info:
             use(session)
         return captured, str(info.value)
 
-    (captured, message), = tp.execute(build)
+    ((captured, message),) = tp.execute(build)
     assert "letters" in message and "close" in message
     assert captured.consolidated() == [("x", 0, 1)]
 
 
 # --------------------------------------------------------------------------- hashing
-@pytest.mark.parametrize("send", [
-    lambda s: s.insert([1, 2]),
-    lambda s: s.update({"a": 1}, 1),
-    lambda s: s.update_at((1, [2]), 3, 1),
-], ids=["list", "dict", "tuple-with-list"])
+@pytest.mark.parametrize(
+    "send",
+    [
+        lambda s: s.insert([1, 2]),
+        lambda s: s.update({"a": 1}, 1),
+        lambda s: s.update_at((1, [2]), 3, 1),
+    ],
+    ids=["list", "dict", "tuple-with-list"],
+)
 def test_unhashable_records_are_rejected_at_the_input(send):
     def build(worker):
         session, captured = worker.dataflow(one_input(name="rows"))
@@ -107,17 +124,21 @@ def test_unhashable_records_are_rejected_at_the_input(send):
         session.close()
         return captured, str(info.value)
 
-    (captured, message), = tp.execute(build)
+    ((captured, message),) = tp.execute(build)
     assert issubclass(UnhashableDataError, TypeError)
     assert "rows" in message
     assert captured.consolidated() == [((1, 2), 0, 1), ((3, 4), 0, 1)]
 
 
-@pytest.mark.parametrize("body", [
-    lambda c: c.map(lambda x: [x]).consolidate(),
-    lambda c: c.map(lambda x: [x]).distinct(),
-    lambda c: c.map(lambda x: ([x], x)).join(c.map(lambda x: ([x], x))),
-], ids=["consolidate", "distinct", "join-key"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda c: c.map(lambda x: [x]).consolidate(),
+        lambda c: c.map(lambda x: [x]).distinct(),
+        lambda c: c.map(lambda x: ([x], x)).join(c.map(lambda x: ([x], x))),
+    ],
+    ids=["consolidate", "distinct", "join-key"],
+)
 def test_unhashable_records_inside_the_dataflow(body):
     def build(worker):
         session, captured = worker.dataflow(one_input(body))
@@ -131,13 +152,17 @@ def test_unhashable_records_inside_the_dataflow(body):
 
 
 # --------------------------------------------------------------------------- reduce output
-@pytest.mark.parametrize("logic,shown", [
-    (lambda key, vals: 3, "3"),                                    # a bare int
-    (lambda key, vals: [(v, "1") for v, _ in vals], "'1'"),        # a str count
-    (lambda key, vals: [(v,) for v, _ in vals], "("),              # not pairs
-    (lambda key, vals: [(v, 1.5) for v, _ in vals], "1.5"),        # a float count
-    (lambda key, vals: None, "None"),
-], ids=["int", "str-count", "1-tuple", "float-count", "none"])
+@pytest.mark.parametrize(
+    "logic,shown",
+    [
+        (lambda key, vals: 3, "3"),  # a bare int
+        (lambda key, vals: [(v, "1") for v, _ in vals], "'1'"),  # a str count
+        (lambda key, vals: [(v,) for v, _ in vals], "("),  # not pairs
+        (lambda key, vals: [(v, 1.5) for v, _ in vals], "1.5"),  # a float count
+        (lambda key, vals: None, "None"),
+    ],
+    ids=["int", "str-count", "1-tuple", "float-count", "none"],
+)
 def test_malformed_reduce_output_is_a_reduce_output_error(logic, shown):
     def build(worker):
         def dataflow(scope):
@@ -152,9 +177,9 @@ def test_malformed_reduce_output_is_a_reduce_output_error(logic, shown):
     with pytest.raises(ReduceOutputError) as info:
         tp.execute(build)
     message = str(info.value)
-    assert "Broken" in message            # the operator
-    assert "'the key'" in message         # the key
-    assert shown in message               # what the logic returned
+    assert "Broken" in message  # the operator
+    assert "'the key'" in message  # the key
+    assert shown in message  # what the logic returned
 
 
 def test_well_formed_reduce_output_is_accepted():
@@ -173,22 +198,25 @@ def test_well_formed_reduce_output_is_accepted():
         session.close()
         return out, zero
 
-    (out, zero), = tp.execute(build)
+    ((out, zero),) = tp.execute(build)
     assert out.at(0) == {("a", 1): 1, ("b", 3): 2}
     assert zero.at(0) == {("a", "one"): 1, ("b", "one"): 1}
 
 
 # --------------------------------------------------------------------------- convergence
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("body", [
-    lambda c: c.map(lambda x: x + 1).concat(c).distinct(),   # grows forever
-    lambda c: c.map(lambda x: x + 1),                        # moves forever
-    lambda c: c.map(lambda x: x + 1).consolidate(),
-], ids=["growing-distinct", "moving-map", "moving-consolidated"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda c: c.map(lambda x: x + 1).concat(c).distinct(),  # grows forever
+        lambda c: c.map(lambda x: x + 1),  # moves forever
+        lambda c: c.map(lambda x: x + 1).consolidate(),
+    ],
+    ids=["growing-distinct", "moving-map", "moving-consolidated"],
+)
 def test_non_converging_iterate_raises_not_converged(body):
     def build(worker):
-        session, captured = worker.dataflow(
-            one_input(lambda c: c.iterate(body, max_iterations=50)))
+        session, captured = worker.dataflow(one_input(lambda c: c.iterate(body, max_iterations=50)))
         session.insert(0)
         session.close()
         return captured
@@ -200,14 +228,19 @@ def test_non_converging_iterate_raises_not_converged(body):
 
 def test_converging_iterate_within_the_limit_is_fine():
     def build(worker):
-        session, captured = worker.dataflow(one_input(
-            lambda c: c.iterate(lambda v: v.map(lambda x: min(x + 1, 10)).concat(v).distinct(),
-                                max_iterations=50)))
+        session, captured = worker.dataflow(
+            one_input(
+                lambda c: c.iterate(
+                    lambda v: v.map(lambda x: min(x + 1, 10)).concat(v).distinct(),
+                    max_iterations=50,
+                )
+            )
+        )
         session.insert(0)
         session.close()
         return captured
 
-    (captured,), = [tp.execute(build)]
+    ((captured,),) = [tp.execute(build)]
     assert captured.at(0) == {x: 1 for x in range(11)}
 
 
@@ -219,7 +252,7 @@ def test_input_closed_during_construction_before_its_consumer():
             try:
                 session.insert(1)
                 session.close()
-            except TimelyError as exc:      # rejecting the early send is acceptable too
+            except TimelyError as exc:  # rejecting the early send is acceptable too
                 rejected = exc
             return c.capture(), rejected
 

@@ -19,8 +19,15 @@ LAYERS = {
     "kernel": {"consolidation", "fusion"},
     "trace": {"trace", "trace.batch", "trace.cursor", "trace.spine", "trace.view"},
     "agent": {"agent"},
-    "operator": {"arrange", "join", "reduce", "reduce_total", "reduce_product", "consolidate",
-                 "iterate"},
+    "operator": {
+        "arrange",
+        "join",
+        "reduce",
+        "reduce_total",
+        "reduce_product",
+        "consolidate",
+        "iterate",
+    },
     "facade": {"", "collection", "captured", "input"},
 }
 RANK = {name: i for i, name in enumerate(LAYERS)}
@@ -67,7 +74,7 @@ def _resolve(module: str, path: pathlib.Path, node: ast.ImportFrom) -> List[str]
         package = f"{PREFIX}.{module}".rstrip(".").split(".")
         if path.name != "__init__.py":
             package = package[:-1]
-        package = package[:len(package) - (node.level - 1)]
+        package = package[: len(package) - (node.level - 1)]
         bases = [".".join(package + ([node.module] if node.module else []))]
     out = []
     for base in bases:
@@ -81,7 +88,7 @@ def _internal(name: str) -> str | None:
     """The differential module ``name`` is (relative to the package), or None."""
     if name != PREFIX and not name.startswith(PREFIX + "."):
         return None
-    rel = name[len(PREFIX) + 1:] if name != PREFIX else ""
+    rel = name[len(PREFIX) + 1 :] if name != PREFIX else ""
     return rel if rel in MODULES else None
 
 
@@ -112,7 +119,7 @@ def _cycle(graph: Dict[str, Set[str]]) -> List[str]:
         stack.append(m)
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return stack[stack.index(n) :] + [n]
             if n not in state:
                 found = visit(n)
                 if found:

@@ -26,13 +26,18 @@ except ModuleNotFoundError:  # pragma: no cover
 
 EXAMPLES = int(os.environ.get("TIMELYPY_EXAMPLES", "500"))
 
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @st.composite
 def program_and_script(draw, program_strategy=None):
-    program = draw(program_strategy if program_strategy is not None else strat.programs(max_depth=4))
+    program = draw(
+        program_strategy if program_strategy is not None else strat.programs(max_depth=4)
+    )
     n_inputs = program.n_inputs
     script = draw(strat.update_streams(n_inputs, max_actions=30))
     return program, script, n_inputs
@@ -45,16 +50,22 @@ def test_random_programs_one_worker(case):
     run_and_check(program, script, n_inputs, workers=1)
 
 
-@settings(max_examples=max(20, EXAMPLES // 3), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=max(20, EXAMPLES // 3),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(program_and_script(strat.iterative_programs(max_depth=3)))
 def test_random_iterative_programs_one_worker(case):
     program, script, n_inputs = case
     run_and_check(program, script, n_inputs, workers=1)
 
 
-@settings(max_examples=max(20, EXAMPLES // 2), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=max(20, EXAMPLES // 2),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(program_and_script(), st.sampled_from([2, 3]))
 def test_random_programs_inline_workers(case, workers):
     """The same programs on 2 and 3 inline workers: identical accumulated output."""
@@ -63,8 +74,11 @@ def test_random_programs_inline_workers(case, workers):
 
 
 @pytest.mark.processes
-@settings(max_examples=max(10, EXAMPLES // 6), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=max(10, EXAMPLES // 6),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(program_and_script(), st.sampled_from([2, 3]))
 def test_random_programs_processes(case, workers):
     """The same programs on 2 and 3 worker processes: identical accumulated output."""

@@ -61,16 +61,17 @@ def test_page_code_blocks_run(page, request, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     document = SYBIL.parse(ROOT / page)
     document.namespace["__name__"] = "__main__"
-    environment = dict(os.environ)             # a page may set variables, as a reader would
+    environment = dict(os.environ)  # a page may set variables, as a reader would
     try:
         for example in document.examples():
             try:
                 example.evaluate()
             except SybilFailure:
-                raise                          # names the page and line, expected and got
+                raise  # names the page and line, expected and got
             except Exception as exc:
-                raise AssertionError(f"{page}, the block at line {example.line}: "
-                                     f"{type(exc).__name__}: {exc}") from exc
+                raise AssertionError(
+                    f"{page}, the block at line {example.line}: {type(exc).__name__}: {exc}"
+                ) from exc
     finally:
         for name in set(os.environ) - set(environment):
             del os.environ[name]
@@ -81,8 +82,11 @@ DOCSTRINGS = Sybil(parsers=[DocTestParser()], path=str(ROOT))
 
 
 def _modules_with_examples() -> List[str]:
-    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "timelypy").rglob("*.py")
-                  if ">>>" in p.read_text())
+    return sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "timelypy").rglob("*.py")
+        if ">>>" in p.read_text()
+    )
 
 
 @pytest.mark.timeout(300)
@@ -102,8 +106,11 @@ def test_every_page_has_python_blocks_or_none_to_run():
     for page in _pages():
         for n, line in enumerate((ROOT / page).read_text().splitlines(), 1):
             fence = re.match(r"\s*```\s*(\S+)", line)
-            if fence and fence.group(1).lower() in ("py", "python3", "pycon") or (
-                    fence and fence.group(1) != "python" and fence.group(1).lower() == "python"):
+            if (
+                fence
+                and fence.group(1).lower() in ("py", "python3", "pycon")
+                or (fence and fence.group(1) != "python" and fence.group(1).lower() == "python")
+            ):
                 bad.append(f"{page}:{n}: {line.strip()}")
     assert not bad, bad
 

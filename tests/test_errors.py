@@ -26,7 +26,9 @@ HERE = os.path.abspath(__file__)
 def _line_of(text: str) -> int:
     """The line of this file holding ``text`` (once)."""
     with open(HERE) as f:
-        (line,) = [i for i, source in enumerate(f, 1) if text in source and "_line_of" not in source]
+        (line,) = [
+            i for i, source in enumerate(f, 1) if text in source and "_line_of" not in source
+        ]
     return line
 
 
@@ -40,7 +42,7 @@ def _build(worker):
     nums_in, probe = worker.dataflow(lambda scope: tuple(_collection_dataflow(scope).values()))
     if worker.index == 0:
         nums_in.insert(3)
-        nums_in.update(0, 2)   # diff 2
+        nums_in.update(0, 2)  # diff 2
     nums_in.advance_to(1)
     nums_in.flush()
     worker.step_until(probe, 1, timeout=60)
@@ -55,9 +57,11 @@ def test_inline_collection_error_names_record_time_and_diff_apart_and_the_users_
         tp.execute(_build)
     err = info.value
     assert (err.operator, err.worker) == ("Linear[map]", 0)
-    assert (err.record, err.time, err.diff) == (0, 0, 2)   # not the triple (0, 0, 2)
-    assert str(err).endswith("ZeroDivisionError: integer division or modulo by zero while "
-                             "processing record 0 at time 0 with diff 2")
+    assert (err.record, err.time, err.diff) == (0, 0, 2)  # not the triple (0, 0, 2)
+    assert str(err).endswith(
+        "ZeroDivisionError: integer division or modulo by zero while "
+        "processing record 0 at time 0 with diff 2"
+    )
     assert FRAME in "".join(traceback.format_exception(err))
 
 
@@ -77,16 +81,22 @@ def test_timely_stream_error_has_a_record_and_time_but_no_diff():
         tp.execute(build)
     err = info.value
     assert (err.operator, err.record, err.time, err.diff) == ("lookup", {"present": 1}, 4, None)
-    assert str(err).endswith("KeyError: 'missing' while processing record {'present': 1} at "
-                             "time 4")
+    assert str(err).endswith("KeyError: 'missing' while processing record {'present': 1} at time 4")
 
 
 def test_operator_error_keeps_its_fields_through_pickle():
-    err = OperatorError("operator 'x' raised", operator="x", worker=1, record=(1, 2), time=3,
-                        diff=-1)
+    err = OperatorError(
+        "operator 'x' raised", operator="x", worker=1, record=(1, 2), time=3, diff=-1
+    )
     back = pickle.loads(pickle.dumps(err))
-    assert (str(back), back.operator, back.worker, back.record, back.time, back.diff) == \
-        ("operator 'x' raised", "x", 1, (1, 2), 3, -1)
+    assert (str(back), back.operator, back.worker, back.record, back.time, back.diff) == (
+        "operator 'x' raised",
+        "x",
+        1,
+        (1, 2),
+        3,
+        -1,
+    )
 
 
 def test_processes_error_names_the_users_file_and_line():
@@ -108,8 +118,7 @@ def test_ray_error_names_the_users_file_and_line(ray_session):
 
 
 def test_processes_session_error_names_the_users_file_and_line():
-    with tp.open_session(_collection_dataflow, workers=2, backend="processes",
-                         timeout=120) as s:
+    with tp.open_session(_collection_dataflow, workers=2, backend="processes", timeout=120) as s:
         s.insert("nums", 0)
         with pytest.raises(WorkerError) as info:
             s.advance_to(1)
@@ -143,8 +152,14 @@ def test_a_scripts_functions_travel_by_value_and_keep_their_file(tmp_path):
     program = tmp_path / "divide.py"
     program.write_text(PROGRAM)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELYPY_")}
-    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
-                          timeout=240, env=env, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
     assert done.returncode == 1
     assert f'File "{program}", line 6, in <lambda>' in done.stderr
     assert f'File "{program}", line 12, in build' in done.stderr
@@ -175,13 +190,15 @@ def test_dumps_keeps_the_file_name_of_code_pickled_by_value():
 
 def test_a_misspelt_session_handle_gets_a_suggestion():
     with tp.open_session(_collection_dataflow) as s:
-        with pytest.raises(tp.errors.UnknownHandleError,
-                           match=r"no handle named 'nmus'; the dataflow returned \['nums', "
-                                 r"'probe'\]; did you mean 'nums'\?"):
+        with pytest.raises(
+            tp.errors.UnknownHandleError,
+            match=r"no handle named 'nmus'; the dataflow returned \['nums', "
+            r"'probe'\]; did you mean 'nums'\?",
+        ):
             s.insert("nmus", 1)
         with pytest.raises(tp.errors.UnknownHandleError) as info:
             s.wait("zzz")
-        assert "did you mean" not in str(info.value)   # nothing close: no guess
+        assert "did you mean" not in str(info.value)  # nothing close: no guess
 
 
 def test_a_failing_reduce_names_its_key():
@@ -197,8 +214,11 @@ def test_a_failing_reduce_names_its_key():
         pairs_in.flush()
         worker.step_until(probe, 1, timeout=60)
 
-    with pytest.raises(OperatorError, match=r"operator 'Reduce' on worker 0 raised "
-                                            r"ZeroDivisionError: .* while processing key 3$"):
+    with pytest.raises(
+        OperatorError,
+        match=r"operator 'Reduce' on worker 0 raised "
+        r"ZeroDivisionError: .* while processing key 3$",
+    ):
         tp.execute(build)
 
 

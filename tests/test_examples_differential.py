@@ -37,8 +37,11 @@ def load(name: str):
 
 
 def parse_listing(text: str) -> List[Tuple[Any, int, int]]:
-    return [ast.literal_eval(line.strip()) for line in textwrap.dedent(text).splitlines()
-            if line.strip()]
+    return [
+        ast.literal_eval(line.strip())
+        for line in textwrap.dedent(text).splitlines()
+        if line.strip()
+    ]
 
 
 def accumulate(updates: Iterable[Tuple[Any, int, int]], t: int) -> Dict[Any, int]:
@@ -108,8 +111,14 @@ BOOK_LOAD_ONLY = parse_listing("""
 """)
 
 #: The book's walk-through of time 4 and time 9.
-BOOK_TIME_4 = {((1, (0, 4)), 1), ((2, (0, 4)), -1), ((4, (1, 8)), 1), ((4, (1, 9)), 1),
-               ((4, (2, 8)), -1), ((4, (2, 9)), -1)}
+BOOK_TIME_4 = {
+    ((1, (0, 4)), 1),
+    ((2, (0, 4)), -1),
+    ((4, (1, 8)), 1),
+    ((4, (1, 9)), 1),
+    ((4, (2, 8)), -1),
+    ((4, (2, 9)), -1),
+}
 BOOK_TIME_9 = {((3, (1, 9)), 1), ((4, (1, 9)), -1)}
 
 
@@ -124,7 +133,7 @@ def test_book_listing_is_self_consistent():
 def test_skip_level_is_the_books_listing():
     skip_level = load("skip_level")
     out = skip_level.main(10)
-    assert out == BOOK_LISTING                       # same updates, same (book) order
+    assert out == BOOK_LISTING  # same updates, same (book) order
     assert set(out) == set(BOOK_LISTING)
     assert by_time(out) == by_time(BOOK_LISTING)
 
@@ -148,7 +157,7 @@ def test_skip_level_larger_matches_from_scratch_at_every_time():
     skip_level = load("skip_level")
     size = 60
     out = skip_level.main(size)
-    assert len({(d, t) for d, t, _ in out}) == len(out)     # consolidated
+    assert len({(d, t) for d, t, _ in out}) == len(out)  # consolidated
     for t in range(size + 1):
         assert accumulate(out, t) == skip_level_from_scratch(size, t), f"time {t}"
 
@@ -193,7 +202,7 @@ def test_geometric_series_final_listing():
     out = geometric.main()
     assert out == {
         0: [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1)],
-        1: [(3, 1), (6, 1), (12, 1), (24, 1), (48, 1)],           # 16 and 32: net zero
+        1: [(3, 1), (6, 1), (12, 1), (24, 1), (48, 1)],  # 16 and 32: net zero
         2: [(3, -1), (6, -1), (12, -1), (24, -1), (48, -1)],
     }
 
@@ -279,7 +288,9 @@ def test_connectivity_queries_match_from_scratch(nodes, edges, rounds, seed):
         expected = {q: labels[q] for q in res["asked"] if q in labels}
         assert res["queries"] == expected, f"time {res['time']}"
         assert res["components"] == len(set(labels.values()))
-        if previous is not None and any(previous.get(q, label) != label for q, label in expected.items()):
+        if previous is not None and any(
+            previous.get(q, label) != label for q, label in expected.items()
+        ):
             changed_labels = True
         previous = expected
     assert changed_labels, "the rounds should change some standing query's answer"
@@ -289,7 +300,7 @@ def test_connectivity_queries_match_from_scratch(nodes, edges, rounds, seed):
 @pytest.mark.parametrize("people,pairs,rounds,seed", [(12, 40, 6, 2), (8, 30, 8, 5)])
 def test_friends_of_friends_matches_from_scratch(people, pairs, rounds, seed):
     fof = load("friends_of_friends")
-    result = fof.main(people, pairs, rounds, seed)   # asserts every round internally
+    result = fof.main(people, pairs, rounds, seed)  # asserts every round internally
     assert len(result["shared"]) == rounds + 1
     assert sorted(result["imports"]) == list(range(rounds + 1))
     assert any(sizes["triangles"] for sizes in result["shared"])
@@ -302,8 +313,12 @@ def test_friends_of_friends_from_scratch_helpers():
     fof = load("friends_of_friends")
     knows = {(1, 2), (2, 3), (1, 3), (3, 1), (2, 1), (3, 3)}
     query = {(1, "q")}
-    assert fof.scratch_friends(knows, query) == {("q", (1, 2, 3)), ("q", (1, 2, 1)),
-                                                 ("q", (1, 3, 1)), ("q", (1, 3, 3))}
+    assert fof.scratch_friends(knows, query) == {
+        ("q", (1, 2, 3)),
+        ("q", (1, 2, 1)),
+        ("q", (1, 3, 1)),
+        ("q", (1, 3, 3)),
+    }
     # (1, 2, 1) and (1, 3, 1) need "1 knows 1"; (1, 3, 3) needs only pairs that exist.
     assert fof.scratch_triangles(knows, query) == {("q", (1, 2, 3)), ("q", (1, 3, 3))}
     assert fof.scratch_friends(knows, query, loops_only=True) == {("q", (1, 3, 3))}
@@ -323,17 +338,25 @@ def test_wordcount_matches_counter(lines, rounds, seed):
 
 
 # --------------------------------------------------------------------------- as scripts
-@pytest.mark.parametrize("name,expect", [
-    ("skip_level", "((4, (2, 9)), 4, -1)"),
-    ("geometric_series", "version 2: -3 -6 -12 -24 -48"),
-    ("transitive_closure", "time 10:"),
-    ("connectivity", "time 8:"),
-    ("friends_of_friends", "dataflow importing the trace at round 6"),
-    ("wordcount", "time 5:"),
-])
+@pytest.mark.parametrize(
+    "name,expect",
+    [
+        ("skip_level", "((4, (2, 9)), 4, -1)"),
+        ("geometric_series", "version 2: -3 -6 -12 -24 -48"),
+        ("transitive_closure", "time 10:"),
+        ("connectivity", "time 8:"),
+        ("friends_of_friends", "dataflow importing the trace at round 6"),
+        ("wordcount", "time 5:"),
+    ],
+)
 def test_examples_run_as_scripts(name, expect):
-    proc = subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py")], capture_output=True,
-                          text=True, timeout=60, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert expect in proc.stdout
     if name == "skip_level":

@@ -21,12 +21,27 @@ sys.path.insert(0, EXAMPLES)
 import spark_pipeline  # noqa: E402
 
 
-@pytest.mark.parametrize("backend,workers", [
-    ("inline", 1), pytest.param("processes", 2, marks=pytest.mark.processes)])
+@pytest.mark.parametrize(
+    "backend,workers", [("inline", 1), pytest.param("processes", 2, marks=pytest.mark.processes)]
+)
 def test_the_spark_pipeline_runs_on_plain_pyspark(backend, workers):
-    results = spark_pipeline.main(["--backend", backend, "--workers", str(workers),
-                                   "--nodes", "300", "--edges", "250", "--batches", "3",
-                                   "--changes", "40", "--quiet"])
+    results = spark_pipeline.main(
+        [
+            "--backend",
+            backend,
+            "--workers",
+            str(workers),
+            "--nodes",
+            "300",
+            "--edges",
+            "250",
+            "--batches",
+            "3",
+            "--changes",
+            "40",
+            "--quiet",
+        ]
+    )
     assert [r["batch"] for r in results] == [0, 1, 2]
     for r in results:
         assert r["top"] and r["top"] == sorted(r["top"], key=lambda lt: (-lt[1], lt[0]))

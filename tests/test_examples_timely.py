@@ -27,12 +27,17 @@ def expected(text: str) -> str:
 
 
 HELLO = "\n".join(
-    [line
-     for epoch in range(10)
-     for line in ([f"worker 0:\thello {epoch}"]
-                  + ([f"worker 0:\thello {100 + epoch}"] if epoch % 3 == 0 else [])
-                  + [f"epoch {epoch} complete: probe frontier [{epoch + 1}]"])]
-    + ["done: True"])
+    [
+        line
+        for epoch in range(10)
+        for line in (
+            [f"worker 0:\thello {epoch}"]
+            + ([f"worker 0:\thello {100 + epoch}"] if epoch % 3 == 0 else [])
+            + [f"epoch {epoch} complete: probe frontier [{epoch + 1}]"]
+        )
+    ]
+    + ["done: True"]
+)
 
 LOOP_TO_100 = expected("""
     epoch 0: start   0 reached 100 after 100 iterations (left the loop at Product(0, 100))
@@ -81,10 +86,12 @@ def test_examples_have_docstrings_and_main():
         assert callable(module.main)
 
 
-@pytest.mark.parametrize("name, output", [("hello", HELLO), ("loop_to_100", LOOP_TO_100),
-                                          ("epoch_counts", EPOCH_COUNTS)])
+@pytest.mark.parametrize(
+    "name, output", [("hello", HELLO), ("loop_to_100", LOOP_TO_100), ("epoch_counts", EPOCH_COUNTS)]
+)
 def test_example_runs_as_a_script(name, output):
-    done = subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py")], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py")], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == output + "\n"

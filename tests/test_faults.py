@@ -10,13 +10,22 @@ import pytest
 
 import timelypy as tp
 from timelypy.dataflow import Exchange
-from timelypy.errors import (DataEncodingError, OperatorError, StallError, UnhashableDataError,
-                             WorkerError)
+from timelypy.errors import (
+    DataEncodingError,
+    OperatorError,
+    StallError,
+    UnhashableDataError,
+    WorkerError,
+)
 
 psutil = pytest.importorskip("psutil")
 
-BACKENDS = [("inline", 1), ("inline", 2), pytest.param("processes", 2, marks=pytest.mark.processes),
-            pytest.param("ray", 2, marks=pytest.mark.ray)]
+BACKENDS = [
+    ("inline", 1),
+    ("inline", 2),
+    pytest.param("processes", 2, marks=pytest.mark.processes),
+    pytest.param("ray", 2, marks=pytest.mark.ray),
+]
 
 
 @pytest.fixture
@@ -78,8 +87,12 @@ def test_a_wait_that_cannot_finish_fails_at_once_naming_the_input(backend, worke
 
 @pytest.mark.parametrize("backend,workers", BACKENDS, indirect=["backend"])
 def test_an_input_that_does_not_feed_the_probe_does_not_count_as_a_stall(backend, workers):
-    assert tp.execute(_advanced_but_unrelated_input_left_behind, workers=workers,
-                      backend=backend, timeout=60) == ["ok"] * workers
+    assert (
+        tp.execute(
+            _advanced_but_unrelated_input_left_behind, workers=workers, backend=backend, timeout=60
+        )
+        == ["ok"] * workers
+    )
 
 
 # ----------------------------------------------------------------------------- bad records
@@ -103,8 +116,9 @@ def _drain(capability, info):
     return lambda input, output: [None for _ in input]
 
 
-@pytest.mark.parametrize("backend,workers", [("inline", 2), pytest.param(
-    "processes", 2, marks=pytest.mark.processes)])
+@pytest.mark.parametrize(
+    "backend,workers", [("inline", 2), pytest.param("processes", 2, marks=pytest.mark.processes)]
+)
 def test_an_unroutable_key_names_the_operator_worker_and_record(backend, workers):
     build = _exchange_program([1, 2, [3, "a list"]])
     with pytest.raises((UnhashableDataError, WorkerError)) as info:
@@ -177,6 +191,7 @@ def test_a_fast_producer_does_not_flood_a_slow_consumer():
                     for _ in input:
                         time.sleep(0.05)
                     rss.append(psutil.Process().memory_info().rss)
+
                 return logic
 
             stream.unary(slow, pact=Exchange(lambda r: 1), name="Slow")
@@ -278,7 +293,9 @@ def test_a_diff_that_is_not_an_integer_is_refused_at_the_call(bad):
             return records, coll.capture()
 
         records, out = worker.dataflow(dataflow)
-        with pytest.raises(DiffTypeError, match="'records'.*must be an integer.*" + type(bad).__name__):
+        with pytest.raises(
+            DiffTypeError, match="'records'.*must be an integer.*" + type(bad).__name__
+        ):
             records.update("x", bad)
         with pytest.raises(DiffTypeError):
             records.update_at("x", 3, bad)

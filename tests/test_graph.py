@@ -44,8 +44,15 @@ def map_join_iterate(worker):
         edges_in, edges = scope.new_collection(name="edges")
         edges.map(lambda e: (e[1], e[0])).join(edges).probe()
         roots_in, roots = scope.new_collection(name="roots")
-        roots.iterate(lambda r: r.map(lambda n: (n, ())).join(edges.enter(r.scope))
-                      .map(lambda kv: kv[1][1]).concat(r).distinct()).probe()
+        roots.iterate(
+            lambda r: (
+                r.map(lambda n: (n, ()))
+                .join(edges.enter(r.scope))
+                .map(lambda kv: kv[1][1])
+                .concat(r)
+                .distinct()
+            )
+        ).probe()
         return scope
 
     return worker.dataflow(dataflow)
@@ -56,26 +63,40 @@ def test_model_of_a_timely_loop_has_exactly_its_operators_edges_and_cluster():
     g = graph_of(scope)
     names = {n.id: (n.name, n.kind) for n in g.nodes.values()}
     assert names == {
-        "d0_1": ("numbers", "operator"), "d0_3": ("double", "operator"),
+        "d0_1": ("numbers", "operator"),
+        "d0_3": ("double", "operator"),
         "d0_4": ("Probe", "operator"),
-        "d0_2_in0": ("enter 0", "scope-input"), "d0_2_out0": ("leave 0", "scope-output"),
-        "d0_2_1": ("Feedback", "feedback"), "d0_2_2": ("head", "operator"),
-        "d0_2_3": ("Linear[filter>map]", "operator"), "d0_2_4": ("spread", "operator"),
+        "d0_2_in0": ("enter 0", "scope-input"),
+        "d0_2_out0": ("leave 0", "scope-output"),
+        "d0_2_1": ("Feedback", "feedback"),
+        "d0_2_2": ("head", "operator"),
+        "d0_2_3": ("Linear[filter>map]", "operator"),
+        "d0_2_4": ("spread", "operator"),
     }
     edges = {(e.source, e.target, e.pact, e.loop) for e in g.edges}
     assert edges == {
-        ("d0_1", "d0_3", "Pipeline", False), ("d0_3", "d0_2_in0", "Pipeline", False),
-        ("d0_2_in0", "d0_2_2", "Pipeline", False), ("d0_2_1", "d0_2_2", "Pipeline", True),
-        ("d0_2_2", "d0_2_3", "Pipeline", False), ("d0_2_3", "d0_2_1", "Pipeline", False),
-        ("d0_2_2", "d0_2_4", "Exchange", False), ("d0_2_4", "d0_2_out0", "Pipeline", False),
+        ("d0_1", "d0_3", "Pipeline", False),
+        ("d0_3", "d0_2_in0", "Pipeline", False),
+        ("d0_2_in0", "d0_2_2", "Pipeline", False),
+        ("d0_2_1", "d0_2_2", "Pipeline", True),
+        ("d0_2_2", "d0_2_3", "Pipeline", False),
+        ("d0_2_3", "d0_2_1", "Pipeline", False),
+        ("d0_2_2", "d0_2_4", "Exchange", False),
+        ("d0_2_4", "d0_2_out0", "Pipeline", False),
         ("d0_2_out0", "d0_4", "Pipeline", False),
     }
     assert len(g.edges) == len(edges)
     (top,) = g.clusters
     assert (top.name, top.nodes) == ("dataflow1", ["d0_1", "d0_3", "d0_4"])
     (inner,) = top.clusters
-    assert inner.name == "loop" and set(inner.nodes) == {"d0_2_in0", "d0_2_out0", "d0_2_1",
-                                                         "d0_2_2", "d0_2_3", "d0_2_4"}
+    assert inner.name == "loop" and set(inner.nodes) == {
+        "d0_2_in0",
+        "d0_2_out0",
+        "d0_2_1",
+        "d0_2_2",
+        "d0_2_3",
+        "d0_2_4",
+    }
 
 
 def _dot_edges(text):
@@ -119,7 +140,7 @@ def test_dot_and_mermaid_of_map_join_iterate():
 
 def test_annotations_reach_the_operators():
     (scope,) = tp.execute(timely_loop)
-    dot = to_dot(scope, {("dataflow1", 3): "in 7 / out 7", ("loop", 4): "hello \"there\""})
+    dot = to_dot(scope, {("dataflow1", 3): "in 7 / out 7", ("loop", 4): 'hello "there"'})
     assert '"d0_3" [label="[3] double\\nin 7 / out 7"' in dot
     assert '[4] spread\\nhello \\"there\\"' in dot
     mermaid = to_mermaid(scope, {("loop", 4): 'a "b"'})
@@ -167,7 +188,7 @@ def test_graph_command_with_stats_shows_the_records_fed(tmp_path):
     assert by_name["[1] numbers"].startswith("in 0 / out 17,")
     assert by_name["[2] Linear[filter]"].startswith("in 17 / out 9,")
     assert by_name["[3] Probe"].startswith("in 9 / out 0,")
-    assert "program done" not in result.stdout      # the program's output goes to stderr
+    assert "program done" not in result.stdout  # the program's output goes to stderr
 
 
 def test_graph_command_mermaid_and_png(tmp_path):
@@ -205,10 +226,19 @@ def test_statistics_table_and_graph_name_every_operator_alike():
             edges_in, edges = scope.new_collection(name="edges")
             roots_in, roots = scope.new_collection(name="roots")
             flipped = edges.map(lambda e: (e[1], e[0])).filter(lambda e: e[0] != e[1])
-            probes = [flipped.join(edges).map(lambda kv: kv[0]).count().probe(),
-                      edges.reduce(lambda key, vals: [(len(vals), 1)]).probe(),
-                      roots.iterate(lambda r: r.map(lambda n: (n, ())).join(edges.enter(r.scope))
-                                    .map(lambda kv: kv[1][1]).concat(r).distinct()).probe()]
+            probes = [
+                flipped.join(edges).map(lambda kv: kv[0]).count().probe(),
+                edges.reduce(lambda key, vals: [(len(vals), 1)]).probe(),
+                roots.iterate(
+                    lambda r: (
+                        r.map(lambda n: (n, ()))
+                        .join(edges.enter(r.scope))
+                        .map(lambda kv: kv[1][1])
+                        .concat(r)
+                        .distinct()
+                    )
+                ).probe(),
+            ]
             return scope, edges_in, roots_in, probes
 
         scope, edges_in, roots_in, probes = worker.dataflow(dataflow)
@@ -227,10 +257,22 @@ def test_statistics_table_and_graph_name_every_operator_alike():
     g = graph_of(scope)
     by_key = {(op["scope"], op["operator"]): op["name"] for op in stats.operators()}
     drawn = {(n.scope, n.index): n.name for n in g.operators()}
-    drawn.update({(parent.name, child.index): child.name
-                  for parent in g.clusters for child in parent.clusters})
-    assert {"Linear[map>filter]", "Linear[map]>CountTotal", "Join", "Reduce", "Iterate",
-            "Linear[map]", "Distinct"} <= set(drawn.values())
+    drawn.update(
+        {
+            (parent.name, child.index): child.name
+            for parent in g.clusters
+            for child in parent.clusters
+        }
+    )
+    assert {
+        "Linear[map>filter]",
+        "Linear[map]>CountTotal",
+        "Join",
+        "Reduce",
+        "Iterate",
+        "Linear[map]",
+        "Distinct",
+    } <= set(drawn.values())
     # every operator that ran is drawn, under the same (scope, index) and the same name
     assert {k: by_key[k] for k in drawn if k in by_key} == {k: drawn[k] for k in by_key}
     table = stats.render(width=400)

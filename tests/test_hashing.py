@@ -85,8 +85,9 @@ def _values() -> List[Any]:
 def _hash_in_child(seed: str) -> Dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONHASHSEED"] = seed
-    proc = subprocess.run([sys.executable, "-c", CHILD_SOURCE], env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD_SOURCE], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -125,10 +126,14 @@ def test_string_and_tuple_keys_spread_over_workers(peers):
         assert all(0.6 / peers < share < 1.4 / peers for share in _spread(keys, peers)), keys[:3]
 
 
-@pytest.mark.parametrize("keys", [
-    [(i, i) for i in range(1000)],
-    [(f"n{i}", f"n{i}") for i in range(1000)],
-], ids=["int-pairs", "str-pairs"])
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [(i, i) for i in range(1000)],
+        [(f"n{i}", f"n{i}") for i in range(1000)],
+    ],
+    ids=["int-pairs", "str-pairs"],
+)
 def test_pairs_of_equal_items_spread_over_two_workers(keys):
     assert all(0.3 < share < 0.7 for share in _spread(keys, 2))
 
@@ -197,6 +202,7 @@ class Shade(enum.Enum):
     LIGHT = "light"
     DARK = ("dark", 2)
 
+
 @dataclasses.dataclass(frozen=True)
 class Rec:
     """A frozen dataclass record for the property tests."""
@@ -205,16 +211,17 @@ class Rec:
     b: Any
 
 
-_zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
-                          timezone(timedelta(hours=-8), "PST")])
+_zones = st.sampled_from(
+    [timezone.utc, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8), "PST")]
+)
 _standard = st.one_of(
     st.dates(),
     st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 1, 1)),
-    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 1, 1),
-                 timezones=_zones),
-    st.times(), st.times(timezones=_zones),
+    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 1, 1), timezones=_zones),
+    st.times(),
+    st.times(timezones=_zones),
     st.timedeltas(),
-    st.decimals(min_value=-10**6, max_value=10**6, allow_nan=False, places=4),
+    st.decimals(min_value=-(10**6), max_value=10**6, allow_nan=False, places=4),
     st.fractions(max_denominator=1000),
     st.uuids(),
     st.sampled_from(list(Shade)),
@@ -311,16 +318,20 @@ def test_equal_values_of_other_types_hash_equal(value):
 # ------------------------------------------------------------------------------------------
 # end to end: string keys on processes with different hash seeds
 
-WORDS = ("differential dataflow timely collection arrangement trace batch frontier lattice "
-         "since upper join reduce iterate count the a of and to caf\u00e9 \u65e5\u672c").split()
+WORDS = (
+    "differential dataflow timely collection arrangement trace batch frontier lattice "
+    "since upper join reduce iterate count the a of and to caf\u00e9 \u65e5\u672c"
+).split()
 
 
 def _lines(rounds: int) -> List[List[str]]:
     import random
 
     rng = random.Random(7)
-    return [[" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6))) for _ in range(12)]
-            for _ in range(rounds)]
+    return [
+        [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6))) for _ in range(12)]
+        for _ in range(rounds)
+    ]
 
 
 def wordcount_build(rounds: int = 4):
@@ -378,8 +389,9 @@ def test_string_keyed_wordcount_on_processes_with_different_hash_seeds(monkeypat
     expected = _consolidate(tp.execute(wordcount_build(), workers=1))
     assert expected
 
-    results = tp.execute(wordcount_build(), workers=3, backend="processes",
-                         start_method="spawn", timeout=90)
+    results = tp.execute(
+        wordcount_build(), workers=3, backend="processes", start_method="spawn", timeout=90
+    )
     salts = {res["builtin_hash"] for res in results}
     assert all(res["randomized"] for res in results)
     assert len({res["pid"] for res in results}) == 3
@@ -401,9 +413,26 @@ def test_string_keyed_wordcount_on_forkserver_processes():
     assert all(res["pid"] != os.getpid() for res in results)
 
 
-MIXED_KEYS = [1, 1.0, True, "k", ("t", 1), ("t", 1.0), Product(2, 3), (2, 3),
-              frozenset({"a", "b", "c"}), frozenset({"c", "b", "a"}), None, b"by", 2**70,
-              float(2**70), -5, -5.0, "caf\u00e9", ("caf\u00e9", frozenset({None}))]
+MIXED_KEYS = [
+    1,
+    1.0,
+    True,
+    "k",
+    ("t", 1),
+    ("t", 1.0),
+    Product(2, 3),
+    (2, 3),
+    frozenset({"a", "b", "c"}),
+    frozenset({"c", "b", "a"}),
+    None,
+    b"by",
+    2**70,
+    float(2**70),
+    -5,
+    -5.0,
+    "caf\u00e9",
+    ("caf\u00e9", frozenset({None})),
+]
 
 
 def mixed_keys_build(worker):
@@ -421,10 +450,14 @@ def mixed_keys_build(worker):
     return {"updates": captured.updates()}
 
 
-@pytest.mark.parametrize("workers, backend", [
-    (2, "inline"), (3, "inline"),
-    pytest.param(3, "processes", marks=pytest.mark.processes),
-])
+@pytest.mark.parametrize(
+    "workers, backend",
+    [
+        (2, "inline"),
+        (3, "inline"),
+        pytest.param(3, "processes", marks=pytest.mark.processes),
+    ],
+)
 @pytest.mark.timeout(60)
 def test_equal_keys_of_different_types_meet_on_one_worker(workers, backend):
     expected = Counter(MIXED_KEYS)  # groups by ==, so 1, 1.0 and True are one key

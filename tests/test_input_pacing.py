@@ -49,8 +49,9 @@ def _reference() -> Dict[int, Counter]:
         for (m, p), c in manages.items():
             if c:
                 by_m[m].append(p)
-        out[t] = Counter({(k, (a, b)): 1 for (a, k), c in manages.items() if c
-                          for b in by_m.get(k, ())})
+        out[t] = Counter(
+            {(k, (a, b)): 1 for (a, k), c in manages.items() if c for b in by_m.get(k, ())}
+        )
     return out
 
 
@@ -195,8 +196,9 @@ def test_no_pacing_while_a_dataflow_is_built(small_buffers):
         InputSession.max_pending = 200_000
     assert steps == 0
     # every record counted once, at its own time
-    assert sorted((record, time, diff) for record, time, diff in counted) == \
-        [((t, 1), t, 1) for t in range(30)]
+    assert sorted((record, time, diff) for record, time, diff in counted) == [
+        ((t, 1), t, 1) for t in range(30)
+    ]
 
 
 def test_driver_session_workers_are_not_paced():

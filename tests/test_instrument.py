@@ -8,9 +8,19 @@ import pytest
 
 import timelypy as tp
 from timelypy.dataflow import Exchange
-from timelypy.instrument import (EVENT_TYPES, BatchProduced, ChannelReceived, ChannelSent, EventLog,
-                                 FrontierChanged, Instruments, LinkBytes, LoggingSink,
-                                 OperatorFinished, OperatorScheduled)
+from timelypy.instrument import (
+    EVENT_TYPES,
+    BatchProduced,
+    ChannelReceived,
+    ChannelSent,
+    EventLog,
+    FrontierChanged,
+    Instruments,
+    LinkBytes,
+    LoggingSink,
+    OperatorFinished,
+    OperatorScheduled,
+)
 
 
 def _exchange_program(worker, log=None):
@@ -42,7 +52,9 @@ def _summary(log: EventLog, worker_index: int) -> dict:
         "sent": sum(e.records for e in log.of(ChannelSent)),
         "sent_remote": sum(e.records for e in log.of(ChannelSent) if e.target != e.worker),
         "received": sum(e.records for e in log.of(ChannelReceived)),
-        "frontier_times": sorted({t for e in log.of(FrontierChanged) for t, d in e.changes if d > 0}),
+        "frontier_times": sorted(
+            {t for e in log.of(FrontierChanged) for t, d in e.changes if d > 0}
+        ),
         "link_bytes": sum(e.bytes_sent for e in log.of(LinkBytes)),
         "link_frames_received": sum(e.frames_received for e in log.of(LinkBytes)),
         "workers_named": {e.worker for e in log.events},
@@ -114,7 +126,10 @@ def test_a_worker_without_sinks_emits_nothing_and_output_is_unchanged():
         out = _exchange_program(worker)
         return sorted(out.records()), len(log.events)
 
-    quiet, listened = tp.execute(lambda w: build(w, False))[0], tp.execute(lambda w: build(w, True))[0]
+    quiet, listened = (
+        tp.execute(lambda w: build(w, False))[0],
+        tp.execute(lambda w: build(w, True))[0],
+    )
     assert quiet[1] == 0 and listened[1] > 0
     assert quiet[0] == listened[0]
 
@@ -151,6 +166,7 @@ def test_exchange_pact_events_name_the_channel():
 
         def dataflow(scope):
             inp, stream = scope.new_input()
+
             def factory(capability, info):
                 capability.drop()
                 return lambda input, output: [None for _ in input]

@@ -47,11 +47,14 @@ def by_time(updates):
 # ----------------------------------------------------------------------------- formats
 def test_csv_schema_types_the_columns_and_shapes_records(tmp_path):
     path = tmp_path / "a.csv"
-    path.write_text("word,n,note\nhello,1,x\n\"a, b\",2,y\n")
+    path.write_text('word,n,note\nhello,1,x\n"a, b",2,y\n')
     assert WORDS.read(path).records == [("hello", 1), ("a, b", 2)]
     assert WORDS.read(path).lines == [2, 3]
     assert tio.Csv(columns="word").read(path).records == ["hello", "a, b"]
-    assert tio.Csv(schema={"n": "int"}, columns=("n", "note")).read(path).records == [(1, "x"), (2, "y")]
+    assert tio.Csv(schema={"n": "int"}, columns=("n", "note")).read(path).records == [
+        (1, "x"),
+        (2, "y"),
+    ]
     rows = tio.Csv(record=lambda r: r["word"].upper()).read(path)
     assert rows.records == ["HELLO", "A, B"] and rows.diffs == [1, 1]
 
@@ -62,7 +65,10 @@ def test_csv_built_in_and_custom_converters_agree(tmp_path):
     built_in = tio.Csv(columns=("k", "v"), schema={"v": float}, diff="d").read(path)
     custom = tio.Csv(columns=("k", "v"), schema={"v": lambda x: float(x)}, diff="d").read(path)
     assert (built_in.records, built_in.diffs, built_in.lines) == (
-        custom.records, custom.diffs, custom.lines)
+        custom.records,
+        custom.diffs,
+        custom.lines,
+    )
     assert built_in.records[3] == ("k3", 4.5) and built_in.diffs[:3] == [-1, 0, 1]
 
 
@@ -77,13 +83,16 @@ def test_csv_diff_column_and_headerless_files(tmp_path):
     assert rows.records == [("a", 3), ("b", 4)] and rows.diffs == [1, -2]
 
 
-@pytest.mark.parametrize("text, line, column, fragment", [
-    ("word,n\nok,1\nbad,x\n", 3, "n", "'x' does not convert"),
-    ("word,n\nok,1\nok,2\n,2.5\n", 4, "n", "'2.5' does not convert"),
-    ("word,n\nok,1\ntoo,many,fields\n", 3, None, "3 fields, the header has 2"),
-    ("word\nok\n", 1, "n", "no column 'n'"),
-    ("word,n\nok,1\n\"never closed,1\n", 3, None, "unexpected end of data"),
-])
+@pytest.mark.parametrize(
+    "text, line, column, fragment",
+    [
+        ("word,n\nok,1\nbad,x\n", 3, "n", "'x' does not convert"),
+        ("word,n\nok,1\nok,2\n,2.5\n", 4, "n", "'2.5' does not convert"),
+        ("word,n\nok,1\ntoo,many,fields\n", 3, None, "3 fields, the header has 2"),
+        ("word\nok\n", 1, "n", "no column 'n'"),
+        ('word,n\nok,1\n"never closed,1\n', 3, None, "unexpected end of data"),
+    ],
+)
 def test_csv_bad_rows_name_file_line_and_column(tmp_path, text, line, column, fragment):
     path = tmp_path / "bad.csv"
     path.write_text(text)
@@ -98,7 +107,9 @@ def test_csv_bad_rows_name_file_line_and_column(tmp_path, text, line, column, fr
 
 def test_json_lines_objects_lists_and_scalars(tmp_path):
     path = tmp_path / "a.jsonl"
-    path.write_text('{"user": "ann", "tags": ["x", "y"], "n": 2}\n\n{"user": "bob", "tags": [], "n": 1}\n')
+    path.write_text(
+        '{"user": "ann", "tags": ["x", "y"], "n": 2}\n\n{"user": "bob", "tags": [], "n": 1}\n'
+    )
     fmt = tio.JsonLines(columns=("user", "tags"), schema={"n": int}, diff="n")
     rows = fmt.read(path)
     assert rows.records == [("ann", ("x", "y")), ("bob", ())] and rows.diffs == [2, 1]
@@ -107,16 +118,28 @@ def test_json_lines_objects_lists_and_scalars(tmp_path):
     assert tio.JsonLines().read(plain).records == [(1, (2, 3)), "word", 7]
 
 
-@pytest.mark.parametrize("text, line, column, fragment", [
-    ('{"user": "ann", "n": 1}\n{"user": "bob"\n', 2, None, "not JSON"),
-    ('{"user": "ann"}\n', 1, "n", "missing"),
-    ('{"user": "ann", "n": 1}\n{"n": 2}\n', 2, "user", "missing"),
-    ('{"user": "ann", "n": 1}\n{"user": "bob", "n": "two"}\n', 2, "n", "'two' does not convert"),
-    ('{"user": "ann", "n": 1}\n{"user": null, "n": 1}\n', 2, "user", "no value"),
-    ('{"user": "ann", "n": true}\n', 1, "n", "a bool is not an int"),
-    ('{"user": "ann", "n": 1}\n{"user": {"first": "bo"}, "n": 1}\n', 2, "user",
-     "dict {'first': 'bo'} cannot be part of a record"),
-])
+@pytest.mark.parametrize(
+    "text, line, column, fragment",
+    [
+        ('{"user": "ann", "n": 1}\n{"user": "bob"\n', 2, None, "not JSON"),
+        ('{"user": "ann"}\n', 1, "n", "missing"),
+        ('{"user": "ann", "n": 1}\n{"n": 2}\n', 2, "user", "missing"),
+        (
+            '{"user": "ann", "n": 1}\n{"user": "bob", "n": "two"}\n',
+            2,
+            "n",
+            "'two' does not convert",
+        ),
+        ('{"user": "ann", "n": 1}\n{"user": null, "n": 1}\n', 2, "user", "no value"),
+        ('{"user": "ann", "n": true}\n', 1, "n", "a bool is not an int"),
+        (
+            '{"user": "ann", "n": 1}\n{"user": {"first": "bo"}, "n": 1}\n',
+            2,
+            "user",
+            "dict {'first': 'bo'} cannot be part of a record",
+        ),
+    ],
+)
 def test_json_lines_bad_rows_name_line_and_column(tmp_path, text, line, column, fragment):
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
@@ -161,7 +184,9 @@ def test_a_missing_file_is_file_not_found(tmp_path):
 def test_json_lines_object_without_columns_is_refused_with_the_fix(tmp_path):
     path = tmp_path / "o.jsonl"
     path.write_text('{"a": 1}\n')
-    with pytest.raises(tio.FileInputError, match="line 1: an object, but the format has no columns="):
+    with pytest.raises(
+        tio.FileInputError, match="line 1: an object, but the format has no columns="
+    ):
         tio.JsonLines().read(path)
 
 
@@ -193,7 +218,7 @@ def test_format_for_picks_by_suffix_and_refuses_unknown_ones(tmp_path):
     assert isinstance(tio.format_for("x.CSV"), tio.Csv)
     assert isinstance(tio.format_for("x.ndjson"), tio.JsonLines)
     assert isinstance(tio.format_for("x.pq"), tio.Parquet)
-    for name in ("x.txt", "x.json"):                          # .json: usually one document
+    for name in ("x.txt", "x.json"):  # .json: usually one document
         with pytest.raises(ValueError, match="unknown file suffix"):
             tio.format_for(name)
 
@@ -202,7 +227,7 @@ def test_format_for_picks_by_suffix_and_refuses_unknown_ones(tmp_path):
 def test_each_file_is_one_epoch_of_a_session(tmp_path):
     (tmp_path / "0.csv").write_text("word,n\na,1\nb,2\n")
     (tmp_path / "1.csv").write_text("word,n\na,5\n")
-    (tmp_path / "2.csv").write_text("word,n\n")            # an empty file: an empty epoch
+    (tmp_path / "2.csv").write_text("word,n\n")  # an empty file: an empty epoch
     (tmp_path / "3.csv").write_text("word,n\nb,-2\nc,1\n")
     with tp.open_session(counts) as s:
         times = tio.load_files(s, "rows", tio.files_in(tmp_path, "*.csv"), WORDS, wait="probe")
@@ -217,14 +242,14 @@ def test_each_file_is_one_epoch_of_a_session(tmp_path):
 def test_a_bad_row_refuses_the_whole_file_and_the_session_goes_on(tmp_path):
     good, bad, later = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.csv"
     good.write_text("word,n\na,1\n")
-    bad.write_text("word,n\nb,1\nb,2\nb,three\nb,4\n")      # three good rows before the bad one
+    bad.write_text("word,n\nb,1\nb,2\nb,three\nb,4\n")  # three good rows before the bad one
     later.write_text("word,n\nc,1\n")
     with tp.open_session(counts, workers=2) as s:
         tio.load_files(s, "rows", [good], WORDS)
         with pytest.raises(tio.FileInputError) as caught:
             tio.load_files(s, "rows", [bad], WORDS)
         assert (caught.value.line, caught.value.column, caught.value.value) == (4, "n", "three")
-        assert s.time == 1 and s.pending == 0                # nothing of b.csv, not even a time
+        assert s.time == 1 and s.pending == 0  # nothing of b.csv, not even a time
         tio.load_files(s, "rows", [later], WORDS, wait="probe")
         totals = [d for d, _, _ in s.changes("totals")]
         assert sorted(totals) == [("a", 1), ("c", 1)]
@@ -235,7 +260,9 @@ def test_a_record_the_session_refuses_names_the_file(tmp_path):
     path.write_text("word,n\na,1\n")
     with tp.open_session(counts) as s:
         fmt = tio.Csv(record=lambda row: frozenset([object()]))  # hashable, not routable
-        with pytest.raises(tio.FileInputError, match="a.csv, line 2: refused by the session") as caught:
+        with pytest.raises(
+            tio.FileInputError, match="a.csv, line 2: refused by the session"
+        ) as caught:
             tio.load_files(s, "rows", [path], fmt)
         assert caught.value.line == 2
         assert s.pending == 0 and s.time == 0
@@ -253,16 +280,19 @@ def _write_parts(directory: pathlib.Path) -> list:
 def _feed_build(paths):
     def build(worker):
         handles = worker.dataflow(counts)
-        end = tio.feed_files(worker, handles["rows"], paths, WORDS, probe=handles["probe"],
-                             timeout=60)
+        end = tio.feed_files(
+            worker, handles["rows"], paths, WORDS, probe=handles["probe"], timeout=60
+        )
         handles["rows"].close()
         worker.step_until_done(timeout=60)
         return end, handles["totals"].updates()
+
     return build
 
 
-@pytest.mark.parametrize("workers, backend", [
-    (2, "inline"), pytest.param(2, "processes", marks=pytest.mark.processes)])
+@pytest.mark.parametrize(
+    "workers, backend", [(2, "inline"), pytest.param(2, "processes", marks=pytest.mark.processes)]
+)
 def test_feed_files_inside_a_dataflow_matches_one_worker(tmp_path, workers, backend):
     paths = _write_parts(tmp_path)
     one = tp.execute(_feed_build(paths))[0]
@@ -270,7 +300,7 @@ def test_feed_files_inside_a_dataflow_matches_one_worker(tmp_path, workers, back
     assert [end for end, _ in many] == [5] * workers and one[0] == 5
     merged = by_time([u for _, updates in many for u in updates])
     assert merged == by_time(one[1])
-    assert merged[4] == {("a", 4): -1}                      # the last file is the last epoch
+    assert merged[4] == {("a", 4): -1}  # the last file is the last epoch
 
 
 def test_feed_files_bad_file_fails_the_worker_naming_it(tmp_path):
@@ -288,11 +318,13 @@ def _parquet_build(path, split):
         handles["rows"].close()
         worker.step_until_done(timeout=60)
         return handles["totals"].updates()
+
     return build
 
 
-@pytest.mark.parametrize("workers, backend", [
-    (2, "inline"), pytest.param(2, "processes", marks=pytest.mark.processes)])
+@pytest.mark.parametrize(
+    "workers, backend", [(2, "inline"), pytest.param(2, "processes", marks=pytest.mark.processes)]
+)
 def test_parquet_row_groups_split_by_worker(tmp_path, workers, backend):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
@@ -305,17 +337,19 @@ def test_parquet_row_groups_split_by_worker(tmp_path, workers, backend):
         expected[w] = expected.get(w, 0) + n
     many = tp.execute(_parquet_build(path, "row_groups"), workers=workers, backend=backend)
     assert sorted(d for part in many for d, _, _ in part) == sorted(expected.items())
-    assert all(part for part in many)                     # every worker read a share
+    assert all(part for part in many)  # every worker read a share
     assert by_time([u for part in many for u in part]) == by_time(
-        tp.execute(_parquet_build(path, "files"))[0])
+        tp.execute(_parquet_build(path, "files"))[0]
+    )
 
 
 def test_parquet_row_numbers_count_from_the_start_of_the_file(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     path = tmp_path / "gaps.parquet"
-    pq.write_table(pa.table({"word": ["a"] * 5 + [None], "n": list(range(6))}), path,
-                   row_group_size=2)
+    pq.write_table(
+        pa.table({"word": ["a"] * 5 + [None], "n": list(range(6))}), path, row_group_size=2
+    )
     with pytest.raises(tio.FileInputError) as caught:
         tio.Parquet().read(path, row_groups=[2])
     assert (caught.value.line, caught.value.column) == (6, "word")
@@ -345,37 +379,37 @@ def test_watcher_takes_a_growing_file_only_once_it_is_stable(tmp_path):
     path.write_text("word,n\na,1\n")
     (tmp_path / ".hidden.csv").write_text("word,n\n")
     (tmp_path / "b.csv.tmp").write_text("word,n\n")
-    assert watcher.poll() == []                              # first sighting
+    assert watcher.poll() == []  # first sighting
     now[0] = 0.6
     with open(path, "a") as f:
-        f.write("b,2\n")                                     # still being written
+        f.write("b,2\n")  # still being written
     os.utime(path, ns=(10**9, 10**9))
-    assert watcher.poll() == []                              # changed: the clock restarts
+    assert watcher.poll() == []  # changed: the clock restarts
     now[0] = 1.2
     assert watcher.poll() == []
     now[0] = 1.7
     assert watcher.poll() == [path]
     watcher.mark_taken(path)
     now[0] = 5.0
-    assert watcher.poll() == []                              # each file once
+    assert watcher.poll() == []  # each file once
 
 
 def test_watch_directory_takes_files_appearing_while_it_runs(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    (inbox / "000.csv").write_text("word,n\na,1\n")          # there before the watch starts
+    (inbox / "000.csv").write_text("word,n\na,1\n")  # there before the watch starts
     done = threading.Event()
 
     def producer():
         time.sleep(0.3)
-        scratch = inbox / ".001.csv"                         # written hidden, then renamed
+        scratch = inbox / ".001.csv"  # written hidden, then renamed
         scratch.write_text("word,n\nb,2\n")
         os.replace(scratch, inbox / "001.csv")
         time.sleep(0.3)
-        with open(inbox / "002.csv", "w") as f:              # written in two parts
+        with open(inbox / "002.csv", "w") as f:  # written in two parts
             f.write("word,n\nc,")
             f.flush()
-            time.sleep(0.2)                                  # well within settle (1.5 s)
+            time.sleep(0.2)  # well within settle (1.5 s)
             f.write("3\n")
         (inbox / "003.csv.part").write_text("word,n\nzz,9\n")  # never completed
         time.sleep(0.2)
@@ -386,9 +420,17 @@ def test_watch_directory_takes_files_appearing_while_it_runs(tmp_path):
     with tp.open_session(counts) as s:
         thread.start()
         state = tio.watch_directory(
-            s, "rows", inbox, WORDS, pattern="*.csv", settle=1.5, poll=0.05, timeout=30,
+            s,
+            "rows",
+            inbox,
+            WORDS,
+            pattern="*.csv",
+            settle=1.5,
+            poll=0.05,
+            timeout=30,
             stop=lambda: done.is_set() and len(taken) >= 3,
-            on_file=lambda path, at: taken.append((path.name, at)))
+            on_file=lambda path, at: taken.append((path.name, at)),
+        )
         thread.join(10)
         assert taken == [("000.csv", 0), ("001.csv", 1), ("002.csv", 2)]
         s.wait("probe", timeout=30)
@@ -406,12 +448,13 @@ def test_watch_state_saved_and_restored_takes_only_new_files(tmp_path):
         state = tio.watch_directory(s, "rows", inbox, WORDS, settle=0, poll=0.01, idle=0.2)
         state.save(saved)
     (inbox / "c.csv").write_text("word,n\nc,1\n")
-    (inbox / "d.csv").write_text("word,n\nd,x\n")           # bad: refused, remembered
+    (inbox / "d.csv").write_text("word,n\nd,x\n")  # bad: refused, remembered
     restored = tio.WatchState.load(saved)
     assert restored == state and sorted(restored.taken) == ["a.csv", "b.csv"]
     with tp.open_session(counts) as s:
-        after = tio.watch_directory(s, "rows", inbox, WORDS, settle=0, poll=0.01, idle=0.2,
-                                    state=restored, on_error="skip")
+        after = tio.watch_directory(
+            s, "rows", inbox, WORDS, settle=0, poll=0.01, idle=0.2, state=restored, on_error="skip"
+        )
         s.wait("probe", timeout=30)
         assert [d for d, _, _ in s.changes("totals")] == [("c", 1)]
     assert sorted(after.taken) == ["a.csv", "b.csv", "c.csv"]
@@ -452,12 +495,13 @@ def test_changes_written_read_back_by_the_sources(tmp_path, suffix):
     updates = _history()
     path = tmp_path / f"out{suffix}"
     assert tio.write_changes(path, updates, columns=("word", "total")) == len(updates)
-    fmt = tio.format_for(path, columns=("word", "total", "time"), schema={"total": int, "time": int},
-                         diff="diff")
+    fmt = tio.format_for(
+        path, columns=("word", "total", "time"), schema={"total": int, "time": int}, diff="diff"
+    )
     rows = fmt.read(path)
     back = [(r[:2], r[2], d) for r, d in zip(rows.records, rows.diffs, strict=True)]
     assert sorted(back) == sorted(updates)
-    assert [t for _, t, _ in back] == sorted(t for _, t, _ in back)   # in time order
+    assert [t for _, t, _ in back] == sorted(t for _, t, _ in back)  # in time order
 
 
 def test_changes_are_consolidated_per_record_and_time():
@@ -465,17 +509,19 @@ def test_changes_are_consolidated_per_record_and_time():
     updates = [("a", 1, 1), ("b", 0, 1), ("a", 1, 1), ("b", 0, -1), ("c", 0, 2)]
     assert tio.write_changes(stream, updates) == 2
     assert [json.loads(line) for line in stream.getvalue().splitlines()] == [
-        {"data": "c", "time": 0, "diff": 2}, {"data": "a", "time": 1, "diff": 2}]
+        {"data": "c", "time": 0, "diff": 2},
+        {"data": "a", "time": 1, "diff": 2},
+    ]
 
 
 def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)   # import fails as if missing
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # import fails as if missing
     with pytest.raises(tio.FormatUnavailableError, match="pip install pyarrow"):
         tio.Parquet().read(tmp_path / "a.parquet")
     with pytest.raises(ImportError):
         tio.ChangeWriter(tmp_path / "out.parquet")
     (tmp_path / "a.csv").write_text("word,n\na,1\n")
-    assert WORDS.read(tmp_path / "a.csv").records == [("a", 1)]   # CSV does not need it
+    assert WORDS.read(tmp_path / "a.csv").records == [("a", 1)]  # CSV does not need it
 
 
 def test_parquet_rows_that_change_type_are_refused_naming_the_column(tmp_path):
@@ -492,8 +538,10 @@ def test_contents_per_time(tmp_path):
     tio.write_contents(path, _history(), columns=("word", "total"))
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert rows == [
-        {"word": "a", "total": 1, "time": 0, "count": 1}, {"word": "b", "total": 2, "time": 0, "count": 1},
-        {"word": "a", "total": 4, "time": 1, "count": 1}, {"word": "b", "total": 2, "time": 1, "count": 1},
+        {"word": "a", "total": 1, "time": 0, "count": 1},
+        {"word": "b", "total": 2, "time": 0, "count": 1},
+        {"word": "a", "total": 4, "time": 1, "count": 1},
+        {"word": "b", "total": 2, "time": 1, "count": 1},
         {"word": "a", "total": 4, "time": 2, "count": 1},
     ]
 
@@ -506,7 +554,7 @@ def test_change_writer_appends_as_the_program_runs(tmp_path):
             s.advance_to(s.time + 1)
             s.wait("probe", timeout=30)
             out.write(s.changes("totals"))
-            assert path.read_text().count("\n") == 1 + out.rows     # flushed per write
+            assert path.read_text().count("\n") == 1 + out.rows  # flushed per write
     lines = path.read_text().splitlines()
     assert lines[:2] == ["word,total,time,diff", "a,1,0,1"]
     assert sorted(lines[2:]) == ["a,1,1,-1", "a,2,1,1", "b,1,1,1"]
@@ -516,8 +564,10 @@ def test_change_writer_appends_as_the_program_runs(tmp_path):
 
 # ----------------------------------------------------------------------------- stdio
 def test_stdin_batches_are_epochs_and_a_bad_batch_applies_nothing():
-    text = ('{"word": "a", "n": 1}\n{"word": "b", "n": 2}\n\n'
-            '{"word": "a", "n": 2}\n{"word": "b", "n": "x"}\n')
+    text = (
+        '{"word": "a", "n": 1}\n{"word": "b", "n": 2}\n\n'
+        '{"word": "a", "n": 2}\n{"word": "b", "n": "x"}\n'
+    )
     fmt = tio.JsonLines(columns=("word", "n"), schema={"n": int})
     with tp.open_session(counts) as s:
         with pytest.raises(tio.FileInputError) as caught:
@@ -537,7 +587,7 @@ def test_stdin_csv_keeps_its_header_and_line_numbers():
     assert (caught.value.path, caught.value.line, caught.value.column) == ("<stdin>", 5, "n")
 
 
-PIPELINE = textwrap.dedent('''
+PIPELINE = textwrap.dedent("""
     import sys
     import timelypy as tp
     import timelypy.io as tio
@@ -553,7 +603,7 @@ PIPELINE = textwrap.dedent('''
                 tio.load_rows(s, "words", rows)
                 s.wait("probe", timeout=60)
                 tio.write_stdout(s.changes("totals"), columns=("word", "count"))
-''')
+""")
 
 
 @pytest.mark.processes
@@ -563,9 +613,24 @@ def test_a_timelypy_run_pipeline_from_stdin_to_stdout(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELYPY_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, "-m", "timelypy", "run", str(program), "--workers", "2", "--backend",
-         "processes"], input='"a"\n"b"\n"a"\n\n"b"\n', capture_output=True, text=True,
-        timeout=240, env=env, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "timelypy",
+            "run",
+            str(program),
+            "--workers",
+            "2",
+            "--backend",
+            "processes",
+        ],
+        input='"a"\n"b"\n"a"\n\n"b"\n',
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     key = lambda r: (r["time"], r["word"], r["count"])  # noqa: E731
@@ -588,13 +653,18 @@ revenue: [('cake', 16.0), ('coffee', 5.0), ('tea', 10.5)]
 """
 
 
-@pytest.mark.parametrize("cli", [
-    [], pytest.param(["--workers", "2", "--backend", "processes"], marks=pytest.mark.processes)])
+@pytest.mark.parametrize(
+    "cli",
+    [[], pytest.param(["--workers", "2", "--backend", "processes"], marks=pytest.mark.processes)],
+)
 def test_the_file_pipeline_example(cli):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELYPY_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    command = ([sys.executable, "-m", "timelypy", "run", "examples/file_pipeline.py", *cli] if cli
-               else [sys.executable, "examples/file_pipeline.py"])
+    command = (
+        [sys.executable, "-m", "timelypy", "run", "examples/file_pipeline.py", *cli]
+        if cli
+        else [sys.executable, "examples/file_pipeline.py"]
+    )
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     assert done.stdout == FILE_PIPELINE

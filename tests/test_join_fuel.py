@@ -26,9 +26,15 @@ except ModuleNotFoundError:  # pragma: no cover
     from tests.differential_harness import run_and_check
     from tests.test_differential_property import program_and_script
 
-FUEL_SETTINGS = settings(max_examples=120, deadline=None,
-                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                HealthCheck.function_scoped_fixture])
+FUEL_SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 
 @pytest.fixture
@@ -62,8 +68,9 @@ def _skip_level(n: int, workers: int, fuel: int, monkeypatch):
         def define(scope):
             session, manages = scope.new_collection()
             joined = manages.map(lambda mp: (mp[1], mp[0])).join(manages)
-            joined.inner.inspect_batch(lambda t, data: largest.__setitem__(
-                0, max(largest[0], len(data))))
+            joined.inner.inspect_batch(
+                lambda t, data: largest.__setitem__(0, max(largest[0], len(data)))
+            )
             probe = joined.inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2])).probe()
             return session, probe
 
@@ -95,7 +102,7 @@ def test_fuel_bounds_each_output_message_and_keeps_the_result(workers, monkeypat
     expected = Counter()
     for q, m in expected_manager.items():  # (m, (manager of m, q)) for q managed by m
         expected[(m, (expected_manager[m], q))] += 1
-    unfuelled, largest_unfuelled = _skip_level(n, workers, 10 ** 9, monkeypatch)
+    unfuelled, largest_unfuelled = _skip_level(n, workers, 10**9, monkeypatch)
     fuelled, largest_fuelled = _skip_level(n, workers, 50, monkeypatch)
     assert unfuelled == dict(expected)
     assert fuelled == dict(expected)

@@ -108,7 +108,7 @@ def test_the_join_takes_the_inspection_and_a_second_one_is_an_operator() -> None
         worker.step_until(probe, 1)
         return fused_count, first, second
 
-    (fused_count, first, second), = tp.execute(build, workers=1)
+    ((fused_count, first, second),) = tp.execute(build, workers=1)
     assert fused_count == 0  # no operator was added for the first inspection
     assert first == second == [((1, ("a", "a")), 0, 1)]
 
@@ -128,6 +128,7 @@ def test_an_error_in_the_fused_inspection_names_it() -> None:
         session.flush()
         worker.step_until(probe, 1)
 
-    with pytest.raises((OperatorError, WorkerError),
-                       match=r"operator 'Linear\[inspect\]'.*ValueError: no thanks"):
+    with pytest.raises(
+        (OperatorError, WorkerError), match=r"operator 'Linear\[inspect\]'.*ValueError: no thanks"
+    ):
         tp.execute(build, workers=1)

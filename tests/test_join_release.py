@@ -57,8 +57,9 @@ def _spines(worker: Any) -> List[Any]:
     return [op.spine for op in worker.dataflows()[0].children if hasattr(op, "spine")]
 
 
-def _run(seed: int, workers: int, static_first: bool, shared: bool, close_at: int = 3,
-         rounds: int = 25) -> List[Dict[str, Any]]:
+def _run(
+    seed: int, workers: int, static_first: bool, shared: bool, close_at: int = 3, rounds: int = 25
+) -> List[Dict[str, Any]]:
     """``stream`` joined with ``static``; ``static`` closes after ``close_at`` times while
     ``stream`` keeps changing. ``shared``: the stream is arranged by the user."""
     static_rounds = _rounds(seed, close_at)
@@ -93,9 +94,13 @@ def _run(seed: int, workers: int, static_first: bool, shared: bool, close_at: in
             worker.step_until(probe, t + 1)
             if stream_spine.abandoned:
                 sizes_after_close.append(stream_spine.stored_updates())
-        result = {"out": out, "abandoned": stream_spine.abandoned,
-                  "dropped": stream_spine.dropped, "sizes": sizes_after_close,
-                  "lookup": left.lookup(0) if shared else None}
+        result = {
+            "out": out,
+            "abandoned": stream_spine.abandoned,
+            "dropped": stream_spine.dropped,
+            "sizes": sizes_after_close,
+            "lookup": left.lookup(0) if shared else None,
+        }
         s_stream.close()
         worker.step_until_done()
         return result
@@ -103,11 +108,11 @@ def _run(seed: int, workers: int, static_first: bool, shared: bool, close_at: in
     results = tp.execute(build, workers=workers)
     for t in range(rounds):
         static = Counter()
-        for batch in static_rounds[:min(t + 1, close_at)]:
+        for batch in static_rounds[: min(t + 1, close_at)]:
             for record, diff in batch:
                 static[record] += diff
         stream = Counter()
-        for batch in stream_rounds[:t + 1]:
+        for batch in stream_rounds[: t + 1]:
             for record, diff in batch:
                 stream[record] += diff
         expected = _join_at(static, stream) if static_first else _join_at(stream, static)
@@ -143,8 +148,9 @@ def test_a_users_arrangement_stays_maintained(workers):
     for r in results:
         assert not r["abandoned"]
         looked_up.update(r["lookup"])
-    assert {v: c for v, c in looked_up.items() if c} == \
-        {v: c for (k, v), c in stream.items() if k == 0 and c}
+    assert {v: c for v, c in looked_up.items() if c} == {
+        v: c for (k, v), c in stream.items() if k == 0 and c
+    }
 
 
 def test_a_handle_on_a_let_go_trace_is_refused():

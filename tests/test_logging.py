@@ -10,8 +10,14 @@ import pathlib
 import timelypy as tp
 
 PACKAGE = pathlib.Path(tp.__file__).resolve().parent
-LAYER_LOGGERS = ("timelypy.progress", "timelypy.communication", "timelypy.dataflow",
-                 "timelypy.differential", "timelypy.workers", "timelypy.connectors")
+LAYER_LOGGERS = (
+    "timelypy.progress",
+    "timelypy.communication",
+    "timelypy.dataflow",
+    "timelypy.differential",
+    "timelypy.workers",
+    "timelypy.connectors",
+)
 
 
 def _library_modules():
@@ -26,8 +32,11 @@ def test_no_print_in_the_library():
     calls = []
     for path in _library_modules():
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id == "print"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "print"
+            ):
                 calls.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert not calls, "print() in the library (use logging): " + ", ".join(calls)
 
@@ -39,8 +48,12 @@ def test_loggers_follow_the_package():
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "getLogger" and node.args):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "getLogger"
+                and node.args
+            ):
                 continue
             arg = node.args[0]
             if isinstance(arg, ast.Name) and arg.id == "__name__":
@@ -59,7 +72,7 @@ def test_every_layer_logs_under_its_own_name():
     names = set()
     for path in _library_modules():
         text = path.read_text()
-        if "getLogger(__name__)" in text or "getLogger(\"timelypy." in text:
+        if "getLogger(__name__)" in text or 'getLogger("timelypy.' in text:
             names.add(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:2]))
     for layer in LAYER_LOGGERS:
         assert layer in names, f"no module of {layer} logs"
@@ -77,8 +90,10 @@ def test_sessions_and_workers_log_start_and_end(caplog):
         s.advance_to(1)
         s.wait("probe")
     messages = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
-    assert any(n == "timelypy.workers.session" and lvl == logging.INFO and "ready" in m
-               for n, lvl, m in messages), messages
+    assert any(
+        n == "timelypy.workers.session" and lvl == logging.INFO and "ready" in m
+        for n, lvl, m in messages
+    ), messages
     assert any(n == "timelypy.workers.session" and "closed" in m for n, _, m in messages)
     assert any(n == "timelypy.workers.worker" and "built" in m for n, _, m in messages)
     assert any(n == "timelypy.progress.subgraph" for n, _, _ in messages)
@@ -90,8 +105,9 @@ def test_one_layer_at_debug(caplog):
     caplog.set_level(logging.DEBUG, logger="timelypy.workers")
 
     def build(worker):
-        nums_in, probe = worker.dataflow(lambda scope: (lambda pair: (pair[0], pair[1].probe()))(
-            scope.new_collection()))
+        nums_in, probe = worker.dataflow(
+            lambda scope: (lambda pair: (pair[0], pair[1].probe()))(scope.new_collection())
+        )
         nums_in.insert(1)
 
     tp.execute(build)
@@ -102,8 +118,9 @@ def test_one_layer_at_debug(caplog):
 
 def test_a_run_prints_nothing(capfd):
     def build(worker):
-        nums_in, probe = worker.dataflow(lambda scope: (lambda pair: (pair[0], pair[1].probe()))(
-            scope.new_collection()))
+        nums_in, probe = worker.dataflow(
+            lambda scope: (lambda pair: (pair[0], pair[1].probe()))(scope.new_collection())
+        )
         for x in range(10):
             nums_in.insert(x)
 

@@ -159,8 +159,12 @@ def check_frontier_history(history: List[List[int]], rounds: Optional[int]) -> N
 # the book's skip-level program, parallel as in "Increase the parallelism"
 
 
-def skip_level_build(size: int = SIZE, interactive: bool = False, hook: Optional[Hook] = None,
-                     pid_dir: Optional[Path] = None):
+def skip_level_build(
+    size: int = SIZE,
+    interactive: bool = False,
+    hook: Optional[Hook] = None,
+    pid_dir: Optional[Path] = None,
+):
     """A build running the skip-level program; each worker loads and changes the people
     ``person % peers == index``. ``interactive``: every worker advances to every time and waits
     for the probe after each (the book's "Increase the interaction"); then the result carries the
@@ -177,8 +181,12 @@ def skip_level_build(size: int = SIZE, interactive: bool = False, hook: Optional
 
         session, captured, probe = worker.dataflow(dataflow)
         index, peers = worker.index, worker.peers
-        state: Dict[str, Any] = {"history": [probe.frontier], "snapshots": {}, "index": index,
-                                 "pid": os.getpid()}
+        state: Dict[str, Any] = {
+            "history": [probe.frontier],
+            "snapshots": {},
+            "index": index,
+            "pid": os.getpid(),
+        }
 
         def end_of_round(r: int) -> None:
             if interactive:
@@ -239,7 +247,8 @@ def test_reference_is_the_book_listing():
 
 @pytest.mark.parametrize("workers", [2, 3])
 @pytest.mark.parametrize(
-    "backend", ["inline", pytest.param("processes", marks=pytest.mark.processes)])
+    "backend", ["inline", pytest.param("processes", marks=pytest.mark.processes)]
+)
 @pytest.mark.timeout(60)
 def test_parallel_skip_level_equals_one_worker(backend, workers):
     results = tp.execute(skip_level_build(), workers=workers, backend=backend, timeout=60)
@@ -256,15 +265,19 @@ def test_parallel_skip_level_equals_one_worker(backend, workers):
 
 @pytest.mark.parametrize(
     "backend, workers",
-    [("inline", 3), pytest.param("processes", 2, marks=pytest.mark.processes),
-     pytest.param("processes", 3, marks=pytest.mark.processes)],
+    [
+        ("inline", 3),
+        pytest.param("processes", 2, marks=pytest.mark.processes),
+        pytest.param("processes", 3, marks=pytest.mark.processes),
+    ],
 )
 @pytest.mark.timeout(60)
 def test_interactive_frontiers_agree_and_outputs_are_final_when_passed(backend, workers):
     """Each worker's probe advances past every round and ends at []; what the workers had
     captured at time t the moment their probe passed t adds up to the one-worker content."""
-    results = tp.execute(skip_level_build(interactive=True), workers=workers, backend=backend,
-                         timeout=60)
+    results = tp.execute(
+        skip_level_build(interactive=True), workers=workers, backend=backend, timeout=60
+    )
     reference = skip_level_reference()
     assert merged(results) == reference
     for res in results:
@@ -280,15 +293,19 @@ def test_interactive_frontiers_agree_and_outputs_are_final_when_passed(backend, 
 
 def closure(manages: Any) -> Any:
     return manages.iterate(
-        lambda transitive: transitive
-        .map(lambda mp: (mp[1], mp[0]))
-        .join(transitive)
-        .map(lambda kv: (kv[1][0], kv[1][1]))
-        .concat(transitive)
-        .distinct())
+        lambda transitive: (
+            transitive.map(lambda mp: (mp[1], mp[0]))
+            .join(transitive)
+            .map(lambda kv: (kv[1][0], kv[1][1]))
+            .concat(transitive)
+            .distinct()
+        )
+    )
 
 
-def closure_changes(size: int, rounds: int, seed: int = 5) -> List[Tuple[int, Tuple[int, int], int]]:
+def closure_changes(
+    size: int, rounds: int, seed: int = 5
+) -> List[Tuple[int, Tuple[int, int], int]]:
     rng = random.Random(seed)
     edges = {(p // 2, p) for p in range(1, size)}
     changes = [(0, e, +1) for e in sorted(edges)]
@@ -433,8 +450,9 @@ def unprintable_build(worker):
     return worker.index
 
 
-@pytest.mark.parametrize("backend", [
-    "inline", pytest.param("processes", marks=pytest.mark.processes)])
+@pytest.mark.parametrize(
+    "backend", ["inline", pytest.param("processes", marks=pytest.mark.processes)]
+)
 @pytest.mark.timeout(60)
 def test_unprintable_exception_is_still_a_worker_error(backend):
     with pytest.raises(WorkerError) as info:
@@ -480,8 +498,9 @@ def test_operator_error_names_operator_and_worker(backend, workers):
 
 def poisoned_key(peers: int) -> str:
     """A string key that stable_hash routes to worker ``peers - 1`` (never 0)."""
-    return next(k for k in (f"poison-{i}" for i in range(1000))
-                if tp.stable_hash(k) % peers == peers - 1)
+    return next(
+        k for k in (f"poison-{i}" for i in range(1000)) if tp.stable_hash(k) % peers == peers - 1
+    )
 
 
 def reduce_error_build(worker):
@@ -682,7 +701,7 @@ def test_stray_connections_are_refused_and_the_job_goes_on():
 # the launching process goes away
 
 
-LAUNCHER_SCRIPT = '''
+LAUNCHER_SCRIPT = """
 import os, sys, time
 import cloudpickle
 import timelypy as tp
@@ -706,7 +725,7 @@ if __name__ == "__main__":
     # KeyboardInterrupt handler: restore it so Ctrl-C behaves as in a terminal.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     tp.execute(make_build(sys.argv[1]), workers=2, backend="processes")
-'''
+"""
 
 
 def _descendants(pid: int) -> List[int]:
@@ -728,8 +747,11 @@ def test_workers_do_not_outlive_the_launcher(tmp_path, sig):
     script.write_text(LAUNCHER_SCRIPT)
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    launcher = subprocess.Popen([sys.executable, str(script), str(pid_dir)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    launcher = subprocess.Popen(
+        [sys.executable, str(script), str(pid_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 30
         while len(list(pid_dir.glob("*.pid"))) < 2:
@@ -788,5 +810,6 @@ def test_surrogate_strings_are_exchanged_between_inline_workers():
 @pytest.mark.timeout(60)
 def test_surrogate_strings_are_exchanged_between_processes():
     expected = {((w, 1), 0): 1 for w in SURROGATE_WORDS}
-    assert merged(tp.execute(surrogate_build, workers=2, backend="processes",
-                             timeout=60)) == expected
+    assert (
+        merged(tp.execute(surrogate_build, workers=2, backend="processes", timeout=60)) == expected
+    )

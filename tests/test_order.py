@@ -11,7 +11,6 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from progress_strategies import (
     SHAPES,
     grid,
@@ -20,6 +19,7 @@ from progress_strategies import (
     summary_for_shape,
     times_of_shape,
 )
+
 from timelypy.order import (
     INT_ORDER,
     MAX_INT_TIME,
@@ -289,8 +289,12 @@ def test_int_summary_overflow(d1, d2, t_high, t_low):
 
 
 @FAST
-@given(st.integers(0, 5), st.integers(0, 5), st.integers(MAX_INT_TIME - 6, MAX_INT_TIME),
-       st.integers(0, 10))
+@given(
+    st.integers(0, 5),
+    st.integers(0, 5),
+    st.integers(MAX_INT_TIME - 6, MAX_INT_TIME),
+    st.integers(0, 10),
+)
 def test_product_summary_overflow(do, di, inner, outer):
     s = ProductSummary(IntSummary(do), IntSummary(di))
     t = Product(outer, inner)

@@ -21,8 +21,9 @@ pytestmark = pytest.mark.slow
 
 
 def _run(args, cwd, timeout=600):
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)
+    done = subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
     assert done.returncode == 0, f"{args}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     return done.stdout
 
@@ -47,10 +48,12 @@ def test_wheel_installs_in_a_clean_venv_and_runs_an_example(tmp_path):
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    _run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheels[0]],
-         cwd=tmp_path)
+    _run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheels[0]],
+        cwd=tmp_path,
+    )
 
-    work = tmp_path / "user"   # a directory with no timelypy checkout in it
+    work = tmp_path / "user"  # a directory with no timelypy checkout in it
     work.mkdir()
     shutil.copy2(ROOT / "examples" / "skip_level.py", work / "skip_level.py")
     where = _run([python, "-c", "import timelypy, sys; print(timelypy.__file__)"], cwd=work)

@@ -14,7 +14,6 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from progress_strategies import (
     PS,
     SHAPES,
@@ -30,6 +29,7 @@ from progress_strategies import (
     times_of_shape,
     upset,
 )
+
 from timelypy.errors import CycleError
 from timelypy.order import (
     INT_ORDER,
@@ -52,8 +52,12 @@ from timelypy.progress import (
 
 FAST = settings(max_examples=150, deadline=None)
 
-SMALL_GRIDS = {"int": grid("int", 4), "p": grid("p", 3), "pp": grid("pp", 2),
-               "p_inner": grid("p_inner", 2)}
+SMALL_GRIDS = {
+    "int": grid("int", 4),
+    "p": grid("p", 3),
+    "pp": grid("pp", 2),
+    "p_inner": grid("p_inner", 2),
+}
 
 
 @st.composite
@@ -70,10 +74,14 @@ def grid_sets(draw, n_sets=2, max_size=5):
 
 
 @FAST
-@given(st.sampled_from(["int", "p"]).flatmap(
-    lambda shape: st.lists(
-        st.lists(st.tuples(times_of_shape(shape, 0, 3), st.integers(-3, 3)), max_size=6),
-        max_size=6)))
+@given(
+    st.sampled_from(["int", "p"]).flatmap(
+        lambda shape: st.lists(
+            st.lists(st.tuples(times_of_shape(shape, 0, 3), st.integers(-3, 3)), max_size=6),
+            max_size=6,
+        )
+    )
+)
 def test_change_batch_equals_dict_accumulation(batches):
     cb = ChangeBatch()
     model: dict = {}
@@ -101,8 +109,10 @@ def test_change_batch_equals_dict_accumulation(batches):
 
 
 @FAST
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(-2, 2)), max_size=12),
-       st.lists(st.tuples(st.integers(0, 5), st.integers(-2, 2)), max_size=12))
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(-2, 2)), max_size=12),
+    st.lists(st.tuples(st.integers(0, 5), st.integers(-2, 2)), max_size=12),
+)
 def test_change_batch_drain_into_and_unsorted(a, b):
     x, y = ChangeBatch(a), ChangeBatch(b)
     expected = Counter()
@@ -226,15 +236,22 @@ def test_antichain_vectors():
     assert not a.less_equal(Product(0, 5))
     assert antichain_join([Product(3, 7)], [Product(4, 6)], join) == Antichain([Product(4, 7)])
     assert antichain_meet([Product(3, 7)], [Product(4, 6)]) == Antichain(
-        [Product(3, 7), Product(4, 6)])
+        [Product(3, 7), Product(4, 6)]
+    )
     assert antichain_join([], [Product(1, 1)], join) == Antichain()  # [] is the top
     assert antichain_meet([], [Product(1, 1)]) == Antichain([Product(1, 1)])
     assert Antichain.from_elem(5) == Antichain([5])
 
 
 @FAST
-@given(st.lists(st.builds(Product, st.builds(Product, st.integers(0, 2), st.integers(0, 2)),
-                          st.integers(0, 2)), max_size=8))
+@given(
+    st.lists(
+        st.builds(
+            Product, st.builds(Product, st.integers(0, 2), st.integers(0, 2)), st.integers(0, 2)
+        ),
+        max_size=8,
+    )
+)
 def test_antichain_with_custom_order(ts):
     order = INT_ORDER.nested().nested()
     a = Antichain(ts, le=order.le)
@@ -277,9 +294,16 @@ def _check_mutable(m, counts, prev, changes):
 
 
 @FAST
-@given(st.sampled_from(["int", "p", "pp"]).flatmap(lambda shape: st.lists(
-    st.lists(st.tuples(times_of_shape(shape, 0, 3), st.integers(-2, 2)), min_size=1, max_size=5),
-    max_size=12)))
+@given(
+    st.sampled_from(["int", "p", "pp"]).flatmap(
+        lambda shape: st.lists(
+            st.lists(
+                st.tuples(times_of_shape(shape, 0, 3), st.integers(-2, 2)), min_size=1, max_size=5
+            ),
+            max_size=12,
+        )
+    )
+)
 def test_mutable_antichain_random_updates(batches):
     m = MutableAntichain()
     counts: dict = {}
@@ -305,8 +329,14 @@ def test_mutable_antichain_random_updates(batches):
 
 
 @FAST
-@given(st.lists(st.tuples(st.builds(Product, st.integers(0, 3), st.integers(0, 3)),
-                          st.integers(1, 2)), min_size=1, max_size=8), st.randoms())
+@given(
+    st.lists(
+        st.tuples(st.builds(Product, st.integers(0, 3), st.integers(0, 3)), st.integers(1, 2)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.randoms(),
+)
 def test_mutable_antichain_transient_negatives(pos, rnd):
     """Retractions that arrive before their insertions (in separate batches) are ignored by the
     frontier until the matching positive arrives; then both cancel."""
@@ -336,8 +366,13 @@ def capability_scripts(draw):
     n_steps = draw(st.integers(1, 15))
     steps = []
     for _ in range(n_steps):
-        steps.append((draw(st.sampled_from(["acquire", "release", "downgrade", "batch"])),
-                      draw(st.integers(0, 1000)), draw(times_of_shape(shape, 0, 2))))
+        steps.append(
+            (
+                draw(st.sampled_from(["acquire", "release", "downgrade", "batch"])),
+                draw(st.integers(0, 1000)),
+                draw(times_of_shape(shape, 0, 2)),
+            )
+        )
     return shape, start, steps
 
 
@@ -396,7 +431,9 @@ def test_mutable_antichain_vectors():
     assert f.frontier == [Product(0, 0)] and f.count_for(Product(0, 0)) == 1
     p = MutableAntichain()
     assert sorted(p.update_iter([(Product(1, 0), 1), (Product(0, 1), 1), (Product(1, 1), 1)])) == [
-        (Product(0, 1), 1), (Product(1, 0), 1)]
+        (Product(0, 1), 1),
+        (Product(1, 0), 1),
+    ]
     assert sorted(p.update_iter([(Product(1, 0), -1)])) == [(Product(1, 0), -1)]
     assert p.frontier == [Product(0, 1)]
 
@@ -433,7 +470,10 @@ def _assert_message_names_a_cycle(spec: GraphSpec, msg: str):
     cyc = [loc for loc, r in reach.items() if loc in r]
     anchors = [loc for loc in cyc if loc.node == nodes[0]]
     assert any(
-        all(any((loc in reach[a] and a in reach[loc]) for loc in cyc if loc.node == n) for n in set(nodes))
+        all(
+            any((loc in reach[a] and a in reach[loc]) for loc in cyc if loc.node == n)
+            for n in set(nodes)
+        )
         for a in anchors
     ), msg
 
@@ -517,9 +557,15 @@ def _brute_implications(spec, summaries, counts, tgt, skip_node0=False):
     return minimal_elements(out)
 
 
-@settings(max_examples=70, deadline=None,
-          suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow,
-                                 HealthCheck.data_too_large])
+@settings(
+    max_examples=70,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.filter_too_much,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(_acyclic_graphs(), st.data())
 def test_tracker_matches_brute_force(spec, data):
     b = spec.builder()
@@ -602,8 +648,10 @@ def test_chain_input_map_probe():
     b.add_node(3, 1, 0, [[]], name="probe")
     b.add_edge(Source(1, 0), Target(2, 0))
     b.add_edge(Source(2, 0), Target(3, 0))
-    assert b.summaries_from(Source(1, 0)) == {Target(2, 0): [IntSummary(0)],
-                                              Target(3, 0): [IntSummary(0)]}
+    assert b.summaries_from(Source(1, 0)) == {
+        Target(2, 0): [IntSummary(0)],
+        Target(3, 0): [IntSummary(0)],
+    }
     tr = b.build(INT_ORDER.le)
     tr.update_source(1, 0, 0, 1)
     pushed = tr.propagate_all()
@@ -685,8 +733,7 @@ def test_loop_with_advancing_feedback_builds_and_completes():
     tr.propagate_all()
     tr._check()
     probe_frontiers.append(list(tr.frontier_at(Target(5, 0))))
-    assert probe_frontiers == [[P(0, 0)], [P(0, 1)], [P(0, 2)], [P(0, 3)], [P(0, 4)],
-                               [P(0, 5)], []]
+    assert probe_frontiers == [[P(0, 0)], [P(0, 1)], [P(0, 2)], [P(0, 3)], [P(0, 4)], [P(0, 5)], []]
     assert not tr.tracking_anything()
 
 

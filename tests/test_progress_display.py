@@ -27,15 +27,15 @@ def no_env(monkeypatch):
 
 
 def test_enabled_rules(no_env, monkeypatch):
-    assert progress_enabled(stream=io.StringIO()) is False       # not a terminal
-    assert progress_enabled(stream=_Terminal()) is True          # a terminal
+    assert progress_enabled(stream=io.StringIO()) is False  # not a terminal
+    assert progress_enabled(stream=_Terminal()) is True  # a terminal
     assert progress_enabled(True, stream=io.StringIO()) is True  # forced by the flag
     assert progress_enabled(False, stream=_Terminal()) is False
     monkeypatch.setenv(ENV, "1")
-    assert progress_enabled(stream=io.StringIO()) is True        # forced by the environment
+    assert progress_enabled(stream=io.StringIO()) is True  # forced by the environment
     monkeypatch.setenv(ENV, "0")
     assert progress_enabled(stream=_Terminal()) is False
-    assert progress_enabled(True, stream=_Terminal()) is True    # the flag wins
+    assert progress_enabled(True, stream=_Terminal()) is True  # the flag wins
 
 
 def test_off_in_ray_jobs(no_env, monkeypatch):
@@ -90,8 +90,7 @@ def test_session_wait_shows_the_display_when_forced(no_env, capfd):
     assert "session: waiting for 'probe' to pass 1" in err and "input 1" in err
 
 
-def test_step_until_shows_the_display_when_forced_by_the_environment(no_env, monkeypatch,
-                                                                      capfd):
+def test_step_until_shows_the_display_when_forced_by_the_environment(no_env, monkeypatch, capfd):
     monkeypatch.setenv(ENV, "1")
 
     def build(worker):

@@ -13,12 +13,21 @@ def test_every_export_exists():
         assert hasattr(timelypy, name), name
 
 
-MAIN_CLASSES = [timelypy.Collection, timelypy.Arranged, timelypy.Variable,
-                timelypy.CapturedCollection, timelypy.InputSession, timelypy.TraceHandle,
-                timelypy.Scope, timelypy.Stream, timelypy.Worker, timelypy.DataflowSession]
+MAIN_CLASSES = [
+    timelypy.Collection,
+    timelypy.Arranged,
+    timelypy.Variable,
+    timelypy.CapturedCollection,
+    timelypy.InputSession,
+    timelypy.TraceHandle,
+    timelypy.Scope,
+    timelypy.Stream,
+    timelypy.Worker,
+    timelypy.DataflowSession,
+]
 # Where every public item also shows a short example ("Example: ..." or a ``>>>`` doctest).
 EXAMPLE_MODULES = ("timelypy.differential.", "timelypy.dataflow.")
-NOT_YET = ("timelypy.dataflow.graph",)   # examples still to write there (to_dot, to_mermaid, ...)
+NOT_YET = ("timelypy.dataflow.graph",)  # examples still to write there (to_dot, to_mermaid, ...)
 
 
 def _public_methods(cls):
@@ -37,16 +46,23 @@ def _has_example(doc):
 
 
 def test_every_public_name_has_a_docstring():
-    missing = [name for name in timelypy.__all__
-               if not name.startswith("__") and name != "INT_ORDER"
-               and not (getattr(getattr(timelypy, name), "__doc__", None) or "").strip()]
+    missing = [
+        name
+        for name in timelypy.__all__
+        if not name.startswith("__")
+        and name != "INT_ORDER"
+        and not (getattr(getattr(timelypy, name), "__doc__", None) or "").strip()
+    ]
     assert not missing, f"public names without a docstring: {missing}"
 
 
 def test_every_public_method_of_the_main_classes_has_a_docstring():
-    missing = [f"{cls.__name__}.{name}" for cls in MAIN_CLASSES
-               for name, member in _public_methods(cls)
-               if not (member.__doc__ or "").strip()]
+    missing = [
+        f"{cls.__name__}.{name}"
+        for cls in MAIN_CLASSES
+        for name, member in _public_methods(cls)
+        if not (member.__doc__ or "").strip()
+    ]
     assert not missing, f"public methods without a docstring: {missing}"
 
 
@@ -55,8 +71,11 @@ def test_the_differential_and_dataflow_layers_show_an_example_everywhere():
     for name in timelypy.__all__:
         obj = getattr(timelypy, name)
         module = getattr(obj, "__module__", "") or ""
-        if (module.startswith(EXAMPLE_MODULES) and not module.startswith(NOT_YET)
-                and not _has_example(obj.__doc__ or "")):
+        if (
+            module.startswith(EXAMPLE_MODULES)
+            and not module.startswith(NOT_YET)
+            and not _has_example(obj.__doc__ or "")
+        ):
             missing.append(name)
     for cls in MAIN_CLASSES:
         if not cls.__module__.startswith(EXAMPLE_MODULES):
@@ -88,6 +107,7 @@ def test_build_functions_survive_cloudpickle():
         def dataflow(scope):
             s, c = scope.new_collection()
             return s, c.map(lambda x: x + 1).count().capture()
+
         s, out = worker.dataflow(dataflow)
         s.insert(1)
         s.close()

@@ -32,13 +32,23 @@ from timelypy.workers.ray_actors import ACTOR_CLASS_NAME  # noqa: E402
 
 try:
     import strategies as strat
-    from conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir, non_loopback_listeners,
-                          probe_ray_gcs, stop_processes_under)
+    from conftest import (
+        RAY_AUTH_VARIABLES,
+        new_ray_base_dir,
+        non_loopback_listeners,
+        probe_ray_gcs,
+        stop_processes_under,
+    )
     from differential_harness import run_and_check
 except ModuleNotFoundError:  # pragma: no cover
     from tests import strategies as strat
-    from tests.conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir,
-                                non_loopback_listeners, probe_ray_gcs, stop_processes_under)
+    from tests.conftest import (
+        RAY_AUTH_VARIABLES,
+        new_ray_base_dir,
+        non_loopback_listeners,
+        probe_ray_gcs,
+        stop_processes_under,
+    )
     from tests.differential_harness import run_and_check
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180), pytest.mark.usefixtures("ray_session")]
@@ -57,8 +67,11 @@ def _load_example(name: str):
 def live_worker_actors() -> List[Dict[str, Any]]:
     from ray._private import state
 
-    return [a for a in state.actors().values()
-            if a.get("ActorClassName") == ACTOR_CLASS_NAME and a.get("State") != "DEAD"]
+    return [
+        a
+        for a in state.actors().values()
+        if a.get("ActorClassName") == ACTOR_CLASS_NAME and a.get("State") != "DEAD"
+    ]
 
 
 def assert_no_leftover_actors(within: float = 10.0) -> None:
@@ -90,8 +103,11 @@ def program_and_script(draw):
     return program, script, program.n_inputs
 
 
-@settings(max_examples=int(os.environ.get("TIMELYPY_RAY_EXAMPLES", "15")), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=int(os.environ.get("TIMELYPY_RAY_EXAMPLES", "15")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(program_and_script())
 def test_random_programs_two_ray_workers_match_one_inline_worker(case):
     program, script, n_inputs = case
@@ -135,8 +151,9 @@ def _skip_level_build(size: int, interactive: bool):
 def test_skip_level_two_ray_workers_equals_one_inline_worker(size, interactive):
     skip_level = _load_example("skip_level")
     expected = skip_level.main(size, 1, interactive=interactive)
-    results = tp.execute(_skip_level_build(size, interactive), workers=2, backend="ray",
-                         timeout=120)
+    results = tp.execute(
+        _skip_level_build(size, interactive), workers=2, backend="ray", timeout=120
+    )
     assert len(results) == 2
     got = consolidate(u for captured in results for u in captured.updates())
     assert got == consolidate(expected)
@@ -177,8 +194,11 @@ def test_session_ray_has_token_auth_and_refuses_clients_without_the_token(ray_te
     wrong = probe_ray_gcs(address, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64})
     assert wrong.startswith("REFUSED AuthenticationError"), wrong
     # The same probe with this run's token gets in (so the refusals are the token's doing).
-    assert probe_ray_gcs(address, {"RAY_AUTH_MODE": "token",
-                                   "RAY_AUTH_TOKEN": ray_test_token}) == "ACCEPTED"
+    assert (
+        probe_ray_gcs(address, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": ray_test_token})
+        == "ACCEPTED"
+    )
+
     # Workers see token mode too.
     @ray.remote(num_cpus=0)
     def auth_mode_in_a_worker():
@@ -204,8 +224,12 @@ def test_starting_ray_sets_no_environment_variable(monkeypatch):
     before = dict(os.environ)
     ray_actors._ensure_ray(None, 2, {})
     assert seen["environ"] == before and dict(os.environ) == before
-    assert seen["kwargs"] == {"address": "local", "include_dashboard": False,
-                              "log_to_driver": False, "num_cpus": 2}
+    assert seen["kwargs"] == {
+        "address": "local",
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "num_cpus": 2,
+    }
 
 
 _STARTS_RAY = """
@@ -230,22 +254,30 @@ def test_local_ray_started_by_timelypy_keeps_ray_default_token_auth():
     home = os.path.join(base, "home")
     report_path = os.path.join(base, "report.json")
     os.mkdir(home)
-    env = {k: v for k, v in os.environ.items()
-           if k not in RAY_AUTH_VARIABLES and k != "RAY_ADDRESS"}
+    env = {
+        k: v for k, v in os.environ.items() if k not in RAY_AUTH_VARIABLES and k != "RAY_ADDRESS"
+    }
     env.update(HOME=home, RAY_TMPDIR=base, PYTHONPATH=str(ROOT))
     log_path = os.path.join(base, "child.log")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", _STARTS_RAY, report_path], env=env,
-                                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=base)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _STARTS_RAY, report_path],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=base,
+        )
     try:
         deadline = time.monotonic() + 150
         while not os.path.exists(report_path):
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 proc.wait(timeout=10)
-                pytest.fail("the child did not report: "
-                            + pathlib.Path(log_path).read_text(errors="replace")[-3000:])
+                pytest.fail(
+                    "the child did not report: "
+                    + pathlib.Path(log_path).read_text(errors="replace")[-3000:]
+                )
             time.sleep(0.2)
         with open(report_path) as f:
             report = json.load(f)
@@ -254,8 +286,12 @@ def test_local_ray_started_by_timelypy_keeps_ray_default_token_auth():
         assert token_file.is_file(), "Ray generated no token for its new local cluster"
         refused = probe_ray_gcs(report["gcs"], {"RAY_AUTH_MODE": "disabled"})
         assert refused.startswith("REFUSED AuthenticationError"), refused
-        assert probe_ray_gcs(report["gcs"], {"RAY_AUTH_MODE": "token",
-                                             "RAY_AUTH_TOKEN_PATH": str(token_file)}) == "ACCEPTED"
+        assert (
+            probe_ray_gcs(
+                report["gcs"], {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_file)}
+            )
+            == "ACCEPTED"
+        )
     finally:
         try:
             proc.stdin.close()

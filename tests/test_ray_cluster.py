@@ -37,13 +37,25 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
 try:
-    from conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir, non_loopback_listeners,
-                          probe_ray_gcs, processes_under, ray_token_environment,
-                          stop_processes_under)
+    from conftest import (
+        RAY_AUTH_VARIABLES,
+        new_ray_base_dir,
+        non_loopback_listeners,
+        probe_ray_gcs,
+        processes_under,
+        ray_token_environment,
+        stop_processes_under,
+    )
 except ModuleNotFoundError:  # pragma: no cover
-    from tests.conftest import (RAY_AUTH_VARIABLES, new_ray_base_dir, non_loopback_listeners,
-                                probe_ray_gcs, processes_under, ray_token_environment,
-                                stop_processes_under)
+    from tests.conftest import (
+        RAY_AUTH_VARIABLES,
+        new_ray_base_dir,
+        non_loopback_listeners,
+        probe_ray_gcs,
+        processes_under,
+        ray_token_environment,
+        stop_processes_under,
+    )
 
 pytestmark = [pytest.mark.ray]
 
@@ -61,8 +73,9 @@ LOOPBACK = "127.0.0.1"
 def test_two_node_cluster_in_a_child_process():
     """Run :class:`TestOnTwoNodes` in a child process on a cluster of its own; stop that cluster."""
     base = new_ray_base_dir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in RAY_AUTH_VARIABLES and k != "RAY_ADDRESS"}
+    env = {
+        k: v for k, v in os.environ.items() if k not in RAY_AUTH_VARIABLES and k != "RAY_ADDRESS"
+    }
     env.update(ray_token_environment(secrets.token_hex(32)))
     env.update({CHILD: base, "RAY_TMPDIR": base, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
     log_path = os.path.join(base, "child.log")
@@ -70,11 +83,23 @@ def test_two_node_cluster_in_a_child_process():
     try:
         with open(log_path, "wb") as log:
             child = subprocess.Popen(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
-                 "-W", "ignore::DeprecationWarning",
-                 f"{pathlib.Path(__file__).resolve()}::TestOnTwoNodes"],
-                env=env, stdout=log, stderr=subprocess.STDOUT,
-                cwd=str(pathlib.Path(__file__).resolve().parent.parent))
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-rA",
+                    "-W",
+                    "ignore::DeprecationWarning",
+                    f"{pathlib.Path(__file__).resolve()}::TestOnTwoNodes",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(pathlib.Path(__file__).resolve().parent.parent),
+            )
             try:
                 code = child.wait(timeout=CHILD_TIMEOUT)
             except subprocess.TimeoutExpired:
@@ -94,9 +119,10 @@ def test_two_node_cluster_in_a_child_process():
 # in the child process only
 
 if os.environ.get(CHILD):
-    import timelypy as tp
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
+
+    import timelypy as tp
 
     try:
         import strategies as strat
@@ -119,9 +145,15 @@ if os.environ.get(CHILD):
         assert os.environ["RAY_AUTH_MODE"] == "token"
         temp_dir = os.path.join(os.environ[CHILD], "ray")
         os.makedirs(temp_dir, exist_ok=True)
-        made = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 1, "node_ip_address": LOOPBACK, "include_dashboard": False,
-            "temp_dir": temp_dir})
+        made = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "node_ip_address": LOOPBACK,
+                "include_dashboard": False,
+                "temp_dir": temp_dir,
+            },
+        )
         try:
             made.add_node(num_cpus=1, node_ip_address=LOOPBACK)
             made.wait_for_nodes(timeout=120)
@@ -162,9 +194,8 @@ if os.environ.get(CHILD):
         """Runs in the child process, on the two-node cluster."""
 
         def test_two_nodes_with_token_auth(self, cluster):
-            from ray._raylet import AuthenticationMode, get_authentication_mode
-
             import psutil
+            from ray._raylet import AuthenticationMode, get_authentication_mode
 
             nodes = _nodes()
             assert len(nodes) == 2 and set(nodes.values()) == {LOOPBACK}
@@ -175,19 +206,28 @@ if os.environ.get(CHILD):
             assert address.startswith(LOOPBACK + ":")
             refused = probe_ray_gcs(address, {"RAY_AUTH_MODE": "disabled"})
             assert refused.startswith("REFUSED AuthenticationError"), refused
-            assert probe_ray_gcs(address, {
-                "RAY_AUTH_MODE": "token",
-                "RAY_AUTH_TOKEN": os.environ["RAY_AUTH_TOKEN"]}) == "ACCEPTED"
+            assert (
+                probe_ray_gcs(
+                    address,
+                    {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.environ["RAY_AUTH_TOKEN"]},
+                )
+                == "ACCEPTED"
+            )
 
         def test_workers_on_both_nodes_mesh_on_the_node_address(self, cluster):
-            results = tp.execute(_placed(lambda w: w.index), workers=2, backend="ray",
-                                 **OPTIONS)
+            results = tp.execute(_placed(lambda w: w.index), workers=2, backend="ray", **OPTIONS)
             assert [r[0] for r in results] == [0, 1]
             _check_placement(results)
 
-        @settings(max_examples=EXAMPLES, deadline=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                         HealthCheck.function_scoped_fixture])
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            suppress_health_check=[
+                HealthCheck.too_slow,
+                HealthCheck.data_too_large,
+                HealthCheck.function_scoped_fixture,
+            ],
+        )
         @given(case=program_and_script())
         def test_random_programs_on_two_nodes(self, cluster, case):
             """The property suite, sized down: output equals a from-scratch evaluation at every time,
@@ -201,10 +241,15 @@ if os.environ.get(CHILD):
                 assert not problems, f"program {program!r}: " + "; ".join(problems)
                 updates.extend(worker_updates)
             by_input = ref.script_updates(script, n_inputs)
-            horizon = max([t for us in by_input.values() for _, t, _ in us]
-                          + ref.final_times(script, n_inputs) + [0])
+            horizon = max(
+                [t for us in by_input.values() for _, t, _ in us]
+                + ref.final_times(script, n_inputs)
+                + [0]
+            )
             for t in range(horizon + 1):
                 expected = ref.evaluate_at(program, by_input, t)
                 got = ref.accumulate(updates, t)
-                assert got == expected, (f"program {program!r} at time {t}: expected "
-                                         f"{expected}, got {got}\nscript={list(script)!r}")
+                assert got == expected, (
+                    f"program {program!r} at time {t}: expected "
+                    f"{expected}, got {got}\nscript={list(script)!r}"
+                )

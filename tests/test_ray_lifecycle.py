@@ -15,6 +15,7 @@ the owner thread, which starts a child with a parent-death signal as Ray does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -23,20 +24,26 @@ import signal
 import subprocess
 import sys
 import time
-import contextlib
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
-
-from conftest import (LOOPBACK_ADDRESSES, RAY_AUTH_VARIABLES, new_ray_base_dir,
-                      processes_under, ray_token_environment, stop_processes_under)
+from conftest import (
+    LOOPBACK_ADDRESSES,
+    RAY_AUTH_VARIABLES,
+    new_ray_base_dir,
+    processes_under,
+    ray_token_environment,
+    stop_processes_under,
+)
 
 psutil = pytest.importorskip("psutil", reason="the process checks need psutil (dev extra)")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="the watchdog completes Linux's parent-death signal")
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="the watchdog completes Linux's parent-death signal",
+)
 
 
 def _child_env(base: str, token: str) -> Dict[str, str]:
@@ -44,9 +51,12 @@ def _child_env(base: str, token: str) -> Dict[str, str]:
     authentication with this run's token, no Ray to connect to, and not Ray's single-machine
     mode (``tests/conftest.py`` sets it for the suite): a Ray that timelypy starts must keep
     to loopback by itself."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in RAY_AUTH_VARIABLES
-           and k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in RAY_AUTH_VARIABLES
+        and k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+    }
     env.update(ray_token_environment(token))
     env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=base, TPY_TEST_BASE=base)
     return env
@@ -159,26 +169,37 @@ def test_sessions_and_jobs_reopen_three_times_on_a_ray_timelypy_started(ray_test
     pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
     base = new_ray_base_dir()
     try:
-        done = subprocess.run([sys.executable, "-c", _REOPEN], env=_child_env(base, ray_test_token),
-                              capture_output=True, text=True, timeout=480, cwd=base, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", _REOPEN],
+            env=_child_env(base, ray_test_token),
+            capture_output=True,
+            text=True,
+            timeout=480,
+            cwd=base,
+            check=False,
+        )
         lines = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
         assert done.returncode == 0 and lines, (
             f"the driver failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n"
-            f"{done.stderr[-4000:]}")
-        report: Dict[str, Any] = json.loads(lines[-1][len("REPORT "):])
+            f"{done.stderr[-4000:]}"
+        )
+        report: Dict[str, Any] = json.loads(lines[-1][len("REPORT ") :])
         rounds = report["rounds"]
         assert len(rounds) == 3
         expected_jobs = [[[0, 10], 0, 1], [[1, 10], 0, 1], [[2, 10], 0, 1]]
         for r, one in enumerate(rounds):
-            assert one["changes"] == sorted([[["ray", 2], 0, 1], [["timely", 1], 0, 1],
-                                             [[f"round{r}", 1], 0, 1]]), one
+            assert one["changes"] == sorted(
+                [[["ray", 2], 0, 1], [["timely", 1], 0, 1], [[f"round{r}", 1], 0, 1]]
+            ), one
             assert one["execute"] == expected_jobs, one
             for kind, states in one["daemon_status"].items():
                 assert states and all(s not in ("zombie", "dead") for s in states), (
-                    f"round {r}: Ray's {kind} is {states} after the session closed")
+                    f"round {r}: Ray's {kind} is {states} after the session closed"
+                )
         assert report["token_mode"]
         assert report["listening_on"] and set(report["listening_on"]) <= set(LOOPBACK_ADDRESSES), (
-            report["listening_on"])
+            report["listening_on"]
+        )
         # the same Ray throughout: one GCS, the same daemon processes
         assert len({one["gcs"] for one in rounds}) == 1
         assert all(one["daemons"] == rounds[0]["daemons"] for one in rounds)
@@ -221,18 +242,25 @@ def test_sigkilled_driver_takes_its_ray_with_it(ray_test_token):
     log_path = os.path.join(base, "driver.log")
     try:
         with open(log_path, "w") as log:
-            proc = subprocess.Popen([sys.executable, "-u", "-c", _STAY_UP],
-                                    env=_child_env(base, ray_test_token), stdout=subprocess.PIPE,
-                                    stderr=log, text=True, cwd=base)
+            proc = subprocess.Popen(
+                [sys.executable, "-u", "-c", _STAY_UP],
+                env=_child_env(base, ray_test_token),
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                cwd=base,
+            )
         try:
             line = ""
             deadline = time.monotonic() + 180
             while not line.startswith("REPORT "):
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail("the driver did not report: "
-                                + pathlib.Path(log_path).read_text(errors="replace")[-3000:])
+                    pytest.fail(
+                        "the driver did not report: "
+                        + pathlib.Path(log_path).read_text(errors="replace")[-3000:]
+                    )
                 line = proc.stdout.readline()
-            report = json.loads(line[len("REPORT "):])
+            report = json.loads(line[len("REPORT ") :])
             assert report["results"] == [0, 1]
             # (the job's actor processes may be on their way out: only the living count)
             pids = _alive([p["pid"] for p in report["family"]])
@@ -246,12 +274,16 @@ def test_sigkilled_driver_takes_its_ray_with_it(ray_test_token):
         killed = time.monotonic()
         left = _wait_gone(pids, limit=10)
         gone_after = time.monotonic() - killed
-        assert left == [], (f"alive 10 s after the driver was killed: "
-                            f"{[(p['pid'], p['name']) for p in family if p['pid'] in left]}")
+        assert left == [], (
+            f"alive 10 s after the driver was killed: "
+            f"{[(p['pid'], p['name']) for p in family if p['pid'] in left]}"
+        )
         assert processes_under(report["session_dir"]) == []
         assert gone_after < 10, gone_after
-        assert "stopped" in pathlib.Path(report["session_dir"], "logs",
-                                         "timelypy_watchdog.err").read_text()
+        assert (
+            "stopped"
+            in pathlib.Path(report["session_dir"], "logs", "timelypy_watchdog.err").read_text()
+        )
     finally:
         stop_processes_under(base, grace=1)
         shutil.rmtree(base, ignore_errors=True)
@@ -302,13 +334,17 @@ def _start_fake_driver(base: str):
 
     session_dir = os.path.join(base, "session_fake")
     os.makedirs(session_dir)
-    driver = subprocess.Popen([sys.executable, "-c", _FAKE_DRIVER, session_dir,
-                               ray_watchdog.__file__], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _FAKE_DRIVER, session_dir, ray_watchdog.__file__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     daemon_pid, watchdog_pid = (int(x) for x in driver.stdout.readline().split())
     # a bystander naming the same dir but not the driver's child: never touched
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
-                                  session_dir])
+    bystander = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)", session_dir]
+    )
     deadline = time.monotonic() + 30
     family: List[int] = []
     while time.monotonic() < deadline:  # until the daemon started its 'agent'
@@ -348,8 +384,9 @@ def test_watchdog_finds_the_family_by_session_dir_and_parent():
     from timelypy.workers.ray_watchdog import session_processes
 
     with _fake_driver() as (driver, family, watchdog_pid, bystander, base):
-        found = {pid for pid, _ in session_processes(driver.pid,
-                                                     os.path.join(base, "session_fake"))}
+        found = {
+            pid for pid, _ in session_processes(driver.pid, os.path.join(base, "session_fake"))
+        }
         # not the driver nor the bystander; the watchdog, seen from here, is a child of the
         # driver naming the dir too (it leaves itself out of its own list)
         assert found == set(family) | {watchdog_pid}
@@ -395,8 +432,14 @@ def test_a_child_started_through_the_owner_thread_outlives_the_calling_thread():
     """The mechanism behind the fix, without Ray: a child with a parent-death signal dies when
     the thread that started it ends, unless it was started by the owner thread."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", _THREAD_DEATH], env=env, capture_output=True,
-                          text=True, timeout=90, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _THREAD_DEATH],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["direct"] == -signal.SIGKILL  # killed when its starting thread ended

@@ -28,6 +28,7 @@ def test_readme_has_python_blocks():
 def test_readme_python_blocks_run_alone(tmp_path, index):
     script = tmp_path / f"readme_block_{index}.py"
     script.write_text(_blocks()[index])
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=170, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=170, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-3000:]

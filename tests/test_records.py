@@ -110,14 +110,17 @@ KINDS: Dict[str, List[Any]] = {
     "enum": list(Planet),
     "date": [date(2024, 2, 27) + timedelta(days=i) for i in range(6)],
     "datetime-naive": [datetime(2024, 3, 31, 1, 30) + timedelta(hours=7 * i) for i in range(6)],
-    "datetime-aware": [datetime(2024, 3, 31, 1, 30, tzinfo=timezone.utc if i % 2 else PLUS5)
-                       + timedelta(minutes=i) for i in range(6)],
+    "datetime-aware": [
+        datetime(2024, 3, 31, 1, 30, tzinfo=timezone.utc if i % 2 else PLUS5) + timedelta(minutes=i)
+        for i in range(6)
+    ],
     "time": [time(i, 15, 0, 250) if i % 2 else time(i, 15, tzinfo=PLUS5) for i in range(6)],
     "timedelta": [timedelta(days=i - 2, microseconds=7 * i) for i in range(6)],
     "decimal": [Decimal("0.1") * i + Decimal("1.00") for i in range(6)],
     "fraction": [Fraction(i + 1, 3) for i in range(6)],
-    "uuid": [uuid.UUID(int=(i + 1) * 0x0123456789ABCDEF0123456789ABCDEF % 2**128)
-             for i in range(6)],
+    "uuid": [
+        uuid.UUID(int=(i + 1) * 0x0123456789ABCDEF0123456789ABCDEF % 2**128) for i in range(6)
+    ],
 }
 NEEDS_CLOUDPICKLE_3 = {"typing-namedtuple"}
 
@@ -125,9 +128,13 @@ NEEDS_CLOUDPICKLE_3 = {"typing-namedtuple"}
 def _kind_param(kind: str) -> Any:
     marks = []
     if kind in NEEDS_CLOUDPICKLE_3:
-        marks.append(pytest.mark.skipif(
-            not CLOUDPICKLE_3, reason="cloudpickle < 3 cannot send a typing.NamedTuple class "
-                                      "defined in a test module (or __main__) by value"))
+        marks.append(
+            pytest.mark.skipif(
+                not CLOUDPICKLE_3,
+                reason="cloudpickle < 3 cannot send a typing.NamedTuple class "
+                "defined in a test module (or __main__) by value",
+            )
+        )
     return pytest.param(kind, marks=marks, id=kind)
 
 
@@ -135,32 +142,39 @@ def _kind_param(kind: str) -> Any:
 # the hash: equal values hash equal; refusals say what is accepted
 
 
-@pytest.mark.parametrize("group", [
-    (Decimal("1.0"), Decimal("1"), Decimal("1.000"), 1, 1.0, True, Fraction(2, 2)),
-    (Decimal("0.5"), Decimal("0.50"), 0.5, Fraction(1, 2)),
-    (Decimal("-0"), Decimal("0.00"), 0, 0.0),
-    (Decimal("Infinity"), float("inf")),
-    (Decimal("0.1"), Decimal("0.10"), Fraction(1, 10)),
-    (Pair(1, "a"), (1, "a"), Pt(1, "a")),
-    (Level.HIGH, 2, 2.0),
-    (datetime(2024, 1, 1, 12, tzinfo=timezone.utc), datetime(2024, 1, 1, 17, tzinfo=PLUS5)),
-    (time(12, 0, tzinfo=timezone.utc), time(17, 0, tzinfo=PLUS5)),
-    (timedelta(days=1), timedelta(hours=24), timedelta(seconds=86400)),
-    (Account("ann", 1, note="x"), Account("ann", 1, note="y")),
-    (("k", Account("ann", 1)), ("k", Account("ann", 1, note="z"))),
-], ids=repr)
+@pytest.mark.parametrize(
+    "group",
+    [
+        (Decimal("1.0"), Decimal("1"), Decimal("1.000"), 1, 1.0, True, Fraction(2, 2)),
+        (Decimal("0.5"), Decimal("0.50"), 0.5, Fraction(1, 2)),
+        (Decimal("-0"), Decimal("0.00"), 0, 0.0),
+        (Decimal("Infinity"), float("inf")),
+        (Decimal("0.1"), Decimal("0.10"), Fraction(1, 10)),
+        (Pair(1, "a"), (1, "a"), Pt(1, "a")),
+        (Level.HIGH, 2, 2.0),
+        (datetime(2024, 1, 1, 12, tzinfo=timezone.utc), datetime(2024, 1, 1, 17, tzinfo=PLUS5)),
+        (time(12, 0, tzinfo=timezone.utc), time(17, 0, tzinfo=PLUS5)),
+        (timedelta(days=1), timedelta(hours=24), timedelta(seconds=86400)),
+        (Account("ann", 1, note="x"), Account("ann", 1, note="y")),
+        (("k", Account("ann", 1)), ("k", Account("ann", 1, note="z"))),
+    ],
+    ids=repr,
+)
 def test_equal_values_hash_equal(group):
     assert all(v == group[0] for v in group)
     assert len({stable_hash(v) for v in group}) == 1, [stable_hash(v) for v in group]
 
 
-@pytest.mark.parametrize("a, b", [
-    (date(2024, 1, 1), datetime(2024, 1, 1)),          # a date never equals a datetime
-    (datetime(2024, 1, 1), datetime(2024, 1, 1, tzinfo=timezone.utc)),  # naive != aware
-    (Planet.MERCURY, 1),                               # an Enum member is not its value
-    (Account("ann", 1), ("ann", 1)),                   # a dataclass is not the tuple of fields
-    (Decimal("0.1"), 0.1),                             # 0.1 the float is not exactly 1/10
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (date(2024, 1, 1), datetime(2024, 1, 1)),  # a date never equals a datetime
+        (datetime(2024, 1, 1), datetime(2024, 1, 1, tzinfo=timezone.utc)),  # naive != aware
+        (Planet.MERCURY, 1),  # an Enum member is not its value
+        (Account("ann", 1), ("ann", 1)),  # a dataclass is not the tuple of fields
+        (Decimal("0.1"), 0.1),  # 0.1 the float is not exactly 1/10
+    ],
+)
 def test_unequal_values_of_related_types_hash_apart(a, b):
     assert a != b
     assert stable_hash(a) != stable_hash(b)
@@ -173,15 +187,18 @@ def test_values_of_each_type_spread_over_workers(kind):
     assert len({stable_hash(v) % 2 for v in values}) == 2
 
 
-@pytest.mark.parametrize("value, type_name, why", [
-    (Mutable(1), "Mutable", "frozen=True"),
-    (ByIdentity(1), "ByIdentity", "eq=False"),
-    (Plain(1), "Plain", "not known to be the same in every process"),
-    ([1, 2], "list", "mutable"),
-    ({"a": 1}, "dict", "mutable"),
-    (("k", [1]), "list", "mutable"),
-    (Account("ann", [1]), "list", "mutable"),        # a frozen dataclass holding a list
-])
+@pytest.mark.parametrize(
+    "value, type_name, why",
+    [
+        (Mutable(1), "Mutable", "frozen=True"),
+        (ByIdentity(1), "ByIdentity", "eq=False"),
+        (Plain(1), "Plain", "not known to be the same in every process"),
+        ([1, 2], "list", "mutable"),
+        ({"a": 1}, "dict", "mutable"),
+        (("k", [1]), "list", "mutable"),
+        (Account("ann", [1]), "list", "mutable"),  # a frozen dataclass holding a list
+    ],
+)
 def test_refusals_name_the_type_the_value_and_what_is_accepted(value, type_name, why):
     with pytest.raises(UnhashableDataError) as info:
         stable_hash(value)
@@ -200,8 +217,11 @@ def test_a_session_refuses_a_mutable_dataclass_at_the_call_and_takes_a_frozen_on
         s.insert("records", Account("ann", 1))
         s.insert("records", Account("ann", 1, note="same account"))
         s.insert("records", Planet.EARTH)
-        with pytest.raises(SessionInputError, match=r"record Mutable\(x=1\) of type Mutable "
-                                                    r"cannot be routed .*frozen=True"):
+        with pytest.raises(
+            SessionInputError,
+            match=r"record Mutable\(x=1\) of type Mutable "
+            r"cannot be routed .*frozen=True",
+        ):
             s.insert("records", Mutable(1))
         s.advance_to(1)
         s.wait("probe")
@@ -257,8 +277,9 @@ CHILD = textwrap.dedent(
 
 def _child(seed: str) -> Dict[str, Any]:
     env = dict(os.environ, PYTHONHASHSEED=seed)
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -314,11 +335,18 @@ def test_the_wire_keeps_exact_decimals_zones_and_fold():
         paris = zoneinfo.ZoneInfo("Europe/Paris")
     except zoneinfo.ZoneInfoNotFoundError:
         pytest.skip("no time zone database")
-    values = [Decimal("1.10"), Decimal("-0"), Decimal("sNaN"), Decimal("1E+3"),
-              datetime(2024, 10, 27, 2, 30, tzinfo=paris, fold=1),
-              datetime(2024, 10, 27, 2, 30, tzinfo=paris, fold=0),
-              time(1, 2, 3, 4, tzinfo=timezone(timedelta(hours=-3), "BRT"), fold=1),
-              datetime.max, date.min, timedelta.min]
+    values = [
+        Decimal("1.10"),
+        Decimal("-0"),
+        Decimal("sNaN"),
+        Decimal("1E+3"),
+        datetime(2024, 10, 27, 2, 30, tzinfo=paris, fold=1),
+        datetime(2024, 10, 27, 2, 30, tzinfo=paris, fold=0),
+        time(1, 2, 3, 4, tzinfo=timezone(timedelta(hours=-3), "BRT"), fold=1),
+        datetime.max,
+        date.min,
+        timedelta.min,
+    ]
     for value in values:
         back = decode(encode(value))
         assert type(back) is type(value) and str(back) == str(value) and repr(back) == repr(value)
@@ -333,10 +361,15 @@ class Node:
 
 
 def test_records_inside_records_of_their_own_class_and_across_messages():
-    tree = Node(Planet.EARTH, Node(Pair(1, "a") if CLOUDPICKLE_3 else Pt(1, "a"),
-                                   Node(Decimal("2.50"), Node(("x", date(2024, 1, 1))))))
+    tree = Node(
+        Planet.EARTH,
+        Node(
+            Pair(1, "a") if CLOUDPICKLE_3 else Pt(1, "a"),
+            Node(Decimal("2.50"), Node(("x", date(2024, 1, 1)))),
+        ),
+    )
     for message in ((tree, tree.child, Node(1)), (tree, (Node(2, tree),) * 20)):
-        for _ in range(2):                        # the second message numbers classes anew
+        for _ in range(2):  # the second message numbers classes anew
             assert _same(decode(encode(message)), message)
 
 
@@ -345,7 +378,7 @@ class Circle:
     radius: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "area", 3.0 * self.radius ** 2)  # not a field
+        object.__setattr__(self, "area", 3.0 * self.radius**2)  # not a field
 
 
 def test_a_record_with_attributes_besides_its_fields_keeps_them():
@@ -356,7 +389,7 @@ def test_a_record_with_attributes_besides_its_fields_keeps_them():
 def test_a_class_travels_once_per_message_not_once_per_record():
     one = len(encode([Account("ann", 1)]))
     many = len(encode([Account("ann", i) for i in range(100)]))
-    assert many < one + 100 * 40, (one, many)      # each further record: its fields only
+    assert many < one + 100 * 40, (one, many)  # each further record: its fields only
 
 
 # ------------------------------------------------------------------------------------------
@@ -369,14 +402,17 @@ def records_program(values: List[Any]):
 
     def build(worker):
         def dataflow(scope):
-            items_in, items = scope.new_collection(name="items")   # (value, next value)
+            items_in, items = scope.new_collection(name="items")  # (value, next value)
             roots_in, roots = scope.new_collection(name="roots")
             keys = items.map(lambda kv: kv[0])
             reach = roots.iterate(
-                lambda r: r.map(lambda n: (n, n))
-                           .join_map(items.enter(r.scope), lambda n, _, m: m)
-                           .concat(roots.enter(r.scope))
-                           .distinct())
+                lambda r: (
+                    r.map(lambda n: (n, n))
+                    .join_map(items.enter(r.scope), lambda n, _, m: m)
+                    .concat(roots.enter(r.scope))
+                    .distinct()
+                )
+            )
             outputs = {
                 "join": items.join(items.map(lambda kv: (kv[1], ("prev", kv[0])))),
                 "count": keys.count(),
@@ -390,13 +426,15 @@ def records_program(values: List[Any]):
         items_in, roots_in, captures, probes = worker.dataflow(dataflow)
         n = len(values)
         mine = [k for k in range(n) if k % worker.peers == worker.index]
-        for k in mine:                                   # a chain, and a second copy of one edge
+        for k in mine:  # a chain, and a second copy of one edge
             items_in.insert((values[k], values[(k + 1) % n]))
         if worker.index == worker.peers - 1:
             items_in.insert((values[0], values[1]))
             roots_in.insert(values[0])
-        times = [(1, lambda: items_in.remove((values[2], values[3])) if 2 in mine else None),
-                 (2, lambda: items_in.insert((values[4], values[2])) if 4 in mine else None)]
+        times = [
+            (1, lambda: items_in.remove((values[2], values[3])) if 2 in mine else None),
+            (2, lambda: items_in.insert((values[4], values[2])) if 4 in mine else None),
+        ]
         for t, change in times:
             items_in.advance_to(t)
             roots_in.advance_to(t)
@@ -430,7 +468,7 @@ def test_records_of_each_type_on_two_processes_as_on_one_worker(kind):
     reached = {d: r for (d, t), r in expected["reach"].items() if t == 0}
     assert set(reached) == set(values)
     assert any(t == 1 and r < 0 for (_d, t), r in expected["reach"].items())
-    assert expected["count"][((values[0], 2), 0)] == 1   # the doubled edge counted twice
+    assert expected["count"][((values[0], 2), 0)] == 1  # the doubled edge counted twice
 
     results = tp.execute(records_program(values), workers=2, backend="processes", timeout=150)
     got = _consolidate(results)
@@ -440,11 +478,25 @@ def test_records_of_each_type_on_two_processes_as_on_one_worker(kind):
     assert type(sample) is type(values[0])
 
 
-MEETING = [Decimal("1.0"), Decimal("1"), 1, Fraction(3, 3),
-           *([Pair(7, "x")] if CLOUDPICKLE_3 else []), (7, "x"), Pt(7, "x"),
-           datetime(2024, 1, 1, 12, tzinfo=timezone.utc), datetime(2024, 1, 1, 17, tzinfo=PLUS5),
-           Account("ann", 1, note="a"), Account("ann", 1, note="b"), Level.HIGH, 2,
-           Planet.MARS, Planet.MARS, uuid.UUID(int=5), uuid.UUID(int=5)]
+MEETING = [
+    Decimal("1.0"),
+    Decimal("1"),
+    1,
+    Fraction(3, 3),
+    *([Pair(7, "x")] if CLOUDPICKLE_3 else []),
+    (7, "x"),
+    Pt(7, "x"),
+    datetime(2024, 1, 1, 12, tzinfo=timezone.utc),
+    datetime(2024, 1, 1, 17, tzinfo=PLUS5),
+    Account("ann", 1, note="a"),
+    Account("ann", 1, note="b"),
+    Level.HIGH,
+    2,
+    Planet.MARS,
+    Planet.MARS,
+    uuid.UUID(int=5),
+    uuid.UUID(int=5),
+]
 
 
 def meeting_build(worker):
@@ -464,10 +516,11 @@ def meeting_build(worker):
 @pytest.mark.processes
 @pytest.mark.timeout(120)
 def test_equal_records_of_different_types_meet_on_one_worker():
-    expected = Counter(MEETING)              # groups by ==
+    expected = Counter(MEETING)  # groups by ==
     assert expected[1] == 4 and expected[(7, "x")] >= 2 and expected[2] == 2
-    results = tp.execute(meeting_build, workers=3, backend="processes", start_method="spawn",
-                         timeout=90)
+    results = tp.execute(
+        meeting_build, workers=3, backend="processes", start_method="spawn", timeout=90
+    )
     got = _consolidate(results)["count"]
     assert got == Counter({((key, n), 0): 1 for key, n in expected.items()})
 
@@ -475,14 +528,28 @@ def test_equal_records_of_different_types_meet_on_one_worker():
 def _session_dataflow(scope):
     records_in, records = scope.new_collection()
     counts = records.count()
-    return {"records": records_in, "counts": counts.capture(), "probe": counts.probe(),
-            "by_record": counts.arrange_by_key()}
+    return {
+        "records": records_in,
+        "counts": counts.capture(),
+        "probe": counts.probe(),
+        "by_record": counts.arrange_by_key(),
+    }
 
 
-SESSION_RECORDS = [Account("ann", 1), Account("ann", 1, note="again"), Planet.MARS,
-                   date(2026, 11, 26), datetime(2026, 11, 26, 12, tzinfo=timezone.utc),
-                   datetime(2026, 11, 26, 17, tzinfo=PLUS5), Decimal("1.0"), Decimal("1"),
-                   uuid.UUID(int=7), Pt(1, 2), (1, 2), Booking(Account("bob", 2), date.min)]
+SESSION_RECORDS = [
+    Account("ann", 1),
+    Account("ann", 1, note="again"),
+    Planet.MARS,
+    date(2026, 11, 26),
+    datetime(2026, 11, 26, 12, tzinfo=timezone.utc),
+    datetime(2026, 11, 26, 17, tzinfo=PLUS5),
+    Decimal("1.0"),
+    Decimal("1"),
+    uuid.UUID(int=7),
+    Pt(1, 2),
+    (1, 2),
+    Booking(Account("bob", 2), date.min),
+]
 
 
 @pytest.mark.processes
@@ -498,10 +565,12 @@ def test_a_session_on_two_processes_takes_records_of_each_type():
         for (record, n), _t, r in s.changes("counts"):
             counts[(record, n)] += r
         assert Counter({k: r for k, r in counts.items() if r}) == Counter(
-            {(record, n): 1 for record, n in expected.items()})
+            {(record, n): 1 for record, n in expected.items()}
+        )
         assert s.lookup("by_record", Account("ann", 1, note="any")) == {2: 1}
-        assert s.lookup("by_record", datetime(2026, 11, 26, 14, tzinfo=timezone(
-            timedelta(hours=2)))) == {2: 1}
+        assert s.lookup(
+            "by_record", datetime(2026, 11, 26, 14, tzinfo=timezone(timedelta(hours=2)))
+        ) == {2: 1}
 
 
 @pytest.mark.ray
@@ -513,7 +582,8 @@ def test_records_of_every_type_on_two_ray_workers_as_on_one_worker(ray_session):
     for kind in kinds:
         values = KINDS[kind]
         expected = _consolidate(tp.execute(records_program(values), workers=1))
-        got = _consolidate(tp.execute(records_program(values), workers=2, backend="ray",
-                                      timeout=150))
+        got = _consolidate(
+            tp.execute(records_program(values), workers=2, backend="ray", timeout=150)
+        )
         assert got == expected, kind
         assert type(next(iter(got["distinct"]))[0]) is type(values[0]), kind

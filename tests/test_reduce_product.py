@@ -24,8 +24,13 @@ import pytest
 
 import timelypy as tp
 from timelypy.differential.collection import Collection
-from timelypy.differential.reduce import (distinct_logic, is_product_order, reduce_product,
-                                          threshold_logic, threshold_product)
+from timelypy.differential.reduce import (
+    distinct_logic,
+    is_product_order,
+    reduce_product,
+    threshold_logic,
+    threshold_product,
+)
 
 OUTER = 5
 INNER = 5
@@ -70,8 +75,14 @@ def _random_updates(rng: random.Random, keyed: bool, n: int) -> List[Tuple[Any, 
         d = rng.choice([1, 1, 1, 2, -1])
         out.append((rec, o, i, d))
         if rng.random() < 0.15:  # the same update undone, at the same or a later time
-            out.append((rec, o + rng.randrange(2) if o + 1 < OUTER else o,
-                        i + rng.randrange(2) if i + 1 < INNER else i, -d))
+            out.append(
+                (
+                    rec,
+                    o + rng.randrange(2) if o + 1 < OUTER else o,
+                    i + rng.randrange(2) if i + 1 < INNER else i,
+                    -d,
+                )
+            )
     return out
 
 
@@ -99,6 +110,7 @@ def _reduce_reference(logic):
                 if c:
                     out[(k, v)] = out.get((k, v), 0) + c
         return {r: c for r, c in out.items() if c}
+
     return evaluate
 
 
@@ -110,11 +122,13 @@ def _threshold_reference(f):
             if r:
                 out[rec] = r
         return out
+
     return evaluate
 
 
-def _run(updates, body: Callable[[Collection], Collection], schedule: str, seed: int,
-         workers: int = 1):
+def _run(
+    updates, body: Callable[[Collection], Collection], schedule: str, seed: int, workers: int = 1
+):
     """Feed ``updates`` (``record, outer, inner, diff``) through ``body`` inside an iterative
     scope; return the captured output accumulated at every time of the grid."""
     rng = random.Random(seed)
@@ -133,7 +147,8 @@ def _run(updates, body: Callable[[Collection], Collection], schedule: str, seed:
 
             def inner(child):
                 placed = coll.enter(child).join_function(
-                    lambda roi: [(roi[0], tp.Product(roi[1], roi[2]), 1)])
+                    lambda roi: [(roi[0], tp.Product(roi[1], roi[2]), 1)]
+                )
                 assert is_product_order(child.order)
                 out = body(placed)
                 return out.capture(), out.leave().probe()
@@ -144,7 +159,7 @@ def _run(updates, body: Callable[[Collection], Collection], schedule: str, seed:
         session, cap, probe = worker.dataflow(dataflow)
         for o in range(OUTER):
             if worker.index == 0:
-                for (ri, d) in by_outer[o]:
+                for ri, d in by_outer[o]:
                     session.update(ri, d)
             session.advance_to(o + 1)
             if schedule == "each":
@@ -177,8 +192,11 @@ REDUCE_PATHS = {
 
 THRESHOLD_PATHS = {
     "collection": lambda c, f: c.distinct() if f is None else c.threshold(f),
-    "arranged": lambda c, f: c.arrange_by_self().reduce(
-        distinct_logic if f is None else threshold_logic(f)).map(lambda kv: kv[0]),
+    "arranged": lambda c, f: (
+        c.arrange_by_self()
+        .reduce(distinct_logic if f is None else threshold_logic(f))
+        .map(lambda kv: kv[0])
+    ),
     "updates": lambda c, f: Collection(c.scope, threshold_product(c.inner, f)),
 }
 
@@ -276,8 +294,15 @@ def test_reachability_with_buffered_changes(seed, buffered):
         def dataflow(scope):
             es, e = scope.new_collection()
             rs, r = scope.new_collection()
-            out = r.iterate(lambda inner: e.enter(inner.scope).semijoin(inner)
-                            .map(lambda sd: sd[1]).concat(r.enter(inner.scope)).distinct())
+            out = r.iterate(
+                lambda inner: (
+                    e.enter(inner.scope)
+                    .semijoin(inner)
+                    .map(lambda sd: sd[1])
+                    .concat(r.enter(inner.scope))
+                    .distinct()
+                )
+            )
             probe = out.inspect(lambda u: reach.__setitem__(u[0], reach[u[0]] + u[2])).probe()
             return es, rs, probe
 
@@ -399,6 +424,7 @@ def _joins_brute_force(fresh, times):
 @pytest.mark.parametrize("seed", range(300))
 def test_closure_is_every_join_with_a_fresh_time(seed):
     from timelypy.differential.reduce_product import _closure
+
     rng = random.Random(seed)
 
     def some_times(k):
@@ -416,27 +442,31 @@ def test_closure_is_every_join_with_a_fresh_time(seed):
 @pytest.mark.parametrize("seed", range(100))
 def test_minimal_and_compaction_kernels(seed):
     from timelypy.differential.reduce_product import _compact_flat, _minimal
+
     rng = random.Random(seed)
     times = {(rng.randrange(6), rng.randrange(6)) for _ in range(rng.randrange(12))}
-    minimal = [t for t in times if not any(u != t and u[0] <= t[0] and u[1] <= t[1]
-                                           for u in times)]
+    minimal = [t for t in times if not any(u != t and u[0] <= t[0] and u[1] <= t[1] for u in times)]
     low: Dict[int, int] = {}
     for a, b in times:
         low[b] = min(a, low.get(b, a))
     assert sorted(_minimal(low)) == sorted(minimal)
-    hist = [(rng.randrange(3), rng.randrange(6), rng.randrange(6), rng.choice([1, -1, 2]))
-            for _ in range(rng.randrange(15))]
+    hist = [
+        (rng.randrange(3), rng.randrange(6), rng.randrange(6), rng.choice([1, -1, 2]))
+        for _ in range(rng.randrange(15))
+    ]
     m0, m1 = rng.randrange(4), rng.randrange(4)
     compacted = _compact_flat(hist, m0, m1)
     # The same accumulation at every time at or beyond (m0, m1); consolidated.
     for o in range(m0, 7):
         for i in range(m1, 7):
+
             def acc(h):
                 out: Dict[Any, int] = defaultdict(int)
                 for v, a, b, r in h:
                     if a <= o and b <= i:
                         out[v] += r
                 return {v: r for v, r in out.items() if r}
+
             assert acc(compacted) == acc(hist)
     keys = [(v, a, b) for v, a, b, _ in compacted]
     assert len(keys) == len(set(keys)) and all(r for *_, r in compacted)

@@ -43,10 +43,20 @@ MANAGES = ones((p // 2, p) for p in range(10))
 def test_skip_level_join_from_the_book() -> None:
     # manages.map(|(m2, m1)| (m1, m2)).join(&manages)  ->  (m1, (m2, p))
     prog = ref.Join(ref.Map(from_(0), "swap"), from_(0))
-    expected = ones([
-        (0, (0, 0)), (0, (0, 1)), (1, (0, 2)), (1, (0, 3)), (2, (1, 4)),
-        (2, (1, 5)), (3, (1, 6)), (3, (1, 7)), (4, (2, 8)), (4, (2, 9)),
-    ])
+    expected = ones(
+        [
+            (0, (0, 0)),
+            (0, (0, 1)),
+            (1, (0, 2)),
+            (1, (0, 3)),
+            (2, (1, 4)),
+            (2, (1, 5)),
+            (3, (1, 6)),
+            (3, (1, 7)),
+            (4, (2, 8)),
+            (4, (2, 9)),
+        ]
+    )
     assert ref.evaluate(prog, {0: MANAGES}) == expected
     assert ref.infer_type(prog) == ref.JOINED
 
@@ -58,7 +68,9 @@ def test_skip_level_join_with_retraction() -> None:
     inputs = dict(MANAGES)
     inputs[(2, 4)] -= 1
     out = ref.evaluate(prog, {0: inputs})
-    assert out == ones([(0, (0, 0)), (0, (0, 1)), (1, (0, 2)), (1, (0, 3)), (2, (1, 5)), (3, (1, 6)), (3, (1, 7))])
+    assert out == ones(
+        [(0, (0, 0)), (0, (0, 1)), (1, (0, 2)), (1, (0, 3)), (2, (1, 5)), (3, (1, 6)), (3, (1, 7))]
+    )
 
 
 def test_concat_of_manages_with_itself_counts_zero_twice() -> None:
@@ -104,9 +116,16 @@ def test_distinct_with_negative_weights() -> None:
     data = {(0, 0): 2, (0, 1): -1, (1, 1): 1, (2, 2): -3}
     assert ref.evaluate(ref.Distinct(from_(0)), {0: data}) == ones([(0, 0), (1, 1)])
     assert ref.evaluate(ref.Threshold(from_(0), "positive"), {0: data}) == ones([(0, 0), (1, 1)])
-    assert ref.evaluate(ref.Threshold(from_(0), "abs"), {0: data}) == {(0, 0): 2, (0, 1): 1, (1, 1): 1, (2, 2): 3}
+    assert ref.evaluate(ref.Threshold(from_(0), "abs"), {0: data}) == {
+        (0, 0): 2,
+        (0, 1): 1,
+        (1, 1): 1,
+        (2, 2): 3,
+    }
     assert ref.evaluate(ref.Threshold(from_(0), "at_least_2"), {0: data}) == ones([(0, 0)])
-    assert ref.evaluate(ref.Threshold(from_(0), "parity"), {0: data}) == ones([(0, 1), (1, 1), (2, 2)])
+    assert ref.evaluate(ref.Threshold(from_(0), "parity"), {0: data}) == ones(
+        [(0, 1), (1, 1), (2, 2)]
+    )
 
 
 def test_threshold_is_only_called_for_nonzero_counts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,7 +172,10 @@ def test_reduce_sees_sorted_consolidated_values(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setitem(ref.REDUCERS, "spy", ref.Fn("spy", spy, ref.PAIR, ref.PAIR))
     prog = ref.Reduce(ref.Concat(from_(0), from_(1)), "spy")
-    assert ref.evaluate(prog, {0: {(0, 5): 1, (0, 3): 2}, 1: {(0, 5): 1, (0, 3): -2, (0, 1): -1}}) == {}
+    assert (
+        ref.evaluate(prog, {0: {(0, 5): 1, (0, 3): 2}, 1: {(0, 5): 1, (0, 3): -2, (0, 1): -1}})
+        == {}
+    )
     assert seen == {0: [(1, -1), (5, 2)]}
 
 
@@ -184,8 +206,16 @@ def test_semijoin_and_antijoin_weights() -> None:
 
 def test_flat_map_duplicates_and_empty_outputs() -> None:
     data = {(0, 2): 1, (1, 0): 5, (2, 4): -1}
-    assert ref.evaluate(ref.FlatMap(from_(0), "upto_val"), [data]) == {(0, 0): 1, (0, 1): 1, (2, 0): -1}
-    assert ref.evaluate(ref.FlatMap(from_(0), "twice"), [data]) == {(0, 2): 2, (1, 0): 10, (2, 4): -2}
+    assert ref.evaluate(ref.FlatMap(from_(0), "upto_val"), [data]) == {
+        (0, 0): 1,
+        (0, 1): 1,
+        (2, 0): -1,
+    }
+    assert ref.evaluate(ref.FlatMap(from_(0), "twice"), [data]) == {
+        (0, 2): 2,
+        (1, 0): 10,
+        (2, 4): -2,
+    }
 
 
 def test_map_merges_weights_and_drops_zeros() -> None:
@@ -221,14 +251,18 @@ def test_iterate_with_nested_iterate() -> None:
     inner = transitive_closure(Var())
     tc_of_enter = ref.Iterate(
         ref.Enter(from_(0)),
-        ref.Distinct(ref.Concat(ref.Map(ref.Join(ref.Map(Var(), "swap"), ref.Enter(Var())), "vals"), Var())),
+        ref.Distinct(
+            ref.Concat(ref.Map(ref.Join(ref.Map(Var(), "swap"), ref.Enter(Var())), "vals"), Var())
+        ),
     )
     prog = ref.Iterate(from_(0), ref.Distinct(ref.Concat(tc_of_enter, Var())))
     chain = ones([(0, 1), (1, 2), (2, 3)])
     assert ref.evaluate(prog, [chain]) == ref.evaluate(transitive_closure(from_(0)), [chain])
     ref.typecheck(prog)
     # a body that is itself an iterate over the loop variable: x -> tc(x)
-    assert ref.evaluate(ref.Iterate(from_(0), inner), [chain]) == ref.evaluate(transitive_closure(from_(0)), [chain])
+    assert ref.evaluate(ref.Iterate(from_(0), inner), [chain]) == ref.evaluate(
+        transitive_closure(from_(0)), [chain]
+    )
     with pytest.raises(ref.ProgramError, match="Enter"):  # Input(0) directly inside a body
         ref.evaluate(ref.Iterate(from_(0), transitive_closure(from_(0))), [chain])
 
@@ -263,12 +297,12 @@ def test_typecheck() -> None:
     assert ref.infer_type(ref.Count(ref.Map(from_(0), "key"))) == ref.PAIR
     assert ref.infer_type(ref.Count(from_(0))) == ref.PCOUNT
     for bad in [
-        ref.Join(ref.Map(from_(0), "key"), from_(0)),       # join needs pairs
-        ref.Semijoin(from_(0), from_(0)),                   # keys must be ints
-        ref.Concat(from_(0), ref.Map(from_(0), "key")),     # concat of different types
-        ref.Map(ref.Join(from_(0), from_(0)), "swap"),      # swap takes pairs
-        ref.Count(ref.Join(from_(0), from_(0))),            # count of joined records
-        ref.Iterate(from_(0), ref.Map(Var(), "key")),       # body must keep the type
+        ref.Join(ref.Map(from_(0), "key"), from_(0)),  # join needs pairs
+        ref.Semijoin(from_(0), from_(0)),  # keys must be ints
+        ref.Concat(from_(0), ref.Map(from_(0), "key")),  # concat of different types
+        ref.Map(ref.Join(from_(0), from_(0)), "swap"),  # swap takes pairs
+        ref.Count(ref.Join(from_(0), from_(0))),  # count of joined records
+        ref.Iterate(from_(0), ref.Map(Var(), "key")),  # body must keep the type
     ]:
         with pytest.raises(ref.ProgramError):
             ref.typecheck(bad)
@@ -279,9 +313,13 @@ def test_typecheck() -> None:
 def test_reprs_are_readable() -> None:
     prog = ref.Join(ref.Map(from_(0), "swap"), from_(1))
     assert repr(prog) == "Join(Map(Input(0), 'swap'), Input(1))"
-    assert repr(ref.Program(prog, 2)) == "Program(Join(Map(Input(0), 'swap'), Input(1)), n_inputs=2)"
-    assert repr(ref.Iterate(from_(0), ref.Distinct(ref.Concat(Var(), ref.Enter(from_(1)))))) == \
-        "Iterate(Input(0), Distinct(Concat(Variable(), Enter(Input(1)))))"
+    assert (
+        repr(ref.Program(prog, 2)) == "Program(Join(Map(Input(0), 'swap'), Input(1)), n_inputs=2)"
+    )
+    assert (
+        repr(ref.Iterate(from_(0), ref.Distinct(ref.Concat(Var(), ref.Enter(from_(1))))))
+        == "Iterate(Input(0), Distinct(Concat(Variable(), Enter(Input(1)))))"
+    )
     assert prog.size() == 4 and eval(repr(prog), vars(ref)) == prog
 
 
@@ -290,7 +328,12 @@ def test_reprs_are_readable() -> None:
 
 
 def test_accumulate_uses_the_partial_order() -> None:
-    ups = [("a", Product(1, 2), 1), ("b", Product(2, 1), 1), ("c", Product(0, 5), 1), ("a", Product(2, 2), -1)]
+    ups = [
+        ("a", Product(1, 2), 1),
+        ("b", Product(2, 1), 1),
+        ("c", Product(0, 5), 1),
+        ("a", Product(2, 2), -1),
+    ]
     assert ref.accumulate(ups, Product(2, 2)) == {"b": 1}
     assert ref.accumulate(ups, Product(1, 3)) == {"a": 1}
     # lexicographically (0, 5) <= (1, 3), but not in the product order
@@ -370,8 +413,12 @@ class MockCollection:
 
     def join(self, other: "MockCollection") -> "MockCollection":
         self._same_scope(other)
-        return self._new(((k1, (v1, v2)), w1 * w2) for (k1, v1), w1 in self.data.items()
-                         for (k2, v2), w2 in other.data.items() if k1 == k2)
+        return self._new(
+            ((k1, (v1, v2)), w1 * w2)
+            for (k1, v1), w1 in self.data.items()
+            for (k2, v2), w2 in other.data.items()
+            if k1 == k2
+        )
 
     def semijoin(self, keys: "MockCollection") -> "MockCollection":
         self._same_scope(keys)
@@ -380,7 +427,9 @@ class MockCollection:
     def antijoin(self, keys: "MockCollection") -> "MockCollection":
         return self.concat(self.semijoin(keys).negate())
 
-    def reduce(self, logic: Callable[[Any, List[Tuple[Any, int]]], List[Tuple[Any, int]]]) -> "MockCollection":
+    def reduce(
+        self, logic: Callable[[Any, List[Tuple[Any, int]]], List[Tuple[Any, int]]]
+    ) -> "MockCollection":
         out: List[Tuple[Any, int]] = []
         for k in {k for k, _ in self.data}:
             vs = sorted((v, w) for (k2, v), w in self.data.items() if k2 == k)
@@ -406,7 +455,9 @@ class MockCollection:
         for _ in range(100):
             inner = MockCollection(x, MockScope(self.scope))
             result = body(inner)
-            assert result.scope is inner.scope, "iterate body returned a collection of another scope"
+            assert result.scope is inner.scope, (
+                "iterate body returned a collection of another scope"
+            )
             if result.data == x:
                 return MockCollection(x, self.scope)
             x = result.data
@@ -440,15 +491,34 @@ def test_build_calls_exactly_the_collection_api() -> None:
                 if name == "iterate":
                     args[0](Recorder())
                 return Recorder()
+
             return method
 
     prog = ref.Antijoin(
-        ref.Iterate(ref.Distinct(from_(0)), ref.Distinct(ref.Concat(ref.Map(ref.Join(Var(), ref.Enter(from_(1))), "hop"), Var()))),
-        ref.Map(ref.Reduce(ref.Threshold(ref.Count(ref.FlatMap(from_(0), "both")), "abs"), "min"), "key"),
+        ref.Iterate(
+            ref.Distinct(from_(0)),
+            ref.Distinct(ref.Concat(ref.Map(ref.Join(Var(), ref.Enter(from_(1))), "hop"), Var())),
+        ),
+        ref.Map(
+            ref.Reduce(ref.Threshold(ref.Count(ref.FlatMap(from_(0), "both")), "abs"), "min"), "key"
+        ),
     )
     ref.build(prog, "root", [Recorder(), Recorder()])
-    assert calls == ["distinct", "iterate", "enter", "join", "map", "concat", "distinct",
-                     "flat_map", "count", "threshold", "reduce", "map", "antijoin"]
+    assert calls == [
+        "distinct",
+        "iterate",
+        "enter",
+        "join",
+        "map",
+        "concat",
+        "distinct",
+        "flat_map",
+        "count",
+        "threshold",
+        "reduce",
+        "map",
+        "antijoin",
+    ]
 
 
 @FAST
@@ -463,7 +533,9 @@ def test_build_agrees_with_evaluate(program: ref.Program, inputs: List[Dict[Any,
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(S.programs(), st.lists(S.zsets(), min_size=3, max_size=3))
-def test_generated_programs_typecheck_and_evaluate(program: ref.Program, inputs: List[Dict[Any, int]]) -> None:
+def test_generated_programs_typecheck_and_evaluate(
+    program: ref.Program, inputs: List[Dict[Any, int]]
+) -> None:
     ref.typecheck(program)
     out = ref.evaluate(program, inputs[: program.n_inputs])
     assert all(type(w) is int and w != 0 for w in out.values())
@@ -480,7 +552,9 @@ def test_generated_iterates_converge(program: ref.Program, inputs: List[Dict[Any
 
 @FAST
 @given(S.linear_programs(), S.zsets(), S.zsets())
-def test_linear_programs_are_linear(program: ref.Program, a: Dict[Any, int], b: Dict[Any, int]) -> None:
+def test_linear_programs_are_linear(
+    program: ref.Program, a: Dict[Any, int], b: Dict[Any, int]
+) -> None:
     kinds = {type(n).__name__ for n in program.output.walk()}
     assert kinds <= {"Input", "Map", "Filter", "FlatMap", "Negate", "Concat", "Consolidate"}
     both = ref.consolidate(list(a.items()) + list(b.items()))
@@ -493,17 +567,24 @@ def test_linear_programs_are_linear(program: ref.Program, a: Dict[Any, int], b: 
 def test_identities(a: Dict[Any, int], keys: Dict[int, int]) -> None:
     inputs = {0: a, 1: {(k, 0): w for k, w in keys.items()}}
     ks = ref.Map(from_(1), "key")
-    assert ref.evaluate(ref.Antijoin(from_(0), ks), inputs) == \
-        ref.evaluate(ref.Concat(from_(0), ref.Negate(ref.Semijoin(from_(0), ks))), inputs)
-    assert ref.evaluate(ref.Distinct(from_(0)), inputs) == ref.evaluate(ref.Threshold(from_(0), "positive"), inputs)
-    assert ref.evaluate(ref.Distinct(ref.Distinct(from_(0))), inputs) == ref.evaluate(ref.Distinct(from_(0)), inputs)
+    assert ref.evaluate(ref.Antijoin(from_(0), ks), inputs) == ref.evaluate(
+        ref.Concat(from_(0), ref.Negate(ref.Semijoin(from_(0), ks))), inputs
+    )
+    assert ref.evaluate(ref.Distinct(from_(0)), inputs) == ref.evaluate(
+        ref.Threshold(from_(0), "positive"), inputs
+    )
+    assert ref.evaluate(ref.Distinct(ref.Distinct(from_(0))), inputs) == ref.evaluate(
+        ref.Distinct(from_(0)), inputs
+    )
     # reduce 'count' runs for every key with values, even if their weights sum to zero
     totals: Dict[int, int] = {}
     for (k, _v), w in a.items():
         totals[k] = totals.get(k, 0) + w
     assert ref.evaluate(ref.Reduce(from_(0), "count"), inputs) == ones(totals.items())
     # ... while count() of the keys drops the keys whose total is zero
-    assert ref.evaluate(ref.Count(ref.Map(from_(0), "key")), inputs) == ones((k, t) for k, t in totals.items() if t)
+    assert ref.evaluate(ref.Count(ref.Map(from_(0), "key")), inputs) == ones(
+        (k, t) for k, t in totals.items() if t
+    )
 
 
 @FAST
@@ -519,8 +600,10 @@ def test_update_streams_are_valid_scripts(n_and_script: Tuple[int, List[tuple]])
         elif action[0] == "step":
             assert action[1] >= 1
         elif action[0] == "close":
-            assert all(later[0] == "step" or later[1] != action[1]
-                       for later in script[script.index(action) + 1:])
+            assert all(
+                later[0] == "step" or later[1] != action[1]
+                for later in script[script.index(action) + 1 :]
+            )
         else:
             i, rec, diff = action[1], action[2], action[-1]
             assert 0 <= i < n and diff != 0 and 0 <= rec[0] <= 5 and 0 <= rec[1] <= 5
@@ -566,7 +649,10 @@ def test_antichains_are_antichains(chain: List[Any]) -> None:
 def test_times_and_batches(t: Product, batch: List[Tuple[Any, Any, int]]) -> None:
     assert isinstance(t, Product) and isinstance(t.outer, Product) and isinstance(t.inner, int)
     assert all(d != 0 for _, _, d in batch)
-    assert len({(type(tm), type(tm[0]) if isinstance(tm, Product) else None) for _, tm, _ in batch}) <= 1
+    assert (
+        len({(type(tm), type(tm[0]) if isinstance(tm, Product) else None) for _, tm, _ in batch})
+        <= 1
+    )
 
 
 def test_programs_cover_every_node_kind() -> None:

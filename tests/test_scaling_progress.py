@@ -91,12 +91,14 @@ def test_a_step_runs_a_bounded_number_of_rounds():
     runs = {0: 0, 1: 0}
     workers = local_workers(2)
     for w in workers:
+
         def busy(cap, info, index=w.index):
             def logic(input, output):
                 for _ in input:
                     pass
                 runs[index] += 1
                 info.activate()
+
             return logic
 
         def dataflow(scope, busy=busy):
@@ -120,8 +122,12 @@ def _harness_counts(workers: int, size: int) -> Tuple[Dict[str, Any], Counter]:
 
         def dataflow(scope):
             session, manages = scope.new_collection()
-            probe = (manages.map(lambda mp: (mp[1], mp[0])).join(manages)
-                     .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2])).probe())
+            probe = (
+                manages.map(lambda mp: (mp[1], mp[0]))
+                .join(manages)
+                .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2]))
+                .probe()
+            )
             return session, probe
 
         session, probe = worker.dataflow(dataflow)
@@ -169,8 +175,12 @@ def _open_loop_output(workers: int, size: int, batch: int) -> Counter:
 
         def dataflow(scope):
             session, manages = scope.new_collection()
-            probe = (manages.map(lambda mp: (mp[1], mp[0])).join(manages)
-                     .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2])).probe())
+            probe = (
+                manages.map(lambda mp: (mp[1], mp[0]))
+                .join(manages)
+                .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2]))
+                .probe()
+            )
             return session, probe
 
         session, probe = worker.dataflow(dataflow)

@@ -39,8 +39,21 @@ def roundtrip(message: Any) -> Any:
 
 
 def test_data_messages_at_int_times_keep_exact_types():
-    records = [((1, 2), 3, -1), [4, 5], Product(1, 2), {"k": (1,)}, {6}, frozenset({7}),
-               b"\x00", "s", 2 ** 80, 1.5, None, True, collections.OrderedDict(a=1)]
+    records = [
+        ((1, 2), 3, -1),
+        [4, 5],
+        Product(1, 2),
+        {"k": (1,)},
+        {6},
+        frozenset({7}),
+        b"\x00",
+        "s",
+        2**80,
+        1.5,
+        None,
+        True,
+        collections.OrderedDict(a=1),
+    ]
     got = roundtrip(("d", 9, 3, records))
     assert got == ("d", 9, 3, records)
     assert [type(r) for r in got[3]] == [type(r) for r in records]
@@ -153,8 +166,12 @@ def test_mesh_pickles_root_data_messages_and_keeps_fifo_with_the_rest():
 
     m0._send_frames = spy
     try:
-        messages = [("d", 1, 0, [[1, 2], (3, 4)]), ("d", 1, Product(0, 1), [((1, 2), 3, 1)]),
-                    ("p", 2, [((1, 0), 1)]), ("d", 1, 5, [Product(1, 2)])]
+        messages = [
+            ("d", 1, 0, [[1, 2], (3, 4)]),
+            ("d", 1, Product(0, 1), [((1, 2), 3, 1)]),
+            ("p", 2, [((1, 0), 1)]),
+            ("d", 1, 5, [Product(1, 2)]),
+        ]
         for message in messages:
             m0.send(1, message)
         got = [obj for _, obj in drain(m1, 4)]
@@ -210,8 +227,12 @@ def _skip_level(worker):
 
     def dataflow(scope):
         session, manages = scope.new_collection()
-        probe = (manages.map(lambda mp: (mp[1], mp[0])).join(manages)
-                 .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2])).probe())
+        probe = (
+            manages.map(lambda mp: (mp[1], mp[0]))
+            .join(manages)
+            .inspect(lambda u: out.__setitem__(u[0], out[u[0]] + u[2]))
+            .probe()
+        )
         return session, probe
 
     session, probe = worker.dataflow(dataflow)
@@ -233,7 +254,7 @@ def _skip_level(worker):
 
 
 def test_processes_answer_as_one_worker_does():
-    (one, _), = tp.execute(_skip_level, workers=1)
+    ((one, _),) = tp.execute(_skip_level, workers=1)
     results = tp.execute(_skip_level, workers=2, backend="processes")
     total: collections.Counter = collections.Counter()
     for out, sent in results:

@@ -13,17 +13,24 @@ from timelypy.errors import TimelyError, WaitTimeoutError, WorkerError
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-BACKENDS = [("inline", 1), ("inline", 3),
-            pytest.param("processes", 1, marks=pytest.mark.processes),
-            pytest.param("processes", 2, marks=pytest.mark.processes),
-            pytest.param("ray", 2, marks=pytest.mark.ray)]
+BACKENDS = [
+    ("inline", 1),
+    ("inline", 3),
+    pytest.param("processes", 1, marks=pytest.mark.processes),
+    pytest.param("processes", 2, marks=pytest.mark.processes),
+    pytest.param("ray", 2, marks=pytest.mark.ray),
+]
 
 
 def degree_dataflow(scope):
     edges_in, edges = scope.new_collection()
     degrees = edges.map(lambda e: e[0]).count()
-    return {"edges": edges_in, "degrees": degrees.capture(), "probe": degrees.probe(),
-            "by_node": degrees.arrange_by_key()}
+    return {
+        "edges": edges_in,
+        "degrees": degrees.capture(),
+        "probe": degrees.probe(),
+        "by_node": degrees.arrange_by_key(),
+    }
 
 
 def connectivity_dataflow(scope):
@@ -36,13 +43,22 @@ def connectivity_dataflow(scope):
     def propagate(inner):
         e = both.enter(inner.scope)
         n = nodes.enter(inner.scope)
-        return (inner.join(e).map(lambda kv: (kv[1][1], kv[1][0])).concat(n)
-                .reduce(lambda key, vals: [(vals[0][0], 1)]))
+        return (
+            inner.join(e)
+            .map(lambda kv: (kv[1][1], kv[1][0]))
+            .concat(n)
+            .reduce(lambda key, vals: [(vals[0][0], 1)])
+        )
 
     labels = nodes.iterate(propagate)
     answers = labels.semijoin(queries)
-    return {"edges": edges_in, "queries": queries_in, "answers": answers.capture(),
-            "probe": answers.probe(), "labels": labels.arrange_by_key()}
+    return {
+        "edges": edges_in,
+        "queries": queries_in,
+        "answers": answers.capture(),
+        "probe": answers.probe(),
+        "labels": labels.arrange_by_key(),
+    }
 
 
 @pytest.fixture
@@ -77,8 +93,7 @@ def test_session_updates_changes_and_lookups(backend, workers, backend_ready):
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("backend,workers", BACKENDS)
 def test_session_interactive_connectivity_queries(backend, workers, backend_ready):
-    with tp.open_session(connectivity_dataflow, workers=workers, backend=backend,
-                         timeout=90) as s:
+    with tp.open_session(connectivity_dataflow, workers=workers, backend=backend, timeout=90) as s:
         for e in [(1, 2), (2, 3), (4, 5)]:
             s.insert("edges", e)
         s.insert("queries", 3)
@@ -88,7 +103,7 @@ def test_session_interactive_connectivity_queries(backend, workers, backend_read
         assert s.lookup("labels", 3) == {1: 1}
         assert s.lookup("labels", 5) == {4: 1}
         assert sorted(s.changes("answers")) == [((3, 1), 0, 1), ((5, 4), 0, 1)]
-        s.insert("edges", (3, 4))           # joins the two components: 5's label becomes 1
+        s.insert("edges", (3, 4))  # joins the two components: 5's label becomes 1
         s.advance_to(2)
         s.wait("probe")
         assert s.lookup("labels", 5) == {1: 1}
@@ -105,7 +120,7 @@ def test_session_errors_are_clear():
         with pytest.raises(TimelyError, match="before"):
             s.advance_to(2)
         with pytest.raises(WaitTimeoutError):
-            s.wait("probe", time=10, timeout=0.5)   # inputs are only at 3: 10 never passes
+            s.wait("probe", time=10, timeout=0.5)  # inputs are only at 3: 10 never passes
 
 
 @pytest.mark.processes

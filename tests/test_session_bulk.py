@@ -11,8 +11,12 @@ from timelypy.errors import SessionInputError
 def _flow(scope):
     numbers_in, numbers = scope.new_collection()
     stamps_in, stamps = scope.new_input()
-    return {"numbers": numbers_in, "stamps": stamps_in, "probe": numbers.probe(),
-            "out": numbers.capture()}
+    return {
+        "numbers": numbers_in,
+        "stamps": stamps_in,
+        "probe": numbers.probe(),
+        "out": numbers.capture(),
+    }
 
 
 def _consolidated(changes):
@@ -26,8 +30,10 @@ def _consolidated(changes):
 def test_update_many_equals_one_update_per_record(workers):
     records = [(i % 7, f"v{i}") for i in range(500)]
     diffs = [1 + i % 3 for i in range(500)]
-    with tp.open_session(_flow, workers=workers) as bulk, \
-            tp.open_session(_flow, workers=workers) as single:
+    with (
+        tp.open_session(_flow, workers=workers) as bulk,
+        tp.open_session(_flow, workers=workers) as single,
+    ):
         bulk.update_many("numbers", records, diffs)
         bulk.update_many("numbers", records[:10], -1, times=3)
         for r, d in zip(records, diffs):

@@ -26,9 +26,12 @@ from timelypy.workers.service import clean_columns, clean_updates
 
 pytestmark = pytest.mark.timeout(300)
 
-INT64 = st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1)
-ANY_INT = st.one_of(INT64, st.integers(min_value=2 ** 63, max_value=2 ** 70),
-                    st.integers(max_value=-(2 ** 63) - 1, min_value=-(2 ** 70)))
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+ANY_INT = st.one_of(
+    INT64,
+    st.integers(min_value=2**63, max_value=2**70),
+    st.integers(max_value=-(2**63) - 1, min_value=-(2**70)),
+)
 
 
 # ------------------------------------------------------------------------------------------
@@ -44,11 +47,17 @@ def rows(draw: Any) -> List[Any]:
     if draw(st.booleans()):
         values: List[Any] = draw(st.lists(INT64, min_size=n, max_size=n))
     else:
-        values = [tuple(draw(st.lists(INT64, min_size=width, max_size=width)))
-                  for _ in range(n)]
+        values = [tuple(draw(st.lists(INT64, min_size=width, max_size=width))) for _ in range(n)]
     if values and draw(st.booleans()):
-        odd = draw(st.one_of(ANY_INT, st.booleans(), st.text(max_size=3),
-                             st.tuples(INT64), st.tuples(INT64, st.booleans())))
+        odd = draw(
+            st.one_of(
+                ANY_INT,
+                st.booleans(),
+                st.text(max_size=3),
+                st.tuples(INT64),
+                st.tuples(INT64, st.booleans()),
+            )
+        )
         values[draw(st.integers(min_value=0, max_value=len(values) - 1))] = odd
     return values
 
@@ -57,24 +66,30 @@ def rows(draw: Any) -> List[Any]:
 @given(rows(), st.integers(min_value=1, max_value=5))
 def test_column_wise_hash_equals_stable_hash_of_each(values: List[Any], workers: int) -> None:
     assert stable_hashes(values) == [stable_hash(v) for v in values]
-    assert [int(o) for o in owners(values, workers)] == [stable_hash(v) % workers
-                                                          for v in values]
+    assert [int(o) for o in owners(values, workers)] == [stable_hash(v) % workers for v in values]
 
 
 def test_column_wise_hash_of_a_large_load() -> None:
     rng = random.Random(3)
-    values = [(rng.randrange(-2 ** 63, 2 ** 63), rng.randrange(1000)) for _ in range(5000)]
+    values = [(rng.randrange(-(2**63), 2**63), rng.randrange(1000)) for _ in range(5000)]
     assert stable_hashes(values) == [stable_hash(v) for v in values]
-    values = [rng.randrange(2 ** 64) for _ in range(5000)]  # beyond int64: one at a time
+    values = [rng.randrange(2**64) for _ in range(5000)]  # beyond int64: one at a time
     assert stable_hashes(values) == [stable_hash(v) for v in values]
 
 
 # ------------------------------------------------------------------------------------------
 # the cheap test of sendability
 
-LEAVES = st.one_of(ANY_INT, st.floats(allow_nan=False), st.booleans(), st.none(),
-                   st.binary(max_size=4), st.text(max_size=4),
-                   st.just("\ud800"), st.frozensets(st.integers(), max_size=2))
+LEAVES = st.one_of(
+    ANY_INT,
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.none(),
+    st.binary(max_size=4),
+    st.text(max_size=4),
+    st.just("\ud800"),
+    st.frozensets(st.integers(), max_size=2),
+)
 NESTED = st.recursive(LEAVES, lambda inner: st.tuples(inner, inner), max_leaves=6)
 
 
@@ -127,15 +142,18 @@ class _FakeRetracting(_FakeHandle):
         return False
 
 
-UPDATE = st.tuples(st.one_of(st.integers(), st.text(max_size=2), st.just([1])),
-                   st.one_of(st.integers(min_value=-1, max_value=4), st.just(1.5)),
-                   st.one_of(st.integers(min_value=-2, max_value=2), st.just(True)))
+UPDATE = st.tuples(
+    st.one_of(st.integers(), st.text(max_size=2), st.just([1])),
+    st.one_of(st.integers(min_value=-1, max_value=4), st.just(1.5)),
+    st.one_of(st.integers(min_value=-2, max_value=2), st.just(True)),
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(UPDATE, max_size=20), st.booleans(), st.integers(min_value=0, max_value=2))
 def test_column_check_never_passes_what_the_update_check_refuses(
-        updates: List[Tuple[Any, Any, Any]], retracts: bool, now: int) -> None:
+    updates: List[Tuple[Any, Any, Any]], retracts: bool, now: int
+) -> None:
     handle = (_FakeRetracting if retracts else _FakeHandle)(now)
     records = [u[0] for u in updates]
     times = [u[1] for u in updates]
@@ -183,8 +201,7 @@ def test_batch_keeps_call_order_across_single_and_column_updates() -> None:
 
 def _flow(scope: Any) -> Dict[str, Any]:
     pairs_in, pairs = scope.new_collection()
-    return {"pairs": pairs_in, "probe": pairs.probe(),
-            "out": pairs.count().capture()}
+    return {"pairs": pairs_in, "probe": pairs.probe(), "out": pairs.count().capture()}
 
 
 def _consolidated(changes: List[Tuple[Any, Any, int]]) -> Dict[Any, int]:
@@ -194,18 +211,19 @@ def _consolidated(changes: List[Tuple[Any, Any, int]]) -> Dict[Any, int]:
     return {k: v for k, v in acc.items() if v}
 
 
-@pytest.mark.parametrize("workers,backend", [(1, "inline"), (3, "inline"),
-                                             (2, "processes")])
+@pytest.mark.parametrize("workers,backend", [(1, "inline"), (3, "inline"), (2, "processes")])
 def test_bulk_int_pairs_equal_one_update_per_record(workers: int, backend: str) -> None:
     rng = random.Random(workers)
     epochs = []
     for t in range(3):
-        records = [(rng.randrange(20), rng.randrange(-2 ** 40, 2 ** 40)) for _ in range(400)]
+        records = [(rng.randrange(20), rng.randrange(-(2**40), 2**40)) for _ in range(400)]
         diffs = [rng.choice([1, 2, -1]) for _ in records]
         times = [t + rng.randrange(2) for _ in records]
         epochs.append((records, diffs, times))
-    with tp.open_session(_flow, workers=workers, backend=backend) as bulk, \
-            tp.open_session(_flow, workers=workers, backend=backend) as single:
+    with (
+        tp.open_session(_flow, workers=workers, backend=backend) as bulk,
+        tp.open_session(_flow, workers=workers, backend=backend) as single,
+    ):
         for t, (records, diffs, times) in enumerate(epochs):
             bulk.update_many("pairs", records, diffs, times)
             bulk.update("pairs", ("single", t), 1)

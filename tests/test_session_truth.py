@@ -17,8 +17,13 @@ import cloudpickle
 import pytest
 
 import timelypy as tp
-from timelypy.errors import (PendingTimeWarning, StallError, WaitTimeoutError, WorkerDiedError,
-                             WorkerError)
+from timelypy.errors import (
+    PendingTimeWarning,
+    StallError,
+    WaitTimeoutError,
+    WorkerDiedError,
+    WorkerError,
+)
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -88,8 +93,7 @@ def test_a_killed_worker_is_named_as_the_root_cause_on_ray(ray_session):
 # ------------------------------------------------------------------------------------------
 # waits that would return without the updates they should cover
 
-BACKENDS = [("inline", 1), ("inline", 2),
-            pytest.param("processes", 2, marks=pytest.mark.processes)]
+BACKENDS = [("inline", 1), ("inline", 2), pytest.param("processes", 2, marks=pytest.mark.processes)]
 
 
 def records_dataflow(scope):
@@ -103,23 +107,23 @@ def test_waiting_without_advance_to_warns_and_waiting_past_the_input_stalls(back
     with tp.open_session(records_dataflow, workers=workers, backend=backend, timeout=30) as s:
         s.insert("records", "a")
         with pytest.warns(PendingTimeWarning) as caught:
-            s.wait("probe")                                  # the classic mistake
+            s.wait("probe")  # the classic mistake
         message = str(caught[0].message)
         assert "'records'" in message and "took updates at 0" in message
         assert "advance_to(1)" in message
-        assert caught[0].filename == __file__                # points at the caller's line
-        assert s.changes("out") == []                        # what the warning says
+        assert caught[0].filename == __file__  # points at the caller's line
+        assert s.changes("out") == []  # what the warning says
         with pytest.raises(StallError, match=r"advance_to\(1\)"):
-            s.wait("probe", 1)                               # nothing can move: no wait at all
+            s.wait("probe", 1)  # nothing can move: no wait at all
         s.advance_to(1)
         with warnings.catch_warnings():
-            warnings.simplefilter("error")                   # advanced: no warning
+            warnings.simplefilter("error")  # advanced: no warning
             s.wait("probe")
             s.update_at("records", "later", time=5, diff=1)  # deliberately in the future
             s.wait("probe")
         assert s.changes("out") == [("a", 0, 1)]
         s.update_many("records", ["b", "c"])
-        s.discard()                                          # nothing sent at 1 after all
+        s.discard()  # nothing sent at 1 after all
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             s.wait("probe")
@@ -138,12 +142,13 @@ def _build_step_until(timely: bool):
         handle.send("a") if timely else handle.insert("a")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            worker.step_until(probe, handle.time)            # the classic mistake
+            worker.step_until(probe, handle.time)  # the classic mistake
             handle.advance_to(1)
             handle.flush()
-            worker.step_until(probe, handle.time)            # right: no warning
+            worker.step_until(probe, handle.time)  # right: no warning
         here = sys._getframe().f_code.co_filename  # (a worker process may not know the file)
         return [(w.category, str(w.message), w.filename == here) for w in caught]
+
     return build
 
 
@@ -160,6 +165,7 @@ def test_step_until_without_advance_to_warns(backend, workers, timely):
 
 # ------------------------------------------------------------------------------------------
 # timeouts honoured while operators work; advance_to returns once the workers hold the data
+
 
 def _slow(x):
     time.sleep(0.25)
@@ -184,34 +190,39 @@ def backend_ready(request, backend):
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("backend, workers", [("inline", 1), ("inline", 2),
-                                              pytest.param("processes", 2,
-                                                           marks=pytest.mark.processes),
-                                              pytest.param("ray", 2, marks=pytest.mark.ray)])
+@pytest.mark.parametrize(
+    "backend, workers",
+    [
+        ("inline", 1),
+        ("inline", 2),
+        pytest.param("processes", 2, marks=pytest.mark.processes),
+        pytest.param("ray", 2, marks=pytest.mark.ray),
+    ],
+)
 def test_wait_honours_its_timeout_while_operators_work(backend, workers, backend_ready):
     with tp.open_session(slow_dataflow, workers=workers, backend=backend, timeout=60) as s:
         s.insert("nums", 1)
         started = time.monotonic()
         s.advance_to(1)
-        assert time.monotonic() - started < 0.5              # the workers hold the data
+        assert time.monotonic() - started < 0.5  # the workers hold the data
         started = time.monotonic()
         with pytest.raises(WaitTimeoutError, match="within 1 s"):
             s.wait("probe", timeout=1)
         elapsed = time.monotonic() - started
-        assert 0.9 < elapsed < 1.8, elapsed                  # at most one activation late
+        assert 0.9 < elapsed < 1.8, elapsed  # at most one activation late
         assert s.changes("out") == []
         started = time.monotonic()
-        s.insert("nums", 2)                                  # load more while they compute
+        s.insert("nums", 2)  # load more while they compute
         s.advance_to(2)
         assert time.monotonic() - started < 0.5
-        s.wait("probe", timeout=60)                          # interrupted work carries on
+        s.wait("probe", timeout=60)  # interrupted work carries on
         assert sorted(s.changes("out")) == [(1, 0, 1), (2, 1, 1)]
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("backend, workers", [("inline", 1),
-                                              pytest.param("processes", 2,
-                                                           marks=pytest.mark.processes)])
+@pytest.mark.parametrize(
+    "backend, workers", [("inline", 1), pytest.param("processes", 2, marks=pytest.mark.processes)]
+)
 def test_the_session_timeout_bounds_a_wait_without_its_own(backend, workers):
     s = tp.open_session(slow_dataflow, workers=workers, backend=backend, timeout=2)
     try:
@@ -229,8 +240,9 @@ def test_the_session_timeout_bounds_a_wait_without_its_own(backend, workers):
 @pytest.mark.timeout(120)
 def test_a_processes_session_shows_the_progress_line_while_it_waits(capfd, monkeypatch):
     monkeypatch.delenv("TIMELYPY_PROGRESS", raising=False)
-    with tp.open_session(slow_dataflow, workers=2, backend="processes", timeout=60,
-                         progress=True) as s:
+    with tp.open_session(
+        slow_dataflow, workers=2, backend="processes", timeout=60, progress=True
+    ) as s:
         s.insert("nums", 1)
         s.advance_to(1)
         s.wait("probe")
@@ -268,7 +280,7 @@ def countdown_dataflow(scope):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_an_inline_wait_interrupted_inside_a_loop_carries_on_to_the_right_answer(workers):
     with tp.open_session(countdown_dataflow, workers=workers, timeout=60) as s:
-        s.insert("start", 25)                                # about 25 slow rounds
+        s.insert("start", 25)  # about 25 slow rounds
         s.advance_to(1)
         started = time.monotonic()
         with pytest.raises(WaitTimeoutError, match="between two operator activations"):

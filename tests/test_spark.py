@@ -20,8 +20,15 @@ import cloudpickle
 import pytest
 
 import timelypy as tp
-from timelypy.connectors.spark import (Columns, CollectionView, ForeachBatchSink, SparkInputError,
-                                       SparkOutputError, apply_changes, load)
+from timelypy.connectors.spark import (
+    CollectionView,
+    Columns,
+    ForeachBatchSink,
+    SparkInputError,
+    SparkOutputError,
+    apply_changes,
+    load,
+)
 from timelypy.errors import SessionInputError
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -35,8 +42,12 @@ def edges_dataflow(scope):
     """Edges, their per-source counts, and captures of both."""
     edges_in, edges = scope.new_collection()
     counts = edges.map(lambda e: e[0]).count()
-    return {"edges": edges_in, "edges_out": edges.capture(), "counts": counts.capture(),
-            "probe": counts.probe()}
+    return {
+        "edges": edges_in,
+        "edges_out": edges.capture(),
+        "counts": counts.capture(),
+        "probe": counts.probe(),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -66,34 +77,44 @@ def test_columns_map_rows_to_records_and_back():
     assert Columns(key="s", value="d", diff="diff", time="t").selected == ("s", "d", "diff", "t")
     with pytest.raises(SparkOutputError, match="key, value"):
         kv.flatten(("x", 1, 2.5))
-    for bad in (dict(), dict(key="a"), dict(record=["a"], key="b", value="c"),
-                dict(record="a", diff="d", op="o"), dict(record="a", null_keys="skip"),
-                dict(record=["a", "a"])):
+    for bad in (
+        dict(),
+        dict(key="a"),
+        dict(record=["a"], key="b", value="c"),
+        dict(record="a", diff="d", op="o"),
+        dict(record="a", null_keys="skip"),
+        dict(record=["a", "a"]),
+    ):
         with pytest.raises(ValueError):
             Columns(**bad)
 
 
 def test_import_without_pyspark_says_what_to_install():
-    code = ("import sys; sys.modules['pyspark'] = None\n"
-            "import timelypy.connectors.spark as s\n"
-            "try:\n    s.local_spark()\nexcept ImportError as e:\n    print(type(e).__name__, e)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60).stdout
+    code = (
+        "import sys; sys.modules['pyspark'] = None\n"
+        "import timelypy.connectors.spark as s\n"
+        "try:\n    s.local_spark()\nexcept ImportError as e:\n    print(type(e).__name__, e)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    ).stdout
     assert out.startswith("SparkUnavailableError") and "pip install 'timelypy[spark]'" in out
 
 
 # ----------------------------------------------------------------------------- load
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("backend,workers", [
-    ("inline", 1), pytest.param("processes", 2, marks=pytest.mark.processes)])
+@pytest.mark.parametrize(
+    "backend,workers", [("inline", 1), pytest.param("processes", 2, marks=pytest.mark.processes)]
+)
 def test_load_matches_spark_group_by(spark, backend, workers):
     df = spark.range(100_000).selectExpr("id % 997 as src", "id as dst").repartition(3)
     expected = {r["src"]: r["count"] for r in df.groupBy("src").count().collect()}
     with tp.open_session(edges_dataflow, workers=workers, backend=backend, timeout=120) as s:
         started = time.perf_counter()
         assert load(s, "edges", df, Columns(key="src", value="dst"), batch_rows=20_000) == 100_000
-        logging.getLogger(__name__).info("load of 1e5 rows on %s/%d: %.2f s", backend, workers,
-                                         time.perf_counter() - started)
+        logging.getLogger(__name__).info(
+            "load of 1e5 rows on %s/%d: %.2f s", backend, workers, time.perf_counter() - started
+        )
         s.advance_to(1)
         view = CollectionView(s, "counts")
         view.refresh()
@@ -145,6 +166,7 @@ def test_load_holds_about_one_batch(spark, monkeypatch):
         for table in original(frame):
             tables.append(table.num_rows)
             yield table
+
     monkeypatch.setattr(connector, "arrow_batches", counted)
     with tp.open_session(edges_dataflow) as real:
         spy = _SpySession(real)
@@ -177,33 +199,90 @@ def _good(n: int = 200) -> List[Tuple[Any, ...]]:
 
 BAD_CASES = {
     "missing column": ("src long, dst long", [(1, 2)], EDGES, "diff", "not in the DataFrame"),
-    "declared type": ("src string, dst long, diff long", [("1", 2, 1)],
-                      Columns(key="src", value="dst", diff="diff", types={"src": "long"}),
-                      "src", "but bigint is declared"),
-    "record type": ("src long, dst array<long>, diff long", [(1, [2], 1)], EDGES, "dst",
-                    "not a record type"),
-    "null key": ("src long, dst long, diff long", _good() + [(None, 5, 1)], EDGES, "src",
-                 "null key"),
-    "float diff": ("src long, dst long, diff double", [(1, 5, 1.0)], EDGES, "diff",
-                   "not an integer type"),
-    "string diff": ("src long, dst long, diff string", [(1, 5, "1")], EDGES, "diff",
-                    "not an integer type"),
-    "null diff": ("src long, dst long, diff long", _good() + [(1, 5, None)], EDGES, "diff",
-                  "null diff"),
-    "NaN": ("src long, dst double, diff long", [(1, 5.0, 1), (1, math.nan, 1)], EDGES, "dst",
-            "NaN"),
-    "unknown op": ("src long, dst long, op string", [(1, 5, "insert"), (1, 6, "upsert")],
-                   Columns(key="src", value="dst", op="op"), "op", "neither 'insert'"),
-    "null op": ("src long, dst long, op string", [(1, 5, "insert"), (1, 6, None)],
-                Columns(key="src", value="dst", op="op"), "op", "neither 'insert'"),
-    "time behind": ("src long, dst long, diff long, t long",
-                    [(1, 5, 1, 3), (1, 6, 1, 4), (2, 7, 1, 1)],
-                    Columns(key="src", value="dst", diff="diff", time="t"), "t", "behind"),
-    "null time": ("src long, dst long, diff long, t long", [(1, 5, 1, 3), (1, 6, 1, None)],
-                  Columns(key="src", value="dst", diff="diff", time="t"), "t", "null time"),
-    "float time": ("src long, dst long, diff long, t double", [(1, 5, 1, 3.0)],
-                   Columns(key="src", value="dst", diff="diff", time="t"), "t",
-                   "not an integer type"),
+    "declared type": (
+        "src string, dst long, diff long",
+        [("1", 2, 1)],
+        Columns(key="src", value="dst", diff="diff", types={"src": "long"}),
+        "src",
+        "but bigint is declared",
+    ),
+    "record type": (
+        "src long, dst array<long>, diff long",
+        [(1, [2], 1)],
+        EDGES,
+        "dst",
+        "not a record type",
+    ),
+    "null key": (
+        "src long, dst long, diff long",
+        _good() + [(None, 5, 1)],
+        EDGES,
+        "src",
+        "null key",
+    ),
+    "float diff": (
+        "src long, dst long, diff double",
+        [(1, 5, 1.0)],
+        EDGES,
+        "diff",
+        "not an integer type",
+    ),
+    "string diff": (
+        "src long, dst long, diff string",
+        [(1, 5, "1")],
+        EDGES,
+        "diff",
+        "not an integer type",
+    ),
+    "null diff": (
+        "src long, dst long, diff long",
+        _good() + [(1, 5, None)],
+        EDGES,
+        "diff",
+        "null diff",
+    ),
+    "NaN": (
+        "src long, dst double, diff long",
+        [(1, 5.0, 1), (1, math.nan, 1)],
+        EDGES,
+        "dst",
+        "NaN",
+    ),
+    "unknown op": (
+        "src long, dst long, op string",
+        [(1, 5, "insert"), (1, 6, "upsert")],
+        Columns(key="src", value="dst", op="op"),
+        "op",
+        "neither 'insert'",
+    ),
+    "null op": (
+        "src long, dst long, op string",
+        [(1, 5, "insert"), (1, 6, None)],
+        Columns(key="src", value="dst", op="op"),
+        "op",
+        "neither 'insert'",
+    ),
+    "time behind": (
+        "src long, dst long, diff long, t long",
+        [(1, 5, 1, 3), (1, 6, 1, 4), (2, 7, 1, 1)],
+        Columns(key="src", value="dst", diff="diff", time="t"),
+        "t",
+        "behind",
+    ),
+    "null time": (
+        "src long, dst long, diff long, t long",
+        [(1, 5, 1, 3), (1, 6, 1, None)],
+        Columns(key="src", value="dst", diff="diff", time="t"),
+        "t",
+        "null time",
+    ),
+    "float time": (
+        "src long, dst long, diff long, t double",
+        [(1, 5, 1, 3.0)],
+        Columns(key="src", value="dst", diff="diff", time="t"),
+        "t",
+        "not an integer type",
+    ),
 }
 
 
@@ -227,8 +306,9 @@ def test_bad_change_dataframes_are_refused_whole(spark, based, case, path):
 
 def test_null_keys_can_be_dropped(spark, based):
     s, view = based
-    df = spark.createDataFrame([(1, 5, 1), (None, 6, 1), (2, 20, -1)], "src long, dst long, "
-                                                                       "diff long")
+    df = spark.createDataFrame(
+        [(1, 5, 1), (None, 6, 1), (2, 20, -1)], "src long, dst long, diff long"
+    )
     columns = Columns(key="src", value="dst", diff="diff", null_keys="drop")
     assert apply_changes(s, "edges", df, columns) == 2
     view.refresh()
@@ -237,11 +317,13 @@ def test_null_keys_can_be_dropped(spark, based):
 
 def test_ops_and_times_make_one_epoch(spark, based):
     s, view = based
-    ops = spark.createDataFrame([(1, 10, "delete"), (3, 30, "insert"), (3, 30, "insert")],
-                                "src long, dst long, op string")
+    ops = spark.createDataFrame(
+        [(1, 10, "delete"), (3, 30, "insert"), (3, 30, "insert")], "src long, dst long, op string"
+    )
     assert apply_changes(s, "edges", ops, Columns(key="src", value="dst", op="op")) == 3
-    timed = spark.createDataFrame([(4, 40, 1, 6), (4, 41, 1, 4)], "src long, dst long, "
-                                                                  "diff long, t long")
+    timed = spark.createDataFrame(
+        [(4, 40, 1, 6), (4, 41, 1, 4)], "src long, dst long, diff long, t long"
+    )
     apply_changes(s, "edges", timed, Columns(key="src", value="dst", diff="diff", time="t"))
     assert s.time == 7  # one past the latest time used
     view.refresh()
@@ -294,16 +376,23 @@ def _random_batches(count: int, seed: int = 7) -> List[List[Tuple[int, int, int]
     return batches
 
 
-def _write_batches(directory: str, batches: List[List[Tuple[int, int, int]]],
-                   first: int = 0) -> None:
+def _write_batches(
+    directory: str, batches: List[List[Tuple[int, int, int]]], first: int = 0
+) -> None:
     """One parquet file per batch, modification times in batch order."""
     import pandas as pd
 
     os.makedirs(directory, exist_ok=True)
     for i, rows in enumerate(batches, start=first):
-        frame = pd.DataFrame({"batch": [i] * len(rows), "src": [r[0] for r in rows],
-                              "dst": [r[1] for r in rows], "diff": [r[2] for r in rows]},
-                             dtype="Int64")
+        frame = pd.DataFrame(
+            {
+                "batch": [i] * len(rows),
+                "src": [r[0] for r in rows],
+                "dst": [r[1] for r in rows],
+                "diff": [r[2] for r in rows],
+            },
+            dtype="Int64",
+        )
         path = os.path.join(directory, f"part-{i:04d}.parquet")
         frame.to_parquet(path + ".tmp", index=False)
         os.replace(path + ".tmp", path)
@@ -314,9 +403,15 @@ SCHEMA = "batch long, src long, dst long, diff long"
 
 
 def _run_stream(spark: Any, source: str, checkpoint: str, fn: Any) -> Any:
-    query = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(source)
-             .writeStream.foreachBatch(fn).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
+    query = (
+        spark.readStream.schema(SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(source)
+        .writeStream.foreachBatch(fn)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(timeout=150), "the streaming query did not finish"
     finally:
@@ -327,9 +422,15 @@ def _run_stream(spark: Any, source: str, checkpoint: str, fn: Any) -> Any:
 
 def _spark_edges(spark: Any, source: str, upto: int) -> Any:
     """The edges after batches 0..upto, recomputed from scratch: (src, dst, n), n > 0."""
-    return (spark.read.schema(SCHEMA).parquet(source).where(f"batch <= {upto}")
-            .groupBy("src", "dst").agg({"diff": "sum"}).withColumnRenamed("sum(diff)", "n")
-            .where("n != 0"))
+    return (
+        spark.read.schema(SCHEMA)
+        .parquet(source)
+        .where(f"batch <= {upto}")
+        .groupBy("src", "dst")
+        .agg({"diff": "sum"})
+        .withColumnRenamed("sum(diff)", "n")
+        .where("n != 0")
+    )
 
 
 @pytest.mark.timeout(240)
@@ -345,14 +446,21 @@ def test_structured_streaming_micro_batches_are_epochs(spark, tmp_path, caplog):
             sink(df, batch_id)
             number = df.select("batch").distinct().collect()[0][0]
             view.refresh()
-            expected = {r[0]: r[1] for r in _spark_edges(spark, source, number)
-                        .groupBy("src").agg({"n": "sum"}).collect() if r[1]}
+            expected = {
+                r[0]: r[1]
+                for r in _spark_edges(spark, source, number)
+                .groupBy("src")
+                .agg({"n": "sum"})
+                .collect()
+                if r[1]
+            }
             seen.append((batch_id, number, dict(view.contents()), expected))
 
         query = _run_stream(spark, source, checkpoint, check)
         assert query.exception() is None
         assert [b for b, *_ in seen] == list(range(20)) and [n for _, n, *_ in seen] == list(
-            range(20))
+            range(20)
+        )
         for batch_id, _, got, expected in seen:
             assert got == {(k, n): 1 for k, n in expected.items()}, batch_id
         assert sorted(sink.latencies) == list(range(20)) and s.time == 20
@@ -393,9 +501,15 @@ def test_a_refused_micro_batch_fails_the_stream_and_applies_nothing(spark, tmp_p
     with tp.open_session(edges_dataflow) as s:
         sink = ForeachBatchSink(s, "edges", EDGES)
         view = CollectionView(s, "edges_out")
-        query = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(source)
-                 .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
-                 .trigger(availableNow=True).start())
+        query = (
+            spark.readStream.schema(SCHEMA)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(source)
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
         try:
             with pytest.raises(Exception, match="micro-batch 1") as caught:
                 query.awaitTermination(timeout=60)
@@ -422,17 +536,28 @@ def test_a_refused_micro_batch_fails_the_stream_and_applies_nothing(spark, tmp_p
 def test_views_hand_changes_to_spark_sql(spark):
     with tp.open_session(edges_dataflow) as s:
         view = CollectionView(s, "counts")
-        apply_changes(s, "edges", spark.createDataFrame([(1, 2, 1), (1, 3, 1), (2, 3, 1)],
-                                                        "src long, dst long, diff long"), EDGES)
-        apply_changes(s, "edges", spark.createDataFrame([(1, 2, -1)], "src long, dst long, "
-                                                                      "diff long"), EDGES)
+        apply_changes(
+            s,
+            "edges",
+            spark.createDataFrame(
+                [(1, 2, 1), (1, 3, 1), (2, 3, 1)], "src long, dst long, diff long"
+            ),
+            EDGES,
+        )
+        apply_changes(
+            s, "edges", spark.createDataFrame([(1, 2, -1)], "src long, dst long, diff long"), EDGES
+        )
         view.refresh()
         counts = Columns(key="src", value="n")
         changes = view.changes_to_spark(spark, "src long, n long, time long, diff long", counts)
         changes.createOrReplaceTempView("count_changes")
         got = spark.sql("SELECT src, n, time, diff FROM count_changes ORDER BY time, src, n")
-        assert [tuple(r) for r in got.collect()] == [(1, 2, 0, 1), (2, 1, 0, 1), (1, 1, 1, 1),
-                                                     (1, 2, 1, -1)]
+        assert [tuple(r) for r in got.collect()] == [
+            (1, 2, 0, 1),
+            (2, 1, 0, 1),
+            (1, 1, 1, 1),
+            (1, 2, 1, -1),
+        ]
         assert view.contents(at=0) == {(1, 2): 1, (2, 1): 1}
         with pytest.raises(SparkOutputError, match="has type string, but row"):
             view.to_spark(spark, "src string, n long", counts)
@@ -449,12 +574,14 @@ def test_sink_calls_from_threads_are_serialised(spark):
 
     with tp.open_session(edges_dataflow) as s:
         sink = ForeachBatchSink(s, "edges", EDGES)
-        frames = {i: spark.createDataFrame([(i, i, 1)], "src long, dst long, diff long")
-                  for i in range(8)}
+        frames = {
+            i: spark.createDataFrame([(i, i, 1)], "src long, dst long, diff long") for i in range(8)
+        }
 
         def feed(ids: List[int]) -> None:
             for i in ids:
                 sink(frames[i], i)
+
         threads = [threading.Thread(target=feed, args=([i, i + 4],)) for i in range(4)]
         for t in threads:
             t.start()

@@ -13,11 +13,24 @@ import cloudpickle
 import pytest
 
 import timelypy as tp
-from timelypy.connectors.spark import (Columns, CollectionView, SparkConnectorError,
-                                       SparkInputError, SparkOutputError)
-from timelypy.connectors.spark_ray import (changes_to_dataset, dataset_shards, dataset_to_spark,
-                                           feed_shard, records_to_arrow, shard_collection,
-                                           spark_on_ray, stop_spark_on_ray, view_to_dataset)
+from timelypy.connectors.spark import (
+    CollectionView,
+    Columns,
+    SparkConnectorError,
+    SparkInputError,
+    SparkOutputError,
+)
+from timelypy.connectors.spark_ray import (
+    changes_to_dataset,
+    dataset_shards,
+    dataset_to_spark,
+    feed_shard,
+    records_to_arrow,
+    shard_collection,
+    spark_on_ray,
+    stop_spark_on_ray,
+    view_to_dataset,
+)
 from timelypy.errors import TimelyError, WorkerError
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -37,21 +50,30 @@ def _raydp_actors(ray: Any) -> list:
     """RayDP's actors (master, app master, executors) that Ray reports alive."""
     from ray._private import state
 
-    return [a for a in state.actors().values() if a.get("State") == "ALIVE"
-            and "raydp" in str(a.get("ActorClassName", "") or a.get("Name", "")).lower()
-            + str(a.get("Name", "")).lower()]
+    return [
+        a
+        for a in state.actors().values()
+        if a.get("State") == "ALIVE"
+        and "raydp"
+        in str(a.get("ActorClassName", "") or a.get("Name", "")).lower()
+        + str(a.get("Name", "")).lower()
+    ]
 
 
 def _java_children(ray: Any) -> list:
     """Java processes under this Ray's temp dir (RayDP's JVM actors)."""
     import psutil
-
     from conftest import processes_under
 
     session_dir = ray._private.worker._global_node.get_session_dir_path()
     root = os.path.dirname(session_dir)
-    return [p for p in processes_under(root) if "java" in (p.name() or "").lower()
-            and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return [
+        p
+        for p in processes_under(root)
+        if "java" in (p.name() or "").lower()
+        and p.is_running()
+        and p.status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 def _leave_plain_spark() -> None:
@@ -122,12 +144,20 @@ def test_the_documented_call_completes_on_two_cpus(ray_test_token):
 
     _java_ready()
     base = new_ray_base_dir()
-    env = {**os.environ, **ray_token_environment(secrets.token_hex(32)),
-           "PYTHONPATH": os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")]
-                                                   if p])}
+    env = {
+        **os.environ,
+        **ray_token_environment(secrets.token_hex(32)),
+        "PYTHONPATH": os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+    }
     try:
-        run = subprocess.run([sys.executable, "-c", TWO_CPUS, os.path.join(base, "ray"), ROOT],
-                             env=env, capture_output=True, text=True, timeout=480, check=False)
+        run = subprocess.run(
+            [sys.executable, "-c", TWO_CPUS, os.path.join(base, "ray"), ROOT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=480,
+            check=False,
+        )
     finally:
         stop_processes_under(base, grace=5)
         shutil.rmtree(base, ignore_errors=True)
@@ -138,9 +168,10 @@ def test_the_documented_call_completes_on_two_cpus(ray_test_token):
     assert 15 <= seconds < 60, refused
     # RayDP's start may time out, or return before Ray placed the executor (then the
     # executors are awaited for the rest of start_timeout): either way refused, named
-    assert ("spark_on_ray: no answer from Ray within 15 s" in refused
-            or "spark_on_ray: 0 of 1 executor(s) registered within the start_timeout" in refused
-            ), refused
+    assert (
+        "spark_on_ray: no answer from Ray within 15 s" in refused
+        or "spark_on_ray: 0 of 1 executor(s) registered within the start_timeout" in refused
+    ), refused
     assert "1 executor(s) of 3 CPU(s) and 1G each (3 CPUs asked)" in refused, refused
     assert "the cluster has 2 CPUs, 2 free (ray.available_resources())" in refused, refused
     assert "a longer start_timeout" in refused, refused
@@ -148,7 +179,7 @@ def test_the_documented_call_completes_on_two_cpus(ray_test_token):
     done = next(line for line in out.splitlines() if line.startswith("DOCS-BLOCK")).split()
     assert float(done[2]) == 2.0
     stop = next(line for line in out.splitlines() if line.startswith("RAYDP-STOP")).split()
-    assert float(stop[1]) < 30, stop   # it waited 120 s for a lock its caller held
+    assert float(stop[1]) < 30, stop  # it waited 120 s for a lock its caller held
     log.warning("the docs block on 2 CPUs: %s s; the refused start: %s s", done[1], seconds)
 
 
@@ -164,8 +195,14 @@ def spark(ray_session) -> Iterator[Any]:
     _leave_plain_spark()
     start = time.monotonic()
     try:
-        with spark_on_ray("timelypy-tests", executors=1, executor_cores=1,
-                          executor_memory="1G", log_level="ERROR", warm=True) as session:
+        with spark_on_ray(
+            "timelypy-tests",
+            executors=1,
+            executor_cores=1,
+            executor_memory="1G",
+            log_level="ERROR",
+            warm=True,
+        ) as session:
             log.warning("RayDP Spark up and warm in %.1f s", time.monotonic() - start)
             assert _raydp_actors(ray) and _java_children(ray)  # the teardown checks them gone
             yield session  # the with exit stops RayDP
@@ -181,8 +218,9 @@ def spark(ray_session) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def pairs(spark) -> Any:
     """``ROWS`` rows ``(k, v)``: ``KEYS`` keys with different multiplicities, cached."""
-    df = spark.range(ROWS).selectExpr(f"cast(pmod(id * 7919, {KEYS}) * (id % 3 + 1) % {KEYS} "
-                                      f"as bigint) as k", "id as v")
+    df = spark.range(ROWS).selectExpr(
+        f"cast(pmod(id * 7919, {KEYS}) * (id % 3 + 1) % {KEYS} as bigint) as k", "id as v"
+    )
     return df.cache()
 
 
@@ -201,8 +239,13 @@ def _count_by_key(shards: Any, workers: int) -> Dict[int, int]:
         LOAD_SECONDS.append(time.monotonic() - start)
         return source.rows, dict(((k, n), r) for (k, n), _, r in captured.consolidated())
 
-    results = tp.execute(lambda w: (build(w), LOAD_SECONDS[-1]), workers=workers,
-                         backend="ray", timeout=180, **RAY_OPTIONS)
+    results = tp.execute(
+        lambda w: (build(w), LOAD_SECONDS[-1]),
+        workers=workers,
+        backend="ray",
+        timeout=180,
+        **RAY_OPTIONS,
+    )
     LOAD_SECONDS.append(max(seconds for _, seconds in results))
     results = [result for result, _ in results]
     counts: Dict[int, int] = {}
@@ -226,11 +269,20 @@ def test_load_through_dataset_shards_matches_spark(spark, pairs):
             got = _count_by_key(shards, workers)
         done = time.monotonic()
         rates.setdefault(workers, []).append(
-            (round(split - start, 2), round(done - split, 2), round(LOAD_SECONDS[-1], 2),
-             round(ROWS / LOAD_SECONDS[-1]), round(ROWS / (done - start))))
+            (
+                round(split - start, 2),
+                round(done - split, 2),
+                round(LOAD_SECONDS[-1], 2),
+                round(ROWS / LOAD_SECONDS[-1]),
+                round(ROWS / (done - start)),
+            )
+        )
         assert got == expected
-    log.warning("load of %d rows: (shards s, job s, in workers s, rows/s in workers, rows/s "
-                "overall): %s", ROWS, rates)
+    log.warning(
+        "load of %d rows: (shards s, job s, in workers s, rows/s in workers, rows/s overall): %s",
+        ROWS,
+        rates,
+    )
 
 
 def test_feed_shard_into_an_input_session(spark, pairs):
@@ -245,6 +297,7 @@ def test_feed_shard_into_an_input_session(spark, pairs):
             inp.flush()
             worker.step_until(probe[1], 1, timeout=60)
             return rows, probe[0].updates()
+
         return build
 
     with dataset_shards(small, 2, PAIRS) as shards:
@@ -265,6 +318,7 @@ def _session_dataflow(shards):
         changes_in, changes = scope.new_collection()
         both = loaded.concat(changes)
         return {"changes": changes_in, "pairs": both.capture(), "probe": both.probe()}
+
     return dataflow
 
 
@@ -273,8 +327,9 @@ def test_session_load_and_dataset_sink_round_trip(spark, pairs):
     as a Ray Dataset; both ways ``exceptAll`` is empty. Changes too."""
     source = pairs.limit(20_000).cache()
     with dataset_shards(source, 2, PAIRS) as shards:
-        with tp.open_session(_session_dataflow(shards), workers=2, backend="ray", timeout=120,
-                             **RAY_OPTIONS) as session:
+        with tp.open_session(
+            _session_dataflow(shards), workers=2, backend="ray", timeout=120, **RAY_OPTIONS
+        ) as session:
             session.advance_to(1)
             view = CollectionView(session, "pairs")
             view.refresh()
@@ -287,8 +342,9 @@ def test_session_load_and_dataset_sink_round_trip(spark, pairs):
             session.remove("changes", (0, 0))
             session.advance_to(2)
             view.refresh()
-            changes = dataset_to_spark(changes_to_dataset(
-                view, "k bigint, v bigint, time bigint, diff bigint"), spark)
+            changes = dataset_to_spark(
+                changes_to_dataset(view, "k bigint, v bigint, time bigint, diff bigint"), spark
+            )
             late = {(r["k"], r["v"], r["diff"]) for r in changes.where("time = 1").collect()}
             assert late == {(-1, -1, 1), (0, 0, -1)}
     source.unpersist()
@@ -317,6 +373,7 @@ def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_se
             else:
                 quiet += 1
             time.sleep(0.5)
+
     try:
         hold_every_cpu()
         assert ray.available_resources().get("CPU", 0) == 0
@@ -329,8 +386,9 @@ def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_se
             ds = view_to_dataset(view, "k bigint, v bigint", timeout=60)
             back = dataset_to_spark(ds, spark, timeout=60)
             assert sorted(tuple(r) for r in back.collect()) == sorted(view.contents())
-            changes = changes_to_dataset(view, "k bigint, v bigint, time bigint, diff bigint",
-                                         timeout=60)
+            changes = changes_to_dataset(
+                view, "k bigint, v bigint, time bigint, diff bigint", timeout=60
+            )
             assert changes.count() == 50
             with dataset_shards(pairs.limit(1000), 2, PAIRS, timeout=120) as shards:
                 assert shards.dataset.count() == 1000
@@ -339,10 +397,15 @@ def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_se
         @ray.remote(num_cpus=1)
         def needs_a_cpu() -> int:
             return 1
+
         hold_every_cpu()
-        with pytest.raises(SparkConnectorError, match=(
+        with pytest.raises(
+            SparkConnectorError,
+            match=(
                 r"probe: no answer from Ray within 2 s; it waits for a task of 1 CPU; the "
-                r"cluster has 4 CPUs, 0 free \(ray.available_resources\(\)\)")):
+                r"cluster has 4 CPUs, 0 free \(ray.available_resources\(\)\)"
+            ),
+        ):
             _bounded("probe", "a task of 1 CPU", 2, lambda: ray.get(needs_a_cpu.remote()))
         with pytest.raises(ValueError, match="timeout must be a positive number"):
             view_to_dataset(view, "k bigint, v bigint", timeout=0)
@@ -357,19 +420,21 @@ def _pairs_view(scope):
 
 
 def test_bad_input_is_refused_with_the_row(spark):
-    df = spark.createDataFrame([(1, 10, 1), (None, 11, 1), (3, 12, 2)],
-                               "k bigint, v bigint, d bigint")
-    with pytest.raises(SparkInputError, match=r"input 'edges': column 'k' of row .*null key"
-                       ) as info:
+    df = spark.createDataFrame(
+        [(1, 10, 1), (None, 11, 1), (3, 12, 2)], "k bigint, v bigint, d bigint"
+    )
+    with pytest.raises(
+        SparkInputError, match=r"input 'edges': column 'k' of row .*null key"
+    ) as info:
         dataset_shards(df, 2, Columns(key="k", value="v", diff="d"), input="edges")
     assert info.value.column == "k" and info.value.row == {"k": None, "v": 11, "d": 1}
     floats = df.selectExpr("k", "v", "cast(d as double) as d")
-    with pytest.raises(SparkInputError, match="column 'd' is the diff column but has type "
-                                              "double"):
+    with pytest.raises(SparkInputError, match="column 'd' is the diff column but has type double"):
         dataset_shards(floats, 2, Columns(key="k", value="v", diff="d"), input="edges")
     # unchecked in Spark, the worker refuses it (naming the same row) and the job fails
-    with dataset_shards(df, 1, Columns(key="k", value="v", diff="d"), input="edges",
-                        check=False) as shards:
+    with dataset_shards(
+        df, 1, Columns(key="k", value="v", diff="d"), input="edges", check=False
+    ) as shards:
         with pytest.raises(WorkerError, match=r"input 'edges': column 'k' .*null key"):
             _count_by_key(shards, 1)
     with pytest.raises(SparkOutputError, match="column 'k' has type int64, but record"):
@@ -379,16 +444,29 @@ def test_bad_input_is_refused_with_the_row(spark):
 def test_the_spark_pipeline_example_runs_on_ray(spark):
     """examples/spark_pipeline.py --backend ray: the graph through Ray Dataset shards, the
     micro-batches through the driver session; every batch checked in the example itself."""
-    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "examples")
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
     sys.path.insert(0, examples)
     try:
         import spark_pipeline
     finally:
         sys.path.remove(examples)
-    results = spark_pipeline.main(["--backend", "ray", "--workers", "2", "--nodes", "300",
-                                   "--edges", "250", "--batches", "3", "--changes", "40",
-                                   "--quiet"])
+    results = spark_pipeline.main(
+        [
+            "--backend",
+            "ray",
+            "--workers",
+            "2",
+            "--nodes",
+            "300",
+            "--edges",
+            "250",
+            "--batches",
+            "3",
+            "--changes",
+            "40",
+            "--quiet",
+        ]
+    )
     assert [r["batch"] for r in results] == [0, 1, 2]
     for r in results:
         assert r["top"] and r["top"] == sorted(r["top"], key=lambda lt: (-lt[1], lt[0]))
@@ -405,10 +483,12 @@ def test_spark_and_workers_sizes_workers_beside_a_given_spark(spark, pairs):
     with spark_and_workers(workers=2, spark=spark, timeout=120) as cluster:
         assert cluster.num_cpus_per_worker == 1.0 and not cluster.owns_spark
         with dataset_shards(small, 2, PAIRS, input="pairs") as shards:
+
             def dataflow(scope):
                 _, loaded = shard_collection(scope, shards)
                 counts = loaded.map(lambda kv: kv[0]).count()
                 return {"counts": counts.capture(), "probe": counts.probe()}
+
             session = cluster.open_session(dataflow)
             session.advance_to(1)
             view = CollectionView(session, "counts")

@@ -29,7 +29,7 @@ def _dataflow(scope):
 
 def _build(worker):
     handles = worker.dataflow(_dataflow)
-    for x in range(worker.index, RECORDS, worker.peers):   # each worker feeds its share
+    for x in range(worker.index, RECORDS, worker.peers):  # each worker feeds its share
         handles["nums"].insert(x)
     return worker.index
 
@@ -54,8 +54,7 @@ def _check_counts(stats: Statistics, workers: int) -> None:
         assert op["batches_in"] >= (1 if op["records_in"] else 0)
         assert op["batches_out"] >= (1 if op["records_out"] else 0)
         for c in COUNTERS:  # summed equals the sum of the workers
-            per = sum(stats.per_worker(w)[(op["scope"], op["operator"])][c]
-                      for w in range(workers))
+            per = sum(stats.per_worker(w)[(op["scope"], op["operator"])][c] for w in range(workers))
             assert op[c] == pytest.approx(per), (op, c)
 
 
@@ -72,8 +71,10 @@ def test_execute_inline_counts(workers):
 
 def test_execute_processes_counts():
     stats = Statistics()
-    assert tp.execute(_build, workers=2, backend="processes", statistics=stats,
-                      timeout=120) == [0, 1]
+    assert tp.execute(_build, workers=2, backend="processes", statistics=stats, timeout=120) == [
+        0,
+        1,
+    ]
     _check_counts(stats, 2)
 
 
@@ -105,8 +106,9 @@ def test_session_stats_inline():
 
 
 def test_session_stats_processes():
-    with tp.open_session(_dataflow, workers=2, backend="processes", statistics=True,
-                         timeout=120) as s:
+    with tp.open_session(
+        _dataflow, workers=2, backend="processes", statistics=True, timeout=120
+    ) as s:
         for x in range(RECORDS):
             s.insert("nums", x)
         s.advance_to(1)
@@ -143,20 +145,29 @@ def test_table_and_annotations():
     (probe,) = stats.find("Probe")
     key = (probe["scope"], probe["operator"] - 1)
     assert notes[key].startswith(f"in {RECORDS} / out {PASSING}")
-    assert all(isinstance(k, tuple) and isinstance(k[0], str) and isinstance(k[1], int)
-               and isinstance(v, str) for k, v in notes.items())
-    assert "trace 10 updates" in notes[next((o["scope"], o["operator"])
-                                            for o in stats.find("Arrange"))]
+    assert all(
+        isinstance(k, tuple)
+        and isinstance(k[0], str)
+        and isinstance(k[1], int)
+        and isinstance(v, str)
+        for k, v in notes.items()
+    )
+    assert (
+        "trace 10 updates"
+        in notes[next((o["scope"], o["operator"]) for o in stats.find("Arrange"))]
+    )
 
 
 def _counting_to(limit):
     """The numbers from what was inserted up to ``limit``, by a loop: ``x -> min(x + 1, limit)``."""
-    return lambda nums: nums.iterate(lambda inner: inner.map(
-        lambda x: min(x + 1, limit)).concat(inner).distinct())
+    return lambda nums: nums.iterate(
+        lambda inner: inner.map(lambda x: min(x + 1, limit)).concat(inner).distinct()
+    )
 
 
 def _sink_snapshot(drive) -> dict:
     """Run ``drive(worker)`` on one inline worker with a statistics sink; its snapshot."""
+
     def build(worker):
         sink = worker.instruments.add(StatsSink(worker.index))
         drive(worker)
@@ -188,6 +199,7 @@ def test_sink_attributes_batches_and_nested_scopes():
 def test_two_loops_alike_are_two_scopes_in_the_statistics():
     """Statistics key operators by (scope name, index): two loops both named ``Iterate`` (and
     two dataflows given one name) get unique names, so their counts do not add up as one."""
+
     def dataflow(scope):
         nums_in, nums = scope.new_collection()
         return nums_in, _counting_to(3)(nums).concat(_counting_to(9)(nums)).probe()
@@ -200,12 +212,16 @@ def test_two_loops_alike_are_two_scopes_in_the_statistics():
         worker.step_until_done(timeout=30)
 
     snapshot = _sink_snapshot(drive)
-    distinct_in = {op["scope"]: op["records_in"] for op in snapshot["operators"]
-                   if op["name"].startswith("Distinct")}
+    distinct_in = {
+        op["scope"]: op["records_in"]
+        for op in snapshot["operators"]
+        if op["name"].startswith("Distinct")
+    }
     assert sorted(distinct_in) == ["Iterate", "Iterate#2", "Iterate#3", "Iterate#4"]
     # each dataflow's two loops count to 3 and to 9: the same pair of counts twice
-    assert sorted(distinct_in.values()) == sorted([distinct_in["Iterate"]] * 2
-                                                  + [distinct_in["Iterate#2"]] * 2)
+    assert sorted(distinct_in.values()) == sorted(
+        [distinct_in["Iterate"]] * 2 + [distinct_in["Iterate#2"]] * 2
+    )
     assert distinct_in["Iterate"] < distinct_in["Iterate#2"]
     assert {op["scope"] for op in snapshot["operators"]} >= {"loops", "loops#2"}
 
@@ -259,6 +275,8 @@ def _build_in_ray(worker):
 @pytest.mark.timeout(180)
 def test_execute_ray_counts_and_metrics(ray_session):
     stats = Statistics()
-    assert tp.execute(_build_in_ray, workers=2, backend="ray", statistics=stats,
-                      timeout=120) == [True, True]  # so the workers exported Ray metrics too
+    assert tp.execute(_build_in_ray, workers=2, backend="ray", statistics=stats, timeout=120) == [
+        True,
+        True,
+    ]  # so the workers exported Ray metrics too
     _check_counts(stats, 2)

@@ -44,8 +44,11 @@ def test_a_death_the_backend_saw_wins_over_a_peers_report():
 def test_a_peers_report_is_raised_after_the_grace_period_or_when_final(monkeypatch):
     s = Supervisor(2, describe=lambda i: f"worker {i} (Ray actor)")
     s.take(0, (ERROR, report_of(0, WorkerDiedError("worker 1 died", worker=1))))
-    with pytest.raises(WorkerDiedError, match=r"worker 1 \(Ray actor\) died \(reported by "
-                                              r"worker 0") as info:
+    with pytest.raises(
+        WorkerDiedError,
+        match=r"worker 1 \(Ray actor\) died \(reported by "
+        r"worker 0",
+    ) as info:
         s.check_failures(final=True)
     assert info.value.worker == 1
     monkeypatch.setattr(supervise, "SECONDARY_GRACE", 0.2)
@@ -60,8 +63,12 @@ def test_a_peers_report_is_raised_after_the_grace_period_or_when_final(monkeypat
 def test_wait_times_out_with_the_message_and_returns_results_in_order():
     s = Supervisor(2)
     with pytest.raises(WaitTimeoutError, match=r"workers \[0, 1\] did not finish"):
-        s.wait(lambda seconds: time.sleep(seconds), s.all_answered, time.monotonic() + 0.05,
-               lambda: f"workers {s.unanswered()} did not finish")
+        s.wait(
+            lambda seconds: time.sleep(seconds),
+            s.all_answered,
+            time.monotonic() + 0.05,
+            lambda: f"workers {s.unanswered()} did not finish",
+        )
     outcomes = iter([(1, (OK, cloudpickle.dumps("one"))), (0, (OK, cloudpickle.dumps("zero")))])
 
     def pump(seconds: float) -> None:
@@ -74,8 +81,9 @@ def test_wait_times_out_with_the_message_and_returns_results_in_order():
 def test_a_result_that_cannot_be_unpickled_names_the_worker():
     s = Supervisor(1)
     s.take(0, (OK, b"not a pickle"))
-    with pytest.raises(WorkerError, match="result of worker 0 could not be unpickled in the "
-                                          "launcher") as info:
+    with pytest.raises(
+        WorkerError, match="result of worker 0 could not be unpickled in the launcher"
+    ) as info:
         s.results_in_order("launcher")
     assert info.value.worker == 0
 
@@ -84,7 +92,7 @@ def test_a_silent_worker_is_reported_hung_once_heard_from(monkeypatch):
     from timelypy.errors import WorkerHungError
 
     s = Supervisor(2, describe=lambda i: f"worker {i} (pid 7)", heartbeat_timeout=0.1)
-    assert s.silent() == []                      # never heard from: start-up is not counted
+    assert s.silent() == []  # never heard from: start-up is not counted
     s.heard(0)
     s.heard(1)
     time.sleep(0.15)
@@ -92,12 +100,15 @@ def test_a_silent_worker_is_reported_hung_once_heard_from(monkeypatch):
     assert [i for i, _ in s.silent()] == [1]
     i, silence = s.silent()[0]
     s.died(i, s.hung_message(i, silence), hung=True)
-    assert s.silent() == []                      # answered now
-    with pytest.raises(WorkerHungError, match=r"worker 1 \(pid 7\) is hung: no heartbeat for "
-                                              r"0\.\d s \(heartbeat_timeout=0.1 s") as info:
+    assert s.silent() == []  # answered now
+    with pytest.raises(
+        WorkerHungError,
+        match=r"worker 1 \(pid 7\) is hung: no heartbeat for "
+        r"0\.\d s \(heartbeat_timeout=0.1 s",
+    ) as info:
         s.check_failures()
     assert info.value.worker == 1 and isinstance(info.value, WorkerDiedError)
-    assert Supervisor(1).silent() == []          # no heartbeat_timeout: no check
+    assert Supervisor(1).silent() == []  # no heartbeat_timeout: no check
 
 
 def test_wait_stops_once_cancelled():

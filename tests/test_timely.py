@@ -11,8 +11,14 @@ from hypothesis import strategies as st
 
 import timelypy as tp
 from timelypy import IntSummary, Notificator, Product, Worker
-from timelypy.errors import (CycleError, InputClosedError, OperatorError, TimelyError,
-                             TimeOrderError, WaitTimeoutError)
+from timelypy.errors import (
+    CycleError,
+    InputClosedError,
+    OperatorError,
+    TimelyError,
+    TimeOrderError,
+    WaitTimeoutError,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,8 +42,12 @@ def test_map_filter_flat_map_keep_times():
         def dataflow(scope):
             inp, s = scope.new_input()
             mapped = s.map(lambda x: x * 10)
-            return inp, mapped.capture(), mapped.filter(lambda x: x % 20 == 0).capture(), \
-                s.flat_map(lambda x: [x] * x).capture()
+            return (
+                inp,
+                mapped.capture(),
+                mapped.filter(lambda x: x % 20 == 0).capture(),
+                s.flat_map(lambda x: [x] * x).capture(),
+            )
 
         inp, mapped, filtered, flat = worker.dataflow(dataflow)
         for epoch, records in enumerate([[1, 2, 3], [], [4], [0, 5]]):
@@ -45,7 +55,7 @@ def test_map_filter_flat_map_keep_times():
             inp.send_batch(records)
         return mapped, filtered, flat
 
-    (mapped, filtered, flat), = tp.execute(build)
+    ((mapped, filtered, flat),) = tp.execute(build)
     assert by_time_sorted(mapped) == {0: [10, 20, 30], 2: [40], 3: [0, 50]}
     assert by_time_sorted(filtered) == {0: [20], 2: [40], 3: [0]}
     assert by_time_sorted(flat) == {0: [1, 2, 2, 3, 3, 3], 2: [4, 4, 4, 4], 3: [5] * 5}
@@ -59,11 +69,12 @@ def test_map_preserves_record_order_within_a_time():
         def dataflow(scope):
             inp, s = scope.new_input()
             return inp, s.map(lambda x: -x).capture()
+
         inp, cap = worker.dataflow(dataflow)
         inp.send_batch(range(3000))
         return cap
 
-    cap, = tp.execute(build)
+    (cap,) = tp.execute(build)
     assert [r for _, r in cap.records()] == [-x for x in range(3000)]
     assert {t for t, _ in cap.records()} == {0}
 
@@ -85,7 +96,7 @@ def test_concat_merges_streams_and_keeps_times():
         a.send("a1")
         return cap
 
-    cap, = tp.execute(build)
+    (cap,) = tp.execute(build)
     assert by_time_sorted(cap) == {0: ["a0", "c0", "c0'"], 1: ["a1"], 2: ["b2"]}
     assert cap.done()
 
@@ -95,13 +106,14 @@ def test_concat_of_a_stream_with_a_derived_stream():
         def dataflow(scope):
             inp, s = scope.new_input()
             return inp, s.concat(s.map(lambda x: x + 100)).capture()
+
         inp, cap = worker.dataflow(dataflow)
         inp.send(1)
         inp.advance_to(5)
         inp.send(2)
         return cap
 
-    cap, = tp.execute(build)
+    (cap,) = tp.execute(build)
     assert by_time_sorted(cap) == {0: [1, 101], 5: [2, 102]}
 
 
@@ -112,16 +124,18 @@ def test_inspect_sees_every_record_once_and_passes_it_through():
     def build(worker):
         def dataflow(scope):
             inp, s = scope.new_input()
-            out = (s.inspect(seen.append)
-                   .inspect_batch(lambda t, data: batches.append((t, list(data)))))
+            out = s.inspect(seen.append).inspect_batch(
+                lambda t, data: batches.append((t, list(data)))
+            )
             return inp, out.capture()
+
         inp, cap = worker.dataflow(dataflow)
         inp.send_batch([3, 1, 2])
         inp.advance_to(7)
         inp.send(9)
         return cap
 
-    cap, = tp.execute(build)
+    (cap,) = tp.execute(build)
     assert seen == [3, 1, 2, 9]
     assert sorted((t, r) for t, data in batches for r in data) == [(0, 1), (0, 2), (0, 3), (7, 9)]
     assert cap.records() == [(0, 3), (0, 1), (0, 2), (7, 9)]
@@ -129,12 +143,14 @@ def test_inspect_sees_every_record_once_and_passes_it_through():
 
 def test_inspect_runs_before_the_probe_passes_the_epoch():
     """What inspect saw is complete for an epoch once the probe has passed it."""
+
     def build(worker):
         seen = []
 
         def dataflow(scope):
             inp, s = scope.new_input()
             return inp, s.inspect(seen.append).probe()
+
         inp, probe = worker.dataflow(dataflow)
         log = []
         for epoch in range(5):
@@ -152,6 +168,7 @@ def test_exchange_on_one_worker_is_the_identity():
         def dataflow(scope):
             inp, s = scope.new_input()
             return inp, s.capture(), s.exchange(lambda x: x % 7).capture()
+
         inp, direct, exchanged = worker.dataflow(dataflow)
         for epoch in range(4):
             inp.advance_to(epoch * 3)
@@ -294,6 +311,7 @@ def holder_factory(log: List[Any]):
                         held["later"].drop()
                     elif cmd == "echo":
                         output.send(icap, ["echo"])
+
         return logic
 
     return factory
@@ -386,18 +404,20 @@ def test_capability_misuse_is_rejected():
                     errors.append(e)
                 output.send(icap, data)
             cap.drop()
+
         return logic
 
     def build(worker):
         def dataflow(scope):
             inp, s = scope.new_input()
             return inp, s.unary(factory, name="misuser").capture()
+
         inp, cap = worker.dataflow(dataflow)
         inp.advance_to(3)
         inp.send("r")
         return cap
 
-    cap, = tp.execute(build)
+    (cap,) = tp.execute(build)
     assert cap.records() == [(3, "r")]
     assert len(errors) == 5
     assert all("'misuser'" in str(e) for e in errors)
@@ -423,6 +443,7 @@ def test_binary_operator_pairs_both_inputs_per_time():
                 t = c.time
                 output.send(c, [(t, sorted(left.pop(t, [])), sorted(right.pop(t, [])))])
                 c.drop()
+
         return logic
 
     w = Worker()
@@ -458,6 +479,7 @@ def test_binary_operator_with_exchange_pacts():
                 output.send(icap, [("L", x) for x in data])
             for icap, data in in2:
                 output.send(icap, [("R", x) for x in data])
+
         return logic
 
     def build(worker):
@@ -466,13 +488,14 @@ def test_binary_operator_with_exchange_pacts():
             b, sb = scope.new_input()
             out = sa.binary(sb, factory, tp.Exchange(lambda x: x), tp.Pipeline(), name="tag")
             return a, b, out.capture()
+
         a, b, cap = worker.dataflow(dataflow)
         a.send(1)
         b.advance_to(4)
         b.send(2)
         return cap
 
-    cap, = tp.execute(build)
+    (cap,) = tp.execute(build)
     assert by_time_sorted(cap) == {0: [("L", 1)], 4: [("R", 2)]}
 
 
@@ -492,6 +515,7 @@ def test_notificator_delivers_in_time_order_once_frontier_passes():
                 deliveries.append((c.time, input.frontier.less_equal(c.time)))
                 output.send(c, [(c.time, counts.pop(c.time))])
                 c.drop()
+
         return logic
 
     w = Worker()
@@ -552,8 +576,11 @@ def test_iterative_scope_product_times():
 
             def loop(child):
                 handle, cycle = child.feedback()
-                body = s.enter(child).concat(cycle).inspect_batch(
-                    lambda t, data: inside.extend((t, x) for x in data))
+                body = (
+                    s.enter(child)
+                    .concat(cycle)
+                    .inspect_batch(lambda t, data: inside.extend((t, x) for x in data))
+                )
                 body.filter(lambda x: x < 3).map(lambda x: x + 1).connect_loop(handle)
                 return body.filter(lambda x: x >= 3).leave()
 
@@ -565,11 +592,15 @@ def test_iterative_scope_product_times():
         inp.send(2)
         return cap
 
-    cap, = tp.execute(build)
+    (cap,) = tp.execute(build)
     assert all(type(t) is Product for t, _ in inside)
     assert sorted(inside) == [
-        (Product(0, 0), 0), (Product(0, 1), 1), (Product(0, 2), 2), (Product(0, 3), 3),
-        (Product(2, 0), 2), (Product(2, 1), 3),
+        (Product(0, 0), 0),
+        (Product(0, 1), 1),
+        (Product(0, 2), 2),
+        (Product(0, 3), 3),
+        (Product(2, 0), 2),
+        (Product(2, 1), 3),
     ]
     assert by_time_sorted(cap) == {0: [3], 2: [3]}
     assert all(type(t) is int for t, _ in cap.records())
@@ -583,8 +614,12 @@ def test_enter_and_leave_without_a_loop():
             inp, s = scope.new_input()
 
             def inner(child):
-                return s.enter(child).inspect_batch(lambda t, d: times.append(t)) \
-                    .map(lambda x: x * 2).leave()
+                return (
+                    s.enter(child)
+                    .inspect_batch(lambda t, d: times.append(t))
+                    .map(lambda x: x * 2)
+                    .leave()
+                )
 
             return inp, scope.iterative(inner).capture()
 
@@ -594,7 +629,7 @@ def test_enter_and_leave_without_a_loop():
         inp.send(2)
         return cap
 
-    cap, = tp.execute(build)
+    (cap,) = tp.execute(build)
     assert sorted(times) == [Product(0, 0), Product(3, 0)]
     assert cap.records() == [(0, 2), (3, 4)]
 
@@ -626,7 +661,7 @@ def test_probe_inside_an_iterative_scope_sees_product_frontiers():
         history.append(probe.frontier)
         return history, probe.done()
 
-    (history, done), = tp.execute(build)
+    ((history, done),) = tp.execute(build)
     assert done and history[-1] == []
     assert history[0] == [Product(0, 0)]
     for h in history:
@@ -658,6 +693,7 @@ def test_nested_loop_cannot_exceed_max_iterations():
 
             scope.iterative(loop)
             return inp
+
         inp = worker.dataflow(dataflow)
         inp.send(0)
 
@@ -677,8 +713,12 @@ def _dominated(old: List[Any], new: List[Any]) -> bool:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["send", "ahead", "advance", "step"]),
-                          st.integers(0, 4)), max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["send", "ahead", "advance", "step"]), st.integers(0, 4)),
+        max_size=40,
+    )
+)
 def test_probe_frontier_never_regresses(ops):
     w = Worker()
 
@@ -755,11 +795,12 @@ def test_feedback_with_advancing_summary_in_root_scope_is_accepted():
             body = s.concat(cycle)
             body.filter(lambda x: x > 0).map(lambda x: x - 1).connect_loop(handle)
             return inp, body.capture()
+
         inp, cap = worker.dataflow(dataflow)
         inp.send(3)
         return cap
 
-    cap, = tp.execute(build, timeout=10)
+    (cap,) = tp.execute(build, timeout=10)
     assert cap.records() == [(0, 3), (1, 2), (2, 1), (3, 0)]
 
 
@@ -786,6 +827,7 @@ def _numbers_dataflow(worker):
     def dataflow(scope):
         inp, s = scope.new_input(name="numbers")
         return inp, s.capture()
+
     return worker.dataflow(dataflow)
 
 
@@ -835,9 +877,11 @@ def test_using_an_input_after_close_is_an_input_closed_error():
     inp.close()
     inp.close()  # idempotent
     assert inp.closed
-    for use, what in ((lambda: inp.send("x"), "send"),
-                      (lambda: inp.send_batch(["x"]), "send_batch"),
-                      (lambda: inp.advance_to(9), "advance_to")):
+    for use, what in (
+        (lambda: inp.send("x"), "send"),
+        (lambda: inp.send_batch(["x"]), "send_batch"),
+        (lambda: inp.advance_to(9), "advance_to"),
+    ):
         with pytest.raises(InputClosedError) as info:
             use()
         assert "'numbers'" in str(info.value) and what in str(info.value)
@@ -849,12 +893,15 @@ def test_using_an_input_after_close_is_an_input_closed_error():
 # User functions that raise
 
 
-@pytest.mark.parametrize("make", [
-    lambda s, f: s.map(f, name="parse"),
-    lambda s, f: s.filter(f, name="parse"),
-    lambda s, f: s.flat_map(lambda x: [f(x)], name="parse"),
-    lambda s, f: s.inspect(f, name="parse"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s, f: s.map(f, name="parse"),
+        lambda s, f: s.filter(f, name="parse"),
+        lambda s, f: s.flat_map(lambda x: [f(x)], name="parse"),
+        lambda s, f: s.inspect(f, name="parse"),
+    ],
+)
 def test_user_function_raising_is_an_operator_error(make):
     def f(x):
         if x == "boom":
@@ -888,6 +935,7 @@ def test_operator_error_propagates_out_of_execute():
         def dataflow(scope):
             inp, s = scope.new_input()
             return inp, s.map(int, name="to-int").capture()
+
         inp, cap = worker.dataflow(dataflow)
         inp.send("12")
         inp.advance_to(1)
@@ -906,6 +954,7 @@ def test_generic_operator_logic_and_factory_raising_are_operator_errors():
         def logic(input, output):
             for _, data in input:
                 raise KeyError(f"missing {data[0]}")
+
         return logic
 
     w = Worker()
@@ -976,9 +1025,11 @@ def test_records_queued_behind_a_failing_batch_are_not_stranded():
 
 def _hoarder(cap, info):
     """Holds its initial capability forever."""
+
     def logic(input, output):
         for _ in input:
             pass
+
     return logic
 
 
@@ -1005,6 +1056,7 @@ def test_execute_with_a_hoarding_operator_does_not_hang():
         def dataflow(scope):
             inp, s = scope.new_input()
             return inp, s.unary(_hoarder, name="hoarder").capture()
+
         inp, cap = worker.dataflow(dataflow)
         inp.send("accepted")
         return cap
@@ -1020,6 +1072,7 @@ def test_busy_operator_holding_a_capability_times_out_naming_it():
             for _ in input:
                 pass
             info.activate()  # always has "work": never looks stalled
+
         return logic
 
     w = Worker()
@@ -1065,7 +1118,7 @@ def test_waiting_on_an_input_that_was_never_advanced_fails_fast_with_a_hint():
         with pytest.raises(StallError, match=r"'clicks' at 0.*advance_to"):
             worker.step_until(probe, 1)
         inp.advance_to(1)
-        worker.step_until(probe, 1)       # and it goes on once the input advances
+        worker.step_until(probe, 1)  # and it goes on once the input advances
         return probe.frontier
 
     assert tp.execute(build) == [[1]]

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import timelypy as tp
-
 from timelypy.differential.agent import TraceAgent
 from timelypy.differential.consolidation import advance_time
 from timelypy.differential.trace import Batch, Spine
@@ -25,8 +24,9 @@ def _insert(spine, updates, upper):
     spine.new_batch(data, [upper])
 
 
-updates_strategy = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(-2, 2)
-                                      .filter(bool)), max_size=12)
+updates_strategy = st.lists(
+    st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(-2, 2).filter(bool)), max_size=12
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -75,8 +75,10 @@ def test_cursor_is_sorted_by_key_value_time():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.tuples(st.integers(0, 6), st.integers(0, 6)),
-       st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=3))
+@given(
+    st.tuples(st.integers(0, 6), st.integers(0, 6)),
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=3),
+)
 def test_advance_time_product_guarantee(t, frontier):
     """advance_by(t, F) <= s exactly when t <= s, for every s at or beyond F."""
     order = order_for(Product(0, 0))
@@ -97,15 +99,22 @@ def _spine_stress(seed: int, order, time_of, steps: int = 300) -> None:
     accumulation a reader may still ask for are checked after every step."""
     rng = random.Random(seed)
     spine = Spine(order, f"stress{seed}")
-    history = []          # every (key, val, time, diff) inserted
-    round_ = 0            # batches cover the rounds [round_, next round)
+    history = []  # every (key, val, time, diff) inserted
+    round_ = 0  # batches cover the rounds [round_, next round)
     agents = []
     for _ in range(steps):
         op = rng.random()
         if op < 0.45:
             size = rng.randrange(0, 12)
-            updates = [(rng.randrange(6), rng.randrange(3), time_of(round_, rng.randrange(3)),
-                        rng.choice((-2, -1, 1, 1, 2))) for _ in range(size)]
+            updates = [
+                (
+                    rng.randrange(6),
+                    rng.randrange(3),
+                    time_of(round_, rng.randrange(3)),
+                    rng.choice((-2, -1, 1, 1, 2)),
+                )
+                for _ in range(size)
+            ]
             history.extend(updates)
             round_ += 1
             _insert(spine, updates, time_of(round_, 0))
@@ -197,8 +206,9 @@ def test_batches_carry_their_description():
 # --------------------------------------------------------------------------- cursor
 def test_cursor_steps_through_keys_values_and_times():
     spine = Spine(INT_ORDER, "t")
-    _insert(spine, [(3, "b", 0, 1), (1, "z", 0, 1), (1, "a", 0, 2), (5, "x", 0, 1),
-                    (5, "x", 0, -1)], 1)
+    _insert(
+        spine, [(3, "b", 0, 1), (1, "z", 0, 1), (1, "a", 0, 2), (5, "x", 0, 1), (5, "x", 0, -1)], 1
+    )
     _insert(spine, [(1, "a", 1, -1), (2, "c", 1, 1)], 2)
     cursor = spine.cursor()
     seen = []
@@ -208,8 +218,7 @@ def test_cursor_steps_through_keys_values_and_times():
             cursor.step_val()
         cursor.step_key()
     # key 5 cancels out entirely and is skipped
-    assert seen == [(1, "a", 0, 2), (1, "a", 1, -1), (1, "z", 0, 1), (2, "c", 1, 1),
-                    (3, "b", 0, 1)]
+    assert seen == [(1, "a", 0, 2), (1, "a", 1, -1), (1, "z", 0, 1), (2, "c", 1, 1), (3, "b", 0, 1)]
     cursor.rewind_keys()
     cursor.seek_key(2)
     assert cursor.key() == 2
@@ -243,6 +252,7 @@ def test_spine_reports_merges_to_its_instruments():
 def test_spine_merged_events_on_a_worker():
     """A sink registered on a worker sees the merges of its arrangements, with sizes adding up
     (cancelling updates make the merged batch smaller)."""
+
     def build(worker):
         log = worker.instruments.add(EventLog(kinds=(SpineMerged,)))
 

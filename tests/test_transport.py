@@ -20,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from timelypy.communication.mesh import SocketMesh
+from timelypy.communication.wire import FrameReader, decode, encode, frame
 from timelypy.errors import (
     AuthenticationError,
     WaitTimeoutError,
@@ -28,8 +30,6 @@ from timelypy.errors import (
 )
 from timelypy.order import Product
 from timelypy.workers.launcher import run_in_processes
-from timelypy.communication.mesh import SocketMesh
-from timelypy.communication.wire import FrameReader, decode, encode, frame
 
 # Worker functions defined here travel by value: children need not import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -229,7 +229,7 @@ def test_frame_reader_any_chunking(payloads, cuts):
 def test_frame_reader_byte_by_byte_and_limit():
     reader = FrameReader()
     data = frame(b"") + frame(b"xyz") + frame(encode([(1, 2)]))
-    out = [p for i in range(len(data)) for p in reader.feed(data[i:i + 1])]
+    out = [p for i in range(len(data)) for p in reader.feed(data[i : i + 1])]
     assert out == [b"", b"xyz", encode([(1, 2)])]
     with pytest.raises(ValueError, match="exceeds"):
         FrameReader(max_frame=10).feed(frame(b"x" * 11))
@@ -266,8 +266,11 @@ def build_meshes(n: int, secret: bytes = SECRET, listeners=None, **kwargs) -> Li
 
 def close_all(meshes: List[SocketMesh], timeout: float = 2.0) -> None:
     """Close meshes concurrently, as separate processes would."""
-    threads = [threading.Thread(target=m.close, kwargs={"timeout": timeout})
-               for m in meshes if m is not None]
+    threads = [
+        threading.Thread(target=m.close, kwargs={"timeout": timeout})
+        for m in meshes
+        if m is not None
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -292,8 +295,11 @@ def warnings_log(caplog):
 
 
 def refusals(caplog) -> List[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name.startswith("timelypy.") and "refused connection" in r.getMessage()]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("timelypy.") and "refused connection" in r.getMessage()
+    ]
 
 
 class TestMeshInProcess:
@@ -567,8 +573,9 @@ class TestProcesses:
                     while len(hello) < 40:
                         hello += s.recv(40 - len(hello))
                     nonce_c, me = os.urandom(32), struct.pack("<I", 2)
-                    mac = hmac.new(b"wrong", b"connect" + hello[8:] + nonce_c + me,
-                                   "sha256").digest()
+                    mac = hmac.new(
+                        b"wrong", b"connect" + hello[8:] + nonce_c + me, "sha256"
+                    ).digest()
                     s.sendall(nonce_c + me + mac)
                     assert s.recv(100) == b""  # refused: closed without a reply
             if index == 1:
@@ -625,8 +632,10 @@ class TestFlowControl:
             results[mesh.index] = [obj[0] for _, obj in drain(mesh, count, timeout=30)]
 
         try:
-            threads = [threading.Thread(target=run, args=(m0, 1)),
-                       threading.Thread(target=run, args=(m1, 0))]
+            threads = [
+                threading.Thread(target=run, args=(m0, 1)),
+                threading.Thread(target=run, args=(m1, 0)),
+            ]
             for t in threads:
                 t.start()
             for t in threads:

@@ -9,14 +9,12 @@ from collections import defaultdict
 from typing import Any, Dict
 
 import pytest
+from test_reduce_product import _reach
 
 import timelypy as tp
-
 from timelypy.differential.agent import TraceAgent
 from timelypy.differential.trace import Spine
 from timelypy.order import Product, order_for
-
-from test_reduce_product import _reach
 
 PRODUCT = order_for(Product(0, 0))
 
@@ -48,8 +46,15 @@ def test_product_compaction_keeps_accumulations_and_consolidates(seed):
     spine = Spine(PRODUCT, "w2")
     history = []
     for rnd in range(6):
-        ups = [(rng.randrange(40), rng.randrange(2), Product(rnd, rng.randrange(4)),
-                rng.choice((-1, 1, 1, 2))) for _ in range(rng.randrange(5, 60))]
+        ups = [
+            (
+                rng.randrange(40),
+                rng.randrange(2),
+                Product(rnd, rng.randrange(4)),
+                rng.choice((-1, 1, 1, 2)),
+            )
+            for _ in range(rng.randrange(5, 60))
+        ]
         history.extend(ups)
         _insert(spine, ups, Product(rnd + 1, 0))
     before = {k: list(vals) for b in spine.batches for k, vals in b.data.items()}
@@ -95,8 +100,15 @@ def test_product_merges_keep_accumulations(seed):
     history = []
     since = [PRODUCT.minimum]
     for rnd in range(30):
-        ups = [(rng.randrange(25), rng.choice(((), (), 1)), Product(rnd, rng.randrange(5)),
-                rng.choice((-1, 1))) for _ in range(rng.randrange(1, 8))]
+        ups = [
+            (
+                rng.randrange(25),
+                rng.choice(((), (), 1)),
+                Product(rnd, rng.randrange(5)),
+                rng.choice((-1, 1)),
+            )
+            for _ in range(rng.randrange(1, 8))
+        ]
         history.extend(ups)
         _insert(spine, ups, Product(rnd + 1, 0))
         if rng.random() < 0.5:
@@ -119,20 +131,36 @@ def test_product_merges_keep_accumulations(seed):
 def test_product_merge_consolidates_one_update_each_side():
     spine = Spine(PRODUCT, "one")
     agent = TraceAgent(spine, through_seq=0)
-    _insert(spine, [(1, (), Product(0, 1), 1), (2, (), Product(0, 1), 1), (3, "a", Product(0, 0), 1),
-                    (4, (), Product(0, 3), 1)], Product(1, 0))
+    _insert(
+        spine,
+        [
+            (1, (), Product(0, 1), 1),
+            (2, (), Product(0, 1), 1),
+            (3, "a", Product(0, 0), 1),
+            (4, (), Product(0, 3), 1),
+        ],
+        Product(1, 0),
+    )
     agent.set_logical_compaction([Product(1, 2)])
     spine.advance_writer([Product(1, 2)])
     agent.acknowledge(spine.seq)
     spine.maintain()
-    _insert(spine, [(1, (), Product(1, 2), -1), (2, (), Product(1, 2), 1), (3, "b", Product(1, 2), 1),
-                    (4, (), Product(1, 2), 1)], Product(2, 0))
+    _insert(
+        spine,
+        [
+            (1, (), Product(1, 2), -1),
+            (2, (), Product(1, 2), 1),
+            (3, "b", Product(1, 2), 1),
+            (4, (), Product(1, 2), 1),
+        ],
+        Product(2, 0),
+    )
     agent.acknowledge(spine.seq)
     spine.maintain()
     spine._check()
     (batch,) = spine.batches
-    assert 1 not in batch.data                                  # cancelled at (1, 2)
-    assert batch.data[2] == [((), Product(1, 2), 2)]            # consolidated at (1, 2)
+    assert 1 not in batch.data  # cancelled at (1, 2)
+    assert batch.data[2] == [((), Product(1, 2), 2)]  # consolidated at (1, 2)
     assert sorted(batch.data[3]) == [("a", Product(0, 0), 1), ("b", Product(1, 2), 1)]
     assert batch.data[4] == [((), Product(0, 3), 1), ((), Product(1, 2), 1)]  # (1, 3) != (1, 2)
     assert spine.accumulate(4, Product(1, 3)) == {(): 2}
@@ -165,8 +193,15 @@ def _run(edges, changes, roots, workers=1):
         def dataflow(scope):
             es, e = scope.new_collection()
             rs, r = scope.new_collection()
-            out = r.iterate(lambda inner: e.enter(inner.scope).semijoin(inner)
-                            .map(lambda sd: sd[1]).concat(r.enter(inner.scope)).distinct())
+            out = r.iterate(
+                lambda inner: (
+                    e.enter(inner.scope)
+                    .semijoin(inner)
+                    .map(lambda sd: sd[1])
+                    .concat(r.enter(inner.scope))
+                    .distinct()
+                )
+            )
             return es, rs, out.capture()
 
         es, rs, cap = worker.dataflow(dataflow)
@@ -193,8 +228,10 @@ def _run(edges, changes, roots, workers=1):
     return [u for part in tp.execute(build, workers=workers, backend="inline") for u in part]
 
 
-@pytest.mark.parametrize("seed,n,rounds,per_round", [
-    (0, 60, 40, 1), (1, 300, 30, 3), (2, 1500, 25, 4), (3, 2500, 12, 20)])
+@pytest.mark.parametrize(
+    "seed,n,rounds,per_round",
+    [(0, 60, 40, 1), (1, 300, 30, 3), (2, 1500, 25, 4), (3, 2500, 12, 20)],
+)
 def test_buffered_reachability_is_exact_at_every_time(seed, n, rounds, per_round):
     """W2's program, every change buffered before the first step: the output's accumulation at
     every outer time is the reachable set of that time's graph, each node once."""
@@ -235,8 +272,14 @@ def test_distinct_at_product_times_long_histories(seed, path, schedule):
     """``distinct`` at Product times (its inline evaluation) with long histories per key (so
     histories are compacted and keys carry several pending times): the content at every time
     of the grid equals the from-scratch reference."""
-    from test_reduce_product import THRESHOLD_PATHS, _expected, _random_updates, _run, \
-        _threshold_reference
+    from test_reduce_product import (
+        THRESHOLD_PATHS,
+        _expected,
+        _random_updates,
+        _run,
+        _threshold_reference,
+    )
+
     rng = random.Random(seed * 31 + len(path) + len(schedule))
     updates = _random_updates(rng, keyed=False, n=rng.randrange(40, 160))
     got = _run(updates, lambda c: THRESHOLD_PATHS[path](c, None), schedule, seed)
@@ -247,6 +290,7 @@ def test_a_run_of_batches_merges_in_time_order_into_its_first():
     """A large batch behind small ones (an iteration's round behind its stragglers) is merged
     once, with them, into the owned batch before them; accumulations are unchanged."""
     from timelypy.instrument import EventLog, Instruments, SpineMerged
+
     hub = Instruments(0)
     log = hub.add(EventLog(kinds=(SpineMerged,)))
     spine = Spine(PRODUCT, "run", instruments=hub)
@@ -288,8 +332,15 @@ def test_compaction_tracks_the_keys_with_several_updates(seed):
     history = []
     since = [PRODUCT.minimum]
     for rnd in range(40):
-        ups = [(rng.randrange(60), rng.choice(((), (), 2)), Product(rnd, rng.randrange(4)),
-                rng.choice((-1, 1, 1))) for _ in range(rng.randrange(1, 20))]
+        ups = [
+            (
+                rng.randrange(60),
+                rng.choice(((), (), 2)),
+                Product(rnd, rng.randrange(4)),
+                rng.choice((-1, 1, 1)),
+            )
+            for _ in range(rng.randrange(1, 20))
+        ]
         history.extend(ups)
         _insert(spine, ups, Product(rnd + 1, 0))
         if rng.random() < 0.6:
@@ -323,6 +374,7 @@ def test_small_batches_wait_beside_a_much_larger_owned_batch():
     merge into a large batch visits cold memory per update); small batches merge among
     themselves and join the large one once they are a sixteenth of it. Reads are unchanged."""
     from timelypy.differential.trace.spine import _OWNED_RATIO
+
     spine = Spine(PRODUCT, "ratio")
     agent = TraceAgent(spine, through_seq=0)
     history = []
@@ -366,8 +418,12 @@ def test_join_with_a_trace_of_two_batches_matches_from_scratch():
     big = [(rng.randrange(40), rng.randrange(50)) for _ in range(3000)]
     steps = []
     for _ in range(30):
-        steps.append(([(rng.randrange(40), rng.randrange(50)) for _ in range(3)],
-                      [(rng.randrange(40), rng.randrange(9)) for _ in range(4)]))
+        steps.append(
+            (
+                [(rng.randrange(40), rng.randrange(50)) for _ in range(3)],
+                [(rng.randrange(40), rng.randrange(9)) for _ in range(4)],
+            )
+        )
 
     def build(worker):
         def dataflow(scope):

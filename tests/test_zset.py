@@ -7,7 +7,6 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from zset_oracle import (
     accumulate_at,
     advance_by,
@@ -33,6 +32,7 @@ from zset_oracle import (
     plus,
     threshold,
 )
+
 from timelypy.errors import TimeOrderError, UnhashableDataError
 from timelypy.order import Product, less_equal
 
@@ -60,8 +60,15 @@ def test_aggregate_sees_consolidated_sorted_values_per_key_and_time():
         seen.append(values)
         return len(values)
 
-    indexed = [((1, "b"), 0, 2), ((1, "a"), 0, 1), ((1, "c"), 0, 1), ((1, "c"), 0, -1),
-               ((1, "a"), 1, 1), ((2, "z"), 0, 1), ((2, "z"), 0, -1)]
+    indexed = [
+        ((1, "b"), 0, 2),
+        ((1, "a"), 0, 1),
+        ((1, "c"), 0, 1),
+        ((1, "c"), 0, -1),
+        ((1, "a"), 1, 1),
+        ((2, "z"), 0, 1),
+        ((2, "z"), 0, -1),
+    ]
     # key 2 cancels entirely at time 0 and produces nothing.
     assert aggregate(fn, indexed) == [((1, 2), 0, 1), ((1, 1), 1, 1)]
     assert seen == [[("a", 1), ("b", 2)], [("a", 1)]]
@@ -169,8 +176,12 @@ def test_example_distinct_trace(batch, trace, time, expected):
 def test_example_distinct_trace_outputs_accumulate_to_distinct_of_input():
     inputs = B00 + B01 + B10 + B11
     outputs = []
-    for batch, trace, time in [(B00, T00, P(0, 0)), (B01, T01, P(0, 1)),
-                               (B10, T10, P(1, 0)), (B11, T11, P(1, 1))]:
+    for batch, trace, time in [
+        (B00, T00, P(0, 0)),
+        (B01, T01, P(0, 1)),
+        (B10, T10, P(1, 0)),
+        (B11, T11, P(1, 1)),
+    ]:
         outputs += distinct_trace(batch, trace, time)
     for e, i in itertools.product(range(3), range(3)):
         t = P(e, i)
@@ -213,8 +224,13 @@ def test_example_join_stream():
 
 
 def test_example_join_trace():
-    zset = [(("a", 0), 0, 1), (("a", 0), 0, -1), (("a", 1), 0, 1), (("b", 2), 0, 2),
-            (("c", 2), 0, 1)]
+    zset = [
+        (("a", 0), 0, 1),
+        (("a", 0), 0, -1),
+        (("a", 1), 0, 1),
+        (("b", 2), 0, 2),
+        (("c", 2), 0, 1),
+    ]
     trace = [("a", 1, 0, 1), ("b", -3, 0, -1), ("b", 3, 0, 1), ("b", 4, 0, -1), ("c", 4, 0, 1)]
     # errata: the flat `{:a, 1, 1}` is read as `{:a, {1, 1}}`
     assert join_trace(pair_join, zset, trace) == [
@@ -312,11 +328,14 @@ def test_linear_example_explode_with_negative_diffs():
 def test_linear_operators_as_join_function():
     u = [(1, 0, 1), (2, 1, -1), (3, 2, 2)]
     assert consolidate(join_function(lambda x: [(x * 10, 0, 1)], u)) == consolidate(
-        map_updates(lambda x: x * 10, u))
+        map_updates(lambda x: x * 10, u)
+    )
     assert consolidate(join_function(lambda x: [(x, 0, 1)] if x % 2 else [], u)) == consolidate(
-        filter_updates(lambda x: x % 2, u))
+        filter_updates(lambda x: x % 2, u)
+    )
     assert consolidate(join_function(lambda x: [(x, 0, -x)], u)) == consolidate(
-        explode(lambda x: [(x, -x)], u))
+        explode(lambda x: [(x, -x)], u)
+    )
 
 
 # ======================================================================================
@@ -325,7 +344,9 @@ def test_linear_operators_as_join_function():
 
 def test_couch_example():
     inputs = [
-        ("chair", P(0, 0), 4), ("desk", P(0, 0), 2), ("towel", P(0, 0), 5),
+        ("chair", P(0, 0), 4),
+        ("desk", P(0, 0), 2),
+        ("towel", P(0, 0), 5),
         ("couch", P(1, 0), 1),
         ("couch", P(0, 1), 1),
     ]
@@ -337,8 +358,7 @@ def test_couch_example():
         trace = [u for u in inputs if less_equal(u[1], t) and u[1] != t]
         per_time[t] = distinct_trace(batch, trace, t)
         outputs += per_time[t]
-    assert per_time[P(0, 0)] == [("chair", P(0, 0), 1), ("desk", P(0, 0), 1),
-                                 ("towel", P(0, 0), 1)]
+    assert per_time[P(0, 0)] == [("chair", P(0, 0), 1), ("desk", P(0, 0), 1), ("towel", P(0, 0), 1)]
     assert per_time[P(1, 0)] == [("couch", P(1, 0), 1)]
     assert per_time[P(0, 1)] == [("couch", P(0, 1), 1)]
     # no new input at (1, 1), yet the couch must go once
@@ -401,8 +421,9 @@ def test_threshold():
 
 def test_flat_map_and_accumulate_and_advance_basics():
     assert flat_map_updates(lambda x: [x, -x], [(1, 0, 2)]) == [(1, 0, 2), (-1, 0, 2)]
-    assert accumulate_at([("a", P(0, 1), 1), ("a", P(1, 0), 1), ("b", P(2, 0), 1)],
-                         P(1, 1)) == {"a": 2}
+    assert accumulate_at([("a", P(0, 1), 1), ("a", P(1, 0), 1), ("b", P(2, 0), 1)], P(1, 1)) == {
+        "a": 2
+    }
     assert advance_by(3, []) == 3
     assert advance_by(P(1, 5), []) == P(1, 5)
     assert advance_by(3, [5]) == 5
@@ -468,10 +489,8 @@ def triple_join(k, v1, v2):
 @settings(deadline=None)
 @given(indexed_batches, indexed_batches, indexed_batches)
 def test_join_bilinear(a1, a2, b):
-    assert join(triple_join, a1 + a2, b) == plus(join(triple_join, a1, b),
-                                                 join(triple_join, a2, b))
-    assert join(triple_join, b, a1 + a2) == plus(join(triple_join, b, a1),
-                                                 join(triple_join, b, a2))
+    assert join(triple_join, a1 + a2, b) == plus(join(triple_join, a1, b), join(triple_join, a2, b))
+    assert join(triple_join, b, a1 + a2) == plus(join(triple_join, b, a1), join(triple_join, b, a2))
     assert join(triple_join, negate(a1), b) == negate(join(triple_join, a1, b))
     trace = [(k, v, t, w) for (k, v), t, w in b]
     assert join_trace(triple_join, a1, trace) == join(triple_join, a1, b)
@@ -490,8 +509,10 @@ def test_incremental_join_identity(a, b, da, db):
 
     before = join(triple_join, a, b)
     after = join(triple_join, a + da, b + db)
-    delta = plus(plus(join(triple_join, da, db), join_trace(triple_join, da, flat(b))),
-                 join_trace(flipped, db, flat(a)))
+    delta = plus(
+        plus(join(triple_join, da, db), join_trace(triple_join, da, flat(b))),
+        join_trace(flipped, db, flat(a)),
+    )
     assert minus(after, before) == delta
 
 
@@ -551,8 +572,13 @@ def _run_distinct_trace(inputs, order):
 
 
 @settings(deadline=None)
-@given(batches(data=st.integers(0, 3),
-               times=st.builds(Product, st.integers(0, 2), st.integers(0, 2)), max_size=15))
+@given(
+    batches(
+        data=st.integers(0, 3),
+        times=st.builds(Product, st.integers(0, 2), st.integers(0, 2)),
+        max_size=15,
+    )
+)
 def test_distinct_trace_accumulates_to_distinct_in_any_linear_extension(inputs):
     grid = [P(e, i) for e in range(3) for i in range(3)]
     by_epoch = _run_distinct_trace(inputs, sorted(grid))

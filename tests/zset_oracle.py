@@ -248,9 +248,7 @@ def join_function(
     With ``time2`` the minimum time and ``diff2 = 1`` this is :func:`flat_map_updates`.
     Order preserved, not consolidated. Cost: O(n + output) plus the calls of ``f``.
     """
-    return [
-        (d2, lattice_join(t, t2), w * w2) for d, t, w in updates for d2, t2, w2 in f(d)
-    ]
+    return [(d2, lattice_join(t, t2), w * w2) for d, t, w in updates for d2, t2, w2 in f(d)]
 
 
 def index_with(key_fn: Callable[[Any], Any], updates: Iterable[Update]) -> List[IndexedUpdate]:
@@ -373,7 +371,7 @@ def _threshold(
 
 
 def distinct(
-    updates: Union[Iterable[Update], Mapping[Any, int]]
+    updates: Union[Iterable[Update], Mapping[Any, int]],
 ) -> Union[List[Update], Accumulation]:
     """Weight 1 for each ``data`` whose accumulated weight is > 0; zero or negative weight
     means absent. Per ``(data, time)`` for a batch, per ``data`` for a ``{data: weight}``
@@ -492,9 +490,7 @@ def distinct_trace(batch: Iterable[Update], trace: Iterable[Update], time: Any) 
     if type(time) is Product:
         e, i = time
         if type(e) is not int or type(i) is not int:
-            raise TypeError(
-                f"{func}: Product times must have two int coordinates, got {time!r}"
-            )
+            raise TypeError(f"{func}: Product times must have two int coordinates, got {time!r}")
         w1: Dict[Any, int] = {}
         w2: Dict[Any, int] = {}
         w3: Dict[Any, int] = {}

@@ -17,27 +17,84 @@ process, on several local processes, or on a Ray cluster.
 [[2, 4, 6]]
 """
 
-from . import errors, instrument
-from .dataflow import (Capability, CapabilitySet, Captured, Exchange, InputCapability, InputHandle,
-                       LoopHandle, Notificator, Pipeline, ProbeHandle, Scope, Stream)
-from .order import (INT_ORDER, IntSummary, PathSummary, Product, ProductSummary, TimeOrder,
-                    less_equal, less_than)
-from .differential import (Arranged, CapturedCollection, Collection, InputSession, TraceHandle,
-                           Variable, concatenate)
-from .progress import Antichain, ChangeBatch, MutableAntichain
-from .errors import (AuthenticationError, CycleError, DataEncodingError, DiffTypeError,
-                     HandleKindError, InputClosedError, NotConvergedError, OperatorError,
-                     ReduceOutputError, SessionCommandError, SessionInputError, StallError,
-                     TimelyError, TimeOrderError, UnhashableDataError, UnknownHandleError,
-                     WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError)
-from .errors import PendingTimeWarning
-from .dataflow.graph import DataflowGraph, GraphvizNotFound, graph_of, render_png, to_dot, to_mermaid
+from . import errors, instrument, io, testing
+from .dataflow import (
+    Capability,
+    CapabilitySet,
+    Captured,
+    Exchange,
+    InputCapability,
+    InputHandle,
+    LoopHandle,
+    Notificator,
+    Pipeline,
+    ProbeHandle,
+    Scope,
+    Stream,
+)
+from .dataflow.graph import (
+    DataflowGraph,
+    GraphvizNotFound,
+    graph_of,
+    render_png,
+    to_dot,
+    to_mermaid,
+)
+from .differential import (
+    Arranged,
+    CapturedCollection,
+    Collection,
+    InputSession,
+    TraceHandle,
+    Variable,
+    concatenate,
+)
+from .errors import (
+    AuthenticationError,
+    CycleError,
+    DataEncodingError,
+    DiffTypeError,
+    HandleKindError,
+    InputClosedError,
+    NotConvergedError,
+    OperatorError,
+    PendingTimeWarning,
+    ReduceOutputError,
+    SessionCommandError,
+    SessionInputError,
+    StallError,
+    TimelyError,
+    TimeOrderError,
+    UnhashableDataError,
+    UnknownHandleError,
+    WaitTimeoutError,
+    WorkerDiedError,
+    WorkerError,
+    WorkerHungError,
+)
 from .hashing import stable_hash
-from .stats import Statistics, StatsSink
-from .workers import (Backend, DataflowSession, Worker, backend_names, execute, open_session,
-                      register_backend)
-from . import io, testing
 from .io import FileInputError
+from .order import (
+    INT_ORDER,
+    IntSummary,
+    PathSummary,
+    Product,
+    ProductSummary,
+    TimeOrder,
+    less_equal,
+    less_than,
+)
+from .progress import Antichain, ChangeBatch, MutableAntichain
+from .stats import Statistics, StatsSink
+from .workers import (
+    Backend,
+    DataflowSession,
+    Worker,
+    backend_names,
+    execute,
+    open_session,
+    register_backend,
+)
 
 __version__ = "0.1.0"
 
@@ -120,4 +177,3 @@ __all__ = [
     "HandleKindError",
     "__version__",
 ]
-

@@ -47,8 +47,15 @@ class OperatorError(TimelyError):
     for a timely stream, whose records have none). All three are None when the error is not
     tied to one record (an operator's construction, a whole batch)."""
 
-    def __init__(self, message: str, operator: str = "", worker: int | None = None,
-                 record: Any = None, time: Any = None, diff: Any = None):
+    def __init__(
+        self,
+        message: str,
+        operator: str = "",
+        worker: int | None = None,
+        record: Any = None,
+        time: Any = None,
+        diff: Any = None,
+    ):
         super().__init__(message)
         self.operator = operator
         self.worker = worker
@@ -58,8 +65,10 @@ class OperatorError(TimelyError):
 
     def __reduce__(self) -> Any:
         # keep the fields when the error is pickled (to another process or a Ray driver)
-        return (type(self), (str(self), self.operator, self.worker, self.record, self.time,
-                             self.diff))
+        return (
+            type(self),
+            (str(self), self.operator, self.worker, self.record, self.time, self.diff),
+        )
 
 
 class CycleError(TimelyError, ValueError):
@@ -134,8 +143,15 @@ def format_exception_safely(exc: BaseException) -> str:
 _UNSET: Any = object()
 
 
-def user_error(op: Any, exc: BaseException, what: str = "", *, record: Any = _UNSET,
-               time: Any = _UNSET, diff: Any = None) -> OperatorError:
+def user_error(
+    op: Any,
+    exc: BaseException,
+    what: str = "",
+    *,
+    record: Any = _UNSET,
+    time: Any = _UNSET,
+    diff: Any = None,
+) -> OperatorError:
     """Wrap an exception raised by user code, naming the operator and worker; ``record``,
     ``time`` and ``diff`` (when given) are named apart in the message and kept as fields of
     the :class:`OperatorError`; ``what`` describes anything else being processed."""
@@ -151,10 +167,14 @@ def user_error(op: Any, exc: BaseException, what: str = "", *, record: Any = _UN
     if what:
         parts.append(what)
     detail = f" while processing {' '.join(parts)}" if parts else ""
-    return OperatorError(f"{where} raised {type(exc).__name__}: {describe_exception(exc)}{detail}",
-                         operator=op.name, worker=worker,
-                         record=None if record is _UNSET else record,
-                         time=None if time is _UNSET else time, diff=diff)
+    return OperatorError(
+        f"{where} raised {type(exc).__name__}: {describe_exception(exc)}{detail}",
+        operator=op.name,
+        worker=worker,
+        record=None if record is _UNSET else record,
+        time=None if time is _UNSET else time,
+        diff=diff,
+    )
 
 
 def _short_repr(value: Any, limit: int = 300) -> str:
@@ -163,7 +183,7 @@ def _short_repr(value: Any, limit: int = 300) -> str:
         text = repr(value)
     except Exception:  # noqa: BLE001 - a record whose __repr__ raises
         return f"<unprintable {type(value).__name__}>"
-    return text if len(text) <= limit else text[:limit - 5] + " ...)"
+    return text if len(text) <= limit else text[: limit - 5] + " ...)"
 
 
 def did_you_mean(name: Any, choices: Iterable[Any]) -> str:
@@ -188,7 +208,8 @@ def unhashable_error(op: Any, records: Iterable[Any], what: str = "record") -> E
         except TypeError:
             return UnhashableDataError(
                 f"operator {op.name!r} on worker {op.worker_index}: {what} {r!r} is not hashable "
-                f"(use tuples, not lists, sets or dicts, for data that is grouped or keyed)")
+                f"(use tuples, not lists, sets or dicts, for data that is grouped or keyed)"
+            )
     return UnhashableDataError(f"operator {op.name!r}: unhashable data")
 
 
@@ -203,8 +224,14 @@ class SessionInputError(TimelyError, ValueError):
     applied; ``rejected`` lists ``(input, record, time, diff)`` of every update rejected at once
     (the rest of the session's batch stays buffered)."""
 
-    def __init__(self, message: str, input: str | None = None, worker: int | None = None,
-                 value: Any = None, rejected: Any = ()):
+    def __init__(
+        self,
+        message: str,
+        input: str | None = None,
+        worker: int | None = None,
+        value: Any = None,
+        rejected: Any = (),
+    ):
         super().__init__(message)
         self.input = input
         self.worker = worker
@@ -229,8 +256,13 @@ class SessionCommandError(WorkerError):
     the session stays usable."""
 
 
-__all__ += ["WorkerHungError", "SessionInputError", "UnknownHandleError", "HandleKindError",
-            "SessionCommandError"]
+__all__ += [
+    "WorkerHungError",
+    "SessionInputError",
+    "UnknownHandleError",
+    "HandleKindError",
+    "SessionCommandError",
+]
 
 
 # -- waits that would return before the updates they should cover (driver sessions, step_until)

@@ -130,7 +130,8 @@ def _hash_datetime(value: datetime) -> int:
     # the same instant (whatever their zones), with the offset of fold=0 (as datetime.__hash__).
     offset = value.replace(fold=0).utcoffset() if value.tzinfo is not None else None
     us = value.toordinal() * 86_400_000_000 + _microseconds(
-        value.hour, value.minute, value.second, value.microsecond)
+        value.hour, value.minute, value.second, value.microsecond
+    )
     if offset is None:
         return _combine(_TAG_DATETIME, us & _MASK)
     return _combine(_TAG_DATETIME_AWARE, (us - offset // _ONE_US) & _MASK)
@@ -154,7 +155,8 @@ def _hash_exact_number(value: Any) -> int:
     if isinstance(value, Decimal) and not value.is_finite():
         if value.is_snan():
             raise UnhashableDataError(
-                f"cannot route by key {value!r} of type Decimal: a signaling NaN has no hash")
+                f"cannot route by key {value!r} of type Decimal: a signaling NaN has no hash"
+            )
         if value.is_nan():
             return _TAG_DECIMAL_NAN
         return stable_hash(float(value))  # Decimal("Infinity") == float("inf")
@@ -198,8 +200,11 @@ def instance_fields(cls: type) -> Tuple[dataclasses.Field, ...]:
     identity of a module sentinel; a class that cloudpickle before 3.0 sent by value (one
     defined in ``__main__`` or a test module) carries a copy of the sentinel, and
     ``dataclasses.fields`` returns nothing for it. This compares the sentinel's name."""
-    return tuple(f for f in getattr(cls, "__dataclass_fields__", {}).values()
-                 if getattr(getattr(f, "_field_type", None), "name", "_FIELD") == "_FIELD")
+    return tuple(
+        f
+        for f in getattr(cls, "__dataclass_fields__", {}).values()
+        if getattr(getattr(f, "_field_type", None), "name", "_FIELD") == "_FIELD"
+    )
 
 
 def _hash_dataclass(cls: type) -> Callable[[Any], int]:
@@ -218,9 +223,11 @@ def _hash_dataclass(cls: type) -> Callable[[Any], int]:
     return rule
 
 
-ACCEPTED = ("ints, floats, bools, str, bytes, None, tuples (named tuples too), frozensets, "
-            "frozen dataclasses, Enums, datetime.date/datetime/time/timedelta, Decimal, Fraction, "
-            "UUID, and any nesting of those")
+ACCEPTED = (
+    "ints, floats, bools, str, bytes, None, tuples (named tuples too), frozensets, "
+    "frozen dataclasses, Enums, datetime.date/datetime/time/timedelta, Decimal, Fraction, "
+    "UUID, and any nesting of those"
+)
 """What :func:`stable_hash` takes, for messages."""
 
 RECORD_TYPES: Tuple[type, ...] = (date, datetime, time, timedelta, Decimal, Fraction, UUID)
@@ -244,7 +251,8 @@ def _refuse(cls: type, why: str) -> Callable[[Any], int]:
     def rule(value: Any) -> int:
         raise UnhashableDataError(
             f"cannot route by key {value!r} of type {cls.__qualname__}: {why}; keys and records "
-            f"must be {ACCEPTED}")
+            f"must be {ACCEPTED}"
+        )
 
     return rule
 
@@ -270,11 +278,17 @@ def _rule_for(cls: type) -> Callable[[Any], int]:
     elif dataclasses.is_dataclass(cls):
         params = cls.__dataclass_params__  # type: ignore[attr-defined]
         if not params.eq:
-            return _refuse(cls, "a dataclass with eq=False compares by identity, which does not "
-                                "survive a copy to another worker")
+            return _refuse(
+                cls,
+                "a dataclass with eq=False compares by identity, which does not "
+                "survive a copy to another worker",
+            )
         if not params.frozen:
-            return _refuse(cls, "a mutable dataclass (a record changed after it was sent would "
-                                "be lost or miscounted); declare it @dataclass(frozen=True)")
+            return _refuse(
+                cls,
+                "a mutable dataclass (a record changed after it was sent would "
+                "be lost or miscounted); declare it @dataclass(frozen=True)",
+            )
         rule = _hash_dataclass(cls)
     else:
         for base in cls.__mro__[1:]:  # subclasses of the standard types, e.g. of datetime

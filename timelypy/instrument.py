@@ -24,9 +24,22 @@ import logging
 import threading
 from typing import Any, Callable, Deque, Iterable, List, NamedTuple, Optional, Tuple, Type
 
-__all__ = ["Instruments", "Sink", "EventLog", "LoggingSink", "OperatorScheduled",
-           "OperatorFinished", "BatchProduced", "ChannelSent", "ChannelReceived", "LinkBytes",
-           "SpineMerged", "FrontierChanged", "ArrangementCreated", "EVENT_TYPES"]
+__all__ = [
+    "Instruments",
+    "Sink",
+    "EventLog",
+    "LoggingSink",
+    "OperatorScheduled",
+    "OperatorFinished",
+    "BatchProduced",
+    "ChannelSent",
+    "ChannelReceived",
+    "LinkBytes",
+    "SpineMerged",
+    "FrontierChanged",
+    "ArrangementCreated",
+    "EVENT_TYPES",
+]
 
 
 class OperatorScheduled(NamedTuple):
@@ -133,9 +146,17 @@ class ArrangementCreated(NamedTuple):
     trace: Any
 
 
-EVENT_TYPES: Tuple[type, ...] = (OperatorScheduled, OperatorFinished, BatchProduced, ChannelSent,
-                                 ChannelReceived, LinkBytes, SpineMerged, FrontierChanged,
-                                 ArrangementCreated)
+EVENT_TYPES: Tuple[type, ...] = (
+    OperatorScheduled,
+    OperatorFinished,
+    BatchProduced,
+    ChannelSent,
+    ChannelReceived,
+    LinkBytes,
+    SpineMerged,
+    FrontierChanged,
+    ArrangementCreated,
+)
 """Every event type the engine emits."""
 
 Sink = Callable[[Any], None]
@@ -159,8 +180,9 @@ class Instruments:
     def add(self, sink: Sink) -> Sink:
         """Register ``sink`` (a callable taking one event); returns it."""
         if not callable(sink):
-            raise TypeError(f"worker {self.worker}: an instrument sink must be callable, "
-                            f"got {sink!r}")
+            raise TypeError(
+                f"worker {self.worker}: an instrument sink must be callable, got {sink!r}"
+            )
         self._sinks.append(sink)
         self.enabled = True
         return sink
@@ -186,8 +208,7 @@ class EventLog:
     """A thread-safe sink that keeps the most recent ``limit`` events of the given ``kinds``
     (all kinds when None). ``events`` is a list copy; :meth:`of` filters by type."""
 
-    def __init__(self, kinds: Optional[Iterable[Type[Any]]] = None,
-                 limit: int = 100_000) -> None:
+    def __init__(self, kinds: Optional[Iterable[Type[Any]]] = None, limit: int = 100_000) -> None:
         if limit < 1:
             raise ValueError(f"EventLog: limit must be >= 1, got {limit}")
         self.kinds = tuple(kinds) if kinds is not None else None
@@ -224,8 +245,7 @@ class LoggingSink:
     """A sink that writes each event to a :mod:`logging` logger (``timelypy.events`` at DEBUG
     by default)."""
 
-    def __init__(self, logger: Optional[logging.Logger] = None,
-                 level: int = logging.DEBUG) -> None:
+    def __init__(self, logger: Optional[logging.Logger] = None, level: int = logging.DEBUG) -> None:
         self.logger = logger or logging.getLogger("timelypy.events")
         self.level = level
 

@@ -183,7 +183,7 @@ class ProductSummary(PathSummary):
     def __init__(self, outer: PathSummary, inner: PathSummary) -> None:
         self.outer = outer
         self.inner = inner
-        if (type(outer) is IntSummary and outer.delta == 0 and type(inner) is IntSummary):
+        if type(outer) is IntSummary and outer.delta == 0 and type(inner) is IntSummary:
             # Product(int, int) times, the outer coordinate unchanged (a loop's feedback, an
             # edge inside an iterative scope): written out on the second coordinate.
             self.results_in = _inner_adder(inner.delta)
@@ -249,6 +249,7 @@ def _inner_adder(delta: int) -> Callable[[Product], Optional[Product]]:
         if i > MAX_INT_TIME:
             return None
         return new(Product, (t[0], i)) if delta else t
+
     return results_in
 
 
@@ -326,9 +327,16 @@ class TimeOrder:
 
     __slots__ = ("minimum", "le", "join", "meet", "identity", "depth", "outer", "is_total")
 
-    def __init__(self, minimum: Any, le: Callable[[Any, Any], bool],
-                 join_fn: Callable[[Any, Any], Any], meet_fn: Callable[[Any, Any], Any],
-                 identity: PathSummary, depth: int, outer: Optional["TimeOrder"]) -> None:
+    def __init__(
+        self,
+        minimum: Any,
+        le: Callable[[Any, Any], bool],
+        join_fn: Callable[[Any, Any], Any],
+        meet_fn: Callable[[Any, Any], Any],
+        identity: PathSummary,
+        depth: int,
+        outer: Optional["TimeOrder"],
+    ) -> None:
         self.minimum = minimum
         self.le = le
         self.join = join_fn
@@ -366,8 +374,13 @@ class TimeOrder:
             return Product(outer_meet(a[0], b[0]), a[1] if a[1] <= b[1] else b[1])
 
         return TimeOrder(
-            Product(self.minimum, 0), le, join_fn, meet_fn,
-            ProductSummary(self.identity, IntSummary(0)), self.depth + 1, self,
+            Product(self.minimum, 0),
+            le,
+            join_fn,
+            meet_fn,
+            ProductSummary(self.identity, IntSummary(0)),
+            self.depth + 1,
+            self,
         )
 
     def __repr__(self) -> str:
@@ -407,8 +420,15 @@ def _pii_meet(a: Product, b: Product) -> Product:
     return b if b1 <= a1 else _new_tuple(Product, (b0, a1))
 
 
-_PRODUCT_INT_ORDER = TimeOrder(Product(0, 0), _pii_le, _pii_join, _pii_meet,
-                               ProductSummary(IntSummary(0), IntSummary(0)), 1, INT_ORDER)
+_PRODUCT_INT_ORDER = TimeOrder(
+    Product(0, 0),
+    _pii_le,
+    _pii_join,
+    _pii_meet,
+    ProductSummary(IntSummary(0), IntSummary(0)),
+    1,
+    INT_ORDER,
+)
 
 
 def order_for(t: Any) -> TimeOrder:

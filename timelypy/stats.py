@@ -37,11 +37,16 @@ import json
 import sys
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from .instrument import (ArrangementCreated, BatchProduced, OperatorFinished,
-                         OperatorScheduled)
+from .instrument import ArrangementCreated, BatchProduced, OperatorFinished, OperatorScheduled
 
-__all__ = ["StatsSink", "Statistics", "OperatorKey", "COUNTERS", "export_ray_metrics",
-           "in_ray_actor"]
+__all__ = [
+    "StatsSink",
+    "Statistics",
+    "OperatorKey",
+    "COUNTERS",
+    "export_ray_metrics",
+    "in_ray_actor",
+]
 
 OperatorKey = Tuple[str, int]
 """``(scope name, operator index)``: how statistics name an operator."""
@@ -120,8 +125,7 @@ class StatsSink:
             entry = self._ops.get(key) or [self._traces[key][0], 0, 0, 0, 0, 0, 0.0]
             row: Dict[str, Any] = {"scope": key[0], "operator": key[1], "name": entry[_NAME]}
             row.update(zip(COUNTERS, entry[1:]))
-            row["arrangement"] = _trace_sizes(self._traces[key][1]) if key in self._traces \
-                else None
+            row["arrangement"] = _trace_sizes(self._traces[key][1]) if key in self._traces else None
             out.append(row)
         return {"worker": self.worker, "operators": out}
 
@@ -136,8 +140,12 @@ def _trace_sizes(trace: Any) -> Dict[str, Any]:
     when its dataflow completed: its sizes then)."""
     if trace.dropped_sizes is not None:
         return {**trace.dropped_sizes, "since": [_plain_time(t) for t in trace.since]}
-    return {"updates": trace.stored_updates(), "batches": len(trace.batches),
-            "keys": len(trace.keys()), "since": [_plain_time(t) for t in trace.since]}
+    return {
+        "updates": trace.stored_updates(),
+        "batches": len(trace.batches),
+        "keys": len(trace.keys()),
+        "since": [_plain_time(t) for t in trace.since],
+    }
 
 
 class Statistics:
@@ -190,9 +198,14 @@ class Statistics:
                 key = (op["scope"], op["operator"])
                 total = summed.get(key)
                 if total is None:
-                    total = summed[key] = {"scope": key[0], "operator": key[1],
-                                           "name": op["name"], "workers": 0,
-                                           **{c: 0 for c in COUNTERS}, "arrangement": None}
+                    total = summed[key] = {
+                        "scope": key[0],
+                        "operator": key[1],
+                        "name": op["name"],
+                        "workers": 0,
+                        **{c: 0 for c in COUNTERS},
+                        "arrangement": None,
+                    }
                 total["workers"] += 1
                 for c in COUNTERS:
                     total[c] += op.get(c, 0)
@@ -217,9 +230,13 @@ class Statistics:
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain data: ``{"workers": [snapshot, ...], "operators": [summed, ...]}``."""
-        return {"workers": [{"worker": w, "operators": [dict(op) for op in self.workers[w]]}
-                            for w in sorted(self.workers)],
-                "operators": self.operators()}
+        return {
+            "workers": [
+                {"worker": w, "operators": [dict(op) for op in self.workers[w]]}
+                for w in sorted(self.workers)
+            ],
+            "operators": self.operators(),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Statistics":
@@ -235,8 +252,10 @@ class Statistics:
         records in and out, time spent and runs, and the trace size of an arrangement."""
         out: Dict[OperatorKey, str] = {}
         for op in self.operators():
-            text = (f"in {_count(op['records_in'])} / out {_count(op['records_out'])}, "
-                    f"{_seconds(op['elapsed'])} in {op['scheduled']} runs")
+            text = (
+                f"in {_count(op['records_in'])} / out {_count(op['records_out'])}, "
+                f"{_seconds(op['elapsed'])} in {op['scheduled']} runs"
+            )
             if op["arrangement"]:
                 a = op["arrangement"]
                 text += f", trace {_count(a['updates'])} updates / {_count(a['keys'])} keys"
@@ -249,22 +268,53 @@ class Statistics:
         from rich.table import Table
         from rich.text import Text
 
-        rows = self.operators() if worker is None else \
-            [dict(op) for op in self.workers.get(worker, [])]
-        table = Table(title=title or ("operator statistics" + (
-            f", worker {worker}" if worker is not None else
-            f", {len(self.workers)} worker{'s' if len(self.workers) != 1 else ''}")))
-        for column in ("scope", "#", "operator", "records in", "records out", "batches in",
-                       "batches out", "runs", "time", "trace updates", "batches", "keys",
-                       "since"):
-            table.add_column(column, justify="left" if column in ("scope", "operator", "since")
-                             else "right", no_wrap=column in ("scope", "operator"))
+        rows = (
+            self.operators()
+            if worker is None
+            else [dict(op) for op in self.workers.get(worker, [])]
+        )
+        table = Table(
+            title=title
+            or (
+                "operator statistics"
+                + (
+                    f", worker {worker}"
+                    if worker is not None
+                    else f", {len(self.workers)} worker{'s' if len(self.workers) != 1 else ''}"
+                )
+            )
+        )
+        for column in (
+            "scope",
+            "#",
+            "operator",
+            "records in",
+            "records out",
+            "batches in",
+            "batches out",
+            "runs",
+            "time",
+            "trace updates",
+            "batches",
+            "keys",
+            "since",
+        ):
+            table.add_column(
+                column,
+                justify="left" if column in ("scope", "operator", "since") else "right",
+                no_wrap=column in ("scope", "operator"),
+            )
         for op in rows:
             a = op.get("arrangement") or {}
-            cells = [op["scope"], str(op["operator"]), op["name"],
-                     *(_count(op[c]) for c in COUNTERS[:5]), _seconds(op["elapsed"]),
-                     *(_count(a[c]) if a else "" for c in ARRANGEMENT),
-                     _frontier(a.get("since")) if a else ""]
+            cells = [
+                op["scope"],
+                str(op["operator"]),
+                op["name"],
+                *(_count(op[c]) for c in COUNTERS[:5]),
+                _seconds(op["elapsed"]),
+                *(_count(a[c]) if a else "" for c in ARRANGEMENT),
+                _frontier(a.get("since")) if a else "",
+            ]
             # Text, not markup: rich would read the "[map]" of "Linear[map]" as a style tag
             # and drop it, and the table would name operators unlike the graph picture.
             table.add_row(*(Text(cell) for cell in cells))
@@ -357,8 +407,9 @@ def _ray_metric(kind: str, name: str, description: str) -> Any:
         from ray.util import metrics
 
         cls = metrics.Counter if kind == "counter" else metrics.Gauge
-        metric = _RAY_METRICS[name] = cls(name, description=description,
-                                          tag_keys=("worker", "operator"))
+        metric = _RAY_METRICS[name] = cls(
+            name, description=description, tag_keys=("worker", "operator")
+        )
     return metric
 
 
@@ -375,13 +426,16 @@ def export_ray_metrics(snapshot: Mapping[str, Any]) -> int:
         for c in COUNTERS:
             delta = op[c] - before.get(c, 0)
             if delta > 0:
-                _ray_metric("counter", f"timelypy_operator_{c}",
-                            f"timelypy: {c.replace('_', ' ')} per operator").inc(delta, tags=tags)
+                _ray_metric(
+                    "counter",
+                    f"timelypy_operator_{c}",
+                    f"timelypy: {c.replace('_', ' ')} per operator",
+                ).inc(delta, tags=tags)
                 before[c] = op[c]
                 n += 1
         for c in ARRANGEMENT if op.get("arrangement") else ():
-            _ray_metric("gauge", f"timelypy_arrangement_{c}",
-                        f"timelypy: {c} in an arrangement's trace").set(op["arrangement"][c],
-                                                                        tags=tags)
+            _ray_metric(
+                "gauge", f"timelypy_arrangement_{c}", f"timelypy: {c} in an arrangement's trace"
+            ).set(op["arrangement"][c], tags=tags)
             n += 1
     return n

@@ -38,8 +38,9 @@ class ScratchMismatch(AssertionError):
     """The incremental run and the from-scratch run differ: at ``time``, ``record`` has count
     ``incremental`` in one and ``scratch`` in the other."""
 
-    def __init__(self, message: str, time: Any, record: Any, incremental: int,
-                 scratch: int) -> None:
+    def __init__(
+        self, message: str, time: Any, record: Any, incremental: int, scratch: int
+    ) -> None:
         super().__init__(message)
         self.time = time
         self.record = record
@@ -51,8 +52,7 @@ def _updates(batch: Batch) -> Tuple[List[Any], List[int]]:
     if isinstance(batch, Mapping):
         return list(batch), [int(d) for d in batch.values()]
     if isinstance(batch, (str, bytes)):
-        raise TypeError(f"a batch is a list of records or a dict of record -> diff, not "
-                        f"{batch!r}")
+        raise TypeError(f"a batch is a list of records or a dict of record -> diff, not {batch!r}")
     records = list(batch)
     return records, [1] * len(records)
 
@@ -90,8 +90,10 @@ class _Dataflow:
         outputs = out if isinstance(out, Mapping) else {_OUTPUT: out}
         for name, collection in outputs.items():
             if not hasattr(collection, "capture"):
-                raise TypeError(f"run_changes: the program returned {type(collection).__name__}"
-                                f"{'' if name == _OUTPUT else f' as {name!r}'}, not a Collection")
+                raise TypeError(
+                    f"run_changes: the program returned {type(collection).__name__}"
+                    f"{'' if name == _OUTPUT else f' as {name!r}'}, not a Collection"
+                )
             handles[f"{_PROBE}{name}"] = collection.probe()
             handles[f"{_OUTPUT}{name}"] = collection.capture()
         return handles
@@ -110,8 +112,14 @@ def _by_time(updates: List[Tuple[Any, Any, int]]) -> Changes:
     return out
 
 
-def run_changes(program: Callable[..., Any], batches: Batches, *, workers: int = 1,
-                backend: str = "inline", timeout: float = 60.0) -> Any:
+def run_changes(
+    program: Callable[..., Any],
+    batches: Batches,
+    *,
+    workers: int = 1,
+    backend: str = "inline",
+    timeout: float = 60.0,
+) -> Any:
     """Run ``program`` over ``batches`` (``batches[t]`` at time ``t``) on ``workers`` workers
     of ``backend``; returns the output's changes by time: ``{time: [(record, diff), ...]}``,
     consolidated and sorted, times without changes left out. A program that returns a dict of
@@ -121,7 +129,7 @@ def run_changes(program: Callable[..., Any], batches: Batches, *, workers: int =
     length = max((len(b) for b in named.values()), default=0)
     dataflow = _Dataflow(program, list(named), single)
     with open_session(dataflow, workers=workers, backend=backend, timeout=timeout) as session:
-        outputs = [n[len(_OUTPUT):] for n in session.handle_names if n.startswith(_OUTPUT)]
+        outputs = [n[len(_OUTPUT) :] for n in session.handle_names if n.startswith(_OUTPUT)]
         for t in range(length):
             for name, seq in named.items():
                 if t < len(seq):
@@ -151,16 +159,22 @@ def _accumulated(named: Dict[str, Sequence[Batch]], upto: int) -> Dict[str, List
     out = {}
     for name, seq in named.items():
         total: Dict[Any, int] = {}
-        for batch in seq[:upto + 1]:
+        for batch in seq[: upto + 1]:
             for record, diff in zip(*_updates(batch), strict=True):
                 total[record] = total.get(record, 0) + diff
         out[name] = [{r: n for r, n in total.items() if n}]
     return out
 
 
-def check_against_scratch(program: Callable[..., Any], batches: Batches, *, workers: int = 1,
-                          backend: str = "inline", timeout: float = 60.0,
-                          incremental: Any = None) -> Any:
+def check_against_scratch(
+    program: Callable[..., Any],
+    batches: Batches,
+    *,
+    workers: int = 1,
+    backend: str = "inline",
+    timeout: float = 60.0,
+    incremental: Any = None,
+) -> Any:
     """Check ``program`` at every time against a from-scratch recomputation: the output's
     content at time ``t`` of the incremental run (on ``workers`` workers of ``backend``) must
     equal the output of the program run anew (one inline worker) on the input accumulated up to
@@ -169,19 +183,27 @@ def check_against_scratch(program: Callable[..., Any], batches: Batches, *, work
     run's changes (or checks ``incremental``, if given, instead of running)."""
     named, single = _named(batches)
     if incremental is None:
-        incremental = run_changes(program, batches, workers=workers, backend=backend,
-                                  timeout=timeout)
+        incremental = run_changes(
+            program, batches, workers=workers, backend=backend, timeout=timeout
+        )
     length = max((len(b) for b in named.values()), default=0)
     for t in range(length):
         accumulated = _accumulated(named, t)
-        scratch = run_changes(program, accumulated["input"] if single else accumulated,
-                              timeout=timeout)
+        scratch = run_changes(
+            program, accumulated["input"] if single else accumulated, timeout=timeout
+        )
         if _is_changes(scratch):
             _compare(t, "", contents_at(incremental, t), contents_at(scratch, 0), workers, backend)
             continue
         for name in scratch:
-            _compare(t, f" of output {name!r}", contents_at(incremental.get(name, {}), t),
-                     contents_at(scratch[name], 0), workers, backend)
+            _compare(
+                t,
+                f" of output {name!r}",
+                contents_at(incremental.get(name, {}), t),
+                contents_at(scratch[name], 0),
+                workers,
+                backend,
+            )
     return incremental
 
 
@@ -190,12 +212,17 @@ def _is_changes(result: Any) -> bool:
     return not any(isinstance(v, dict) for v in result.values())
 
 
-def _compare(t: Any, what: str, got: Dict[Any, int], expected: Dict[Any, int], workers: int,
-             backend: str) -> None:
+def _compare(
+    t: Any, what: str, got: Dict[Any, int], expected: Dict[Any, int], workers: int, backend: str
+) -> None:
     for record, _ in _ordered([(r, 0) for r in set(expected) | set(got)]):
         if expected.get(record, 0) != got.get(record, 0):
             raise ScratchMismatch(
                 f"at time {t}: record {record!r}{what} has count {got.get(record, 0)} in the "
                 f"incremental run ({workers} worker(s), {backend}) but "
                 f"{expected.get(record, 0)} from scratch",
-                t, record, got.get(record, 0), expected.get(record, 0))
+                t,
+                record,
+                got.get(record, 0),
+                expected.get(record, 0),
+            )

@@ -20,11 +20,13 @@ __all__ = ["app", "main"]
 app = typer.Typer(
     name="timelypy",
     help="Timely and Differential Dataflow for Python: run programs and examples on any "
-         "backend, run benchmarks, draw dataflows.",
+    "backend, run benchmarks, draw dataflows.",
     no_args_is_help=True,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
 def _version(value: bool) -> None:
     if value:
         import importlib
@@ -35,8 +37,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    version: bool = typer.Option(False, "--version", "-V", callback=_version,
-                                           is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
 ) -> None:
     """Timely and Differential Dataflow for Python: run programs and examples on any backend,
     run benchmarks, draw dataflows."""

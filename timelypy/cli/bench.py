@@ -65,17 +65,20 @@ def _table(name: str, result: Any) -> None:
 def bench(
     name: Optional[str] = typer.Argument(None, help="The benchmark (e.g. wordcount); none: list."),
     args: Optional[List[str]] = typer.Argument(
-        None, help="More options for the benchmark script (after --, e.g. `-- --rounds 10`)."),
+        None, help="More options for the benchmark script (after --, e.g. `-- --rounds 10`)."
+    ),
     size: Optional[int] = typer.Option(
-        None, "--size", "-n", help="The benchmark's main size (records, lines, nodes, people)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the JSON result (the default "
-                                                       "when stdout is not a terminal)."),
+        None, "--size", "-n", help="The benchmark's main size (records, lines, nodes, people)."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the JSON result (the default when stdout is not a terminal)."
+    ),
 ) -> None:
     """List the benchmarks, or run one and show its result.
 
-        timelypy bench
+    timelypy bench
 
-        timelypy bench wordcount --size 1000 -- --rounds 20
+    timelypy bench wordcount --size 1000 -- --rounds 20
     """
     directory = bundled_dir("benchmarks")
     scripts = scripts_in(directory)
@@ -85,16 +88,19 @@ def bench(
     stem = name[:-3] if name.endswith(".py") else name
     if stem not in {p.stem for p in scripts}:
         known = [p.stem for p in scripts]
-        raise fail(f"no benchmark named {name!r}{suggest(stem, known)}; the benchmarks are: "
-                   f"{', '.join(known)}")
+        raise fail(
+            f"no benchmark named {name!r}{suggest(stem, known)}; the benchmarks are: "
+            f"{', '.join(known)}"
+        )
     command = [sys.executable, str(directory / f"{stem}.py")]
     if size is not None:
         command += [SIZE_OPTIONS.get(stem, "--size"), str(size)]
     command += list(args or [])
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
     if done.returncode != 0:
-        raise fail(f"benchmark {stem} failed with exit code {done.returncode}",
-                   done.returncode or 1)
+        raise fail(
+            f"benchmark {stem} failed with exit code {done.returncode}", done.returncode or 1
+        )
     try:
         result = json.loads(done.stdout)
     except json.JSONDecodeError:

@@ -22,9 +22,21 @@ from ..errors import did_you_mean
 from ..workers.defaults import BACKEND_ENV, RAY_ADDRESS_ENV, WORKERS_ENV
 from .report import concise_report, full_report
 
-__all__ = ["BACKENDS", "run_environment", "run_program", "run_target", "run_function",
-           "repository_dir", "bundled_dir", "first_doc_line", "fail", "scripts_in", "suggest",
-           "reporting", "TARGET"]
+__all__ = [
+    "BACKENDS",
+    "run_environment",
+    "run_program",
+    "run_target",
+    "run_function",
+    "repository_dir",
+    "bundled_dir",
+    "first_doc_line",
+    "fail",
+    "scripts_in",
+    "suggest",
+    "reporting",
+    "TARGET",
+]
 
 TARGET = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<function>[A-Za-z_][\w.]*)$")
 """``module:function`` (``package.module:object.method`` too), as ``timelypy run`` takes it."""
@@ -82,18 +94,24 @@ def reporting(verbose: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def run_environment(workers: Optional[int], backend: Optional[str],
-                    ray_address: Optional[str] = None) -> Iterator[None]:
+def run_environment(
+    workers: Optional[int], backend: Optional[str], ray_address: Optional[str] = None
+) -> Iterator[None]:
     """Set ``TIMELYPY_WORKERS`` / ``TIMELYPY_BACKEND`` / ``TIMELYPY_RAY_ADDRESS`` for the block
     (those given), so that ``execute`` and ``open_session`` calls that leave ``workers`` and
     ``backend`` unset use them; the previous values come back afterwards."""
     if workers is not None and workers < 1:
         raise fail(f"--workers must be at least 1, got {workers}")
     if backend is not None and backend not in BACKENDS:
-        raise fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
-                   + suggest(backend, BACKENDS))
-    wanted = {WORKERS_ENV: None if workers is None else str(workers), BACKEND_ENV: backend,
-              RAY_ADDRESS_ENV: ray_address}
+        raise fail(
+            f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
+            + suggest(backend, BACKENDS)
+        )
+    wanted = {
+        WORKERS_ENV: None if workers is None else str(workers),
+        BACKEND_ENV: backend,
+        RAY_ADDRESS_ENV: ray_address,
+    }
     saved: Dict[str, Optional[str]] = {k: os.environ.get(k) for k in wanted}
     for key, value in wanted.items():
         if value is not None:
@@ -137,9 +155,12 @@ def run_target(target: str, args: Sequence[str]) -> Any:
 def _modules_here(directory: pathlib.Path) -> List[str]:
     """The modules and packages importable from ``directory``."""
     try:
-        return sorted(p.stem if p.suffix == ".py" else p.name for p in directory.iterdir()
-                      if (p.suffix == ".py" and p.stem.isidentifier())
-                      or (p.is_dir() and (p / "__init__.py").is_file()))
+        return sorted(
+            p.stem if p.suffix == ".py" else p.name
+            for p in directory.iterdir()
+            if (p.suffix == ".py" and p.stem.isidentifier())
+            or (p.is_dir() and (p / "__init__.py").is_file())
+        )
     except OSError:
         return []
 
@@ -153,9 +174,10 @@ def _import(module: str) -> Any:
         if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
             raise  # the module exists, but an import inside it failed: the user's error
         top = exc.name.split(".")[0]
-        raise fail(f"no module named {exc.name!r} in the current directory "
-                   f"({os.getcwd()}) or on sys.path"
-                   + suggest(top, _modules_here(pathlib.Path.cwd()))) from None
+        raise fail(
+            f"no module named {exc.name!r} in the current directory "
+            f"({os.getcwd()}) or on sys.path" + suggest(top, _modules_here(pathlib.Path.cwd()))
+        ) from None
 
 
 def _attribute(module: Any, module_name: str, dotted: str) -> Any:
@@ -176,8 +198,11 @@ def _required_positional(fn: Any) -> Optional[int]:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return None
-    return sum(1 for p in params if p.default is p.empty
-               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return sum(
+        1
+        for p in params
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    )
 
 
 def run_function(target: str, args: Sequence[str]) -> Any:
@@ -206,8 +231,10 @@ def run_function(target: str, args: Sequence[str]) -> Any:
                     typer.echo(f"worker {i}: {result!r}")
             return None
         if needs not in (0, None):
-            raise fail(f"{target} takes {needs} arguments: `timelypy run module:function` "
-                       f"calls function() (a main) or function(worker) (a build)")
+            raise fail(
+                f"{target} takes {needs} arguments: `timelypy run module:function` "
+                f"calls function() (a main) or function(worker) (a build)"
+            )
         return fn()
     finally:
         sys.argv[:] = argv
@@ -225,16 +252,19 @@ def bundled_dir(name: str) -> pathlib.Path:
     installed wheel has neither)."""
     path = repository_dir() / name
     if not path.is_dir():
-        raise fail(f"no {name}/ directory next to the timelypy package (looked in {path}). "
-                   f"The {name} ship with the source repository: clone it and install it with "
-                   f"`pip install -e .` to use this command.")
+        raise fail(
+            f"no {name}/ directory next to the timelypy package (looked in {path}). "
+            f"The {name} ship with the source repository: clone it and install it with "
+            f"`pip install -e .` to use this command."
+        )
     return path
 
 
 def scripts_in(directory: pathlib.Path, skip: Sequence[str] = ("common",)) -> List[pathlib.Path]:
     """The ``*.py`` scripts of ``directory``, sorted by name (helpers in ``skip`` left out)."""
-    return sorted(p for p in directory.glob("*.py")
-                  if p.stem not in skip and not p.stem.startswith("_"))
+    return sorted(
+        p for p in directory.glob("*.py") if p.stem not in skip and not p.stem.startswith("_")
+    )
 
 
 def first_doc_line(path: pathlib.Path) -> str:

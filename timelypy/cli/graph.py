@@ -27,8 +27,9 @@ FORMATS = ("dot", "mermaid", "png", "svg")
 """What ``--format`` accepts."""
 
 
-def collect_dataflows(program: pathlib.Path, args: List[str],
-                      stats: bool = False) -> Tuple[List[Any], Dict[Tuple[str, int], str]]:
+def collect_dataflows(
+    program: pathlib.Path, args: List[str], stats: bool = False
+) -> Tuple[List[Any], Dict[Tuple[str, int], str]]:
     """Run ``program`` on one inline worker (its output goes to stderr); return the root scopes
     worker 0 built and, with ``stats``, per-operator annotations (else ``{}``)."""
     scopes: List[Any] = []
@@ -42,8 +43,11 @@ def collect_dataflows(program: pathlib.Path, args: List[str],
         if worker.index == 0:
             scopes.append(scope)
 
-    with run_environment(1, "inline"), observe_dataflows(built, starting), \
-            contextlib.redirect_stdout(sys.stderr):
+    with (
+        run_environment(1, "inline"),
+        observe_dataflows(built, starting),
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         run_program(program, args)
     if not stats:
         return scopes, {}
@@ -69,11 +73,19 @@ def graph(
     args: Optional[List[str]] = typer.Argument(None, help="Arguments for the program (after --)."),
     fmt: str = typer.Option("dot", "--format", "-f", help="dot | mermaid | png | svg."),
     output: Optional[pathlib.Path] = typer.Option(
-        None, "--output", "-o", help="Write here (default: stdout; png/svg need -o on a terminal)."),
-    stats: bool = typer.Option(False, "--stats", help="Show records in / out, time and runs per "
-                                                      "operator, counted while the program ran."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="On an error of the program, "
-                                 "print the whole traceback, not only your code's lines."),
+        None, "--output", "-o", help="Write here (default: stdout; png/svg need -o on a terminal)."
+    ),
+    stats: bool = typer.Option(
+        False,
+        "--stats",
+        help="Show records in / out, time and runs per operator, counted while the program ran.",
+    ),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="On an error of the program, print the whole traceback, not only your code's lines.",
+    ),
 ) -> None:
     """Draw the dataflows PROGRAM.py builds.
 
@@ -82,16 +94,20 @@ def graph(
         timelypy graph examples/skip_level.py --format png -o skip_level.png --stats
     """
     if fmt not in FORMATS:
-        raise fail(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}"
-                   + suggest(fmt, FORMATS))
+        raise fail(
+            f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}" + suggest(fmt, FORMATS)
+        )
     if fmt in ("png", "svg") and output is None and sys.stdout.isatty():
         raise fail(f"a {fmt} picture is binary: write it to a file with -o FILE.{fmt}")
     with reporting(verbose):
         scopes, annotations = collect_dataflows(program, args or [], stats)
     if not scopes:
-        raise fail("the program built no dataflow in this process. `timelypy graph` runs it on "
-                   "one inline worker: a program that sets workers or backend itself "
-                   "(execute(..., backend=\"processes\")) builds its dataflows elsewhere", 1)
+        raise fail(
+            "the program built no dataflow in this process. `timelypy graph` runs it on "
+            "one inline worker: a program that sets workers or backend itself "
+            '(execute(..., backend="processes")) builds its dataflows elsewhere',
+            1,
+        )
     if fmt == "mermaid":
         _write(to_mermaid(scopes, annotations), output)
         return

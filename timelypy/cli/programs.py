@@ -12,25 +12,42 @@ from typing import List, Optional
 
 import typer
 
-from .common import (BACKENDS, bundled_dir, fail, first_doc_line, reporting, run_environment,
-                     run_program, run_target, scripts_in, suggest)
+from .common import (
+    BACKENDS,
+    bundled_dir,
+    fail,
+    first_doc_line,
+    reporting,
+    run_environment,
+    run_program,
+    run_target,
+    scripts_in,
+    suggest,
+)
 
 __all__ = ["run", "examples"]
 
 WORKERS_HELP = "Number of workers (TIMELYPY_WORKERS); default: the program's own choice, else 1."
-BACKEND_HELP = (f"Backend: {' | '.join(BACKENDS)} (TIMELYPY_BACKEND); default: the program's own "
-                f"choice, else inline.")
+BACKEND_HELP = (
+    f"Backend: {' | '.join(BACKENDS)} (TIMELYPY_BACKEND); default: the program's own "
+    f"choice, else inline."
+)
 ADDRESS_HELP = "Address of a running Ray cluster for the ray backend (TIMELYPY_RAY_ADDRESS)."
-VERBOSE_HELP = ("On an error, print the whole traceback (through timelypy's internals), not "
-                "only the error and your own code's lines.")
+VERBOSE_HELP = (
+    "On an error, print the whole traceback (through timelypy's internals), not "
+    "only the error and your own code's lines."
+)
 
 
 def run(
-    program: str = typer.Argument(..., metavar="PROGRAM",
-                                  help="The Python program to run as __main__ (a file), or "
-                                       "module:function."),
+    program: str = typer.Argument(
+        ...,
+        metavar="PROGRAM",
+        help="The Python program to run as __main__ (a file), or module:function.",
+    ),
     args: Optional[List[str]] = typer.Argument(
-        None, help="Arguments for the program (after --, e.g. `-- 1000 --verbose`)."),
+        None, help="Arguments for the program (after --, e.g. `-- 1000 --verbose`)."
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help=WORKERS_HELP),
     backend: Optional[str] = typer.Option(None, "--backend", "-b", help=BACKEND_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help=ADDRESS_HELP),
@@ -65,8 +82,9 @@ def _print_examples(directory: pathlib.Path) -> None:
         for path in scripts:
             table.add_row(Text(path.stem), Text(first_doc_line(path)))  # not markup
         Console().print(table)
-        Console().print("Run one: [bold]timelypy examples NAME [--workers N --backend B] "
-                        "[-- args][/bold]")
+        Console().print(
+            "Run one: [bold]timelypy examples NAME [--workers N --backend B] [-- args][/bold]"
+        )
         return
     width = max((len(p.stem) for p in scripts), default=0)
     for path in scripts:
@@ -75,7 +93,8 @@ def _print_examples(directory: pathlib.Path) -> None:
 
 def examples(
     name: Optional[str] = typer.Argument(
-        None, help="The example to run (e.g. skip_level); none: list them."),
+        None, help="The example to run (e.g. skip_level); none: list them."
+    ),
     args: Optional[List[str]] = typer.Argument(None, help="Arguments for the example (after --)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help=WORKERS_HELP),
     backend: Optional[str] = typer.Option(None, "--backend", "-b", help=BACKEND_HELP),
@@ -84,9 +103,9 @@ def examples(
 ) -> None:
     """List the bundled examples, or run one of them.
 
-        timelypy examples
+    timelypy examples
 
-        timelypy examples skip_level --workers 2 --backend processes -- 40
+    timelypy examples skip_level --workers 2 --backend processes -- 40
     """
     directory = bundled_dir("examples")
     if name is None:
@@ -95,7 +114,8 @@ def examples(
     program = directory / (name if name.endswith(".py") else f"{name}.py")
     if not program.is_file():
         known = [p.stem for p in scripts_in(directory)]
-        raise fail(f"no example named {name!r}{suggest(name, known)}; the examples are: "
-                   f"{', '.join(known)}")
+        raise fail(
+            f"no example named {name!r}{suggest(name, known)}; the examples are: {', '.join(known)}"
+        )
     with reporting(verbose), run_environment(workers, backend, ray_address):
         run_program(program, args or [])

@@ -21,9 +21,15 @@ from typing import Iterator, List, Optional
 __all__ = ["UserFrame", "concise_report", "full_report", "user_frames", "is_user_file"]
 
 _PACKAGE = str(pathlib.Path(__file__).resolve().parent.parent)
-_LIBRARIES = tuple(sorted({str(pathlib.Path(p).resolve()) for key in
-                           ("stdlib", "platstdlib", "purelib", "platlib")
-                           if (p := sysconfig.get_paths().get(key))}))
+_LIBRARIES = tuple(
+    sorted(
+        {
+            str(pathlib.Path(p).resolve())
+            for key in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (p := sysconfig.get_paths().get(key))
+        }
+    )
+)
 _FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+), in (?P<name>.+)$')
 _MARKERS = re.compile(r"^[\s^~]+$")  # the carets under a failing expression
 
@@ -41,7 +47,7 @@ class UserFrame:
 
     def render(self) -> str:
         """The frame as Python prints it (two lines with its source)."""
-        where = f"  File \"{self.file}\", line {self.line}, in {self.name}"
+        where = f'  File "{self.file}", line {self.line}, in {self.name}'
         if self.worker is not None:
             where += f"   [worker {self.worker}]"
         return where + (f"\n    {self.source}" if self.source else "")
@@ -70,8 +76,9 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
-        current = current.__cause__ or (None if current.__suppress_context__
-                                        else current.__context__)
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
 
 
 def _text_frames(text: str, worker: Optional[int]) -> List[UserFrame]:
@@ -86,8 +93,12 @@ def _text_frames(text: str, worker: Optional[int]) -> List[UserFrame]:
             if not m or not is_user_file(m["file"]):
                 continue
             source = ""
-            if i + 1 < len(lines) and not _FRAME.match(lines[i + 1]) \
-                    and lines[i + 1].startswith("    ") and not _MARKERS.match(lines[i + 1]):
+            if (
+                i + 1 < len(lines)
+                and not _FRAME.match(lines[i + 1])
+                and lines[i + 1].startswith("    ")
+                and not _MARKERS.match(lines[i + 1])
+            ):
                 source = lines[i + 1].strip()
             source = source or linecache.getline(m["file"], int(m["line"])).strip()
             frames.append(UserFrame(m["file"], int(m["line"]), m["name"], source, worker))
@@ -145,4 +156,3 @@ def concise_report(exc: BaseException, verbose_hint: str = "--verbose") -> str:
 def full_report(exc: BaseException) -> str:
     """Python's whole traceback of ``exc`` and its chain."""
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
-

@@ -8,5 +8,14 @@ Ray actors) implement it, and :mod:`.wire` is the codec of the mesh.
 from .fabric import CONTROL, DATA, PROGRESS, Fabric, control_message, data_message, progress_message
 from .inline import InlineEndpoint, InlineFabric
 
-__all__ = ["Fabric", "DATA", "PROGRESS", "CONTROL", "data_message", "progress_message",
-           "control_message", "InlineFabric", "InlineEndpoint"]
+__all__ = [
+    "Fabric",
+    "DATA",
+    "PROGRESS",
+    "CONTROL",
+    "data_message",
+    "progress_message",
+    "control_message",
+    "InlineFabric",
+    "InlineEndpoint",
+]

@@ -28,8 +28,16 @@ from __future__ import annotations
 
 from typing import Any, List, Protocol, Tuple, runtime_checkable
 
-__all__ = ["Fabric", "DATA", "PROGRESS", "CONTROL", "MESSAGE_KINDS", "data_message",
-           "progress_message", "control_message"]
+__all__ = [
+    "Fabric",
+    "DATA",
+    "PROGRESS",
+    "CONTROL",
+    "MESSAGE_KINDS",
+    "data_message",
+    "progress_message",
+    "control_message",
+]
 
 DATA = "d"
 """Kind of a data message: ``(DATA, channel, time, records)``."""

@@ -21,8 +21,14 @@ from typing import Any, List, NamedTuple, Tuple
 
 from ..errors import AuthenticationError, WaitTimeoutError, WorkerDiedError
 
-__all__ = ["greet_as_connector", "read_claim", "accept_claim", "Claim", "HandshakeRefused",
-           "describe_address"]
+__all__ = [
+    "greet_as_connector",
+    "read_claim",
+    "accept_claim",
+    "Claim",
+    "HandshakeRefused",
+    "describe_address",
+]
 
 MAGIC = b"TPYMESH1"
 _NONCE = 32
@@ -75,22 +81,32 @@ def recv_exact(sock: socket.socket, size: int, deadline: float) -> bytes:
     return b"".join(chunks)
 
 
-def greet_as_connector(sock: socket.socket, secret: bytes, me: int, j: int,
-                       address: Tuple[str, int], deadline: float, connect_timeout: float) -> None:
+def greet_as_connector(
+    sock: socket.socket,
+    secret: bytes,
+    me: int,
+    j: int,
+    address: Tuple[str, int],
+    deadline: float,
+    connect_timeout: float,
+) -> None:
     """Run the connector's side against worker ``j``; raises if either side fails."""
     try:
         hello = recv_exact(sock, _HELLO_SIZE, deadline)
     except socket.timeout:
         raise WaitTimeoutError(
-            f"worker {me}: worker {j} did not greet us within {connect_timeout} s") from None
+            f"worker {me}: worker {j} did not greet us within {connect_timeout} s"
+        ) from None
     except OSError as exc:
         raise WorkerDiedError(
-            f"worker {me}: connection to worker {j} failed during the handshake: {exc}",
-            worker=j) from exc
+            f"worker {me}: connection to worker {j} failed during the handshake: {exc}", worker=j
+        ) from exc
     if hello[: len(MAGIC)] != MAGIC:
-        raise AuthenticationError(f"worker {me}: the listener of worker {j} at "
-                                  f"{describe_address(address)} is not a timelypy mesh")
-    nonce_a = hello[len(MAGIC):]
+        raise AuthenticationError(
+            f"worker {me}: the listener of worker {j} at "
+            f"{describe_address(address)} is not a timelypy mesh"
+        )
+    nonce_a = hello[len(MAGIC) :]
     nonce_c = os.urandom(_NONCE)
     mine = _INDEX.pack(me)
     try:
@@ -98,16 +114,21 @@ def greet_as_connector(sock: socket.socket, secret: bytes, me: int, j: int,
         reply = recv_exact(sock, _REPLY_SIZE, deadline)
     except (OSError, socket.timeout) as exc:
         raise AuthenticationError(
-            f"worker {me}: worker {j} rejected our handshake or went away ({exc})") from exc
+            f"worker {me}: worker {j} rejected our handshake or went away ({exc})"
+        ) from exc
     them = reply[: _INDEX.size]
     expected = _mac(secret, b"accept", nonce_a, nonce_c, mine, them)
-    if not hmac.compare_digest(reply[_INDEX.size:], expected):
-        raise AuthenticationError(f"worker {me}: the listener at {describe_address(address)} "
-                                  f"failed the challenge for worker {j} (wrong job secret?)")
+    if not hmac.compare_digest(reply[_INDEX.size :], expected):
+        raise AuthenticationError(
+            f"worker {me}: the listener at {describe_address(address)} "
+            f"failed the challenge for worker {j} (wrong job secret?)"
+        )
     (claimed,) = _INDEX.unpack(them)
     if claimed != j:
-        raise AuthenticationError(f"worker {me}: expected worker {j} at "
-                                  f"{describe_address(address)}, found worker {claimed}")
+        raise AuthenticationError(
+            f"worker {me}: expected worker {j} at "
+            f"{describe_address(address)}, found worker {claimed}"
+        )
 
 
 def read_claim(sock: socket.socket, secret: bytes, timeout: float) -> Claim:
@@ -123,9 +144,10 @@ def read_claim(sock: socket.socket, secret: bytes, timeout: float) -> Claim:
     except OSError as exc:
         raise HandshakeRefused(f"connection ended during the handshake ({exc})") from None
     nonce_c = claim[:_NONCE]
-    them = claim[_NONCE:_NONCE + _INDEX.size]
-    if not hmac.compare_digest(claim[_NONCE + _INDEX.size:],
-                               _mac(secret, b"connect", nonce_a, nonce_c, them)):
+    them = claim[_NONCE : _NONCE + _INDEX.size]
+    if not hmac.compare_digest(
+        claim[_NONCE + _INDEX.size :], _mac(secret, b"connect", nonce_a, nonce_c, them)
+    ):
         raise HandshakeRefused("failed authentication (wrong or missing job secret)")
     (j,) = _INDEX.unpack(them)
     return Claim(j, nonce_a, nonce_c, them)
@@ -134,5 +156,6 @@ def read_claim(sock: socket.socket, secret: bytes, timeout: float) -> Claim:
 def accept_claim(sock: socket.socket, secret: bytes, me: int, claim: Claim) -> None:
     """Answer an accepted claim, proving this side knows the secret too (may raise OSError)."""
     mine = _INDEX.pack(me)
-    sock.sendall(mine + _mac(secret, b"accept", claim.nonce_a, claim.nonce_c, claim.raw_index,
-                             mine))
+    sock.sendall(
+        mine + _mac(secret, b"accept", claim.nonce_a, claim.nonce_c, claim.raw_index, mine)
+    )

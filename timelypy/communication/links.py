@@ -16,8 +16,13 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import WaitTimeoutError, WorkerError
-from .handshake import (HandshakeRefused, accept_claim, describe_address, greet_as_connector,
-                        read_claim)
+from .handshake import (
+    HandshakeRefused,
+    accept_claim,
+    describe_address,
+    greet_as_connector,
+    read_claim,
+)
 from .wire import HEADER_SIZE
 
 __all__ = ["MeshLinks", "Peer", "Address"]
@@ -66,8 +71,18 @@ def data_frame(payload: bytes, tag: bytes = DATA_TAG) -> bytes:
 class Peer:
     """One remote worker: its socket, send lock, reader thread and state."""
 
-    __slots__ = ("index", "sock", "send_lock", "reader", "said_bye", "ended", "bytes_sent",
-                 "frames_sent", "bytes_received", "frames_received")
+    __slots__ = (
+        "index",
+        "sock",
+        "send_lock",
+        "reader",
+        "said_bye",
+        "ended",
+        "bytes_sent",
+        "frames_sent",
+        "bytes_received",
+        "frames_received",
+    )
 
     def __init__(self, index: int, sock: socket.socket) -> None:
         self.index = index
@@ -85,8 +100,9 @@ class MeshLinks:
     :meth:`_read_loop`, started once the link is registered."""
 
     @staticmethod
-    def listen(secret: bytes, backlog: int = 128,
-               host: str = _HOST) -> Tuple[socket.socket, Address]:
+    def listen(
+        secret: bytes, backlog: int = 128, host: str = _HOST
+    ) -> Tuple[socket.socket, Address]:
         """Bind a listening socket on ``host`` (default ``127.0.0.1``; a free port) for one worker.
 
         ``host`` is the IPv4 address to bind: keep the loopback default when all workers share a
@@ -106,9 +122,17 @@ class MeshLinks:
         host, port = listener.getsockname()[:2]
         return listener, (host, port)
 
-    def __init__(self, index: int, peers: int, listener: socket.socket,
-                 addresses: Sequence[Address], secret: bytes, connect_timeout: float,
-                 handshake_timeout: float, send_timeout: float) -> None:
+    def __init__(
+        self,
+        index: int,
+        peers: int,
+        listener: socket.socket,
+        addresses: Sequence[Address],
+        secret: bytes,
+        connect_timeout: float,
+        handshake_timeout: float,
+        send_timeout: float,
+    ) -> None:
         _check_secret(secret)
         if peers < 1 or not 0 <= index < peers:
             raise ValueError(f"worker index {index} is not in range for {peers} workers")
@@ -183,8 +207,15 @@ class MeshLinks:
                 delay = min(delay * 2, 0.5)
                 continue
             try:
-                greet_as_connector(sock, self._secret, self.index, j, self.addresses[j],
-                                   deadline, self.connect_timeout)
+                greet_as_connector(
+                    sock,
+                    self._secret,
+                    self.index,
+                    j,
+                    self.addresses[j],
+                    deadline,
+                    self.connect_timeout,
+                )
             except BaseException:
                 sock.close()
                 raise
@@ -216,7 +247,10 @@ class MeshLinks:
             self.refused += 1
         if not self._closing:
             log.warning(
-                "worker %d: refused connection from %s: %s", self.index, describe_address(peer), reason
+                "worker %d: refused connection from %s: %s",
+                self.index,
+                describe_address(peer),
+                reason,
             )
         sock.close()
 
@@ -225,7 +259,9 @@ class MeshLinks:
         try:
             self._accept_handshake(sock, peer)
         except BaseException:  # pragma: no cover - a bug, not a bad client
-            log.exception("worker %d: handshake with %s crashed", self.index, describe_address(peer))
+            log.exception(
+                "worker %d: handshake with %s crashed", self.index, describe_address(peer)
+            )
             sock.close()
         finally:
             with self._cond:
@@ -268,7 +304,9 @@ class MeshLinks:
             return
         peer = Peer(j, sock)
         reader = threading.Thread(
-            target=self._read_loop, args=(peer,), name=f"timelypy-mesh-{self.index}-from-{j}",
+            target=self._read_loop,
+            args=(peer,),
+            name=f"timelypy-mesh-{self.index}-from-{j}",
             daemon=True,
         )
         peer.reader = reader
@@ -374,9 +412,6 @@ class MeshLinks:
         )
 
 
-
 def _check_secret(secret: Any) -> None:
     if not isinstance(secret, (bytes, bytearray)) or not secret:
         raise TypeError("the job secret must be non-empty bytes")
-
-

@@ -42,11 +42,24 @@ from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Seque
 
 from ..errors import WaitTimeoutError, WorkerDiedError, WorkerError
 from .credit import DEFAULT_WINDOW, CreditLedger
-from .links import (CREDIT, FRAME_HEADER, KIND_BYE, KIND_CREDIT, KIND_DATA, KIND_PICKLED,
-                    KIND_WAITING, PICKLED_TAG, RECV_CHUNK, WAITING_FRAME, Address, MeshLinks,
-                    Peer, data_frame, log)
-from .wire import (HEADER_SIZE, FrameReader, decode, encode, pickle_records,
-                   unpickle_records)
+from .links import (
+    CREDIT,
+    FRAME_HEADER,
+    KIND_BYE,
+    KIND_CREDIT,
+    KIND_DATA,
+    KIND_PICKLED,
+    KIND_WAITING,
+    PICKLED_TAG,
+    RECV_CHUNK,
+    WAITING_FRAME,
+    Address,
+    MeshLinks,
+    Peer,
+    data_frame,
+    log,
+)
+from .wire import HEADER_SIZE, FrameReader, decode, encode, pickle_records, unpickle_records
 
 __all__ = ["SocketMesh", "MeshFabric", "MeshSettings", "Address"]
 
@@ -112,8 +125,16 @@ class SocketMesh(MeshLinks):
         self.blocked_seconds = 0.0
         """Seconds sends spent blocked on flow control (a peer's window full, see
         :mod:`.credit`)."""
-        super().__init__(index, peers, listener, addresses, secret, connect_timeout,
-                         handshake_timeout, send_timeout)
+        super().__init__(
+            index,
+            peers,
+            listener,
+            addresses,
+            secret,
+            connect_timeout,
+            handshake_timeout,
+            send_timeout,
+        )
 
     def _read_loop(self, peer: Peer) -> None:
         sock = peer.sock
@@ -151,7 +172,8 @@ class SocketMesh(MeshLinks):
                     return
                 peer.bytes_received += n
                 messages, failure, arrived, credit, waiting = self._decode(
-                    peer, frames.feed(view[:n]))
+                    peer, frames.feed(view[:n])
+                )
                 if failure is not None:
                     return
                 if messages or credit or waiting:
@@ -174,8 +196,9 @@ class SocketMesh(MeshLinks):
                     self._failures.setdefault(j, failure)
                 cond.notify_all()
 
-    def _decode(self, peer: Peer, payloads: Iterable[bytes]
-                ) -> Tuple[List[Tuple[int, Any]], Optional[WorkerError], int, int, bool]:
+    def _decode(
+        self, peer: Peer, payloads: Iterable[bytes]
+    ) -> Tuple[List[Tuple[int, Any]], Optional[WorkerError], int, int, bool]:
         """Decode the frames of one read: ``(messages, failure, bytes of those messages,
         credit returned, whether the peer waits for credit)``; a goodbye marks the peer."""
         j = peer.index
@@ -187,12 +210,21 @@ class SocketMesh(MeshLinks):
             if kind == KIND_DATA or kind == KIND_PICKLED:
                 try:
                     body = memoryview(payload)[1:]
-                    messages.append((j, decode(body) if kind == KIND_DATA
-                                     else unpickle_records(body)))
+                    messages.append(
+                        (j, decode(body) if kind == KIND_DATA else unpickle_records(body))
+                    )
                 except Exception as exc:
-                    return messages, WorkerError(
-                        f"worker {self.index} could not decode a message from worker {j}: "
-                        f"{type(exc).__name__}: {exc}", worker=j), arrived, credit, waiting
+                    return (
+                        messages,
+                        WorkerError(
+                            f"worker {self.index} could not decode a message from worker {j}: "
+                            f"{type(exc).__name__}: {exc}",
+                            worker=j,
+                        ),
+                        arrived,
+                        credit,
+                        waiting,
+                    )
                 arrived += len(payload) + HEADER_SIZE
             elif kind == KIND_CREDIT:
                 credit += CREDIT.unpack_from(payload, 1)[0]
@@ -201,9 +233,15 @@ class SocketMesh(MeshLinks):
             elif kind == KIND_BYE:
                 peer.said_bye = True
             else:
-                return messages, WorkerError(
-                    f"worker {self.index}: unknown frame kind {kind} from worker {j}",
-                    worker=j), arrived, credit, waiting
+                return (
+                    messages,
+                    WorkerError(
+                        f"worker {self.index}: unknown frame kind {kind} from worker {j}", worker=j
+                    ),
+                    arrived,
+                    credit,
+                    waiting,
+                )
         return messages, None, arrived, credit, waiting
 
     def recv_nowait(self) -> List[Tuple[int, Any]]:
@@ -239,7 +277,8 @@ class SocketMesh(MeshLinks):
                 start = time.perf_counter()
                 self._cond.wait_for(
                     lambda: self._inbox or self._failures or ledger.has_requests(),
-                    max(timeout, 0.0))
+                    max(timeout, 0.0),
+                )
                 self.wait_seconds += time.perf_counter() - start
                 self._raise_failure()
             return bool(self._inbox or self._held or ledger.has_requests())
@@ -252,8 +291,10 @@ class SocketMesh(MeshLinks):
 
     def link_statistics(self) -> Dict[int, Tuple[int, int, int, int]]:
         """Per peer: ``(bytes_sent, bytes_received, frames_sent, frames_received)`` so far."""
-        return {j: (p.bytes_sent, p.bytes_received, p.frames_sent, p.frames_received)
-                for j, p in list(self._peers.items())}
+        return {
+            j: (p.bytes_sent, p.bytes_received, p.frames_sent, p.frames_received)
+            for j, p in list(self._peers.items())
+        }
 
     # ----------------------------------------------------------------------------------
     # sending
@@ -285,8 +326,10 @@ class SocketMesh(MeshLinks):
         for j, size in credits:
             peer = self._peers.get(j)
             if peer is not None:
-                self._send_control(peer, FRAME_HEADER.pack(1 + CREDIT.size)
-                                   + bytes([KIND_CREDIT]) + CREDIT.pack(size))
+                self._send_control(
+                    peer,
+                    FRAME_HEADER.pack(1 + CREDIT.size) + bytes([KIND_CREDIT]) + CREDIT.pack(size),
+                )
 
     def _reserve(self, peer: Peer, size: int) -> None:
         """Wait (bounded) until the window to ``peer`` has room for ``size`` bytes, draining
@@ -316,15 +359,20 @@ class SocketMesh(MeshLinks):
                 raise WaitTimeoutError(
                     f"worker {self.index}: worker {peer.index} consumed none of the "
                     f"{ledger.in_flight(peer.index)} bytes in flight to it for "
-                    f"{self.send_timeout} s (flow-control window {ledger.window} bytes)")
+                    f"{self.send_timeout} s (flow-control window {ledger.window} bytes)"
+                )
 
     def _send_frames(self, peer: Peer, data: bytes, count: int) -> None:
         if not peer.said_bye:
             self._reserve(peer, len(data))
         if peer.said_bye:
             self.dropped_after_bye += count
-            log.debug("worker %d: dropped %d message(s) for closed worker %d",
-                      self.index, count, peer.index)
+            log.debug(
+                "worker %d: dropped %d message(s) for closed worker %d",
+                self.index,
+                count,
+                peer.index,
+            )
             return
         try:
             with peer.send_lock:
@@ -383,11 +431,21 @@ class SocketMesh(MeshLinks):
                 if j != self.index:
                     self._send_frames(self._peer(j), data, 1)
 
+
 class MeshFabric:
     """Adapts a :class:`SocketMesh` to the worker's fabric interface."""
 
-    __slots__ = ("mesh", "index", "peers", "send", "broadcast", "send_to_peers", "recv_nowait",
-                 "wait", "link_statistics")
+    __slots__ = (
+        "mesh",
+        "index",
+        "peers",
+        "send",
+        "broadcast",
+        "send_to_peers",
+        "recv_nowait",
+        "wait",
+        "link_statistics",
+    )
 
     def __init__(self, mesh: SocketMesh):
         self.mesh = mesh

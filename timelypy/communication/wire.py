@@ -288,7 +288,7 @@ def _default(obj: Any) -> Any:
         try:
             record = record_header(obj, cls, kind)
         except (TypeError, pickle.PicklingError):  # the class cannot be pickled: the object
-            record = None                          # may (pickle names what it refuses)
+            record = None  # may (pickle names what it refuses)
         if record is not None:
             return _ext(EXT_RECORD, record[0] + _pack(record[1]))
     return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
@@ -308,7 +308,7 @@ def _encode_rows(obj: Any) -> Any:
             if type(item) is list and len(item) >= COLUMNAR_MIN_ROWS:
                 ext = _columns(item)
                 if ext is not None:
-                    return (*obj[:i], ext, *obj[i + 1:])
+                    return (*obj[:i], ext, *obj[i + 1 :])
     return obj
 
 
@@ -376,7 +376,11 @@ def _ext_hook(code: int, data: bytes) -> Any:
 
 def _unpack(data: Any) -> Any:
     return msgpack.unpackb(
-        data, use_list=False, raw=False, strict_map_key=False, ext_hook=_ext_hook,
+        data,
+        use_list=False,
+        raw=False,
+        strict_map_key=False,
+        ext_hook=_ext_hook,
         unicode_errors="surrogatepass",
     )
 
@@ -450,8 +454,9 @@ def plainly_sendable(values: List[Any], depth: int = 0) -> bool:
     widths = set(map(len, values))
     if len(widths) != 1:
         return False
-    return all(plainly_sendable(list(map(itemgetter(j), values)), depth + 1)
-               for j in range(widths.pop()))
+    return all(
+        plainly_sendable(list(map(itemgetter(j), values)), depth + 1) for j in range(widths.pop())
+    )
 
 
 def pickle_records(message: Any) -> Optional[bytes]:
@@ -462,8 +467,12 @@ def pickle_records(message: Any) -> Optional[bytes]:
     >>> unpickle_records(pickle_records(("d", 3, 7, [((1, 2), 7, 1)])))
     ('d', 3, 7, [((1, 2), 7, 1)])
     """
-    if type(message) is not tuple or len(message) != 4 or type(message[2]) is not int \
-            or message[0] != "d":
+    if (
+        type(message) is not tuple
+        or len(message) != 4
+        or type(message[2]) is not int
+        or message[0] != "d"
+    ):
         return None
     slot = _pickler
     buffer, pickler = slot.buffer, slot.pickler
@@ -541,7 +550,7 @@ class FrameReader:
                 end = pos + HEADER_SIZE + length
                 if end > size:
                     break
-                out.append(bytes(view[pos + HEADER_SIZE:end]))
+                out.append(bytes(view[pos + HEADER_SIZE : end]))
                 pos = end
         if pos:
             del buf[:pos]

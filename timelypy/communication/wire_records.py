@@ -32,13 +32,22 @@ import cloudpickle
 
 from ..hashing import instance_fields
 
-__all__ = ["reset", "record_kind", "record_header", "rebuild_record", "STDLIB_FIELDS",
-           "rebuild_stdlib", "KIND_DATACLASS", "KIND_TUPLE", "KIND_ENUM"]
+__all__ = [
+    "reset",
+    "record_kind",
+    "record_header",
+    "rebuild_record",
+    "STDLIB_FIELDS",
+    "rebuild_stdlib",
+    "KIND_DATACLASS",
+    "KIND_TUPLE",
+    "KIND_ENUM",
+]
 
 KIND_DATACLASS, KIND_TUPLE, KIND_ENUM = 0, 1, 2
 _CACHE_LIMIT = 1 << 12
-_KNOWN = struct.Struct("<BI")          # 0, the class's number in the message
-_NEW = struct.Struct("<BII")           # 1, its number, the length of its pickle (then the pickle)
+_KNOWN = struct.Struct("<BI")  # 0, the class's number in the message
+_NEW = struct.Struct("<BII")  # 1, its number, the length of its pickle (then the pickle)
 
 
 class _References(threading.local):
@@ -151,7 +160,7 @@ def rebuild_record(data: bytes, unpack: Callable[[Any], Any]) -> Any:
     else:
         _tag, n, length = _NEW.unpack_from(view)
         start = _NEW.size + length
-        cls = received[n] = _load(bytes(view[_NEW.size:start]), cloudpickle.loads)
+        cls = received[n] = _load(bytes(view[_NEW.size : start]), cloudpickle.loads)
     state = unpack(view[start:])
     kind = record_kind(cls)
     if kind == KIND_ENUM:

@@ -15,17 +15,54 @@ says what to install when a function that needs it is called.
 
 from __future__ import annotations
 
-from .spark import (Columns, CollectionView, ForeachBatchSink, SparkConnectorError,
-                    SparkInputError, SparkOutputError, SparkUnavailableError, apply_changes,
-                    arrow_batches, load, local_spark)
+from .spark import (
+    CollectionView,
+    Columns,
+    ForeachBatchSink,
+    SparkConnectorError,
+    SparkInputError,
+    SparkOutputError,
+    SparkUnavailableError,
+    apply_changes,
+    arrow_batches,
+    load,
+    local_spark,
+)
 from .spark_cluster import SparkAndWorkers, spark_and_workers, worker_cpus
-from .spark_ray import (changes_to_dataset, dataset_shards, dataset_to_spark, feed_shard,
-                        is_spark_on_ray, shard_collection, spark_on_ray, stop_spark_on_ray,
-                        view_to_dataset)
+from .spark_ray import (
+    changes_to_dataset,
+    dataset_shards,
+    dataset_to_spark,
+    feed_shard,
+    is_spark_on_ray,
+    shard_collection,
+    spark_on_ray,
+    stop_spark_on_ray,
+    view_to_dataset,
+)
 
-__all__ = ["Columns", "CollectionView", "ForeachBatchSink", "SparkConnectorError",
-           "SparkInputError", "SparkOutputError", "SparkUnavailableError", "apply_changes",
-           "arrow_batches", "load", "local_spark", "SparkAndWorkers", "spark_and_workers",
-           "worker_cpus", "changes_to_dataset", "dataset_shards", "dataset_to_spark",
-           "feed_shard", "is_spark_on_ray", "shard_collection", "spark_on_ray",
-           "stop_spark_on_ray", "view_to_dataset"]
+__all__ = [
+    "Columns",
+    "CollectionView",
+    "ForeachBatchSink",
+    "SparkConnectorError",
+    "SparkInputError",
+    "SparkOutputError",
+    "SparkUnavailableError",
+    "apply_changes",
+    "arrow_batches",
+    "load",
+    "local_spark",
+    "SparkAndWorkers",
+    "spark_and_workers",
+    "worker_cpus",
+    "changes_to_dataset",
+    "dataset_shards",
+    "dataset_to_spark",
+    "feed_shard",
+    "is_spark_on_ray",
+    "shard_collection",
+    "spark_on_ray",
+    "stop_spark_on_ray",
+    "view_to_dataset",
+]

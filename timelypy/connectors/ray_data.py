@@ -16,15 +16,28 @@ import threading
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ..workers.batch import show
-from .spark_columns import (INSTALL_HINT, Columns, SparkConnectorError, SparkOutputError,
-                            SparkUnavailableError)
+from .spark_columns import (
+    INSTALL_HINT,
+    Columns,
+    SparkConnectorError,
+    SparkOutputError,
+    SparkUnavailableError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["cpu_report", "is_spark_on_ray", "arrow_schema", "records_to_arrow",
-           "view_to_dataset", "changes_to_dataset", "dataset_to_spark", "RAY_TIMEOUT"]
+__all__ = [
+    "cpu_report",
+    "is_spark_on_ray",
+    "arrow_schema",
+    "records_to_arrow",
+    "view_to_dataset",
+    "changes_to_dataset",
+    "dataset_to_spark",
+    "RAY_TIMEOUT",
+]
 
 log = logging.getLogger("timelypy.connectors.ray_data")
 
@@ -37,8 +50,9 @@ def _ray() -> Any:
         import ray
         import ray.data  # noqa: F401 - Ray Datasets
     except ImportError as exc:
-        raise SparkUnavailableError(f"Spark on Ray needs ray[data] ({exc}): {INSTALL_HINT}"
-                                    ) from exc
+        raise SparkUnavailableError(
+            f"Spark on Ray needs ray[data] ({exc}): {INSTALL_HINT}"
+        ) from exc
     return ray
 
 
@@ -55,14 +69,14 @@ def cpu_report(ray: Any = None) -> str:
     return f"the cluster has {total:g} CPUs, {free:g} free (ray.available_resources())"
 
 
-def _bounded(what: str, waits_for: str, timeout: float, call: Any, *args: Any,
-             option: str = "timeout") -> Any:
+def _bounded(
+    what: str, waits_for: str, timeout: float, call: Any, *args: Any, option: str = "timeout"
+) -> Any:
     """``call(*args)`` in a thread, waited for at most ``timeout`` seconds; on expiry
     :class:`SparkConnectorError` names ``what``, the resource it waits for and Ray's CPUs
     (the call goes on in the background until Ray schedules it or the cluster goes)."""
     if timeout is None or timeout <= 0:
-        raise ValueError(f"{what}: timeout must be a positive number of seconds, got "
-                         f"{timeout!r}")
+        raise ValueError(f"{what}: timeout must be a positive number of seconds, got {timeout!r}")
     done: List[Any] = []
 
     def run() -> None:
@@ -70,14 +84,17 @@ def _bounded(what: str, waits_for: str, timeout: float, call: Any, *args: Any,
             done.append((True, call(*args)))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
             done.append((False, exc))
+
     thread = threading.Thread(target=run, name=f"timelypy-ray-wait-{what}", daemon=True)
     thread.start()
     thread.join(timeout)
     if not done:
-        raise SparkConnectorError(f"{what}: no answer from Ray within {timeout:g} s; it waits "
-                                  f"for {waits_for}; {cpu_report()}. Free CPUs (fewer "
-                                  f"executor cores or a smaller num_cpus_per_worker) or pass "
-                                  f"a longer {option}")
+        raise SparkConnectorError(
+            f"{what}: no answer from Ray within {timeout:g} s; it waits "
+            f"for {waits_for}; {cpu_report()}. Free CPUs (fewer "
+            f"executor cores or a smaller num_cpus_per_worker) or pass "
+            f"a longer {option}"
+        )
     ok, value = done[0]
     if not ok:
         raise value
@@ -98,6 +115,7 @@ def _light_metadata_task() -> Optional[Tuple[Any, Any, Any]]:
     try:
         from ray.data._internal import remote_fn
         from ray.data._internal.util import get_table_block_metadata_schema
+
         key = (get_table_block_metadata_schema, hash(()))  # the key of no remote options
         light = remote_fn.cached_remote_fn(get_table_block_metadata_schema, num_cpus=0)
     except Exception:  # noqa: BLE001 - another Ray version
@@ -125,6 +143,7 @@ def _metadata_tasks_without_cpu() -> Iterator[None]:
         return
     remote_fn, key, light = override
     from ray.data._internal.util import get_table_block_metadata_schema
+
     cache = remote_fn.CACHED_FUNCTIONS
     with _CACHE_LOCK:  # held only to count the conversions under way, never while waiting
         if _Override.users == 0:
@@ -153,8 +172,13 @@ def _arrow_dataset(table: "pa.Table", what: str, timeout: float) -> Any:
     def convert() -> Any:
         with _metadata_tasks_without_cpu():
             return ray.data.from_arrow(table)
-    return _bounded(what, f"Ray Data's task that reads the block's metadata "
-                          f"({_metadata_cpus()})", timeout, convert)
+
+    return _bounded(
+        what,
+        f"Ray Data's task that reads the block's metadata ({_metadata_cpus()})",
+        timeout,
+        convert,
+    )
 
 
 def is_spark_on_ray(spark: "SparkSession") -> bool:
@@ -166,16 +190,36 @@ def is_spark_on_ray(spark: "SparkSession") -> bool:
 
 
 # ----------------------------------------------------------------------------- sinks
-_ARROW_TYPES = {"tinyint": "int8", "smallint": "int16", "int": "int32", "bigint": "int64",
-                "float": "float32", "double": "float64", "string": "string", "boolean": "bool_",
-                "binary": "binary"}
-_ALIASES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint",
-            "bool": "boolean", "str": "string"}
+_ARROW_TYPES = {
+    "tinyint": "int8",
+    "smallint": "int16",
+    "int": "int32",
+    "bigint": "int64",
+    "float": "float32",
+    "double": "float64",
+    "string": "string",
+    "boolean": "bool_",
+    "binary": "binary",
+}
+_ALIASES = {
+    "long": "bigint",
+    "integer": "int",
+    "short": "smallint",
+    "byte": "tinyint",
+    "bool": "boolean",
+    "str": "string",
+}
 
 _PYTHON_TYPES: Dict[str, Tuple[type, ...]] = {
     **{f"{u}int{n}": (int,) for u in ("", "u") for n in (8, 16, 32, 64)},
-    "float": (float, int), "double": (float, int), "bool": (bool,), "string": (str,),
-    "large_string": (str,), "binary": (bytes, bytearray), "large_binary": (bytes, bytearray)}
+    "float": (float, int),
+    "double": (float, int),
+    "bool": (bool,),
+    "string": (str,),
+    "large_string": (str,),
+    "binary": (bytes, bytearray),
+    "large_binary": (bytes, bytearray),
+}
 """The Python types a column of each Arrow type takes (others are not checked here)."""
 
 Schema = Union[str, "pa.Schema"]
@@ -190,8 +234,9 @@ def arrow_schema(schema: Schema) -> "pa.Schema":
     if isinstance(schema, pa.Schema):
         return schema
     if not isinstance(schema, str):
-        raise TypeError(f"schema must be a pyarrow.Schema or a DDL string, got "
-                        f"{type(schema).__name__}")
+        raise TypeError(
+            f"schema must be a pyarrow.Schema or a DDL string, got {type(schema).__name__}"
+        )
     fields = []
     for part in (p.strip() for p in schema.split(",")):
         words = part.split()
@@ -200,21 +245,29 @@ def arrow_schema(schema: Schema) -> "pa.Schema":
             raise ValueError(f"schema {schema!r}: {part!r} is not 'name type [NOT NULL]'")
         kind = _ALIASES.get(words[1].lower(), words[1].lower())
         if kind not in _ARROW_TYPES:
-            raise ValueError(f"schema {schema!r}: column {words[0]!r} has type {words[1]!r}, "
-                             f"not one of {', '.join(sorted(_ARROW_TYPES))}")
+            raise ValueError(
+                f"schema {schema!r}: column {words[0]!r} has type {words[1]!r}, "
+                f"not one of {', '.join(sorted(_ARROW_TYPES))}"
+            )
         fields.append(pa.field(words[0], getattr(pa, _ARROW_TYPES[kind])(), nullable=nullable))
     return pa.schema(fields)
 
 
-def _table(rows: List[Tuple[Any, ...]], sources: List[Any], schema: "pa.Schema",
-           order: List[str], where: str) -> "pa.Table":
+def _table(
+    rows: List[Tuple[Any, ...]],
+    sources: List[Any],
+    schema: "pa.Schema",
+    order: List[str],
+    where: str,
+) -> "pa.Table":
     """An Arrow table of ``schema`` from ``rows`` whose values are in ``order``; every value is
     checked first (:class:`SparkOutputError` names the record of ``sources``, column, value)."""
     import pyarrow as pa
 
     if sorted(order) != sorted(schema.names):
-        raise SparkOutputError(f"{where}: the schema's columns {schema.names} do not match the "
-                               f"columns {order}")
+        raise SparkOutputError(
+            f"{where}: the schema's columns {schema.names} do not match the columns {order}"
+        )
     position = {name: i for i, name in enumerate(order)}
     arrays = []
     for field in schema:
@@ -222,21 +275,35 @@ def _table(rows: List[Tuple[Any, ...]], sources: List[Any], schema: "pa.Schema",
         allowed = _PYTHON_TYPES.get(str(field.type))
         for value, record in zip(values, sources):
             if value is None and not field.nullable:
-                raise SparkOutputError(f"{where}: column {field.name!r} is not nullable, but "
-                                       f"record {show(record)} has null there")
-            if value is not None and allowed is not None and (
+                raise SparkOutputError(
+                    f"{where}: column {field.name!r} is not nullable, but "
+                    f"record {show(record)} has null there"
+                )
+            if (
+                value is not None
+                and allowed is not None
+                and (
                     not isinstance(value, allowed)
-                    or (bool not in allowed and isinstance(value, bool))):
-                raise SparkOutputError(f"{where}: column {field.name!r} has type {field.type}, "
-                                       f"but record {show(record)} has {show(value)} of type "
-                                       f"{type(value).__name__} there")
+                    or (bool not in allowed and isinstance(value, bool))
+                )
+            ):
+                raise SparkOutputError(
+                    f"{where}: column {field.name!r} has type {field.type}, "
+                    f"but record {show(record)} has {show(value)} of type "
+                    f"{type(value).__name__} there"
+                )
         arrays.append(pa.array(values, type=field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def records_to_arrow(contents: Mapping[Any, int], schema: Schema,
-                     columns: Optional[Columns] = None, *, count: Optional[str] = None,
-                     where: str = "records") -> "pa.Table":
+def records_to_arrow(
+    contents: Mapping[Any, int],
+    schema: Schema,
+    columns: Optional[Columns] = None,
+    *,
+    count: Optional[str] = None,
+    where: str = "records",
+) -> "pa.Table":
     """An Arrow table of ``schema`` from ``{record: count}`` (a collection's contents).
 
     Records are flattened into columns by ``columns`` (default: every schema column but
@@ -251,17 +318,24 @@ def records_to_arrow(contents: Mapping[Any, int], schema: Schema,
     for record, n in contents.items():
         values = columns.flatten(record)
         if count is None and n < 0:
-            raise SparkOutputError(f"{where}: record {show(record)} has count {n}: use "
-                                   f"count='...' for negative counts")
+            raise SparkOutputError(
+                f"{where}: record {show(record)} has count {n}: use count='...' for negative counts"
+            )
         copies = 1 if count is not None else n
         rows.extend([values + ((n,) if count is not None else ())] * copies)
         sources.extend([record] * copies)
     return _table(rows, sources, schema, list(columns.names) + ([count] if count else []), where)
 
 
-def view_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
-                    at: Any = None, count: Optional[str] = None,
-                    timeout: float = RAY_TIMEOUT) -> Any:
+def view_to_dataset(
+    view: Any,
+    schema: Schema,
+    columns: Optional[Columns] = None,
+    *,
+    at: Any = None,
+    count: Optional[str] = None,
+    timeout: float = RAY_TIMEOUT,
+) -> Any:
     """A ``CollectionView``'s contents at ``at`` (default: the latest closed time) as a
     ``ray.data.Dataset`` of ``schema`` (see :func:`records_to_arrow` for ``columns`` and
     ``count``). Call ``view.refresh()`` first. Ray Data's task that reads the block's
@@ -273,9 +347,15 @@ def view_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None
     return _arrow_dataset(table, f"view_to_dataset of {view.capture!r}", timeout)
 
 
-def changes_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = None, *,
-                       time: str = "time", diff: str = "diff",
-                       timeout: float = RAY_TIMEOUT) -> Any:
+def changes_to_dataset(
+    view: Any,
+    schema: Schema,
+    columns: Optional[Columns] = None,
+    *,
+    time: str = "time",
+    diff: str = "diff",
+    timeout: float = RAY_TIMEOUT,
+) -> Any:
     """A ``CollectionView``'s consolidated changes as a ``ray.data.Dataset`` of ``schema``:
     the record's columns, then ``time`` and ``diff`` (integer columns). Bounded by
     ``timeout`` as :func:`view_to_dataset`."""
@@ -283,19 +363,32 @@ def changes_to_dataset(view: Any, schema: Schema, columns: Optional[Columns] = N
     columns = columns or Columns([n for n in schema.names if n not in (time, diff)])
     changes = view.changes()
     rows = [columns.flatten(d) + (t, r) for d, t, r in changes]
-    table = _table(rows, [d for d, _, _ in changes], schema, list(columns.names) + [time, diff],
-                   f"changes of {view.capture!r}")
+    table = _table(
+        rows,
+        [d for d, _, _ in changes],
+        schema,
+        list(columns.names) + [time, diff],
+        f"changes of {view.capture!r}",
+    )
     return _arrow_dataset(table, f"changes_to_dataset of {view.capture!r}", timeout)
 
 
-def dataset_to_spark(dataset: Any, spark: "SparkSession", *,
-                     timeout: float = RAY_TIMEOUT) -> "DataFrame":
+def dataset_to_spark(
+    dataset: Any, spark: "SparkSession", *, timeout: float = RAY_TIMEOUT
+) -> "DataFrame":
     """A Ray Dataset (of Arrow blocks) as a DataFrame of the RayDP Spark ``spark``
     (``dataset.to_spark(spark)``: the blocks go from Ray's object store to the executors when
     Spark reads them). Handing the blocks to RayDP's master waits at most ``timeout``
     seconds."""
     if not is_spark_on_ray(spark):
-        raise SparkConnectorError("dataset_to_spark: the SparkSession does not run on Ray "
-                                  "(RayDP): start it with spark_on_ray()")
-    return _bounded("dataset_to_spark", "RayDP's master actor (0 CPUs asked) to take the "
-                    "dataset's blocks", timeout, dataset.to_spark, spark)
+        raise SparkConnectorError(
+            "dataset_to_spark: the SparkSession does not run on Ray "
+            "(RayDP): start it with spark_on_ray()"
+        )
+    return _bounded(
+        "dataset_to_spark",
+        "RayDP's master actor (0 CPUs asked) to take the dataset's blocks",
+        timeout,
+        dataset.to_spark,
+        spark,
+    )

@@ -31,25 +31,61 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, 
 
 from ..errors import SessionInputError, WorkerError
 from ..workers.session import DataflowSession
-from .spark_columns import (INSTALL_HINT, BadRow, Columns, RowReader, SparkConnectorError,
-                            SparkInputError, SparkOutputError, SparkUnavailableError,
-                            require_pyspark)
+from .spark_columns import (
+    INSTALL_HINT,
+    BadRow,
+    Columns,
+    RowReader,
+    SparkConnectorError,
+    SparkInputError,
+    SparkOutputError,
+    SparkUnavailableError,
+    require_pyspark,
+)
 from .spark_view import CollectionView
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Columns", "local_spark", "load", "arrow_batches", "apply_changes", "ForeachBatchSink",
-           "CollectionView", "SparkConnectorError", "SparkInputError", "SparkOutputError",
-           "SparkUnavailableError", "JAVA_OPTIONS", "SPARK_SETTINGS"]
+__all__ = [
+    "Columns",
+    "local_spark",
+    "load",
+    "arrow_batches",
+    "apply_changes",
+    "ForeachBatchSink",
+    "CollectionView",
+    "SparkConnectorError",
+    "SparkInputError",
+    "SparkOutputError",
+    "SparkUnavailableError",
+    "JAVA_OPTIONS",
+    "SPARK_SETTINGS",
+]
 
 log = logging.getLogger("timelypy.connectors.spark")
 
-JAVA_OPTIONS = " ".join(["-XX:+IgnoreUnrecognizedVMOptions"] + [
-    f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
-        "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
-        "java.util", "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch",
-        "sun.nio.cs", "sun.security.action", "sun.util.calendar")])
+JAVA_OPTIONS = " ".join(
+    ["-XX:+IgnoreUnrecognizedVMOptions"]
+    + [
+        f"--add-opens=java.base/{p}=ALL-UNNAMED"
+        for p in (
+            "java.lang",
+            "java.lang.invoke",
+            "java.lang.reflect",
+            "java.io",
+            "java.net",
+            "java.nio",
+            "java.util",
+            "java.util.concurrent",
+            "java.util.concurrent.atomic",
+            "sun.nio.ch",
+            "sun.nio.cs",
+            "sun.security.action",
+            "sun.util.calendar",
+        )
+    ]
+)
 """The JVM flags Spark 3.5 needs on Java 17 (driver and executors)."""
 
 SPARK_SETTINGS: Dict[str, str] = {
@@ -67,9 +103,14 @@ DEFAULT_BATCH_ROWS = 50_000
 
 
 # ----------------------------------------------------------------------------- local Spark
-def local_spark(app_name: str = "timelypy", cores: int = 2, *, local_dir: Optional[str] = None,
-                config: Optional[Mapping[str, Any]] = None,
-                log_level: str = "WARN") -> "SparkSession":
+def local_spark(
+    app_name: str = "timelypy",
+    cores: int = 2,
+    *,
+    local_dir: Optional[str] = None,
+    config: Optional[Mapping[str, Any]] = None,
+    log_level: str = "WARN",
+) -> "SparkSession":
     """Start (or get) a local Spark on ``cores`` cores with the settings of
     :data:`SPARK_SETTINGS`, this interpreter as the executors' Python (``PYSPARK_PYTHON`` and
     ``PYSPARK_DRIVER_PYTHON`` are set in ``os.environ``; ``SPARK_LOCAL_IP`` defaults to
@@ -81,8 +122,9 @@ def local_spark(app_name: str = "timelypy", cores: int = 2, *, local_dir: Option
     """
     require_pyspark()
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise SparkUnavailableError(f"the Spark connector needs Java (no java on PATH and no "
-                                    f"JAVA_HOME): {INSTALL_HINT}")
+        raise SparkUnavailableError(
+            f"the Spark connector needs Java (no java on PATH and no JAVA_HOME): {INSTALL_HINT}"
+        )
     from pyspark.sql import SparkSession
 
     if cores < 1:
@@ -99,8 +141,10 @@ def local_spark(app_name: str = "timelypy", cores: int = 2, *, local_dir: Option
             value = f"{settings[name]} {value}"
         settings[name] = str(value)
     if SparkSession.getActiveSession() is not None:
-        log.warning("local_spark: a Spark session is already running in this process; it is "
-                    "returned with its own settings")
+        log.warning(
+            "local_spark: a Spark session is already running in this process; it is "
+            "returned with its own settings"
+        )
     builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
     for name, value in settings.items():
         builder = builder.config(name, value)
@@ -119,6 +163,7 @@ def _reader(df: "DataFrame", columns: Columns, input: str) -> RowReader:
     def example() -> Optional[Dict[str, Any]]:
         first = df.limit(1).collect()
         return first[0].asDict() if first else None
+
     return columns.reader(df.schema, input, example)
 
 
@@ -154,9 +199,17 @@ def arrow_batches(df: "DataFrame") -> Iterator[Any]:
         yield pa.ipc.open_stream(blob).read_all()
 
 
-def _stream(session: DataflowSession, input: str, reader: RowReader, rows: "DataFrame",
-            batch_rows: int, time: Optional[int], progress: _Progress, sign: int = 1,
-            limit: Optional[int] = None) -> None:
+def _stream(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    rows: "DataFrame",
+    batch_rows: int,
+    time: Optional[int],
+    progress: _Progress,
+    sign: int = 1,
+    limit: Optional[int] = None,
+) -> None:
     """Send the rows of ``rows`` to ``input`` (diffs times ``sign``) from Arrow batches
     (:func:`arrow_batches`), flushing every ``batch_rows`` rows (the session holds at most
     that many); stop after ``limit`` rows. Raises :class:`BadRow` or the session's errors."""
@@ -181,8 +234,15 @@ def _stream(session: DataflowSession, input: str, reader: RowReader, rows: "Data
         progress.sent += buffered
 
 
-def _send_part(session: DataflowSession, input: str, reader: RowReader, part: Any,
-               time: Optional[int], progress: _Progress, sign: int) -> int:
+def _send_part(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    part: Any,
+    time: Optional[int],
+    progress: _Progress,
+    sign: int,
+) -> int:
     """Buffer one Arrow slice's rows in the session; the number of updates buffered."""
     records, diffs, times = reader.convert_table(part)
     if sign != 1:
@@ -190,8 +250,9 @@ def _send_part(session: DataflowSession, input: str, reader: RowReader, part: An
     try:
         session.update_many(input, records, diffs, time if times is None else times)
     except SessionInputError as exc:
-        raise BadRow(({"record": exc.value}, reader.columns.names[0],
-                      f"refused by the session: {exc}")) from exc
+        raise BadRow(
+            ({"record": exc.value}, reader.columns.names[0], f"refused by the session: {exc}")
+        ) from exc
     latest = max(times) if times else (time if records else None)
     if latest is not None and (progress.latest is None or latest > progress.latest):
         progress.latest = latest
@@ -203,8 +264,15 @@ def _check_batch_rows(batch_rows: int) -> None:
         raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
 
 
-def load(session: DataflowSession, input: str, df: "DataFrame", columns: Columns, *,
-         batch_rows: int = DEFAULT_BATCH_ROWS, time: Optional[int] = None) -> int:
+def load(
+    session: DataflowSession,
+    input: str,
+    df: "DataFrame",
+    columns: Columns,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    time: Optional[int] = None,
+) -> int:
     """Stream ``df``'s rows into the session's ``input`` as records per ``columns``, at
     ``time`` (default: the input's time; a ``time`` column of ``columns`` wins), ``batch_rows``
     rows per flush; returns the number of rows sent. The driver holds about one batch at a
@@ -219,15 +287,26 @@ def load(session: DataflowSession, input: str, df: "DataFrame", columns: Columns
         _stream(session, input, reader, reader.select(df), batch_rows, time, progress)
     except BadRow as exc:
         session.discard()
-        raise reader.refused([exc.bad], f"load stopped there: the {progress.sent} rows before "
-                                        f"its batch were applied, the rest not.") from exc
+        raise reader.refused(
+            [exc.bad],
+            f"load stopped there: the {progress.sent} rows before "
+            f"its batch were applied, the rest not.",
+        ) from exc
     log.info("load: %d rows into input %r", progress.sent, input)
     return progress.sent
 
 
-def apply_changes(session: DataflowSession, input: str, df: "DataFrame", columns: Columns, *,
-                  advance: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS,
-                  persist: bool = True, max_errors: int = 5) -> int:
+def apply_changes(
+    session: DataflowSession,
+    input: str,
+    df: "DataFrame",
+    columns: Columns,
+    *,
+    advance: bool = True,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    persist: bool = True,
+    max_errors: int = 5,
+) -> int:
     """Apply a change DataFrame to ``input`` as one atomic epoch; returns the number of rows.
 
     Every row is checked before anything is sent: null keys (unless ``null_keys="drop"``), NaN
@@ -250,23 +329,34 @@ def apply_changes(session: DataflowSession, input: str, df: "DataFrame", columns
         session.flush()
     now = session.time
     if not isinstance(now, int):
-        raise SparkInputError(f"input {input!r}: apply_changes needs integer session times, the "
-                              f"session is at {now!r}", input=input, value=now)
+        raise SparkInputError(
+            f"input {input!r}: apply_changes needs integer session times, the "
+            f"session is at {now!r}",
+            input=input,
+            value=now,
+        )
     rows = reader.select(df)
     small = rows.limit(batch_rows + 1).collect()
     if len(small) <= batch_rows:
         latest = _apply_collected(session, input, reader, small, now, max_errors)
         sent = len(small)
     else:
-        sent, latest = _apply_streamed(session, input, reader, rows, now, batch_rows, persist,
-                                       max_errors)
+        sent, latest = _apply_streamed(
+            session, input, reader, rows, now, batch_rows, persist, max_errors
+        )
     if advance:
         session.advance_to(max(now, latest if latest is not None else now) + 1)
     return sent
 
 
-def _apply_collected(session: DataflowSession, input: str, reader: RowReader, rows: List[Any],
-                     now: int, max_errors: int) -> Optional[int]:
+def _apply_collected(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    rows: List[Any],
+    now: int,
+    max_errors: int,
+) -> Optional[int]:
     """Check every collected row, then send them all in one flush; the latest time used."""
     items, bad = [], []
     for row in rows:
@@ -287,21 +377,30 @@ def _apply_collected(session: DataflowSession, input: str, reader: RowReader, ro
             session.update(input, record, diff, t)
         except SessionInputError as exc:
             session.discard()
-            raise reader.refused([(reader.row_dict(row), reader.columns.names[0],
-                                   f"refused by the session: {exc}")]) from exc
+            raise reader.refused(
+                [(reader.row_dict(row), reader.columns.names[0], f"refused by the session: {exc}")]
+            ) from exc
         latest = t if t is not None and (latest is None or t > latest) else latest
     try:
         session.flush()  # atomic: a refusal leaves nothing of it applied
     except SessionInputError as exc:
         session.discard()
-        raise reader.refused([({"record": exc.value}, reader.columns.names[0],
-                               f"refused by the session: {exc}")]) from exc
+        raise reader.refused(
+            [({"record": exc.value}, reader.columns.names[0], f"refused by the session: {exc}")]
+        ) from exc
     return latest
 
 
-def _apply_streamed(session: DataflowSession, input: str, reader: RowReader, rows: "DataFrame",
-                    now: int, batch_rows: int, persist: bool, max_errors: int
-                    ) -> Tuple[int, Optional[int]]:
+def _apply_streamed(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    rows: "DataFrame",
+    now: int,
+    batch_rows: int,
+    persist: bool,
+    max_errors: int,
+) -> Tuple[int, Optional[int]]:
     """Check the rows in Spark, then stream them (retracting them again on a failure)."""
     if persist:
         rows = rows.persist()
@@ -315,9 +414,12 @@ def _apply_streamed(session: DataflowSession, input: str, reader: RowReader, row
         except BaseException as exc:
             _roll_back(session, input, reader, rows, batch_rows, progress, exc)
             if isinstance(exc, BadRow):
-                raise reader.refused([exc.bad], f"The whole DataFrame was refused: the "
-                                                f"{progress.sent} rows sent before it were "
-                                                f"retracted.") from exc
+                raise reader.refused(
+                    [exc.bad],
+                    f"The whole DataFrame was refused: the "
+                    f"{progress.sent} rows sent before it were "
+                    f"retracted.",
+                ) from exc
             raise
     finally:
         if persist:
@@ -325,29 +427,43 @@ def _apply_streamed(session: DataflowSession, input: str, reader: RowReader, row
     return progress.sent, progress.latest
 
 
-def _roll_back(session: DataflowSession, input: str, reader: RowReader, rows: "DataFrame",
-               batch_rows: int, progress: _Progress, cause: BaseException) -> None:
+def _roll_back(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    rows: "DataFrame",
+    batch_rows: int,
+    progress: _Progress,
+    cause: BaseException,
+) -> None:
     """Retract the ``progress.sent`` rows already applied (same records, same times, negated
     diffs), so that nothing of the DataFrame remains. Impossible once a worker failed."""
     session.discard()
     if not progress.sent:
         return
     if isinstance(cause, WorkerError):
-        log.error("apply_changes: input %r: a worker failed after %d rows; the session cannot "
-                  "go on", input, progress.sent)
+        log.error(
+            "apply_changes: input %r: a worker failed after %d rows; the session cannot go on",
+            input,
+            progress.sent,
+        )
         return
     undo = _Progress()
     try:
-        _stream(session, input, reader, rows, batch_rows, None, undo, sign=-1,
-                limit=progress.sent)
+        _stream(session, input, reader, rows, batch_rows, None, undo, sign=-1, limit=progress.sent)
     except Exception as exc:
         session.discard()
         raise SparkConnectorError(
             f"apply_changes: input {input!r}: {progress.sent} rows were applied before "
             f"{type(cause).__name__}: {cause}; retracting them failed after {undo.sent} rows "
-            f"({type(exc).__name__}: {exc}): the input holds part of the DataFrame") from exc
-    log.warning("apply_changes: input %r: retracted the %d rows sent before %s", input,
-                undo.sent, type(cause).__name__)
+            f"({type(exc).__name__}: {exc}): the input holds part of the DataFrame"
+        ) from exc
+    log.warning(
+        "apply_changes: input %r: retracted the %d rows sent before %s",
+        input,
+        undo.sent,
+        type(cause).__name__,
+    )
 
 
 # ----------------------------------------------------------------------------- streaming
@@ -372,10 +488,18 @@ class ForeachBatchSink:
     :attr:`rows` to its row count.
     """
 
-    def __init__(self, session: DataflowSession, input: str, columns: Columns,
-                 probe: Optional[str] = None, *, wait_timeout: Optional[float] = None,
-                 batch_rows: int = DEFAULT_BATCH_ROWS, persist: bool = True,
-                 last_batch_id: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        session: DataflowSession,
+        input: str,
+        columns: Columns,
+        probe: Optional[str] = None,
+        *,
+        wait_timeout: Optional[float] = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+        persist: bool = True,
+        last_batch_id: Optional[int] = None,
+    ) -> None:
         _check_batch_rows(batch_rows)
         self.session = session
         self.input = input
@@ -401,21 +525,38 @@ class ForeachBatchSink:
         batch_id = int(batch_id)
         with self.lock:
             if self.last_batch_id is not None and batch_id <= self.last_batch_id:
-                log.info("foreachBatch sink for input %r: micro-batch %d replayed (last applied "
-                         "%d): ignored", self.input, batch_id, self.last_batch_id)
+                log.info(
+                    "foreachBatch sink for input %r: micro-batch %d replayed (last applied "
+                    "%d): ignored",
+                    self.input,
+                    batch_id,
+                    self.last_batch_id,
+                )
                 self.ignored.append(batch_id)
                 return
             start = _time.monotonic()
             epoch = self.session.time
             try:
                 try:
-                    rows = apply_changes(self.session, self.input, df, self.columns,
-                                         advance=True, batch_rows=self.batch_rows,
-                                         persist=self.persist)
+                    rows = apply_changes(
+                        self.session,
+                        self.input,
+                        df,
+                        self.columns,
+                        advance=True,
+                        batch_rows=self.batch_rows,
+                        persist=self.persist,
+                    )
                 except SparkInputError as exc:
-                    refused = SparkInputError(f"micro-batch {batch_id}: {exc}", input=exc.input,
-                                              column=exc.column, row=exc.row, value=exc.value,
-                                              reason=exc.reason, rows=exc.rows)
+                    refused = SparkInputError(
+                        f"micro-batch {batch_id}: {exc}",
+                        input=exc.input,
+                        column=exc.column,
+                        row=exc.row,
+                        value=exc.value,
+                        reason=exc.reason,
+                        rows=exc.rows,
+                    )
                     refused.batch_id = batch_id
                     raise refused from exc
                 self.last_batch_id = batch_id
@@ -428,9 +569,17 @@ class ForeachBatchSink:
                 raise
             self.last_error = None
             self.latencies[batch_id] = _time.monotonic() - start
-            log.debug("foreachBatch sink for input %r: micro-batch %d, %d rows, epoch %r, "
-                      "%.3f s", self.input, batch_id, rows, epoch, self.latencies[batch_id])
+            log.debug(
+                "foreachBatch sink for input %r: micro-batch %d, %d rows, epoch %r, %.3f s",
+                self.input,
+                batch_id,
+                rows,
+                epoch,
+                self.latencies[batch_id],
+            )
 
     def __repr__(self) -> str:
-        return (f"ForeachBatchSink(input={self.input!r}, last_batch_id={self.last_batch_id}, "
-                f"applied={len(self.latencies)}, ignored={len(self.ignored)})")
+        return (
+            f"ForeachBatchSink(input={self.input!r}, last_batch_id={self.last_batch_id}, "
+            f"applied={len(self.latencies)}, ignored={len(self.ignored)})"
+        )

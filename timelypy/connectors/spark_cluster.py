@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
-from .spark_columns import SparkConnectorError
 from ..workers.ray_start import ensure_ray
+from .spark_columns import SparkConnectorError
 from .spark_ray import START_TIMEOUT, is_spark_on_ray, spark_on_ray, stop_spark_on_ray
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -52,7 +52,8 @@ def worker_cpus(cluster_cpus: float, spark_cpus: float, workers: int) -> float:
         raise SparkConnectorError(
             f"spark_and_workers: Spark's executors reserve {spark_cpus:g} of the cluster's "
             f"{cluster_cpus:g} CPUs, none is left for {workers} timelypy worker(s): give Spark "
-            f"fewer executors or cores, or pass num_cpus_per_worker (0 reserves nothing)")
+            f"fewer executors or cores, or pass num_cpus_per_worker (0 reserves nothing)"
+        )
     return share
 
 
@@ -61,8 +62,14 @@ class SparkAndWorkers:
     :func:`spark_and_workers`). ``spark`` is the RayDP ``SparkSession``; ``workers`` and
     ``num_cpus_per_worker`` are what :meth:`open_session` uses unless told otherwise."""
 
-    def __init__(self, spark: "SparkSession", workers: int, num_cpus_per_worker: float,
-                 owns_spark: bool, session_options: Dict[str, Any]) -> None:
+    def __init__(
+        self,
+        spark: "SparkSession",
+        workers: int,
+        num_cpus_per_worker: float,
+        owns_spark: bool,
+        session_options: Dict[str, Any],
+    ) -> None:
         self.spark = spark
         self.workers = workers
         self.num_cpus_per_worker = num_cpus_per_worker
@@ -70,16 +77,19 @@ class SparkAndWorkers:
         self._options = session_options
         self._sessions: List["DataflowSession"] = []
 
-    def open_session(self, dataflow: Callable[[Any], Dict[str, Any]],
-                     workers: Optional[int] = None, **options: Any) -> "DataflowSession":
+    def open_session(
+        self,
+        dataflow: Callable[[Any], Dict[str, Any]],
+        workers: Optional[int] = None,
+        **options: Any,
+    ) -> "DataflowSession":
         """A driver session of ``dataflow`` on Ray workers (default: this plan's number and
         CPUs); closed when the plan closes, if not before. ``options`` go to
         :func:`timelypy.open_session`."""
         from ..workers.session import open_session
 
         merged = dict(self._options, num_cpus_per_worker=self.num_cpus_per_worker, **options)
-        session = open_session(dataflow, workers=workers or self.workers, backend="ray",
-                               **merged)
+        session = open_session(dataflow, workers=workers or self.workers, backend="ray", **merged)
         self._sessions.append(session)
         return session
 
@@ -108,17 +118,27 @@ class SparkAndWorkers:
 
     def __repr__(self) -> str:
         spark = "started here" if self.owns_spark else "given"
-        return (f"SparkAndWorkers(workers={self.workers}, num_cpus_per_worker="
-                f"{self.num_cpus_per_worker:g}, spark={spark})")
+        return (
+            f"SparkAndWorkers(workers={self.workers}, num_cpus_per_worker="
+            f"{self.num_cpus_per_worker:g}, spark={spark})"
+        )
 
 
-def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors: int = 1,
-                      executor_cores: int = 1, executor_memory: Union[str, int] = "1G",
-                      num_cpus_per_worker: Optional[float] = None,
-                      spark: Optional["SparkSession"] = None, address: Optional[str] = None,
-                      configs: Optional[Dict[str, Any]] = None, log_level: str = "WARN",
-                      start_timeout: float = START_TIMEOUT,
-                      **session_options: Any) -> SparkAndWorkers:
+def spark_and_workers(
+    workers: int = 2,
+    *,
+    app_name: str = "timelypy",
+    executors: int = 1,
+    executor_cores: int = 1,
+    executor_memory: Union[str, int] = "1G",
+    num_cpus_per_worker: Optional[float] = None,
+    spark: Optional["SparkSession"] = None,
+    address: Optional[str] = None,
+    configs: Optional[Dict[str, Any]] = None,
+    log_level: str = "WARN",
+    start_timeout: float = START_TIMEOUT,
+    **session_options: Any,
+) -> SparkAndWorkers:
     """Spark on Ray (RayDP) and room for ``workers`` timelypy workers beside it.
 
     Ray: the connected one, else the one at ``address`` (or ``RAY_ADDRESS``), else a new local
@@ -142,15 +162,24 @@ def spark_and_workers(workers: int = 2, *, app_name: str = "timelypy", executors
     ray = ensure_ray(address)
     owns = spark is None
     if spark is not None and not is_spark_on_ray(spark):
-        raise SparkConnectorError("spark_and_workers: the SparkSession given does not run on "
-                                  "Ray (RayDP); start one with spark_on_ray()")
+        raise SparkConnectorError(
+            "spark_and_workers: the SparkSession given does not run on "
+            "Ray (RayDP); start one with spark_on_ray()"
+        )
     if num_cpus_per_worker is None:
         cluster = float(ray.cluster_resources().get("CPU", 0))
         spark_cpus = executors * executor_cores if owns else _spark_cpus(spark)
         num_cpus_per_worker = worker_cpus(cluster, spark_cpus, workers)
     if owns:
-        spark = spark_on_ray(app_name, executors, executor_cores, executor_memory, configs,
-                             log_level=log_level, start_timeout=start_timeout)
+        spark = spark_on_ray(
+            app_name,
+            executors,
+            executor_cores,
+            executor_memory,
+            configs,
+            log_level=log_level,
+            start_timeout=start_timeout,
+        )
     plan = SparkAndWorkers(spark, workers, num_cpus_per_worker, owns, session_options)
     log.info("spark_and_workers: %r", plan)
     return plan

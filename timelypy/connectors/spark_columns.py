@@ -11,8 +11,18 @@ column, the row and the reason.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
-from typing import Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ..errors import TimelyError
 from ..workers.batch import show
@@ -21,12 +31,24 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["Columns", "RowReader", "SparkConnectorError", "SparkInputError", "SparkOutputError",
-           "SparkUnavailableError", "BadRow", "require_pyspark", "INSTALL_HINT", "RECORD_TYPES",
-           "INTEGER_TYPES"]
+__all__ = [
+    "Columns",
+    "RowReader",
+    "SparkConnectorError",
+    "SparkInputError",
+    "SparkOutputError",
+    "SparkUnavailableError",
+    "BadRow",
+    "require_pyspark",
+    "INSTALL_HINT",
+    "RECORD_TYPES",
+    "INTEGER_TYPES",
+]
 
-INSTALL_HINT = ("install the spark extra: pip install 'timelypy[spark]' (pyspark 3.5, pyarrow, "
-                "pandas), and a Java 17 runtime (java on PATH or JAVA_HOME)")
+INSTALL_HINT = (
+    "install the spark extra: pip install 'timelypy[spark]' (pyspark 3.5, pyarrow, "
+    "pandas), and a Java 17 runtime (java on PATH or JAVA_HOME)"
+)
 """What to install for the Spark connector."""
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
@@ -34,8 +56,14 @@ INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
 FLOAT_TYPES = frozenset({"float", "double"})
 RECORD_TYPES = INTEGER_TYPES | FLOAT_TYPES | {"string", "boolean", "binary"}
 """Spark types a record column may have: their values are keys every worker hashes alike."""
-_ALIASES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint",
-            "bool": "boolean", "str": "string"}
+_ALIASES = {
+    "long": "bigint",
+    "integer": "int",
+    "short": "smallint",
+    "byte": "tinyint",
+    "bool": "boolean",
+    "str": "string",
+}
 PROBLEM = "__timelypy_problem"
 """The column the validation query adds (the index of the check a bad row fails)."""
 
@@ -55,9 +83,16 @@ class SparkInputError(SparkConnectorError, ValueError):
     ``batch_id`` is the refused micro-batch's id when a
     :class:`~timelypy.connectors.spark.ForeachBatchSink` raised it, else None."""
 
-    def __init__(self, message: str, input: Optional[str] = None, column: Optional[str] = None,
-                 row: Optional[Dict[str, Any]] = None, value: Any = None, reason: str = "",
-                 rows: Sequence[Tuple[Dict[str, Any], str, str]] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        input: Optional[str] = None,
+        column: Optional[str] = None,
+        row: Optional[Dict[str, Any]] = None,
+        value: Any = None,
+        reason: str = "",
+        rows: Sequence[Tuple[Dict[str, Any], str, str]] = (),
+    ) -> None:
         super().__init__(message)
         self.input = input
         self.column = column
@@ -83,8 +118,9 @@ def require_pyspark() -> Any:
         import pyspark
         import pyspark.sql  # noqa: F401 - the DataFrame API
     except ImportError as exc:
-        raise SparkUnavailableError(f"the Spark connector needs pyspark ({exc}): "
-                                    f"{INSTALL_HINT}") from exc
+        raise SparkUnavailableError(
+            f"the Spark connector needs pyspark ({exc}): {INSTALL_HINT}"
+        ) from exc
     return pyspark
 
 
@@ -92,8 +128,9 @@ def _names(value: Names, what: str) -> Tuple[str, ...]:
     names = (value,) if isinstance(value, str) else tuple(value)
     for name in names:
         if not isinstance(name, str) or not name:
-            raise TypeError(f"Columns: {what} must be column names (non-empty strings), got "
-                            f"{show(value)}")
+            raise TypeError(
+                f"Columns: {what} must be column names (non-empty strings), got {show(value)}"
+            )
     return names
 
 
@@ -111,27 +148,37 @@ class Columns:
     ``int``, ``string``, ... are accepted), checked on the schema.
     """
 
-    def __init__(self, record: Names = (), *, key: Names = (), value: Names = (),
-                 diff: Optional[str] = None, op: Optional[str] = None,
-                 time: Optional[str] = None, null_keys: str = "error",
-                 ops: Tuple[str, str] = ("insert", "delete"),
-                 types: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(
+        self,
+        record: Names = (),
+        *,
+        key: Names = (),
+        value: Names = (),
+        diff: Optional[str] = None,
+        op: Optional[str] = None,
+        time: Optional[str] = None,
+        null_keys: str = "error",
+        ops: Tuple[str, str] = ("insert", "delete"),
+        types: Optional[Mapping[str, str]] = None,
+    ) -> None:
         self.record = _names(record, "record")
         self.key = _names(key, "key")
         self.value = _names(value, "value")
         if self.record and (self.key or self.value):
             raise ValueError("Columns: give the record columns, or key= and value=, not both")
         if not self.record and not (self.key and self.value):
-            raise ValueError("Columns: give the record columns (Columns(['a', 'b'])) or both "
-                             "key= and value= (Columns(key=['src'], value=['dst']))")
+            raise ValueError(
+                "Columns: give the record columns (Columns(['a', 'b'])) or both "
+                "key= and value= (Columns(key=['src'], value=['dst']))"
+            )
         if diff is not None and op is not None:
-            raise ValueError(f"Columns: give diff= or op=, not both (got diff={diff!r}, "
-                             f"op={op!r})")
+            raise ValueError(f"Columns: give diff= or op=, not both (got diff={diff!r}, op={op!r})")
         if null_keys not in ("error", "drop"):
             raise ValueError(f"Columns: null_keys must be 'error' or 'drop', got {null_keys!r}")
         if len(ops) != 2 or ops[0] == ops[1] or not all(isinstance(o, str) for o in ops):
-            raise ValueError(f"Columns: ops must be two different strings (insert, delete), "
-                             f"got {ops!r}")
+            raise ValueError(
+                f"Columns: ops must be two different strings (insert, delete), got {ops!r}"
+            )
         self.diff, self.op, self.time = diff, op, time
         self.null_keys = null_keys
         self.ops = (ops[0], ops[1])
@@ -158,19 +205,25 @@ class Columns:
         return self.names + tuple(c for c in (self.diff, self.op, self.time) if c is not None)
 
     def __repr__(self) -> str:
-        shape = (f"{list(self.record)!r}" if self.record
-                 else f"key={list(self.key)!r}, value={list(self.value)!r}")
-        extra = "".join(f", {k}={v!r}" for k, v in (("diff", self.diff), ("op", self.op),
-                                                   ("time", self.time)) if v is not None)
+        shape = (
+            f"{list(self.record)!r}"
+            if self.record
+            else f"key={list(self.key)!r}, value={list(self.value)!r}"
+        )
+        extra = "".join(
+            f", {k}={v!r}"
+            for k, v in (("diff", self.diff), ("op", self.op), ("time", self.time))
+            if v is not None
+        )
         return f"Columns({shape}{extra}, null_keys={self.null_keys!r})"
 
     def make_record(self, values: Sequence[Any]) -> Any:
         """The record of the record columns' ``values`` (in :attr:`names` order)."""
         if self.record:
-            return values[0] if len(self.record) == 1 else tuple(values[:len(self.record)])
+            return values[0] if len(self.record) == 1 else tuple(values[: len(self.record)])
         k = len(self.key)
         key = values[0] if k == 1 else tuple(values[:k])
-        value = values[k] if len(self.value) == 1 else tuple(values[k:k + len(self.value)])
+        value = values[k] if len(self.value) == 1 else tuple(values[k : k + len(self.value)])
         return (key, value)
 
     def flatten(self, record: Any) -> Tuple[Any, ...]:
@@ -179,8 +232,9 @@ class Columns:
         if self.record:
             return (record,) if len(self.record) == 1 else self._part(record, self.record)
         if not (isinstance(record, tuple) and len(record) == 2):
-            raise SparkOutputError(f"record {show(record)} is not a (key, value) pair, as "
-                                   f"{self!r} expects")
+            raise SparkOutputError(
+                f"record {show(record)} is not a (key, value) pair, as {self!r} expects"
+            )
         key = (record[0],) if len(self.key) == 1 else self._part(record[0], self.key)
         value = (record[1],) if len(self.value) == 1 else self._part(record[1], self.value)
         return key + value
@@ -188,11 +242,17 @@ class Columns:
     def _part(self, part: Any, names: Tuple[str, ...]) -> Tuple[Any, ...]:
         if isinstance(part, tuple) and len(part) == len(names):
             return part
-        raise SparkOutputError(f"{show(part)} does not fill the {len(names)} columns {names!r} "
-                               f"of {self!r} (a tuple of {len(names)} values is expected)")
+        raise SparkOutputError(
+            f"{show(part)} does not fill the {len(names)} columns {names!r} "
+            f"of {self!r} (a tuple of {len(names)} values is expected)"
+        )
 
-    def reader(self, schema: "StructType", input: str,
-               example: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> "RowReader":
+    def reader(
+        self,
+        schema: "StructType",
+        input: str,
+        example: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+    ) -> "RowReader":
         """Check the mapping against ``schema`` (every column present, supported and integer
         where it must be); ``example()`` gives a row to name in an error. Returns the reader."""
         types = {f.name: f.dataType.simpleString() for f in schema.fields}
@@ -201,10 +261,16 @@ class Columns:
         def refuse(column: str, reason: str) -> SparkInputError:
             row = example() if example is not None else None
             shown = f"; first row: {show(row)}" if row else ""
-            return SparkInputError(f"input {input!r}: column {column!r} {reason} (the "
-                                   f"DataFrame's columns: {listing}){shown}", input=input,
-                                   column=column, row=row, reason=reason,
-                                   value=None if not row else row.get(column))
+            return SparkInputError(
+                f"input {input!r}: column {column!r} {reason} (the "
+                f"DataFrame's columns: {listing}){shown}",
+                input=input,
+                column=column,
+                row=row,
+                reason=reason,
+                value=None if not row else row.get(column),
+            )
+
         for name in self.selected + tuple(self.types):
             if name not in types:
                 raise refuse(name, "is not in the DataFrame")
@@ -213,12 +279,18 @@ class Columns:
                 raise refuse(name, f"has type {types[name]}, but {expected} is declared")
         for name in self.names:
             if types[name] not in RECORD_TYPES:
-                raise refuse(name, f"has type {types[name]}, which is not a record type "
-                                   f"({', '.join(sorted(RECORD_TYPES))}): cast it first")
+                raise refuse(
+                    name,
+                    f"has type {types[name]}, which is not a record type "
+                    f"({', '.join(sorted(RECORD_TYPES))}): cast it first",
+                )
         for name, what in ((self.diff, "diff"), (self.time, "time")):
             if name is not None and types[name] not in INTEGER_TYPES:
-                raise refuse(name, f"is the {what} column but has type {types[name]}, not an "
-                                   f"integer type ({', '.join(sorted(INTEGER_TYPES))})")
+                raise refuse(
+                    name,
+                    f"is the {what} column but has type {types[name]}, not an "
+                    f"integer type ({', '.join(sorted(INTEGER_TYPES))})",
+                )
         if self.op is not None and types[self.op] != "string":
             raise refuse(self.op, f"is the op column but has type {types[self.op]}, not string")
         return RowReader(self, input, types)
@@ -256,24 +328,42 @@ class RowReader:
 
         cols, out = self.columns, []
         if not self.drops:
-            out += [(df[c].isNull(), c, "null key (use null_keys='drop' to skip such rows)")
-                    for c in cols.null_checked]
-        out += [(F.isnan(df[cols.names[i]]), cols.names[i],
-                 "NaN in a record column (NaN never equals itself: it could never be deleted)")
-                for i in self._floats]
+            out += [
+                (df[c].isNull(), c, "null key (use null_keys='drop' to skip such rows)")
+                for c in cols.null_checked
+            ]
+        out += [
+            (
+                F.isnan(df[cols.names[i]]),
+                cols.names[i],
+                "NaN in a record column (NaN never equals itself: it could never be deleted)",
+            )
+            for i in self._floats
+        ]
         if cols.diff is not None:
             out.append((df[cols.diff].isNull(), cols.diff, "null diff"))
         if cols.op is not None:
-            out.append((df[cols.op].isNull() | ~df[cols.op].isin(*cols.ops), cols.op,
-                        f"op is neither {cols.ops[0]!r} nor {cols.ops[1]!r}"))
+            out.append(
+                (
+                    df[cols.op].isNull() | ~df[cols.op].isin(*cols.ops),
+                    cols.op,
+                    f"op is neither {cols.ops[0]!r} nor {cols.ops[1]!r}",
+                )
+            )
         if cols.time is not None:
             out.append((df[cols.time].isNull(), cols.time, "null time"))
-            out.append((df[cols.time] < now, cols.time,
-                        f"time is behind the session's time {now} (before its frontier)"))
+            out.append(
+                (
+                    df[cols.time] < now,
+                    cols.time,
+                    f"time is behind the session's time {now} (before its frontier)",
+                )
+            )
         return out
 
-    def bad_rows(self, df: "DataFrame", now: int, limit: int = 5
-                 ) -> List[Tuple[Dict[str, Any], str, str]]:
+    def bad_rows(
+        self, df: "DataFrame", now: int, limit: int = 5
+    ) -> List[Tuple[Dict[str, Any], str, str]]:
         """Up to ``limit`` rows of ``df`` (already :meth:`select`-ed) that fail a check, as
         ``(row, column, reason)``: one Spark query, nothing collected but those rows."""
         from pyspark.sql import functions as F
@@ -283,29 +373,45 @@ class RowReader:
             return []
         problem = None
         for i, (condition, _, _) in enumerate(checks):
-            problem = (F.when(condition, F.lit(i)) if problem is None
-                       else problem.when(condition, F.lit(i)))
-        found = (df.select(*[df[c] for c in self.columns.selected], problem.alias(PROBLEM))
-                 .where(F.col(PROBLEM).isNotNull()).limit(limit).collect())
+            problem = (
+                F.when(condition, F.lit(i))
+                if problem is None
+                else problem.when(condition, F.lit(i))
+            )
+        found = (
+            df.select(*[df[c] for c in self.columns.selected], problem.alias(PROBLEM))
+            .where(F.col(PROBLEM).isNotNull())
+            .limit(limit)
+            .collect()
+        )
         return [(self.row_dict(r), checks[r[-1]][1], checks[r[-1]][2]) for r in found]
 
     def row_dict(self, row: Sequence[Any]) -> Dict[str, Any]:
         """The row as ``{column: value}`` (for messages)."""
         return dict(zip(self.columns.selected, row))
 
-    def refused(self, bad: Sequence[Tuple[Dict[str, Any], str, str]],
-                outcome: str = "The whole DataFrame was refused: nothing of it was applied."
-                ) -> SparkInputError:
+    def refused(
+        self,
+        bad: Sequence[Tuple[Dict[str, Any], str, str]],
+        outcome: str = "The whole DataFrame was refused: nothing of it was applied.",
+    ) -> SparkInputError:
         """The error for ``bad`` rows (the first is named; ``outcome`` says what was applied)."""
         row, column, reason = bad[0]
         more = f" ({len(bad) - 1} more bad rows in .rows)" if len(bad) > 1 else ""
         return SparkInputError(
             f"input {self.input!r}: column {column!r} of row {show(row)}: {reason}{more}. "
-            f"{outcome}", input=self.input,
-            column=column, row=row, value=row.get(column), reason=reason, rows=bad)
+            f"{outcome}",
+            input=self.input,
+            column=column,
+            row=row,
+            value=row.get(column),
+            reason=reason,
+            rows=bad,
+        )
 
-    def convert(self, row: Sequence[Any], now: Optional[int] = None
-                ) -> Optional[Tuple[Any, int, Optional[int]]]:
+    def convert(
+        self, row: Sequence[Any], now: Optional[int] = None
+    ) -> Optional[Tuple[Any, int, Optional[int]]]:
         """``(record, diff, time)`` of a row (time None: the input's time); None for a row that
         ``null_keys="drop"`` skips; :class:`BadRow` for a bad row (with ``now``, a time before
         it is one)."""
@@ -331,20 +437,27 @@ class RowReader:
         elif self._op is not None:
             diff = self._signs.get(row[self._op], 0)
             if not diff:
-                return self._bad(row, self._op, f"op is neither {self.columns.ops[0]!r} nor "
-                                                f"{self.columns.ops[1]!r}")
+                return self._bad(
+                    row,
+                    self._op,
+                    f"op is neither {self.columns.ops[0]!r} nor {self.columns.ops[1]!r}",
+                )
         time = None
         if self._time is not None:
             time = row[self._time]
             if time is None:
                 return self._bad(row, self._time, "null time")
             if now is not None and time < now:
-                return self._bad(row, self._time, f"time is behind the session's time {now} "
-                                                  f"(before its frontier)")
+                return self._bad(
+                    row,
+                    self._time,
+                    f"time is behind the session's time {now} (before its frontier)",
+                )
         return self.columns.make_record(values), diff, time
 
-    def convert_table(self, table: Any, now: Optional[int] = None
-                      ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
+    def convert_table(
+        self, table: Any, now: Optional[int] = None
+    ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
         """Columnar :meth:`convert` of an Arrow table or batch of the :attr:`Columns.selected`
         columns: ``(records, diffs, times)`` (times None: the input's time). Checks run on whole
         columns (nulls, NaN, ops, times); a batch that fails one is converted row by row, so
@@ -354,7 +467,7 @@ class RowReader:
         columns = table.columns
         if not self._columns_clean(columns, now, pc):
             return self._convert_rows(columns, now)
-        lists = [c.to_pylist() for c in columns[:self.width]]
+        lists = [c.to_pylist() for c in columns[: self.width]]
         cols = self.columns
         if cols.record:
             records = lists[0] if len(lists) == 1 else list(zip(*lists))
@@ -383,18 +496,20 @@ class RowReader:
             return False
         if self._op is not None:
             ops = columns[self._op]
-            if ops.null_count or not pc.all(pc.is_in(ops, value_set=_arrow_strings(
-                    self.columns.ops))).as_py():
+            if (
+                ops.null_count
+                or not pc.all(pc.is_in(ops, value_set=_arrow_strings(self.columns.ops))).as_py()
+            ):
                 return False
         if self._time is not None:
             times = columns[self._time]
-            if times.null_count or (now is not None and len(times) and
-                                    pc.min(times).as_py() < now):
+            if times.null_count or (now is not None and len(times) and pc.min(times).as_py() < now):
                 return False
         return True
 
-    def _convert_rows(self, columns: Sequence[Any], now: Optional[int]
-                      ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
+    def _convert_rows(
+        self, columns: Sequence[Any], now: Optional[int]
+    ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
         records: List[Any] = []
         diffs: List[int] = []
         times: List[Optional[int]] = []

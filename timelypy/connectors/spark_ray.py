@@ -9,41 +9,94 @@ import queue
 import sys
 import threading
 import time as _time
-from typing import (TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional,
-                    Sequence, Tuple, Union)
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
-from .ray_data import (RAY_TIMEOUT, _bounded, _metadata_cpus, _metadata_tasks_without_cpu,
-                       _ray, arrow_schema, changes_to_dataset, cpu_report, dataset_to_spark,
-                       is_spark_on_ray, records_to_arrow, view_to_dataset)
 from ..workers.ray_start import ensure_ray
+from .ray_data import (
+    RAY_TIMEOUT,
+    _bounded,
+    _metadata_cpus,
+    _metadata_tasks_without_cpu,
+    _ray,
+    arrow_schema,
+    changes_to_dataset,
+    cpu_report,
+    dataset_to_spark,
+    is_spark_on_ray,
+    records_to_arrow,
+    view_to_dataset,
+)
 from .spark import JAVA_OPTIONS, Columns
-from .spark_columns import (INSTALL_HINT, BadRow, RowReader, SparkConnectorError,
-                            SparkUnavailableError, require_pyspark)
+from .spark_columns import (
+    INSTALL_HINT,
+    BadRow,
+    RowReader,
+    SparkConnectorError,
+    SparkUnavailableError,
+    require_pyspark,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["spark_on_ray", "stop_spark_on_ray", "is_spark_on_ray", "dataset_shards",
-           "SparkShards", "Shard", "shard_collection", "ShardInput", "feed_shard",
-           "records_to_arrow", "view_to_dataset", "changes_to_dataset", "dataset_to_spark",
-           "arrow_schema", "cpu_report", "RAYDP_JAVA_OPTIONS", "RAYDP_SETTINGS"]
+__all__ = [
+    "spark_on_ray",
+    "stop_spark_on_ray",
+    "is_spark_on_ray",
+    "dataset_shards",
+    "SparkShards",
+    "Shard",
+    "shard_collection",
+    "ShardInput",
+    "feed_shard",
+    "records_to_arrow",
+    "view_to_dataset",
+    "changes_to_dataset",
+    "dataset_to_spark",
+    "arrow_schema",
+    "cpu_report",
+    "RAYDP_JAVA_OPTIONS",
+    "RAYDP_SETTINGS",
+]
 
 log = logging.getLogger("timelypy.connectors.spark_ray")
 
-RAYDP_JAVA_OPTIONS = JAVA_OPTIONS + " " + " ".join(
-    f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in ("java.math", "java.text", "java.time"))
+RAYDP_JAVA_OPTIONS = (
+    JAVA_OPTIONS
+    + " "
+    + " ".join(
+        f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in ("java.math", "java.text", "java.time")
+    )
+)
 """The JVM flags of Spark on Java 17, plus what RayDP's Java actors need (their serializer
 reads private fields of ``java.math.BigDecimal``: without ``java.math`` opened, the first
 Spark -> Ray conversion kills RayDP's app master with ``InaccessibleObjectException``)."""
 
-_JAVA_KEYS = ("spark.ray.raydp_app_master.extraJavaOptions", "spark.driver.extraJavaOptions",
-              "spark.executor.extraJavaOptions")
+_JAVA_KEYS = (
+    "spark.ray.raydp_app_master.extraJavaOptions",
+    "spark.driver.extraJavaOptions",
+    "spark.executor.extraJavaOptions",
+)
 
 RAYDP_SETTINGS: Dict[str, str] = {
-    **{key: RAYDP_JAVA_OPTIONS for key in _JAVA_KEYS}, "spark.ui.enabled": "false",
-    "spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.showConsoleProgress": "false",
+    **{key: RAYDP_JAVA_OPTIONS for key in _JAVA_KEYS},
+    "spark.ui.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
     "spark.ray.raydp_recoverable_fetch.task.resource.CPU": "0",
-    "spark.ray.raydp_spark_master.actor.resource.CPU": "0"}
+    "spark.ray.raydp_spark_master.actor.resource.CPU": "0",
+}
 """What :func:`spark_on_ray` sets (plus ``spark.sql.shuffle.partitions`` = the executors'
 cores, at least 2, and loopback addresses for the driver on a one-node loopback Ray). RayDP's
 master actor and the tasks that fetch a DataFrame's Arrow blocks from the executors into Ray's
@@ -89,6 +142,7 @@ def _owned_class() -> Any:
                 SparkSession.stop(self)
             else:
                 stop_spark_on_ray()
+
     return RayDPSparkSession
 
 
@@ -104,13 +158,16 @@ def _inside_raydp_stop() -> bool:
     return bool(owned and owned())
 
 
-_PLAIN_SPARK = ("pyspark keeps one JVM per process, and a plain (non-Ray) Spark started it "
-                "without RayDP's classes: start Spark on Ray in a process whose first Spark it "
-                "is")
+_PLAIN_SPARK = (
+    "pyspark keeps one JVM per process, and a plain (non-Ray) Spark started it "
+    "without RayDP's classes: start Spark on Ray in a process whose first Spark it "
+    "is"
+)
 
 
-def _settings(executors: int, executor_cores: int, configs: Optional[Mapping[str, Any]],
-              ray: Any) -> Dict[str, str]:
+def _settings(
+    executors: int, executor_cores: int, configs: Optional[Mapping[str, Any]], ray: Any
+) -> Dict[str, str]:
     """RayDP's configs: :data:`RAYDP_SETTINGS`, loopback on a loopback Ray, ``configs``."""
     settings = dict(RAYDP_SETTINGS)
     settings["spark.sql.shuffle.partitions"] = str(max(2, executors * executor_cores))
@@ -125,12 +182,19 @@ def _settings(executors: int, executor_cores: int, configs: Optional[Mapping[str
     return settings
 
 
-def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores: int = 1,
-                 executor_memory: Union[str, int] = "1G",
-                 configs: Optional[Mapping[str, Any]] = None, *,
-                 spark: Optional["SparkSession"] = None, address: Optional[str] = None,
-                 log_level: str = "WARN", warm: bool = False,
-                 start_timeout: float = START_TIMEOUT) -> "SparkSession":
+def spark_on_ray(
+    app_name: str = "timelypy",
+    executors: int = 1,
+    executor_cores: int = 1,
+    executor_memory: Union[str, int] = "1G",
+    configs: Optional[Mapping[str, Any]] = None,
+    *,
+    spark: Optional["SparkSession"] = None,
+    address: Optional[str] = None,
+    log_level: str = "WARN",
+    warm: bool = False,
+    start_timeout: float = START_TIMEOUT,
+) -> "SparkSession":
     """A Spark on the current Ray cluster through RayDP: ``executors`` executor actors of
     ``executor_cores`` CPUs and ``executor_memory`` each.
 
@@ -160,16 +224,22 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
     if spark is not None:
         if is_spark_on_ray(spark):
             return spark
-        raise SparkConnectorError("spark_on_ray: the SparkSession given does not run on Ray "
-                                  "(RayDP); use timelypy.connectors.spark for a plain Spark")
+        raise SparkConnectorError(
+            "spark_on_ray: the SparkSession given does not run on Ray "
+            "(RayDP); use timelypy.connectors.spark for a plain Spark"
+        )
     if executors < 1 or executor_cores < 1:
-        raise ValueError(f"spark_on_ray: executors and executor_cores must be >= 1, got "
-                         f"{executors} and {executor_cores}")
+        raise ValueError(
+            f"spark_on_ray: executors and executor_cores must be >= 1, got "
+            f"{executors} and {executor_cores}"
+        )
     raydp, ray = _raydp(), _ray()
     with _State.lock:
         if _State.session is not None:
-            raise SparkConnectorError("spark_on_ray: a RayDP Spark started here runs (RayDP "
-                                      "keeps one per process): stop it, or pass it as spark=")
+            raise SparkConnectorError(
+                "spark_on_ray: a RayDP Spark started here runs (RayDP "
+                "keeps one per process): stop it, or pass it as spark="
+            )
         from pyspark.sql import SparkSession
 
         try:
@@ -182,28 +252,46 @@ def spark_on_ray(app_name: str = "timelypy", executors: int = 1, executor_cores:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         start = _time.monotonic()
-        asked = (f"{executors} executor(s) of {executor_cores} CPU(s) and {executor_memory} "
-                 f"each ({executors * executor_cores} CPUs asked)")
+        asked = (
+            f"{executors} executor(s) of {executor_cores} CPU(s) and {executor_memory} "
+            f"each ({executors * executor_cores} CPUs asked)"
+        )
         try:
-            session = _bounded("spark_on_ray", asked, start_timeout, functools.partial(
-                raydp.init_spark, app_name, num_executors=executors,
-                executor_cores=executor_cores, executor_memory=executor_memory,
-                configs=_settings(executors, executor_cores, configs, ray)),
-                option="start_timeout")
+            session = _bounded(
+                "spark_on_ray",
+                asked,
+                start_timeout,
+                functools.partial(
+                    raydp.init_spark,
+                    app_name,
+                    num_executors=executors,
+                    executor_cores=executor_cores,
+                    executor_memory=executor_memory,
+                    configs=_settings(executors, executor_cores, configs, ray),
+                ),
+                option="start_timeout",
+            )
         except Exception as exc:
             _stop_half_started(raydp)  # RayDP keeps a half-started Spark that blocks the next
             if isinstance(exc, SparkConnectorError):
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            raise SparkConnectorError(f"spark_on_ray: RayDP could not start Spark "
-                                      f"({type(exc).__name__}: {first}). If a plain Spark ran "
-                                      f"in this process, that is why: {_PLAIN_SPARK}") from exc
+            raise SparkConnectorError(
+                f"spark_on_ray: RayDP could not start Spark "
+                f"({type(exc).__name__}: {first}). If a plain Spark ran "
+                f"in this process, that is why: {_PLAIN_SPARK}"
+            ) from exc
         session.__class__ = _owned_class()
         _State.session = session
     _await_executors(session, executors, asked, start_timeout - (_time.monotonic() - start))
     session.sparkContext.setLogLevel(log_level)
-    log.info("spark_on_ray: %d executor(s) of %d core(s), %s, up in %.1f s", executors,
-             executor_cores, executor_memory, _time.monotonic() - start)
+    log.info(
+        "spark_on_ray: %d executor(s) of %d core(s), %s, up in %.1f s",
+        executors,
+        executor_cores,
+        executor_memory,
+        _time.monotonic() - start,
+    )
     if warm:
         session.range(1).count()
     return session
@@ -228,12 +316,15 @@ def _await_executors(session: Any, executors: int, asked: str, timeout: float) -
     try:
         stop_spark_on_ray(timeout=30.0)
     except SparkConnectorError:
-        log.warning("spark_on_ray: RayDP did not stop after its executors were not placed",
-                    exc_info=True)
-    raise SparkConnectorError(f"spark_on_ray: {registered} of {executors} executor(s) "
-                              f"registered within the start_timeout; Ray has not placed the "
-                              f"rest: {asked}; {cpu_report()}. Free CPUs (fewer executor "
-                              f"cores) or pass a longer start_timeout")
+        log.warning(
+            "spark_on_ray: RayDP did not stop after its executors were not placed", exc_info=True
+        )
+    raise SparkConnectorError(
+        f"spark_on_ray: {registered} of {executors} executor(s) "
+        f"registered within the start_timeout; Ray has not placed the "
+        f"rest: {asked}; {cpu_report()}. Free CPUs (fewer executor "
+        f"cores) or pass a longer start_timeout"
+    )
 
 
 def _stop_half_started(raydp: Any) -> None:
@@ -258,6 +349,7 @@ def stop_spark_on_ray(timeout: float = STOP_TIMEOUT) -> None:
             _raydp().stop_spark()
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
+
     try:
         worker = threading.Thread(target=stop, name="timelypy-raydp-stop", daemon=True)
         worker.start()
@@ -265,8 +357,9 @@ def stop_spark_on_ray(timeout: float = STOP_TIMEOUT) -> None:
         if worker.is_alive():
             raise SparkConnectorError(f"stop_spark_on_ray: RayDP did not stop within {timeout} s")
         if errors:
-            raise SparkConnectorError(f"stop_spark_on_ray: RayDP failed to stop: "
-                                      f"{type(errors[0]).__name__}: {errors[0]}") from errors[0]
+            raise SparkConnectorError(
+                f"stop_spark_on_ray: RayDP failed to stop: {type(errors[0]).__name__}: {errors[0]}"
+            ) from errors[0]
     finally:
         with _State.lock:
             _State.session = None
@@ -320,9 +413,17 @@ class SparkShards(List[Shard]):
         self.release()
 
 
-def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: str = "spark",
-                   time: int = 0, check: bool = True, blocks: Optional[int] = None,
-                   timeout: float = RAY_TIMEOUT) -> SparkShards:
+def dataset_shards(
+    df: "DataFrame",
+    workers: int,
+    columns: Columns,
+    *,
+    input: str = "spark",
+    time: int = 0,
+    check: bool = True,
+    blocks: Optional[int] = None,
+    timeout: float = RAY_TIMEOUT,
+) -> SparkShards:
     """Split ``df``'s mapped columns into one shard per timelypy worker, through Ray.
 
     The DataFrame's Spark must be a RayDP Spark (:func:`spark_on_ray`). Checks first: the
@@ -345,15 +446,18 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     if not isinstance(columns, Columns):
         raise TypeError(f"columns must be a Columns mapping, got {type(columns).__name__}")
     if not is_spark_on_ray(df.sparkSession):
-        raise SparkConnectorError(f"input {input!r}: the DataFrame's Spark does not run on Ray "
-                                  f"(start it with spark_on_ray()); with a plain Spark use "
-                                  f"timelypy.connectors.spark.load")
+        raise SparkConnectorError(
+            f"input {input!r}: the DataFrame's Spark does not run on Ray "
+            f"(start it with spark_on_ray()); with a plain Spark use "
+            f"timelypy.connectors.spark.load"
+        )
     _raydp()
     from raydp.spark.dataset import from_spark_recoverable
 
     def example() -> Optional[Dict[str, Any]]:  # a row to show in a schema error
         first = df.limit(1).collect()
         return first[0].asDict() if first else None
+
     reader = columns.reader(df.schema, input, example)
     frame = reader.select(df)
     bad = reader.bad_rows(frame, time) if check else []
@@ -366,16 +470,28 @@ def dataset_shards(df: "DataFrame", workers: int, columns: Columns, *, input: st
     def convert() -> Tuple[Any, Any]:
         with _metadata_tasks_without_cpu():
             dataset = from_spark_recoverable(
-                frame, parallelism=wanted if wanted != partitions else None)
+                frame, parallelism=wanted if wanted != partitions else None
+            )
         return dataset, dataset.streaming_split(workers, equal=False)
+
     dataset, iterators = _bounded(
-        f"dataset_shards of input {input!r}", f"Spark's executors to write {wanted} Arrow "
+        f"dataset_shards of input {input!r}",
+        f"Spark's executors to write {wanted} Arrow "
         f"blocks into Ray's object store, Ray tasks (0 CPUs asked) to fetch them and Ray "
-        f"Data's tasks to read their metadata ({_metadata_cpus()})", timeout, convert)
-    log.info("dataset_shards: input %r in %d blocks for %d workers (%.2f s)", input, wanted,
-             workers, _time.monotonic() - start)
-    return SparkShards([Shard(i, workers, it, reader, time) for i, it in enumerate(iterators)],
-                       dataset, frame)
+        f"Data's tasks to read their metadata ({_metadata_cpus()})",
+        timeout,
+        convert,
+    )
+    log.info(
+        "dataset_shards: input %r in %d blocks for %d workers (%.2f s)",
+        input,
+        wanted,
+        workers,
+        _time.monotonic() - start,
+    )
+    return SparkShards(
+        [Shard(i, workers, it, reader, time) for i, it in enumerate(iterators)], dataset, frame
+    )
 
 
 class _ShardReader:
@@ -384,23 +500,25 @@ class _ShardReader:
 
     _END = object()
 
-    def __init__(self, shard: Shard, batch_rows: int, read_timeout: float, prefetch: int = 2
-                 ) -> None:
+    def __init__(
+        self, shard: Shard, batch_rows: int, read_timeout: float, prefetch: int = 2
+    ) -> None:
         self.shard = shard
         self.batch_rows = batch_rows
         self.read_timeout = read_timeout
         self.last = _time.monotonic()
         self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=max(1, prefetch))
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True,
-                                       name=f"timelypy-shard-{shard.index}")
+        self.thread = threading.Thread(
+            target=self._run, daemon=True, name=f"timelypy-shard-{shard.index}"
+        )
         self.thread.start()
 
     def _run(self) -> None:
         try:
-            for batch in self.shard.iterator.iter_batches(batch_size=self.batch_rows,
-                                                          batch_format="pyarrow",
-                                                          prefetch_batches=1):
+            for batch in self.shard.iterator.iter_batches(
+                batch_size=self.batch_rows, batch_format="pyarrow", prefetch_batches=1
+            ):
                 if not self._put(batch):
                     return
             self._put(self._END)
@@ -426,15 +544,19 @@ class _ShardReader:
         except queue.Empty:
             if _time.monotonic() - self.last > self.read_timeout:
                 self.stop()
-                raise SparkConnectorError(f"input {shard.input!r}: worker {shard.index} got no "
-                                          f"batch of its shard within {self.read_timeout} s "
-                                          f"(read from Ray's object store: {cpu_report()})")
+                raise SparkConnectorError(
+                    f"input {shard.input!r}: worker {shard.index} got no "
+                    f"batch of its shard within {self.read_timeout} s "
+                    f"(read from Ray's object store: {cpu_report()})"
+                )
             return None
         self.last = _time.monotonic()
         if isinstance(item, BaseException):
-            raise SparkConnectorError(f"input {self.shard.input!r}: reading shard "
-                                      f"{self.shard.index} from Ray failed: "
-                                      f"{type(item).__name__}: {item}") from item
+            raise SparkConnectorError(
+                f"input {self.shard.input!r}: reading shard "
+                f"{self.shard.index} from Ray failed: "
+                f"{type(item).__name__}: {item}"
+            ) from item
         return item
 
     def stop(self) -> None:
@@ -448,8 +570,11 @@ def _insert(session: Any, shard: Shard, batch: Any, sent: int) -> int:
     try:
         records, diffs, times = reader.convert_table(batch, at)
     except BadRow as exc:
-        raise reader.refused([exc.bad], f"Worker {shard.index} stopped there: the {sent} rows "
-                                        f"of its shard before its batch were inserted.") from exc
+        raise reader.refused(
+            [exc.bad],
+            f"Worker {shard.index} stopped there: the {sent} rows "
+            f"of its shard before its batch were inserted.",
+        ) from exc
     if times is None and at == session.time and all(d == 1 for d in diffs):
         session.insert_many(records)  # the common load: one copy of each row, now
     else:
@@ -499,8 +624,10 @@ class ShardInput:
 
     def describe(self) -> str:
         """The input, its shard and progress (for stall diagnostics)."""
-        return (f"{self.shard.input!r} shard {self.shard.index} at {self.shard.time!r} "
-                f"({self.rows} rows, {'read' if self.done else 'reading'})")
+        return (
+            f"{self.shard.input!r} shard {self.shard.index} at {self.shard.time!r} "
+            f"({self.rows} rows, {'read' if self.done else 'reading'})"
+        )
 
 
 def _check_batch_rows(batch_rows: int) -> None:
@@ -508,9 +635,14 @@ def _check_batch_rows(batch_rows: int) -> None:
         raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
 
 
-def shard_collection(scope: Any, shards: Sequence[Shard], name: Optional[str] = None, *,
-                     batch_rows: int = DEFAULT_BATCH_ROWS,
-                     read_timeout: float = DEFAULT_READ_TIMEOUT) -> Tuple[ShardInput, Any]:
+def shard_collection(
+    scope: Any,
+    shards: Sequence[Shard],
+    name: Optional[str] = None,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+) -> Tuple[ShardInput, Any]:
     """A collection fed by this worker's shard (``shards[scope.worker.index]``): returns
     ``(input, collection)``. Every record is inserted at the shard's time (or its ``time``
     column's); the input closes once the shard is read, so a probe downstream passes that
@@ -525,9 +657,11 @@ def shard_collection(scope: Any, shards: Sequence[Shard], name: Optional[str] = 
     _check_batch_rows(batch_rows)
     worker = scope.worker
     if len(shards) != worker.peers:
-        raise SparkConnectorError(f"shard_collection: {len(shards)} shards for "
-                                  f"{worker.peers} workers (make them with "
-                                  f"dataset_shards(df, {worker.peers}, ...))")
+        raise SparkConnectorError(
+            f"shard_collection: {len(shards)} shards for "
+            f"{worker.peers} workers (make them with "
+            f"dataset_shards(df, {worker.peers}, ...))"
+        )
     shard = shards[worker.index]
     name = name or shard.input
     handle, stream = scope.new_input(name, register=False)
@@ -536,8 +670,14 @@ def shard_collection(scope: Any, shards: Sequence[Shard], name: Optional[str] = 
     return source, Collection(scope, stream)
 
 
-def feed_shard(worker: Any, session: Any, shard: Shard, *, batch_rows: int = DEFAULT_BATCH_ROWS,
-               read_timeout: float = DEFAULT_READ_TIMEOUT) -> int:
+def feed_shard(
+    worker: Any,
+    session: Any,
+    shard: Shard,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+) -> int:
     """Insert ``shard``'s rows into ``session`` (an input session of this worker's dataflow)
     batch by batch, flushing and stepping the worker between batches (bounded memory); returns
     the rows inserted. The session is neither advanced nor closed. Waits at most

@@ -24,8 +24,13 @@ __all__ = ["CollectionView"]
 Schema = Union[str, "StructType"]
 
 _PYTHON_TYPES: Dict[str, Tuple[type, ...]] = {
-    **{t: (int,) for t in INTEGER_TYPES}, "float": (float, int), "double": (float, int),
-    "string": (str,), "boolean": (bool,), "binary": (bytes, bytearray)}
+    **{t: (int,) for t in INTEGER_TYPES},
+    "float": (float, int),
+    "double": (float, int),
+    "string": (str,),
+    "boolean": (bool,),
+    "binary": (bytes, bytearray),
+}
 
 
 class CollectionView:
@@ -40,8 +45,9 @@ class CollectionView:
     closed history into one snapshot when only the latest contents matter.
     """
 
-    def __init__(self, session: DataflowSession, capture: str,
-                 timeout: Optional[float] = None) -> None:
+    def __init__(
+        self, session: DataflowSession, capture: str, timeout: Optional[float] = None
+    ) -> None:
         self.session = session
         self.capture = capture
         self.timeout = timeout
@@ -74,12 +80,16 @@ class CollectionView:
         if at is None:
             return lambda t: not less_equal(self.closed, t)
         if less_equal(self.closed, at):
-            raise SparkOutputError(f"view of {self.capture!r}: time {at!r} is not closed yet "
-                                   f"(the view is complete before {self.closed!r}; refresh() "
-                                   f"after advancing the session)")
+            raise SparkOutputError(
+                f"view of {self.capture!r}: time {at!r} is not closed yet "
+                f"(the view is complete before {self.closed!r}; refresh() "
+                f"after advancing the session)"
+            )
         if self._compacted is not None and not less_equal(self._compacted - 1, at):
-            raise SparkOutputError(f"view of {self.capture!r}: time {at!r} was compacted away "
-                                   f"(the view keeps times from {self._compacted - 1} on)")
+            raise SparkOutputError(
+                f"view of {self.capture!r}: time {at!r} was compacted away "
+                f"(the view keeps times from {self._compacted - 1} on)"
+            )
         return lambda t: less_equal(t, at)
 
     def contents(self, at: Any = None) -> Dict[Any, int]:
@@ -113,14 +123,23 @@ class CollectionView:
         if self.closed is None:
             return
         if not isinstance(self.closed, int):
-            raise SparkOutputError(f"view of {self.capture!r}: compact() needs integer times, "
-                                   f"the view is closed at {self.closed!r}")
+            raise SparkOutputError(
+                f"view of {self.capture!r}: compact() needs integer times, "
+                f"the view is closed at {self.closed!r}"
+            )
         self._base = self.contents()
         self._changes = {k: r for k, r in self._changes.items() if k[1] >= self.closed}
         self._compacted = self.closed
 
-    def to_spark(self, spark: "SparkSession", schema: Schema, columns: Optional[Columns] = None,
-                 *, at: Any = None, count: Optional[str] = None) -> "DataFrame":
+    def to_spark(
+        self,
+        spark: "SparkSession",
+        schema: Schema,
+        columns: Optional[Columns] = None,
+        *,
+        at: Any = None,
+        count: Optional[str] = None,
+    ) -> "DataFrame":
         """The contents at ``at`` (default: the latest closed time) as a DataFrame of
         ``schema`` (a ``StructType`` or a DDL string such as ``"src long, dst long"``).
 
@@ -138,15 +157,23 @@ class CollectionView:
             if count is not None:
                 rows.append(values + (n,))
             elif n < 0:
-                raise SparkOutputError(f"view of {self.capture!r}: record {show(record)} has "
-                                       f"count {n}: use count='...' for negative counts")
+                raise SparkOutputError(
+                    f"view of {self.capture!r}: record {show(record)} has "
+                    f"count {n}: use count='...' for negative counts"
+                )
             else:
                 rows.extend([values] * n)
         return _frame(spark, struct, list(columns.names) + ([count] if count else []), rows)
 
-    def changes_to_spark(self, spark: "SparkSession", schema: Schema,
-                         columns: Optional[Columns] = None, *, time: str = "time",
-                         diff: str = "diff") -> "DataFrame":
+    def changes_to_spark(
+        self,
+        spark: "SparkSession",
+        schema: Schema,
+        columns: Optional[Columns] = None,
+        *,
+        time: str = "time",
+        diff: str = "diff",
+    ) -> "DataFrame":
         """The consolidated changes as a DataFrame of ``schema``: the record's columns (by
         ``columns``; default every schema column but ``time`` and ``diff``), the time and the
         diff."""
@@ -165,13 +192,13 @@ def _struct(spark: "SparkSession", schema: Schema) -> "StructType":
     if isinstance(schema, StructType):
         return schema
     if not isinstance(schema, str):
-        raise TypeError(f"schema must be a StructType or a DDL string, got "
-                        f"{type(schema).__name__}")
+        raise TypeError(f"schema must be a StructType or a DDL string, got {type(schema).__name__}")
     return spark.createDataFrame([], schema).schema
 
 
-def _frame(spark: "SparkSession", struct: "StructType", order: Sequence[str],
-           rows: List[Tuple[Any, ...]]) -> "DataFrame":
+def _frame(
+    spark: "SparkSession", struct: "StructType", order: Sequence[str], rows: List[Tuple[Any, ...]]
+) -> "DataFrame":
     """A DataFrame of ``struct`` from ``rows`` whose values are in ``order``: every value is
     checked against its field's type first, then the rows go through pandas (and Arrow)."""
     import pandas as pd
@@ -179,15 +206,16 @@ def _frame(spark: "SparkSession", struct: "StructType", order: Sequence[str],
     fields = {f.name: f for f in struct.fields}
     missing = [n for n in order if n not in fields] + [n for n in fields if n not in order]
     if missing or len(order) != len(fields):
-        raise SparkOutputError(f"the schema's columns {list(fields)} do not match the view's "
-                               f"columns {list(order)} (unmatched: {missing})")
+        raise SparkOutputError(
+            f"the schema's columns {list(fields)} do not match the view's "
+            f"columns {list(order)} (unmatched: {missing})"
+        )
     positions = {name: i for i, name in enumerate(order)}
     for name, field in fields.items():
         _check_values(field, positions[name], rows)
     if not rows:
         return spark.createDataFrame([], struct)
-    data = {name: pd.Series([r[positions[name]] for r in rows], dtype=object)
-            for name in fields}
+    data = {name: pd.Series([r[positions[name]] for r in rows], dtype=object) for name in fields}
     return spark.createDataFrame(pd.DataFrame(data), schema=struct)
 
 
@@ -202,10 +230,13 @@ def _check_values(field: Any, i: int, rows: List[Tuple[Any, ...]]) -> None:
         v = row[i]
         if v is None:
             if not field.nullable:
-                raise SparkOutputError(f"column {field.name!r} is not nullable but row "
-                                       f"{show(row)} has null there")
+                raise SparkOutputError(
+                    f"column {field.name!r} is not nullable but row {show(row)} has null there"
+                )
             continue
         bad = not isinstance(v, allowed) or (kind != "boolean" and isinstance(v, bool))
         if bad:
-            raise SparkOutputError(f"column {field.name!r} has type {kind}, but row {show(row)} "
-                                   f"has {show(v)} of type {type(v).__name__} there")
+            raise SparkOutputError(
+                f"column {field.name!r} has type {kind}, but row {show(row)} "
+                f"has {show(v)} of type {type(v).__name__} there"
+            )

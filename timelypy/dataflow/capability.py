@@ -28,8 +28,15 @@ class Capability:
 
     __slots__ = ("time", "_internal", "_le", "output", "_operator", "valid")
 
-    def __init__(self, time: Any, internal: ChangeBatch, le: Callable[[Any, Any], bool],
-                 output: int = 0, operator: str = "", record: bool = True) -> None:
+    def __init__(
+        self,
+        time: Any,
+        internal: ChangeBatch,
+        le: Callable[[Any, Any], bool],
+        output: int = 0,
+        operator: str = "",
+        record: bool = True,
+    ) -> None:
         self.time = time
         self._internal = internal
         self._le = le
@@ -41,12 +48,14 @@ class Capability:
 
     def _check(self, t: Any, what: str) -> None:
         if not self.valid:
-            raise TimeOrderError(f"operator {self._operator!r}: {what} of a dropped capability "
-                                 f"(time {self.time!r})")
+            raise TimeOrderError(
+                f"operator {self._operator!r}: {what} of a dropped capability (time {self.time!r})"
+            )
         if not self._le(self.time, t):
             raise TimeOrderError(
                 f"operator {self._operator!r}: cannot {what} capability at {self.time!r} to "
-                f"{t!r}: the new time must be at or after the held one")
+                f"{t!r}: the new time must be at or after the held one"
+            )
 
     def delayed(self, t: Any) -> "Capability":
         """A new capability at ``t >= self.time`` on the same output; TimeOrderError if
@@ -104,8 +113,9 @@ class InputCapability:
         Example: ``cap.delayed(cap.time + 1)`` to send one time later."""
         op = self._op
         if not op.order.le(self.time, t):
-            raise TimeOrderError(f"operator {op.name!r}: cannot delay message time {self.time!r} "
-                                 f"to {t!r}")
+            raise TimeOrderError(
+                f"operator {op.name!r}: cannot delay message time {self.time!r} to {t!r}"
+            )
         return Capability(t, op.shared.internals[output], op.order.le, output, op.name)
 
     def __repr__(self) -> str:

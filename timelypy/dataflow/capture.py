@@ -101,7 +101,7 @@ class _CaptureFrontier(ChangeBatch):
             history = cap.frontier_history
             history.append(sorted(cap._frontier.frontier))
             if len(history) > 2 * cap.HISTORY:
-                del history[:-cap.HISTORY]  # amortised O(1): a long-lived capture stays bounded
+                del history[: -cap.HISTORY]  # amortised O(1): a long-lived capture stays bounded
 
 
 class CaptureOperator(OperatorCore):

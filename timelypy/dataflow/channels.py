@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, List, Optional
 
-from ..progress.change_batch import ChangeBatch
 from ..communication.fabric import DATA, Fabric
 from ..communication.wire import encode
 from ..errors import DataEncodingError, OperatorError, UnhashableDataError
 from ..hashing import stable_hash
 from ..instrument import BatchProduced, ChannelSent, Instruments
+from ..progress.change_batch import ChangeBatch
 
 __all__ = ["Pipeline", "Exchange", "InputPort", "OutputPort", "IngressPort", "EgressPort"]
 
@@ -81,8 +81,14 @@ class OutputPort:
 
     __slots__ = ("pushers", "produced", "node", "port", "counted", "instruments")
 
-    def __init__(self, node: int, port: int, produced: Optional[ChangeBatch], counted: bool = True,
-                 instruments: Optional[Instruments] = None):
+    def __init__(
+        self,
+        node: int,
+        port: int,
+        produced: Optional[ChangeBatch],
+        counted: bool = True,
+        instruments: Optional[Instruments] = None,
+    ):
         self.pushers: List[Any] = []
         self.produced = produced
         self.node = node
@@ -102,8 +108,9 @@ class OutputPort:
             else:
                 del counts[time]
         if self.instruments.enabled:
-            self.instruments.emit(BatchProduced(self.instruments.worker, self.node, self.port,
-                                                time, len(data)))
+            self.instruments.emit(
+                BatchProduced(self.instruments.worker, self.node, self.port, time, len(data))
+            )
         for p in self.pushers:
             p.push(time, data)
 
@@ -165,9 +172,17 @@ class ExchangePusher:
 
     __slots__ = ("target", "key_fn", "peers", "index", "fabric", "channel", "instruments", "name")
 
-    def __init__(self, target: Any, key_fn: Callable, peers: int, index: int, fabric: Fabric,
-                 channel: int, instruments: Optional[Instruments] = None,
-                 name: str = "operator"):
+    def __init__(
+        self,
+        target: Any,
+        key_fn: Callable,
+        peers: int,
+        index: int,
+        fabric: Fabric,
+        channel: int,
+        instruments: Optional[Instruments] = None,
+        name: str = "operator",
+    ):
         self.name = name
         """The consuming operator's name, for error messages."""
         self.target = target
@@ -208,15 +223,19 @@ class ExchangePusher:
             try:
                 key = self.key_fn(record)
             except Exception as inner:
-                return OperatorError(f"{where}: the key function raised "
-                                     f"{type(inner).__name__}: {inner} on record {record!r}",
-                                     operator=self.name, worker=self.index)
+                return OperatorError(
+                    f"{where}: the key function raised "
+                    f"{type(inner).__name__}: {inner} on record {record!r}",
+                    operator=self.name,
+                    worker=self.index,
+                )
             try:
                 stable_hash(key)
             except UnhashableDataError as inner:
                 return UnhashableDataError(f"{where}: {inner} (record {record!r})")
-        return OperatorError(f"{where}: {type(exc).__name__}: {exc}", operator=self.name,
-                             worker=self.index)
+        return OperatorError(
+            f"{where}: {type(exc).__name__}: {exc}", operator=self.name, worker=self.index
+        )
 
     def _encoding_error(self, exc: Exception, dest: int, part: List[Any]) -> Exception:
         """Name the operator, the workers and the first record that cannot be serialised."""
@@ -227,12 +246,16 @@ class ExchangePusher:
             except Exception:
                 culprit = record
                 break
-        what = (f"a record of type {type(culprit).__name__}" if culprit is not None
-                else f"a batch of {len(part)} records")
+        what = (
+            f"a record of type {type(culprit).__name__}"
+            if culprit is not None
+            else f"a batch of {len(part)} records"
+        )
         return DataEncodingError(
             f"exchange into operator {self.name!r}: worker {self.index} cannot send {what} to "
             f"worker {dest} ({type(exc).__name__}: {exc}); records that cross workers must be "
-            f"serialisable (no locks, sockets, open files or self-referencing structures)")
+            f"serialisable (no locks, sockets, open files or self-referencing structures)"
+        )
 
     def _emit_sent(self, time: Any, parts: List[List[Any]]) -> None:
         instruments = self.instruments

@@ -21,10 +21,14 @@ class FeedbackOperator(OperatorCore):
 
     frontier_interest = False
 
-    def __init__(self, scope: Any, summary: PathSummary, name: str = "Feedback",
-                 max_iterations: Optional[int] = None) -> None:
-        super().__init__(scope, name, 1, 1, initial_capabilities=False,
-                         summary=[[[summary]]])
+    def __init__(
+        self,
+        scope: Any,
+        summary: PathSummary,
+        name: str = "Feedback",
+        max_iterations: Optional[int] = None,
+    ) -> None:
+        super().__init__(scope, name, 1, 1, initial_capabilities=False, summary=[[[summary]]])
         self.summary = summary
         self.max_iterations = max_iterations
         self.connected = False
@@ -49,7 +53,8 @@ class FeedbackOperator(OperatorCore):
                 raise NotConvergedError(
                     f"loop {self.name!r} on worker {self.worker_index} did not converge within "
                     f"{limit} iterations (still changing at time {time!r}, e.g. "
-                    f"{data[:3]!r})")
+                    f"{data[:3]!r})"
+                )
             self._out.push(t2, data)
         return False
 

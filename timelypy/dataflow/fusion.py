@@ -13,8 +13,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 __all__ = ["compile_comprehension", "fuse_records"]
 
 
-def compile_comprehension(expr: str,
-                          namespace: Dict[str, Any]) -> Callable[[List[Any]], List[Any]]:
+def compile_comprehension(expr: str, namespace: Dict[str, Any]) -> Callable[[List[Any]], List[Any]]:
     """``run(data)`` returning ``expr`` (a comprehension over ``data`` built from a fixed
     grammar; ``namespace`` binds the names it calls)."""
     source = f"def run(data):\n    return {expr}\n"

@@ -37,8 +37,19 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from ..progress.reachability import Location
 from .feedback import FeedbackOperator
 
-__all__ = ["GraphNode", "GraphEdge", "GraphCluster", "DataflowGraph", "GraphvizNotFound",
-           "Annotations", "graph_of", "to_dot", "to_mermaid", "render_image", "render_png"]
+__all__ = [
+    "GraphNode",
+    "GraphEdge",
+    "GraphCluster",
+    "DataflowGraph",
+    "GraphvizNotFound",
+    "Annotations",
+    "graph_of",
+    "to_dot",
+    "to_mermaid",
+    "render_image",
+    "render_png",
+]
 
 Annotations = Mapping[Tuple[str, int], str]
 """Extra text per operator, by ``(scope name, operator index)``."""
@@ -110,40 +121,58 @@ def _endpoint(prefix: str, loc: Location, scope: Any) -> str:
     return f"{prefix}_{loc.node}"
 
 
-def _add_scope(graph: DataflowGraph, scope: Any, prefix: str, index: int,
-               annotations: Annotations) -> GraphCluster:
+def _add_scope(
+    graph: DataflowGraph, scope: Any, prefix: str, index: int, annotations: Annotations
+) -> GraphCluster:
     subgraph = scope.subgraph
     name = subgraph.name
     cluster = GraphCluster(prefix, name, index)
     if scope.parent is not None:
         cluster.note = annotations.get((scope.parent.subgraph.name, index))
-        for kind, count, tag in (("scope-input", subgraph.inputs, "in"),
-                                 ("scope-output", subgraph.outputs, "out")):
+        for kind, count, tag in (
+            ("scope-input", subgraph.inputs, "in"),
+            ("scope-output", subgraph.outputs, "out"),
+        ):
             for port in range(count):
-                node = GraphNode(f"{prefix}_{tag}{port}", name, port,
-                                 f"{'enter' if tag == 'in' else 'leave'} {port}", kind)
+                node = GraphNode(
+                    f"{prefix}_{tag}{port}",
+                    name,
+                    port,
+                    f"{'enter' if tag == 'in' else 'leave'} {port}",
+                    kind,
+                )
                 graph.nodes[node.id] = node
                 cluster.nodes.append(node.id)
     for op in subgraph.children[1:]:
         if op.index in scope.nested:
-            cluster.clusters.append(_add_scope(graph, scope.nested[op.index],
-                                               f"{prefix}_{op.index}", op.index, annotations))
+            cluster.clusters.append(
+                _add_scope(
+                    graph, scope.nested[op.index], f"{prefix}_{op.index}", op.index, annotations
+                )
+            )
             continue
         kind = "feedback" if isinstance(op, FeedbackOperator) else "operator"
-        node = GraphNode(f"{prefix}_{op.index}", name, op.index, op.name, kind,
-                         annotations.get((name, op.index)))
+        node = GraphNode(
+            f"{prefix}_{op.index}", name, op.index, op.name, kind, annotations.get((name, op.index))
+        )
         graph.nodes[node.id] = node
         cluster.nodes.append(node.id)
     feedback = {op.index for op in subgraph.children[1:] if isinstance(op, FeedbackOperator)}
     for source, target, pact in scope.edges:
-        graph.edges.append(GraphEdge(_endpoint(prefix, source, scope),
-                                     _endpoint(prefix, target, scope), pact,
-                                     source.node in feedback))
+        graph.edges.append(
+            GraphEdge(
+                _endpoint(prefix, source, scope),
+                _endpoint(prefix, target, scope),
+                pact,
+                source.node in feedback,
+            )
+        )
     return cluster
 
 
-def graph_of(scopes: Union[Any, Sequence[Any]],
-             annotations: Optional[Annotations] = None) -> DataflowGraph:
+def graph_of(
+    scopes: Union[Any, Sequence[Any]], annotations: Optional[Annotations] = None
+) -> DataflowGraph:
     """The :class:`DataflowGraph` of one built root scope or of several (one cluster each).
 
     Node ids are ``d<k>_<index>[_<index>...]``: the dataflow's position in ``scopes``, then the
@@ -182,20 +211,27 @@ _DOT_NODE = {
 def _dot_cluster(graph: DataflowGraph, cluster: GraphCluster, depth: int) -> List[str]:
     pad = "  " * depth
     label = cluster.name if cluster.note is None else f"{cluster.name}\n{cluster.note}"
-    lines = [f"{pad}subgraph {_dot_quote('cluster_' + cluster.id)} {{",
-             f"{pad}  label={_dot_quote(label)}; style=rounded; color=\"#7a869a\";"]
+    lines = [
+        f"{pad}subgraph {_dot_quote('cluster_' + cluster.id)} {{",
+        f'{pad}  label={_dot_quote(label)}; style=rounded; color="#7a869a";',
+    ]
     for node_id in cluster.nodes:
         node = graph.nodes[node_id]
-        lines.append(f"{pad}  {_dot_quote(node_id)} [label={_dot_quote(_label(node))}, "
-                     f"{_DOT_NODE[node.kind]}];")
+        lines.append(
+            f"{pad}  {_dot_quote(node_id)} [label={_dot_quote(_label(node))}, "
+            f"{_DOT_NODE[node.kind]}];"
+        )
     for child in cluster.clusters:
         lines.extend(_dot_cluster(graph, child, depth + 1))
     lines.append(f"{pad}}}")
     return lines
 
 
-def to_dot(scopes: Union[Any, Sequence[Any]], annotations: Optional[Annotations] = None,
-           title: Optional[str] = None) -> str:
+def to_dot(
+    scopes: Union[Any, Sequence[Any]],
+    annotations: Optional[Annotations] = None,
+    title: Optional[str] = None,
+) -> str:
     """Graphviz DOT text of ``scopes`` (a built scope, several, or a :class:`DataflowGraph`).
 
     Every scope is a ``cluster_<id>`` subgraph; exchange edges are bold, red and labelled
@@ -203,16 +239,20 @@ def to_dot(scopes: Union[Any, Sequence[Any]], annotations: Optional[Annotations]
     and labelled ``loop``.
     """
     graph = graph_of(scopes, annotations)
-    lines = ["digraph timelypy {", "  rankdir=TB; compound=true;",
-             '  node [fontname="Helvetica", fontsize=11];',
-             '  edge [fontname="Helvetica", fontsize=9];']
+    lines = [
+        "digraph timelypy {",
+        "  rankdir=TB; compound=true;",
+        '  node [fontname="Helvetica", fontsize=11];',
+        '  edge [fontname="Helvetica", fontsize=9];',
+    ]
     if title:
         lines.append(f"  label={_dot_quote(title)}; labelloc=t;")
     for cluster in graph.clusters:
         lines.extend(_dot_cluster(graph, cluster, 1))
     for e in graph.edges:
-        attrs = ['label="Exchange"', 'color="#c0392b"', "penwidth=2"] \
-            if e.pact == "Exchange" else []
+        attrs = (
+            ['label="Exchange"', 'color="#c0392b"', "penwidth=2"] if e.pact == "Exchange" else []
+        )
         if e.loop:
             attrs += ['label="loop"', "style=dashed", "constraint=false"]
         suffix = f" [{', '.join(attrs)}]" if attrs else ""
@@ -240,8 +280,7 @@ def _mermaid_cluster(graph: DataflowGraph, cluster: GraphCluster, depth: int) ->
     return lines
 
 
-def to_mermaid(scopes: Union[Any, Sequence[Any]],
-               annotations: Optional[Annotations] = None) -> str:
+def to_mermaid(scopes: Union[Any, Sequence[Any]], annotations: Optional[Annotations] = None) -> str:
     """Mermaid ``flowchart`` text of ``scopes``: scopes as subgraphs, exchange edges thick and
     labelled (``==>|Exchange|``), pipeline edges plain (``-->``), loop edges dotted
     (``-.->|loop|``)."""
@@ -260,8 +299,9 @@ def to_mermaid(scopes: Union[Any, Sequence[Any]],
     return "\n".join(lines) + "\n"
 
 
-def render_image(dot_text: str, fmt: str = "png", dot: Optional[str] = None,
-                 timeout: float = 60.0) -> bytes:
+def render_image(
+    dot_text: str, fmt: str = "png", dot: Optional[str] = None, timeout: float = 60.0
+) -> bytes:
     """Run Graphviz's ``dot`` on ``dot_text``; returns the picture's bytes (``fmt``: ``png``,
     ``svg``, ``pdf``, ...). Raises :class:`GraphvizNotFound` when ``dot`` is not installed."""
     program = dot or shutil.which("dot")
@@ -269,17 +309,27 @@ def render_image(dot_text: str, fmt: str = "png", dot: Optional[str] = None,
         raise GraphvizNotFound(
             "drawing a PNG or SVG picture needs the `dot` program of Graphviz, which is not on "
             "PATH: install graphviz (apt-get install graphviz, brew install graphviz or conda "
-            "install graphviz), or ask for DOT or Mermaid text, which need nothing")
-    done = subprocess.run([program, f"-T{fmt}"], input=dot_text.encode(), capture_output=True,
-                          timeout=timeout, check=False)
+            "install graphviz), or ask for DOT or Mermaid text, which need nothing"
+        )
+    done = subprocess.run(
+        [program, f"-T{fmt}"],
+        input=dot_text.encode(),
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"dot -T{fmt} failed ({done.returncode}): "
-                           f"{done.stderr.decode(errors='replace').strip()}")
+        raise RuntimeError(
+            f"dot -T{fmt} failed ({done.returncode}): "
+            f"{done.stderr.decode(errors='replace').strip()}"
+        )
     return done.stdout
 
 
-def render_png(scopes: Union[Any, Sequence[Any]], annotations: Optional[Annotations] = None,
-               dot: Optional[str] = None) -> bytes:
+def render_png(
+    scopes: Union[Any, Sequence[Any]],
+    annotations: Optional[Annotations] = None,
+    dot: Optional[str] = None,
+) -> bytes:
     """PNG bytes of ``scopes`` (:func:`to_dot`, then Graphviz's ``dot``)."""
     return render_image(to_dot(scopes, annotations), "png", dot=dot)
-

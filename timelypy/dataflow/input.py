@@ -108,7 +108,8 @@ class InputHandle:
             if count < 1:
                 raise ValueError(
                     f"input {self._op.name!r}: a timely input cannot retract {record!r} "
-                    f"(count {count}); use a differential input (scope.new_collection)")
+                    f"(count {count}); use a differential input (scope.new_collection)"
+                )
             for _ in range(count):
                 self.send(record, time)
 
@@ -144,7 +145,8 @@ class InputHandle:
             if not self._le(self._now, time):
                 raise TimeOrderError(
                     f"input {self._op.name!r}: cannot send at time {time!r}, before its current "
-                    f"time {self._now!r}")
+                    f"time {self._now!r}"
+                )
             self.flush()
             data = list(records)
             if data:
@@ -191,7 +193,8 @@ class InputHandle:
         if not self._le(now, time):
             raise TimeOrderError(
                 f"input {self._op.name!r}: cannot advance to {time!r}, before its current time "
-                f"{now!r} (time only moves forward)")
+                f"{now!r} (time only moves forward)"
+            )
         self.flush()
         internal = self._internal.counts  # ChangeBatch.update inlined: +1 at time, -1 at now
         c = internal.get(time, 0) + 1

@@ -17,15 +17,29 @@ from ..progress.operate import Operate
 from .capability import Capability, InputCapability
 from .channels import InputPort, OutputPort
 
-__all__ = ["OperatorCore", "OperatorInput", "OperatorOutput", "OperatorInfo", "GenericOperator",
-           "LinearOperator"]
+__all__ = [
+    "OperatorCore",
+    "OperatorInput",
+    "OperatorOutput",
+    "OperatorInfo",
+    "GenericOperator",
+    "LinearOperator",
+]
 
 
 class OperatorCore(Operate):
     """Common state of an operator: ports, frontiers, default summaries and capabilities."""
 
-    def __init__(self, scope: Any, name: str, inputs: int, outputs: int, *,
-                 initial_capabilities: bool = True, summary: Optional[List] = None):
+    def __init__(
+        self,
+        scope: Any,
+        name: str,
+        inputs: int,
+        outputs: int,
+        *,
+        initial_capabilities: bool = True,
+        summary: Optional[List] = None,
+    ):
         super().__init__(name, inputs, outputs)
         self.scope = scope
         self.order = scope.order
@@ -35,13 +49,18 @@ class OperatorCore(Operate):
         self._initial_caps = initial_capabilities
         self._summary = summary
         self.index = self.subgraph.add_child(self)
-        self.input_ports: List[InputPort] = [InputPort(self.subgraph, self.index)
-                                             for _ in range(inputs)]
+        self.input_ports: List[InputPort] = [
+            InputPort(self.subgraph, self.index) for _ in range(inputs)
+        ]
         self.output_ports: List[OutputPort] = [
-            OutputPort(self.index, o, self.shared.produceds[o],
-                       instruments=scope.worker.instruments) for o in range(outputs)]
-        self.input_frontiers = [MutableAntichain(self.order.le, self.order.is_total)
-                                for _ in range(inputs)]
+            OutputPort(
+                self.index, o, self.shared.produceds[o], instruments=scope.worker.instruments
+            )
+            for o in range(outputs)
+        ]
+        self.input_frontiers = [
+            MutableAntichain(self.order.le, self.order.is_total) for _ in range(inputs)
+        ]
 
     def get_internal_summary(self) -> Tuple[List[List[List[Any]]], List[ChangeBatch]]:
         """Identity summaries from every input to every output (unless given), and ``peers``
@@ -160,11 +179,14 @@ class OperatorOutput:
     def _time_of(self, cap: Any) -> Any:
         if isinstance(cap, Capability):
             if not cap.valid:
-                raise TimelyError(f"operator {self._op.name!r}: send with a dropped capability "
-                                  f"at {cap.time!r}")
+                raise TimelyError(
+                    f"operator {self._op.name!r}: send with a dropped capability at {cap.time!r}"
+                )
             if cap.output != self.index:
-                raise TimelyError(f"operator {self._op.name!r}: capability for output "
-                                  f"{cap.output} used on output {self.index}")
+                raise TimelyError(
+                    f"operator {self._op.name!r}: capability for output "
+                    f"{cap.output} used on output {self.index}"
+                )
             return cap.time
         if isinstance(cap, InputCapability):
             return cap.time
@@ -220,16 +242,34 @@ class GenericOperator(OperatorCore):
     must drop or downgrade the capabilities it does not need, or the dataflow cannot complete.
     """
 
-    def __init__(self, scope: Any, name: str, inputs: int, outputs: int, factory: Callable,
-                 *, summary: Optional[List] = None, adapt: Optional[Callable] = None):
+    def __init__(
+        self,
+        scope: Any,
+        name: str,
+        inputs: int,
+        outputs: int,
+        factory: Callable,
+        *,
+        summary: Optional[List] = None,
+        adapt: Optional[Callable] = None,
+    ):
         super().__init__(scope, name, inputs, outputs, summary=summary)
         self._adapt = adapt
         self._inputs = [OperatorInput(self, i) for i in range(inputs)]
         self._outputs = [OperatorOutput(self, o) for o in range(outputs)]
         # The initial capabilities are already counted (peers at the minimum time): mint them
         # without recording, as timely's operator builder does.
-        caps = [Capability(self.order.minimum, self.shared.internals[o], self.order.le,
-                           o, self.name, record=False) for o in range(outputs)]
+        caps = [
+            Capability(
+                self.order.minimum,
+                self.shared.internals[o],
+                self.order.le,
+                o,
+                self.name,
+                record=False,
+            )
+            for o in range(outputs)
+        ]
         try:
             self._logic = factory(caps, OperatorInfo(self))
         except TimelyError:
@@ -300,8 +340,11 @@ def _offending(batch_fn: Callable, data: List[Any], time: Any) -> Dict[str, Any]
         try:
             batch_fn([record])
         except Exception:
-            if getattr(batch_fn, "over_updates", False) and type(record) is tuple \
-                    and len(record) == 3:
+            if (
+                getattr(batch_fn, "over_updates", False)
+                and type(record) is tuple
+                and len(record) == 3
+            ):
                 return {"record": record[0], "time": record[1], "diff": record[2]}
             return {"record": record, "time": time}
     return {"what": f"a batch of {len(data)} records at time {time!r}"}

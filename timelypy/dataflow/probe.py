@@ -25,8 +25,9 @@ class ProbeHandle:
 
     __slots__ = ("_frontier", "_targets")
 
-    def __init__(self, le: Optional[Callable[[Any, Any], bool]] = None,
-                 total: bool = False) -> None:
+    def __init__(
+        self, le: Optional[Callable[[Any, Any], bool]] = None, total: bool = False
+    ) -> None:
         self._frontier = MutableAntichain(le, total)
         self._targets: List[Tuple[Any, Location]] = []
 

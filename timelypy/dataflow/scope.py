@@ -43,8 +43,13 @@ class Scope:
     the function; ``scope.iterative(loop)`` hands ``loop`` a nested one.
     """
 
-    def __init__(self, worker: AsWorker, subgraph: Subgraph, order: TimeOrder,
-                 parent: Optional["Scope"] = None):
+    def __init__(
+        self,
+        worker: AsWorker,
+        subgraph: Subgraph,
+        order: TimeOrder,
+        parent: Optional["Scope"] = None,
+    ):
         self.worker = worker
         self.subgraph = subgraph
         self.order = order
@@ -158,8 +163,12 @@ class Scope:
         Example: ``arranged = scope.import_trace(trace)`` is ``trace.import_(scope)``."""
         return trace.import_(self, name)
 
-    def feedback(self, summary: Optional[PathSummary] = None, name: str = "Feedback",
-                 max_iterations: Optional[int] = None) -> Tuple[LoopHandle, Stream]:
+    def feedback(
+        self,
+        summary: Optional[PathSummary] = None,
+        name: str = "Feedback",
+        max_iterations: Optional[int] = None,
+    ) -> Tuple[LoopHandle, Stream]:
         """A feedback operator: returns ``(handle, stream)``; later ``s.connect_loop(handle)``.
 
         ``summary`` defaults to advancing the innermost coordinate by one (the loop summary of
@@ -175,8 +184,14 @@ class Scope:
         op = FeedbackOperator(self, summary, name, max_iterations)
         return LoopHandle(op), Stream(self, op.output_ports[0])
 
-    def operator(self, inputs: Sequence[Tuple[Stream, Any]], outputs: int, factory: Callable,
-                 name: str = "Operator", summary: Optional[List] = None) -> List[Stream]:
+    def operator(
+        self,
+        inputs: Sequence[Tuple[Stream, Any]],
+        outputs: int,
+        factory: Callable,
+        name: str = "Operator",
+        summary: Optional[List] = None,
+    ) -> List[Stream]:
         """A generic operator with several inputs and outputs.
 
         ``factory(capabilities, info)`` returns ``logic(inputs, outputs)``.
@@ -199,8 +214,14 @@ class Scope:
         worker = self.worker
         name = worker.scope_name(name)
         log.debug("worker %d: building iterative scope %r", worker.index, name)
-        sub = Subgraph(name, self.order.nested(), peers=worker.peers, to_inner=_to_inner,
-                       to_outer=_to_outer, summarize=_summarize)
+        sub = Subgraph(
+            name,
+            self.order.nested(),
+            peers=worker.peers,
+            to_inner=_to_inner,
+            to_outer=_to_outer,
+            summarize=_summarize,
+        )
         sub.instruments = worker.instruments
         self.subgraph.add_child(sub)
         sub.progcaster = worker.new_progcaster(sub)
@@ -239,18 +260,29 @@ class Scope:
         if stream.scope.subgraph is not self.subgraph:
             raise TimelyError(
                 f"stream from scope {stream.scope.subgraph.name!r} used in scope "
-                f"{self.subgraph.name!r}: use enter/leave to cross scopes")
+                f"{self.subgraph.name!r}: use enter/leave to cross scopes"
+            )
         worker = self.worker
         channel = worker.new_identifier()
-        source, target_location = Location(stream.port.node, stream.port.port, True), \
-            Location(node, port, False)
+        source, target_location = (
+            Location(stream.port.node, stream.port.port, True),
+            Location(node, port, False),
+        )
         self.subgraph.add_edge(source, target_location)
-        self.edges.append((source, target_location,
-                           "Exchange" if isinstance(pact, Exchange) else "Pipeline"))
+        self.edges.append(
+            (source, target_location, "Exchange" if isinstance(pact, Exchange) else "Pipeline")
+        )
         if isinstance(pact, Exchange) and worker.peers > 1:
-            pusher = ExchangePusher(target, pact.key_fn, worker.peers, worker.index,
-                                    worker.fabric, channel, worker.instruments,
-                                    name=self.subgraph.children[node].name if node else "output")
+            pusher = ExchangePusher(
+                target,
+                pact.key_fn,
+                worker.peers,
+                worker.index,
+                worker.fabric,
+                channel,
+                worker.instruments,
+                name=self.subgraph.children[node].name if node else "output",
+            )
             worker.register_channel(channel, target)
         else:
             pusher = target  # a pipeline delivers to the target itself (no pusher in between)

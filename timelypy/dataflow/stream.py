@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, List, Optional
 
 from ..errors import TimelyError
-from .capture import CaptureOperator, Captured
+from .capture import Captured, CaptureOperator
 from .channels import Exchange, OutputPort
 from .feedback import LoopHandle
 from .fusion import fuse_records
@@ -50,8 +50,14 @@ class Stream:
 
     __slots__ = ("scope", "_port", "_base", "_chain")
 
-    def __init__(self, scope: Any, port: Optional[OutputPort] = None, *,
-                 base: Optional["Stream"] = None, chain: Optional[List] = None):
+    def __init__(
+        self,
+        scope: Any,
+        port: Optional[OutputPort] = None,
+        *,
+        base: Optional["Stream"] = None,
+        chain: Optional[List] = None,
+    ):
         self.scope = scope
         self._port = port
         self._base = base
@@ -117,13 +123,17 @@ class Stream:
         """Call ``f(record)`` for every record; pass records through unchanged.
 
         Example: ``stream.inspect(print)`` prints every record."""
+
         def batch(data):
             for r in data:
                 f(r)
             return data
+
         return self._linear(name, batch)
 
-    def inspect_batch(self, f: Callable[[Any, List[Any]], Any], name: str = "InspectBatch") -> "Stream":
+    def inspect_batch(
+        self, f: Callable[[Any, List[Any]], Any], name: str = "InspectBatch"
+    ) -> "Stream":
         """Call ``f(time, records)`` for every message; pass it through.
 
         Example: ``stream.inspect_batch(lambda t, xs: print(t, len(xs)))``."""
@@ -189,20 +199,38 @@ class Stream:
         Example: ``stream.unary(factory)`` where ``factory(capability, info)`` returns
         ``logic(input, output)``; ``examples/epoch_counts.py`` writes one with a notificator.
         """
-        op = GenericOperator(self.scope, name, 1, 1, lambda caps, info: factory(caps[0], info),
-                             adapt=lambda logic, ins, outs: logic(ins[0], outs[0]))
+        op = GenericOperator(
+            self.scope,
+            name,
+            1,
+            1,
+            lambda caps, info: factory(caps[0], info),
+            adapt=lambda logic, ins, outs: logic(ins[0], outs[0]),
+        )
         self.connect_to(op, 0, pact)
         return Stream(self.scope, op.output_ports[0])
 
-    def binary(self, other: "Stream", factory: Callable, pact1: Any = None, pact2: Any = None,
-               name: str = "Binary") -> "Stream":
+    def binary(
+        self,
+        other: "Stream",
+        factory: Callable,
+        pact1: Any = None,
+        pact2: Any = None,
+        name: str = "Binary",
+    ) -> "Stream":
         """Two inputs, one output: ``factory(capability, info)`` returns
         ``logic(input1, input2, output)``.
 
         Example: ``a.binary(b, factory, tp.Exchange(key), tp.Exchange(key))`` for a join-like
         operator."""
-        op = GenericOperator(self.scope, name, 2, 1, lambda caps, info: factory(caps[0], info),
-                             adapt=lambda logic, ins, outs: logic(ins[0], ins[1], outs[0]))
+        op = GenericOperator(
+            self.scope,
+            name,
+            2,
+            1,
+            lambda caps, info: factory(caps[0], info),
+            adapt=lambda logic, ins, outs: logic(ins[0], ins[1], outs[0]),
+        )
         self.connect_to(op, 0, pact1)
         other.connect_to(op, 1, pact2)
         return Stream(self.scope, op.output_ports[0])
@@ -212,8 +240,14 @@ class Stream:
 
         Example: ``stream.sink(lambda info: lambda input: ...)`` consumes the stream without
         output."""
-        op = GenericOperator(self.scope, name, 1, 0, lambda caps, info: factory(info),
-                             adapt=lambda logic, ins, outs: logic(ins[0]))
+        op = GenericOperator(
+            self.scope,
+            name,
+            1,
+            0,
+            lambda caps, info: factory(info),
+            adapt=lambda logic, ins, outs: logic(ins[0]),
+        )
         self.connect_to(op, 0, pact)
 
     # ----------------------------------------------------------------- scopes and loops
@@ -259,5 +293,7 @@ def _inspect_batch_factory(f):
             for cap, data in inputs[0]:
                 f(cap.time, data)
                 outputs[0].send(cap, data)
+
         return logic
+
     return factory

@@ -42,17 +42,26 @@ class TraceAgent:
     later dataflow, ``trace.close()`` when done.
     """
 
-    def __init__(self, spine: Spine, since: Optional[Sequence[Any]] = None,
-                 through_seq: float = 0, explicit: bool = False,
-                 importer: Optional[Importer] = None):
+    def __init__(
+        self,
+        spine: Spine,
+        since: Optional[Sequence[Any]] = None,
+        through_seq: float = 0,
+        explicit: bool = False,
+        importer: Optional[Importer] = None,
+    ):
         if spine.abandoned:
-            raise TimelyError(f"trace {spine.name!r}: an operator's private arrangement whose "
-                              f"readers all finished is no longer maintained; arrange the "
-                              f"collection yourself (arrange_by_key) to share it")
+            raise TimelyError(
+                f"trace {spine.name!r}: an operator's private arrangement whose "
+                f"readers all finished is no longer maintained; arrange the "
+                f"collection yourself (arrange_by_key) to share it"
+            )
         if spine.dropped:
-            raise TimelyError(f"trace {spine.name!r}: its dataflow completed and no handle held "
-                              f"the trace, so it was dropped; take the handle (Arranged.trace) "
-                              f"before the dataflow completes")
+            raise TimelyError(
+                f"trace {spine.name!r}: its dataflow completed and no handle held "
+                f"the trace, so it was dropped; take the handle (Arranged.trace) "
+                f"before the dataflow completes"
+            )
         self.spine = spine
         self.since: List[Any] = list(spine.since if since is None else since)
         self.through_seq = through_seq
@@ -116,8 +125,10 @@ class TraceAgent:
         if self.closed:
             raise TimelyError("import: the trace handle is closed")
         if self.importer is None:
-            raise TimelyError(f"import: the trace handle on {self.spine.name!r} was not "
-                              f"exported by an arrangement (use Arranged.trace)")
+            raise TimelyError(
+                f"import: the trace handle on {self.spine.name!r} was not "
+                f"exported by an arrangement (use Arranged.trace)"
+            )
         log.debug("import of trace %r into scope %r", self.spine.name, name)
         return self.importer(scope, import_stream(self, scope, name), self.spine)
 
@@ -188,15 +199,17 @@ class ImportOperator(OperatorCore):
         self.agent = agent
         spine = agent.spine
         self.queue: List[Tuple[str, Any]] = []
-        self.cap = Capability(self.order.minimum, self.shared.internals[0], self.order.le, 0,
-                              name, record=False)
+        self.cap = Capability(
+            self.order.minimum, self.shared.internals[0], self.order.le, 0, name, record=False
+        )
         snapshot: Dict[Any, List[Tuple[Any, Any, int]]] = {}
         for b in spine.batches:
             for k, vals in b.data.items():
                 snapshot.setdefault(k, []).extend(vals)
         if snapshot:
-            self.queue.append(("batch", Batch(snapshot, [self.order.minimum], list(spine.upper),
-                                              spine.seq)))
+            self.queue.append(
+                ("batch", Batch(snapshot, [self.order.minimum], list(spine.upper), spine.seq))
+            )
         self.queue.append(("upper", list(spine.upper)))
         self.listener = _ImportListener(self)
         spine.add_listener(self.listener)

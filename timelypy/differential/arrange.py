@@ -100,6 +100,7 @@ def _beyond_test(upper: List[Any], order: Any) -> Any:
         def beyond(t: Any) -> bool:
             k = bisect_right(outers, t[0])
             return k > 0 and inners[k - 1] <= t[1]
+
         return beyond
     le = order.le
     return lambda t: any(le(u, t) for u in upper)
@@ -195,8 +196,9 @@ class ArrangeOperator(OperatorCore):
         self.batcher = Batcher(self.order)
         self.writer = TraceWriter(self.spine, store=keep_trace)
         if keep_trace and worker.instruments.enabled:
-            worker.instruments.emit(ArrangementCreated(worker.index, self.subgraph.name,
-                                                       self.index, name, self.spine))
+            worker.instruments.emit(
+                ArrangementCreated(worker.index, self.subgraph.name, self.index, name, self.spine)
+            )
         self._caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
@@ -241,7 +243,7 @@ class ArrangeOperator(OperatorCore):
             return
         last = len(ready) - 1
         for i, cap in enumerate(ready):
-            upper = frontier if i == last else self._upper(frontier, ready[i + 1:])
+            upper = frontier if i == last else self._upper(frontier, ready[i + 1 :])
             data, count = self.batcher.seal_before(upper)
             batch = self.writer.write(data, upper, count)
             if count:
@@ -356,8 +358,9 @@ def _as_keys(data: List[Tuple[Any, Any, int]]) -> List[Update]:
     return [((d, ()), t, r) for d, t, r in data]
 
 
-def arrange_stream(updates: Stream, scope: Any, name: str, by_self: bool = False,
-                   keep_trace: bool = True) -> Tuple[Stream, Spine]:
+def arrange_stream(
+    updates: Stream, scope: Any, name: str, by_self: bool = False, keep_trace: bool = True
+) -> Tuple[Stream, Spine]:
     """Arrange a stream of ``((key, val), time, diff)`` (of ``(data, time, diff)`` when
     ``by_self``: keys with the value ``()``): returns the stream of batches and the spine.
 
@@ -369,4 +372,3 @@ def arrange_stream(updates: Stream, scope: Any, name: str, by_self: bool = False
     op = (_TotalArrange if scope.order.is_total else ArrangeOperator)(scope, name, keep_trace)
     updates.connect_to(op, 0, Exchange(_key_of_update))
     return Stream(scope, op.output_ports[0]), op.spine
-

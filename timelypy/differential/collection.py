@@ -26,8 +26,17 @@ from .consolidate import consolidate_stream
 from .consolidation import accumulate
 from .fusion import ACCUMULABLE, fuse_updates
 from .iterate import loop_variable
-from .reduce import (Logic, count_logic, distinct_logic, is_product_order, reduce_product,
-                     reduce_stream, sum_logic, threshold_logic, threshold_product)
+from .reduce import (
+    Logic,
+    count_logic,
+    distinct_logic,
+    is_product_order,
+    reduce_product,
+    reduce_stream,
+    sum_logic,
+    threshold_logic,
+    threshold_product,
+)
 from .reduce_total import _TotalReduce, count_total, threshold_total
 from .trace import Batch, Spine, TraceView
 
@@ -46,8 +55,14 @@ class Collection:
 
     __slots__ = ("scope", "_stream", "_base", "_stages")
 
-    def __init__(self, scope: Any, stream: Optional[Stream] = None, *,
-                 base: Optional["Collection"] = None, stages: Optional[List] = None):
+    def __init__(
+        self,
+        scope: Any,
+        stream: Optional[Stream] = None,
+        *,
+        base: Optional["Collection"] = None,
+        stages: Optional[List] = None,
+    ):
         self.scope = scope
         self._stream = stream
         self._base = base
@@ -184,8 +199,12 @@ class Collection:
             raise TimelyError("leave: the collection is in a root scope")
         return Collection(parent, self.map_times(_to_outer).inner.leave())
 
-    def iterate(self, body: Callable[["Collection"], "Collection"],
-                max_iterations: Optional[int] = None, name: str = "Iterate") -> "Collection":
+    def iterate(
+        self,
+        body: Callable[["Collection"], "Collection"],
+        max_iterations: Optional[int] = None,
+        name: str = "Iterate",
+    ) -> "Collection":
         """The fixed point of ``body`` starting from this collection.
 
         ``body`` receives the loop variable (a collection in a nested scope) and returns the
@@ -198,6 +217,7 @@ class Collection:
         n)).join_map(edges.enter(r.scope), lambda n, _, m: m).concat(r).distinct())`` is every
         node reachable from ``roots``.
         """
+
         def inner(child):
             var = Variable.new_from(self.enter(child), max_iterations=max_iterations)
             result = body(var)
@@ -240,8 +260,9 @@ class Collection:
         ``("paris", "tea")``."""
         return _arranged(self).join_map(_arranged(other), f)
 
-    def join_core(self, other: Any,
-                  logic: Callable[[Any, Any, Any], Iterable[Any]]) -> "Collection":
+    def join_core(
+        self, other: Any, logic: Callable[[Any, Any, Any], Iterable[Any]]
+    ) -> "Collection":
         """The records of the iterable ``logic(key, v1, v2)`` for every matching pair.
 
         Example: ``queries.join_core(by_src, lambda q, _, dst: [(q, dst)])`` with ``by_src`` an
@@ -289,12 +310,17 @@ class Collection:
         str.split).count()``) runs inside the count (``Linear[flat_map]>CountTotal``): each
         record goes straight into the sums, with no update per record in between."""
         stages = self._stages
-        if (self._stream is None and stages and self.scope.worker.peers == 1
-                and all(kind in ACCUMULABLE for kind, _ in stages)):
+        if (
+            self._stream is None
+            and stages
+            and self.scope.worker.peers == 1
+            and all(kind in ACCUMULABLE for kind, _ in stages)
+        ):
             names = ">".join(kind for kind, _ in stages)
-            return Collection(self.scope, count_total(self._base.inner,
-                                                      f"Linear[{names}]>CountTotal",
-                                                      list(stages)))
+            return Collection(
+                self.scope,
+                count_total(self._base.inner, f"Linear[{names}]>CountTotal", list(stages)),
+            )
         return Collection(self.scope, count_total(self.inner, "CountTotal"))
 
     def sum(self) -> "Collection":
@@ -332,8 +358,9 @@ class Collection:
             return Collection(self.scope, threshold_product(self.inner, f, "Threshold"))
         return self._private_by_self().reduce(threshold_logic(f), "Threshold").map(_first)
 
-    def threshold_total(self, f: Callable[[Any, int], int],
-                        name: str = "ThresholdTotal") -> "Collection":
+    def threshold_total(
+        self, f: Callable[[Any, int], int], name: str = "ThresholdTotal"
+    ) -> "Collection":
         """``threshold`` for totally ordered times: O(1) per update.
 
         Example: ``numbers.threshold_total(lambda x, n: min(n, 1))`` for ``int`` times."""
@@ -397,8 +424,9 @@ class Variable(Collection):
     __slots__ = ("_handle", "_source", "_summary", "_set")
 
     @classmethod
-    def new(cls, scope: Any, max_iterations: Optional[int] = None,
-            summary: Optional[PathSummary] = None) -> "Variable":
+    def new(
+        cls, scope: Any, max_iterations: Optional[int] = None, summary: Optional[PathSummary] = None
+    ) -> "Variable":
         """An empty variable in the iterative ``scope``.
 
         Example: ``v = tp.Variable.new(child)`` in ``scope.iterative(loop)``; later
@@ -406,8 +434,12 @@ class Variable(Collection):
         return cls._make(scope, None, max_iterations, summary)
 
     @classmethod
-    def new_from(cls, source: Collection, max_iterations: Optional[int] = None,
-                 summary: Optional[PathSummary] = None) -> "Variable":
+    def new_from(
+        cls,
+        source: Collection,
+        max_iterations: Optional[int] = None,
+        summary: Optional[PathSummary] = None,
+    ) -> "Variable":
         """A variable starting at ``source`` (a collection of the iterative scope).
 
         Example: ``reached = tp.Variable.new_from(roots.enter(child))``."""
@@ -447,8 +479,15 @@ class Arranged:
     ``by_src.semijoin(queries)``.
     """
 
-    def __init__(self, scope: Any, stream: Stream, spine: Spine, *, by_self: bool = False,
-                 view: Optional[TraceView] = None):
+    def __init__(
+        self,
+        scope: Any,
+        stream: Stream,
+        spine: Spine,
+        *,
+        by_self: bool = False,
+        view: Optional[TraceView] = None,
+    ):
         self.scope = scope
         self.stream = stream
         self.view = TraceView(spine) if view is None else view
@@ -477,23 +516,28 @@ class Arranged:
 
         Example: ``trace = by_src.trace``; a later
         ``worker.dataflow(lambda scope: trace.import_(scope).as_collection().capture())``."""
-        return TraceAgent(self.spine, through_seq=float("inf"), explicit=True,
-                          importer=_imported)
+        return TraceAgent(self.spine, through_seq=float("inf"), explicit=True, importer=_imported)
 
     def filter(self, pred: Callable[[Any, Any], bool]) -> "Arranged":
         """The same arrangement seen through ``pred(key, val)`` (no new index).
 
         Example: ``by_src.filter(lambda src, dst: src == dst)`` reads only the self-loops."""
-        return Arranged(self.scope, self.stream, self.spine, by_self=self.by_self,
-                        view=self.view.filter(pred))
+        return Arranged(
+            self.scope, self.stream, self.spine, by_self=self.by_self, view=self.view.filter(pred)
+        )
 
     def enter(self, child: Any) -> "Arranged":
         """The arrangement inside the nested scope ``child``, times read as ``Product(t, 0)``.
 
         Example: ``by_src.enter(child)`` in ``scope.iterative(loop)``: the edges at every
         iteration."""
-        return Arranged(child, self.stream.enter(child), self.spine, by_self=self.by_self,
-                        view=self.view.enter())
+        return Arranged(
+            child,
+            self.stream.enter(child),
+            self.spine,
+            by_self=self.by_self,
+            view=self.view.enter(),
+        )
 
     def read_batch(self, batch: Batch) -> Iterable[Tuple[Any, List[Tuple[Any, Any, int]]]]:
         """``(key, [(val, time, diff)])`` of ``batch`` through this view's wrappers.
@@ -523,16 +567,27 @@ class Arranged:
 
         return Collection(self.scope, self.stream.map_batch(flatten, name="AsCollection"))
 
-    def _join(self, other: Any, product: joins.JoinProduct, logic: Optional[Callable],
-              name: str, by_self: bool = False) -> Collection:
+    def _join(
+        self,
+        other: Any,
+        product: joins.JoinProduct,
+        logic: Optional[Callable],
+        name: str,
+        by_self: bool = False,
+    ) -> Collection:
         if not isinstance(other, Arranged):
             other = _arranged(other, by_self)
-        stream = joins.join_streams((self.stream, self.view), (other.stream, other.view),
-                                    product, logic, name)
+        stream = joins.join_streams(
+            (self.stream, self.view), (other.stream, other.view), product, logic, name
+        )
         return Collection(self.scope, stream)
 
-    def join_core(self, other: "Arranged", logic: Callable[[Any, Any, Any], Iterable[Any]],
-                  name: str = "JoinCore") -> Collection:
+    def join_core(
+        self,
+        other: "Arranged",
+        logic: Callable[[Any, Any, Any], Iterable[Any]],
+        name: str = "JoinCore",
+    ) -> Collection:
         """For every pair of matching keys, the records ``logic(key, val1, val2)`` (an
         iterable) at the join of the two times with the product of the diffs.
 
@@ -540,8 +595,9 @@ class Arranged:
         pairs."""
         return self._join(other, joins.core, logic, name)
 
-    def join_map(self, other: "Arranged", f: Callable[[Any, Any, Any], Any],
-                 name: str = "JoinMap") -> Collection:
+    def join_map(
+        self, other: "Arranged", f: Callable[[Any, Any, Any], Any], name: str = "JoinMap"
+    ) -> Collection:
         """``f(key, val1, val2)`` for every pair of matching keys.
 
         Example:

@@ -78,7 +78,7 @@ class ConsolidateOperator(OperatorCore):
                 self._out.push(c.time, data)
         self._pending = keep
         remaining = Antichain(le=le)
-        for (_, t) in keep:
+        for _, t in keep:
             remaining.insert(t)
         caps.downgrade(list(remaining))
 

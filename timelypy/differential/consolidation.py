@@ -15,8 +15,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, Iterable, List, Sequence, Tuple, TypeVar
 
-__all__ = ["accumulate", "accumulate_at", "accumulate_into", "advance_and_consolidate",
-           "advance_time", "consolidate"]
+__all__ = [
+    "accumulate",
+    "accumulate_at",
+    "accumulate_into",
+    "advance_and_consolidate",
+    "advance_time",
+    "consolidate",
+]
 
 K = TypeVar("K", bound=Hashable)
 Update = Tuple[Any, Any, int]
@@ -70,8 +76,9 @@ def consolidate(updates: Iterable[Update]) -> List[Update]:
     return [(d, t, r) for (d, t), r in acc.items() if r]
 
 
-def advance_and_consolidate(updates: Iterable[Update], since: Sequence[Any],
-                            order: Any) -> List[Update]:
+def advance_and_consolidate(
+    updates: Iterable[Update], since: Sequence[Any], order: Any
+) -> List[Update]:
     """Advance every time to ``since`` (see :func:`advance_time`), then :func:`consolidate`.
 
     ``order`` is a :class:`~timelypy.order.TimeOrder`. With totally ordered times and one

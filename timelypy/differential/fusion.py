@@ -18,11 +18,12 @@ __all__ = ["ACCUMULABLE", "fuse_accumulate", "fuse_updates"]
 
 
 def _is_var(expr: str, base: str) -> bool:
-    return expr == base or (expr.startswith(base) and expr[len(base):].isdigit())
+    return expr == base or (expr.startswith(base) and expr[len(base) :].isdigit())
 
 
-def fuse_updates(stages: Sequence[Tuple[str, Any]],
-                 tjoin: Callable) -> Callable[[List[Any]], List[Any]]:
+def fuse_updates(
+    stages: Sequence[Tuple[str, Any]], tjoin: Callable
+) -> Callable[[List[Any]], List[Any]]:
     """One function applying a chain of linear operators to a batch of ``(data, time, diff)``.
 
     ``stages`` are ``(kind, function)`` pairs; ``tjoin`` is the lattice join of times (for
@@ -81,8 +82,9 @@ ACCUMULABLE = frozenset({"map", "filter", "flat_map", "explode", "negate"})
 """The stage kinds :func:`fuse_accumulate` fuses: they keep every update's time."""
 
 
-def fuse_accumulate(stages: Sequence[Tuple[str, Any]]
-                    ) -> Callable[[List[Any], Dict[Any, Dict[Any, int]]], None]:
+def fuse_accumulate(
+    stages: Sequence[Tuple[str, Any]],
+) -> Callable[[List[Any], Dict[Any, Dict[Any, int]]], None]:
     """``run(data, pending)``: apply a chain of time-preserving linear operators (kinds in
     :data:`ACCUMULABLE`; none at all is the identity) to a batch of ``(data, time, diff)`` and
     add each resulting diff into ``pending[time][record]`` (dicts created as needed).
@@ -139,7 +141,8 @@ def fuse_accumulate(stages: Sequence[Tuple[str, Any]]
         "                acc = pending[t] = {}\n"
         "            get = acc.get\n"
         "            last = t\n"
-        f"{inner}\n")
+        f"{inner}\n"
+    )
     exec(compile(source, "<timelypy-fused-accumulate>", "exec"), ns)  # noqa: S102 - fixed grammar
     return ns["run"]
 

@@ -75,7 +75,8 @@ class InputSession:
             raise UnhashableDataError(
                 f"input session {self._name!r}: records must be hashable (use tuples, "
                 f"frozensets or frozen dataclasses, not lists, dicts, sets or mutable "
-                f"dataclasses), got {data!r} of type {type(data).__name__}") from None
+                f"dataclasses), got {data!r} of type {type(data).__name__}"
+            ) from None
 
     def insert(self, data: Any) -> None:
         """Add one copy of ``data`` at the current time.
@@ -133,7 +134,8 @@ class InputSession:
             return int(diff)
         raise DiffTypeError(
             f"input session {self._name!r}: the diff of record {data!r} must be an integer, got "
-            f"{diff!r} of type {type(diff).__name__}")
+            f"{diff!r} of type {type(diff).__name__}"
+        )
 
     def update_at(self, data: Any, time: Any, diff: int) -> None:
         """Change ``data`` by ``diff`` at ``time``, which must be at or after the session time.
@@ -144,7 +146,8 @@ class InputSession:
         if not self._le(self._time, time):
             raise TimeOrderError(
                 f"input session {self._name!r}: update_at time {time!r} is before the session "
-                f"time {self._time!r} (record {data!r})")
+                f"time {self._time!r} (record {data!r})"
+            )
         if type(diff) is not int:
             diff = self._integer_diff(data, diff)
         if diff:
@@ -161,8 +164,9 @@ class InputSession:
         for data, time, diff in updates:
             self.update_at(data, time, diff)
 
-    def send_columns(self, records: Sequence[Any], times: Sequence[Any],
-                     diffs: Sequence[int]) -> None:
+    def send_columns(
+        self, records: Sequence[Any], times: Sequence[Any], diffs: Sequence[int]
+    ) -> None:
         """Apply updates given as columns (``records[i]`` changes by ``diffs[i]`` at
         ``times[i]``) that the caller has checked already: hashable records, non-zero int
         diffs, int times at or after the session time. The bulk road of a driver session's
@@ -172,8 +176,11 @@ class InputSession:
         if self._closed:
             raise InputClosedError(f"input session {self._name!r}: used after close()")
         # updates at a later time (update_at's) do not count towards unadvanced()
-        at_now = times.count(self._time) if isinstance(times, list) else \
-            sum(1 for t in times if t == self._time)
+        at_now = (
+            times.count(self._time)
+            if isinstance(times, list)
+            else sum(1 for t in times if t == self._time)
+        )
         self._ahead += len(times) - at_now
         self._buffer.extend(zip(records, times, diffs))
         if len(self._buffer) >= self.BUFFER:
@@ -198,8 +205,12 @@ class InputSession:
 
         Example: ``session.advance_to(1)``, ``session.flush()``,
         ``worker.step_until(probe, 1)``: time 0 complete."""
-        if type(time) is int and type(self._time) is int and time >= self._time and \
-                not self._closed:
+        if (
+            type(time) is int
+            and type(self._time) is int
+            and time >= self._time
+            and not self._closed
+        ):
             if time != self._time:
                 self._mark = self._total + len(self._buffer)
                 self._ahead = 0
@@ -214,7 +225,8 @@ class InputSession:
         if not self._le(self._time, time):
             raise TimeOrderError(
                 f"input session {self._name!r}: cannot advance to {time!r}, before the current "
-                f"time {self._time!r}")
+                f"time {self._time!r}"
+            )
         if time != self._time:
             self._mark = self._total + len(self._buffer)
             self._ahead = 0
@@ -328,8 +340,9 @@ def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Colle
     return session, Collection(scope, stream)
 
 
-def new_collection_from(scope: Any, records: Iterable[Any],
-                        name: str = "Input") -> Tuple[InputSession, Collection]:
+def new_collection_from(
+    scope: Any, records: Iterable[Any], name: str = "Input"
+) -> Tuple[InputSession, Collection]:
     """Like :func:`new_collection`, with ``records`` inserted at the minimum time.
 
     Example: ``session, numbers = new_collection_from(scope, range(10))``."""

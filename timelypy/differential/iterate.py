@@ -12,8 +12,9 @@ from ..order import IntSummary, PathSummary, ProductSummary
 __all__ = ["loop_variable"]
 
 
-def loop_variable(scope: Any, max_iterations: Optional[int] = None,
-                  summary: Optional[PathSummary] = None) -> Tuple[LoopHandle, Stream, PathSummary]:
+def loop_variable(
+    scope: Any, max_iterations: Optional[int] = None, summary: Optional[PathSummary] = None
+) -> Tuple[LoopHandle, Stream, PathSummary]:
     """A feedback edge in the iterative ``scope``: returns ``(handle, stream, summary)``.
 
     ``summary`` (default: one more iteration) is what each trip around the loop adds to a

@@ -19,8 +19,15 @@ from .agent import TraceAgent
 from .reduce_total import _Named
 from .trace import Batch, TraceView, wrap_items
 
-__all__ = ["JoinOperator", "JoinProduct", "core", "join_streams", "mapped", "pairs",
-           "semijoin_pairs"]
+__all__ = [
+    "JoinOperator",
+    "JoinProduct",
+    "core",
+    "join_streams",
+    "mapped",
+    "pairs",
+    "semijoin_pairs",
+]
 
 Vals = List[Tuple[Any, Any, int]]
 Kernel = Callable[[Any, Vals, Vals, List[Any]], None]
@@ -36,21 +43,46 @@ def pairs(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
     tjoin = order.join
     if order.is_total:
         if first:
+
             def kernel(key, vals, merged, out):
-                out.extend([((key, (v, v2)), t if t >= t2 else t2, r * r2)
-                            for v, t, r in vals for v2, t2, r2 in merged])
+                out.extend(
+                    [
+                        ((key, (v, v2)), t if t >= t2 else t2, r * r2)
+                        for v, t, r in vals
+                        for v2, t2, r2 in merged
+                    ]
+                )
         else:
+
             def kernel(key, vals, merged, out):
-                out.extend([((key, (v2, v)), t if t >= t2 else t2, r * r2)
-                            for v, t, r in vals for v2, t2, r2 in merged])
+                out.extend(
+                    [
+                        ((key, (v2, v)), t if t >= t2 else t2, r * r2)
+                        for v, t, r in vals
+                        for v2, t2, r2 in merged
+                    ]
+                )
     elif first:
+
         def kernel(key, vals, merged, out):
-            out.extend([((key, (v, v2)), tjoin(t, t2), r * r2)
-                        for v, t, r in vals for v2, t2, r2 in merged])
+            out.extend(
+                [
+                    ((key, (v, v2)), tjoin(t, t2), r * r2)
+                    for v, t, r in vals
+                    for v2, t2, r2 in merged
+                ]
+            )
     else:
+
         def kernel(key, vals, merged, out):
-            out.extend([((key, (v2, v)), tjoin(t, t2), r * r2)
-                        for v, t, r in vals for v2, t2, r2 in merged])
+            out.extend(
+                [
+                    ((key, (v2, v)), tjoin(t, t2), r * r2)
+                    for v, t, r in vals
+                    for v2, t2, r2 in merged
+                ]
+            )
+
     return kernel
 
 
@@ -58,13 +90,18 @@ def semijoin_pairs(order: Any, first: bool, logic: Optional[Callable] = None) ->
     """``(key, v1)`` for every pair of ``(key, v1)`` (first input) and a key (second input)."""
     tjoin = order.join
     if first:
+
         def kernel(key, vals, merged, out):
-            out.extend([((key, v), tjoin(t, t2), r * r2)
-                        for v, t, r in vals for _, t2, r2 in merged])
+            out.extend(
+                [((key, v), tjoin(t, t2), r * r2) for v, t, r in vals for _, t2, r2 in merged]
+            )
     else:
+
         def kernel(key, vals, merged, out):
-            out.extend([((key, v2), tjoin(t, t2), r * r2)
-                        for _, t, r in vals for v2, t2, r2 in merged])
+            out.extend(
+                [((key, v2), tjoin(t, t2), r * r2) for _, t, r in vals for v2, t2, r2 in merged]
+            )
+
     return kernel
 
 
@@ -72,13 +109,26 @@ def mapped(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
     """``logic(key, v1, v2)`` for every matching pair."""
     tjoin = order.join
     if first:
+
         def kernel(key, vals, merged, out):
-            out.extend([(logic(key, v, v2), tjoin(t, t2), r * r2)
-                        for v, t, r in vals for v2, t2, r2 in merged])
+            out.extend(
+                [
+                    (logic(key, v, v2), tjoin(t, t2), r * r2)
+                    for v, t, r in vals
+                    for v2, t2, r2 in merged
+                ]
+            )
     else:
+
         def kernel(key, vals, merged, out):
-            out.extend([(logic(key, v2, v), tjoin(t, t2), r * r2)
-                        for v, t, r in vals for v2, t2, r2 in merged])
+            out.extend(
+                [
+                    (logic(key, v2, v), tjoin(t, t2), r * r2)
+                    for v, t, r in vals
+                    for v2, t2, r2 in merged
+                ]
+            )
+
     return kernel
 
 
@@ -91,8 +141,9 @@ def core(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
         for v, t, r in vals:
             for v2, t2, r2 in merged:
                 tt, rr = tjoin(t, t2), r * r2
-                for x in (logic(key, v, v2) if first else logic(key, v2, v)):
+                for x in logic(key, v, v2) if first else logic(key, v2, v):
                     append((x, tt, rr))
+
     return kernel
 
 
@@ -130,8 +181,15 @@ class JoinOperator(OperatorCore):
     is applied when the next batch arrives (one round late, which costs no exactness and
     saves a scheduling round per closed-loop update)."""
 
-    def __init__(self, scope: Any, a: TraceView, b: TraceView, product: JoinProduct,
-                 logic: Optional[Callable], name: str):
+    def __init__(
+        self,
+        scope: Any,
+        a: TraceView,
+        b: TraceView,
+        product: JoinProduct,
+        logic: Optional[Callable],
+        name: str,
+    ):
         super().__init__(scope, name, 2, 1, initial_capabilities=False)
         self.a, self.b = a, b
         self.kernels = (product(self.order, True, logic), product(self.order, False, logic))
@@ -169,8 +227,9 @@ class JoinOperator(OperatorCore):
             except TimelyError:
                 raise
             except Exception as exc:
-                raise user_error(_Named("Linear[inspect]", self.worker_index), exc,
-                                 f"an update at time {time!r}") from exc
+                raise user_error(
+                    _Named("Linear[inspect]", self.worker_index), exc, f"an update at time {time!r}"
+                ) from exc
         self._out.push(time, data)
 
     def schedule(self) -> bool:
@@ -234,8 +293,9 @@ class JoinOperator(OperatorCore):
 
     def _begin(self, side: int, time: Any, batch: Batch) -> None:
         """Make ``batch`` (of input ``side``, at ``time``) the current work."""
-        mine, other, ack = (self.a, self.b, self.ack_b) if side == 0 else \
-            (self.b, self.a, self.ack_a)
+        mine, other, ack = (
+            (self.a, self.b, self.ack_b) if side == 0 else (self.b, self.a, self.ack_a)
+        )
         spine = other.spine
         others = spine.batches_through(ack)
         spine._pins += 1  # Spine.pin, inlined
@@ -313,8 +373,11 @@ class JoinOperator(OperatorCore):
     def _finished(self, side: int) -> bool:
         """No batch of input ``side`` waits (queued or held) or is being joined."""
         work = self._work
-        return (not self._queues[side] and not any([h[0] == side for h in self._held])
-                and (work is None or work.side != side))
+        return (
+            not self._queues[side]
+            and not any([h[0] == side for h in self._held])
+            and (work is None or work.side != side)
+        )
 
     def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""
@@ -328,8 +391,9 @@ class JoinOperator(OperatorCore):
         kernel = self.kernels[work.side]
         single = others[0].data if len(others) == 1 and not wrapped else None
         # Two batches (a large one and the small ones beside it, see the spine): inline too.
-        d0, d1 = ((others[0].data, others[1].data) if len(others) == 2 and not wrapped
-                  else (None, None))
+        d0, d1 = (
+            (others[0].data, others[1].data) if len(others) == 2 and not wrapped else (None, None)
+        )
         for key, vals in work.keys:
             if single is not None:
                 merged = single.get(key)
@@ -352,8 +416,7 @@ class JoinOperator(OperatorCore):
         return out
 
     @staticmethod
-    def _other_values(key: Any, others: List[Batch], opred: Any, otm: Any,
-                      wrapped: bool) -> Vals:
+    def _other_values(key: Any, others: List[Batch], opred: Any, otm: Any, wrapped: bool) -> Vals:
         lists = []
         for ob in others:
             ov = ob.data.get(key)
@@ -373,8 +436,13 @@ class JoinOperator(OperatorCore):
         return merged
 
 
-def join_streams(a: Tuple[Stream, TraceView], b: Tuple[Stream, TraceView], product: JoinProduct,
-                 logic: Optional[Callable], name: str) -> Stream:
+def join_streams(
+    a: Tuple[Stream, TraceView],
+    b: Tuple[Stream, TraceView],
+    product: JoinProduct,
+    logic: Optional[Callable],
+    name: str,
+) -> Stream:
     """Join two arrangements, each given as ``(stream of batches, view of its trace)``, of one
     scope; ``product(order, first, logic)`` makes what every matching pair produces."""
     (a_stream, a_view), (b_stream, b_view) = a, b
@@ -385,4 +453,3 @@ def join_streams(a: Tuple[Stream, TraceView], b: Tuple[Stream, TraceView], produ
     a_stream.connect_to(op, 0)
     b_stream.connect_to(op, 1)
     return Stream(scope, op.output_ports[0])
-

@@ -18,15 +18,31 @@ from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import TimelyError, user_error
+from ..order import Product
 from ..progress.frontier import Antichain
 from .consolidation import advance_and_consolidate
-from ..order import Product
-from .reduce_product import (ProductReduce, ProductReduceUpdates, _beyond_test, _joins,
-                             check_output, is_product_order, place_new_times)
+from .reduce_product import (
+    ProductReduce,
+    ProductReduceUpdates,
+    _beyond_test,
+    _joins,
+    check_output,
+    is_product_order,
+    place_new_times,
+)
 from .trace import TraceView
 
-__all__ = ["ReduceOperator", "count_logic", "distinct_logic", "is_product_order",
-           "reduce_product", "reduce_stream", "sum_logic", "threshold_logic", "threshold_product"]
+__all__ = [
+    "ReduceOperator",
+    "count_logic",
+    "distinct_logic",
+    "is_product_order",
+    "reduce_product",
+    "reduce_stream",
+    "sum_logic",
+    "threshold_logic",
+    "threshold_product",
+]
 
 Group = List[Tuple[Any, int]]
 """``[(value, count), ...]``: a key's values with non-zero counts, sorted by value."""
@@ -166,8 +182,9 @@ class ReduceOperator(OperatorCore):
                 del pending_times[t]
         return seeds
 
-    def _interesting_times(self, seeds: Set[Any], hist_in: History,
-                           hist_out: Optional[History]) -> Set[Any]:
+    def _interesting_times(
+        self, seeds: Set[Any], hist_in: History, hist_out: Optional[History]
+    ) -> Set[Any]:
         """The seeds closed under joins with each other and with the history's times.
 
         ``join(c, x)`` is ``c`` itself when ``x <= c``: a history time below every seed (most
@@ -200,8 +217,9 @@ class ReduceOperator(OperatorCore):
             new = fresh
         return candidates
 
-    def _evaluate_at(self, key: Any, t: Any, hist_in: History, out_hist: History,
-                     output: Dict) -> None:
+    def _evaluate_at(
+        self, key: Any, t: Any, hist_in: History, out_hist: History, output: Dict
+    ) -> None:
         """Emit the difference between ``logic`` on the input at ``t`` and the output at ``t``."""
         le = self.order.le
         acc = _accumulate(hist_in, t, le)
@@ -227,8 +245,9 @@ class ReduceOperator(OperatorCore):
         if changes:
             self._emit(key, t, changes, out_hist, output)
 
-    def _emit(self, key: Any, t: Any, changes: List[Tuple[Any, int]], out_hist: History,
-              output: Dict) -> None:
+    def _emit(
+        self, key: Any, t: Any, changes: List[Tuple[Any, int]], out_hist: History, output: Dict
+    ) -> None:
         cap = self.caps.find(t)
         if cap is None:  # pragma: no cover - a bug if it happens
             raise TimelyError(f"reduce {self.name!r}: no capability for time {t!r}")
@@ -303,8 +322,9 @@ def reduce_product(updates: Stream, logic: Logic, name: str = "Reduce") -> Strea
     return Stream(scope, op.output_ports[0])
 
 
-def threshold_product(updates: Stream, f: Optional[Callable[[Any, int], int]] = None,
-                      name: str = "Threshold") -> Stream:
+def threshold_product(
+    updates: Stream, f: Optional[Callable[[Any, int], int]] = None, name: str = "Threshold"
+) -> Stream:
     """``threshold`` (``f(record, count)``; ``None``: ``distinct``) of a stream of
     ``(record, time, diff)`` at ``Product(int, int)`` times without an arrangement; output
     ``(record, time, diff)``."""
@@ -320,8 +340,9 @@ def threshold_product(updates: Stream, f: Optional[Callable[[Any, int], int]] = 
 
 def _check_product(scope: Any, name: str) -> None:
     if not is_product_order(scope.order):
-        raise TimelyError(f"{name}: needs Product(int, int) times (an iterative scope in a root "
-                          f"scope)")
+        raise TimelyError(
+            f"{name}: needs Product(int, int) times (an iterative scope in a root scope)"
+        )
 
 
 def _key_of_pair(u: Any) -> Any:
@@ -364,9 +385,11 @@ distinct_logic._distinct = True  # type: ignore[attr-defined]
 
 def threshold_logic(f: Callable[[Any, int], int]) -> Logic:
     """The logic giving a record arranged by self the count ``f(record, count)``."""
+
     def logic(key: Any, vals: Group) -> Group:
         c = f(key, vals[0][1])
         return [((), c)] if c else []
+
     logic._threshold = f  # type: ignore[attr-defined]
     return logic
 
@@ -388,8 +411,12 @@ class ProductDistinct(ProductReduceUpdates):
     def _ingest(self, data: List[Any], keyed: bool) -> None:
         _ingest_distinct(self, data)
 
-    def _evaluate_keys(self, ready: Dict[Any, List[Tuple[int, int]]],
-                       frontier: List[Tuple[int, int]], output: Dict[Any, Any]) -> None:
+    def _evaluate_keys(
+        self,
+        ready: Dict[Any, List[Tuple[int, int]]],
+        frontier: List[Tuple[int, int]],
+        output: Dict[Any, Any],
+    ) -> None:
         _evaluate_distinct(self, ready, frontier, output, _beyond_test(frontier), _joins)
 
     def _drop_histories(self) -> None:
@@ -427,9 +454,14 @@ def _ingest_distinct(op: Any, data: List[Any]) -> None:
             keys.add(key)
 
 
-def _evaluate_distinct(op: Any, ready: Dict[Any, List[Time]], frontier: List[Time],
-                      output: Dict[Time, Any], beyond: Callable[[int, int], bool],
-                      joins: Callable[[Set[Time], Set[Time]], Set[Time]]) -> None:
+def _evaluate_distinct(
+    op: Any,
+    ready: Dict[Any, List[Time]],
+    frontier: List[Time],
+    output: Dict[Time, Any],
+    beyond: Callable[[int, int], bool],
+    joins: Callable[[Set[Time], Set[Time]], Set[Time]],
+) -> None:
     """Evaluate every key of ``ready`` at its times the (sorted) ``frontier`` has passed, and
     at the new interesting times it has passed (the others are registered); compact.
     ``beyond(outer, inner)`` tests a time against the frontier; ``joins(fresh, times)`` are
@@ -471,8 +503,13 @@ def _evaluate_distinct(op: Any, ready: Dict[Any, List[Time]], frontier: List[Tim
                 else:
                     above.append((a, b))
             h += (0, s0, s1, new[2])
-            if (above is not None or rest or len(times) > 1 or times[0][0] != s0
-                    or times[0][1] != s1):
+            if (
+                above is not None
+                or rest
+                or len(times) > 1
+                or times[0][0] != s0
+                or times[0][1] != s1
+            ):
                 _joins_with_new(op, key, times, rest, above, s0, s1, beyond, joins)
             one = len(times) == 1
         elif new is not None:
@@ -493,8 +530,9 @@ def _evaluate_distinct(op: Any, ready: Dict[Any, List[Time]], frontier: List[Tim
             _keep(state, key, h, stored, m0, m1)
 
 
-def _keep(state: Dict[Any, List[int]], key: Any, h: List[int], stored: bool, m0: int,
-          m1: int) -> None:
+def _keep(
+    state: Dict[Any, List[int]], key: Any, h: List[int], stored: bool, m0: int, m1: int
+) -> None:
     """Store ``key``'s state ``h`` (dropped when empty), compacted once it doubled since its
     last compaction (every later evaluation is at or beyond the frontier, whose meet is
     ``(m0, m1)``)."""
@@ -511,10 +549,17 @@ def _keep(state: Dict[Any, List[int]], key: Any, h: List[int], stored: bool, m0:
         state[key] = h
 
 
-def _joins_with_new(op: Any, key: Any, times: List[Time], rest: Optional[Set[Time]],
-                    above: Optional[List[Time]], s0: int, s1: int,
-                    beyond: Callable[[int, int], bool],
-                    joins: Callable[[Set[Time], Set[Time]], Set[Time]]) -> None:
+def _joins_with_new(
+    op: Any,
+    key: Any,
+    times: List[Time],
+    rest: Optional[Set[Time]],
+    above: Optional[List[Time]],
+    s0: int,
+    s1: int,
+    beyond: Callable[[int, int], bool],
+    joins: Callable[[Set[Time], Set[Time]], Set[Time]],
+) -> None:
     """The joins of the new update's time ``s`` with the key's times not below it (``above``
     from its history, and its ready and pending times): the passed ones are added to
     ``times``, the others registered as pending."""
@@ -546,8 +591,15 @@ def _joins_with_new(op: Any, key: Any, times: List[Time], rest: Optional[Set[Tim
     place_new_times(op, key, candidates, known, times, rest, beyond)
 
 
-def _several_new(op: Any, key: Any, h: List[int], new: List[int], times: List[Time],
-                 rest: Optional[Set[Time]], beyond: Callable[[int, int], bool]) -> None:
+def _several_new(
+    op: Any,
+    key: Any,
+    h: List[int],
+    new: List[int],
+    times: List[Time],
+    rest: Optional[Set[Time]],
+    beyond: Callable[[int, int], bool],
+) -> None:
     """Several new updates of ``key``: append them to ``h`` and find the interesting times
     they make with the general closure (``ProductReduce._new_times``)."""
     hin, hout = _split_quads(h)

@@ -112,8 +112,9 @@ class ProductReduce(OperatorCore):
                 self._consumed.update(time, len(batches))
                 self.caps.retain(time, internal, 0, self.name)
                 for batch in batches:
-                    self._ingest([(key, v, t, r) for key, vals in read(batch)
-                                  for v, t, r in vals], True)
+                    self._ingest(
+                        [(key, v, t, r) for key, vals in read(batch) for v, t, r in vals], True
+                    )
         if changed or received:
             self._process()
         return False
@@ -265,8 +266,9 @@ class ProductReduce(OperatorCore):
         for cap_time, data in by_cap.items():
             push(cap_time, data)
 
-    def _evaluate_keys(self, ready: Dict[Any, List[Time]], frontier: List[Time],
-                       output: Output) -> None:
+    def _evaluate_keys(
+        self, ready: Dict[Any, List[Time]], frontier: List[Time], output: Output
+    ) -> None:
         """Evaluate every key of ``ready`` at its times the (sorted) ``frontier`` has passed,
         and at the new interesting times it has passed (the others are registered); compact
         its histories."""
@@ -297,8 +299,12 @@ class ProductReduce(OperatorCore):
                 counts = self._new_times(key, times, rest, hin, hout, done, beyond)
             if hout is None:
                 outputs[key] = hout = []
-            if (counts is not None and threshold is not None and len(times) == 1
-                    and times[0] == counts[0]):
+            if (
+                counts is not None
+                and threshold is not None
+                and len(times) == 1
+                and times[0] == counts[0]
+            ):
                 # The one time, the new update's, with its counts from the pass above.
                 at_count(key, times[0], counts[1], counts[2], hout, output)
             else:
@@ -323,9 +329,16 @@ class ProductReduce(OperatorCore):
             if frontier:  # (complete input: _process drops every history)
                 self._compact_key(key, hin, hout, n, done, m0, m1)
 
-    def _new_times(self, key: Any, times: List[Time], rest: Optional[Set[Time]],
-                   hin: History, hout: Optional[History], done: int,
-                   beyond: Callable[[int, int], bool]) -> Optional[Tuple[Time, int, int]]:
+    def _new_times(
+        self,
+        key: Any,
+        times: List[Time],
+        rest: Optional[Set[Time]],
+        hin: History,
+        hout: Optional[History],
+        done: int,
+        beyond: Callable[[int, int], bool],
+    ) -> Optional[Tuple[Time, int, int]]:
         """The input of ``key`` past ``done`` is new: add the new interesting times it makes
         to ``times`` (passed) or register them (pending). With one new update, at ``s``,
         returns ``(s, input count, output count)`` at ``s`` (from the pass that looks for the
@@ -349,7 +362,7 @@ class ProductReduce(OperatorCore):
                     above = {(a, b)}
                 else:
                     above.add((a, b))
-            for t in ([*times, *rest] if rest else times):
+            for t in [*times, *rest] if rest else times:
                 if t[0] > s0 or t[1] > s1:
                     if above is None:
                         above = {t}
@@ -361,14 +374,20 @@ class ProductReduce(OperatorCore):
             candidates = _joins_with_one(s, above)
         else:
             counts = None
-            candidates = _closure({(e[1], e[2]) for e in hin[done:]}, hin, hout,
-                                  set(times) | rest if rest else set(times))
-        place_new_times(self, key, candidates, set(times) | rest if rest else set(times),
-                        times, rest, beyond)
+            candidates = _closure(
+                {(e[1], e[2]) for e in hin[done:]},
+                hin,
+                hout,
+                set(times) | rest if rest else set(times),
+            )
+        place_new_times(
+            self, key, candidates, set(times) | rest if rest else set(times), times, rest, beyond
+        )
         return counts
 
-    def _at_count(self, key: Any, t: Time, c: int, have: int, hout: History,
-                  output: Output) -> None:
+    def _at_count(
+        self, key: Any, t: Time, c: int, have: int, hout: History, output: Output
+    ) -> None:
         """``distinct`` / ``threshold`` of ``key`` at ``t``: input count ``c``, output count
         ``have``."""
         if c:
@@ -385,8 +404,7 @@ class ProductReduce(OperatorCore):
                 output[t] = bucket = (_tuple_new(Product, t), [])
             bucket[1].append((key if self._record_out else (key, ()), bucket[0], want))
 
-    def _at_group(self, key: Any, t: Time, hin: History, hout: History,
-                  output: Output) -> None:
+    def _at_group(self, key: Any, t: Time, hin: History, hout: History, output: Output) -> None:
         """``logic`` on the group of ``key`` at ``t``; emit the difference from its output."""
         o, i = t
         acc: Dict[Any, int] = {}
@@ -401,8 +419,13 @@ class ProductReduce(OperatorCore):
                 except TypeError:
                     group.sort(key=repr)
             desired = self.logic(key, group)
-            if (type(desired) is list and len(desired) == 1 and type(desired[0]) is tuple
-                    and len(desired[0]) == 2 and type(desired[0][1]) is int):
+            if (
+                type(desired) is list
+                and len(desired) == 1
+                and type(desired[0]) is tuple
+                and len(desired[0]) == 2
+                and type(desired[0][1]) is int
+            ):
                 v, r = desired[0]  # the common shape, without a check loop
                 desired = {v: r} if r else {}
             else:
@@ -432,8 +455,9 @@ class ProductReduce(OperatorCore):
                 hout.append((v, o, i, d))
                 data.append((key if record_out else (key, v), pt, d))
 
-    def _compact_key(self, key: Any, hin: History, hout: History, n: int, done: int,
-                     m0: int, m1: int) -> None:
+    def _compact_key(
+        self, key: Any, hin: History, hout: History, n: int, done: int, m0: int, m1: int
+    ) -> None:
         """Compact both histories of ``key`` to the frontier whose meet is ``(m0, m1)`` once
         they have doubled since the last time (every later evaluation is at or beyond it);
         note the input history's length."""
@@ -503,9 +527,15 @@ class ProductReduceUpdates(ProductReduce):
         return False
 
 
-def place_new_times(op: Any, key: Any, candidates: Set[Time], known: Set[Time],
-                    times: List[Time], rest: Optional[Set[Time]],
-                    beyond: Callable[[int, int], bool]) -> None:
+def place_new_times(
+    op: Any,
+    key: Any,
+    candidates: Set[Time],
+    known: Set[Time],
+    times: List[Time],
+    rest: Optional[Set[Time]],
+    beyond: Callable[[int, int], bool],
+) -> None:
     """Each of ``candidates`` not in ``known``: appended to ``times`` (``key``'s times to
     evaluate now) if not ``beyond`` the frontier, else kept pending for ``key`` in ``op``
     (``op.pending[key]``, whose set is ``rest``, and ``op.pending_times``)."""
@@ -535,6 +565,7 @@ def _beyond_test(frontier: List[Time]) -> Callable[[int, int], bool]:
     def beyond(a: int, b: int) -> bool:
         k = _bisect(f0s, a)
         return k > 0 and f1s[k - 1] <= b
+
     return beyond
 
 
@@ -562,8 +593,9 @@ def _compact_flat(hist: History, m0: int, m1: int) -> History:
     return [(v, a, b, r) for (v, a, b), r in acc.items() if r]
 
 
-def _closure(fresh: Set[Time], hist_in: History, hist_out: Optional[History],
-             known: Set[Time]) -> Set[Time]:
+def _closure(
+    fresh: Set[Time], hist_in: History, hist_out: Optional[History], known: Set[Time]
+) -> Set[Time]:
     """The joins of every set of times that holds a time of ``fresh`` (the new input's) and
     otherwise times of the histories and of ``known`` (the pending ones), in O(outer values x
     times) instead of pairwise joins.

@@ -61,8 +61,10 @@ class _TotalReduce(OperatorCore):
     def __init__(self, scope: Any, name: str, stages: Sequence[Tuple[str, Any]] = ()):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         if not scope.order.is_total:
-            raise TimelyError(f"{name}: needs totally ordered times (use count/distinct/"
-                              f"threshold inside iterative scopes)")
+            raise TimelyError(
+                f"{name}: needs totally ordered times (use count/distinct/"
+                f"threshold inside iterative scopes)"
+            )
         self.pending: Dict[Any, Dict[Any, int]] = {}
         """``time -> {record: summed diff}`` for times the input frontier has not passed."""
         self._cap: Optional[Any] = None
@@ -124,8 +126,11 @@ class _TotalReduce(OperatorCore):
                 records = [u[0] for u in chain(data)]
             except Exception as inner:  # the user's function: name it as its own operator
                 names = ">".join(kind for kind, _ in self._stages)
-                return user_error(_Named(f"Linear[{names}]", self.worker_index), inner,
-                                  **_offending(chain, data, time))
+                return user_error(
+                    _Named(f"Linear[{names}]", self.worker_index),
+                    inner,
+                    **_offending(chain, data, time),
+                )
         if isinstance(exc, TypeError):
             return unhashable_error(self, records)
         return user_error(self, exc)
@@ -135,9 +140,10 @@ class _TotalReduce(OperatorCore):
         pushers = self._out.pushers
         n, only = self._sinks
         if n != len(pushers):
-            only = all(type(p) is InputPort
-                       and isinstance(p.subgraph.children[p.node], ProbeOperator)
-                       for p in pushers)
+            only = all(
+                type(p) is InputPort and isinstance(p.subgraph.children[p.node], ProbeOperator)
+                for p in pushers
+            )
             self._sinks = (len(pushers), only)
         return only
 
@@ -172,8 +178,11 @@ class _TotalReduce(OperatorCore):
                     except TimelyError:
                         raise
                     except Exception as exc:
-                        raise user_error(_Named("Linear[inspect]", self.worker_index), exc,
-                                         f"an update at time {t!r}") from exc
+                        raise user_error(
+                            _Named("Linear[inspect]", self.worker_index),
+                            exc,
+                            f"an update at time {t!r}",
+                        ) from exc
                 if sink:
                     produced += len(changes)
                 elif out:
@@ -283,8 +292,9 @@ class ThresholdTotal(_TotalReduce):
         return out
 
 
-def count_total(updates: Stream, name: str = "CountTotal",
-                stages: Sequence[Tuple[str, Any]] = ()) -> Stream:
+def count_total(
+    updates: Stream, name: str = "CountTotal", stages: Sequence[Tuple[str, Any]] = ()
+) -> Stream:
     """The counts of a stream of ``(record, time, diff)`` updates (exchanged by record) as
     ``((record, count), time, diff)``.
 
@@ -298,8 +308,9 @@ def count_total(updates: Stream, name: str = "CountTotal",
     return Stream(updates.scope, op.output_ports[0])
 
 
-def threshold_total(updates: Stream, f: Optional[Callable[[Any, int], int]],
-                    name: str = "ThresholdTotal") -> Stream:
+def threshold_total(
+    updates: Stream, f: Optional[Callable[[Any, int], int]], name: str = "ThresholdTotal"
+) -> Stream:
     """Each record of a stream of ``(record, time, diff)`` updates (exchanged by record) with
     the count ``f(record, count)`` (``f=None``: distinct)."""
     op = ThresholdTotal(updates.scope, f, name)

@@ -19,15 +19,45 @@ Sinks: :class:`ChangeWriter`, :func:`write_changes`, :func:`write_contents`,
 
 from __future__ import annotations
 
-from .formats import (Csv, FileFormat, FileInputError, FormatUnavailableError, JsonLines, Parquet,
-                      Rows, format_for, parse_text)
+from .formats import (
+    Csv,
+    FileFormat,
+    FileInputError,
+    FormatUnavailableError,
+    JsonLines,
+    Parquet,
+    Rows,
+    format_for,
+    parse_text,
+)
 from .sinks import ChangeWriter, write_changes, write_contents
 from .sources import feed_files, load_files, load_rows, read_rows
 from .stdio import feed_stdin, read_batches, write_stdout
 from .watch import DirectoryWatcher, WatchState, files_in, is_temporary, watch_directory
 
-__all__ = ["Csv", "JsonLines", "Parquet", "FileFormat", "Rows", "format_for", "parse_text",
-           "FileInputError", "FormatUnavailableError", "read_rows", "load_rows", "load_files",
-           "feed_files", "DirectoryWatcher", "WatchState", "watch_directory", "files_in",
-           "is_temporary", "read_batches", "feed_stdin", "write_stdout", "ChangeWriter",
-           "write_changes", "write_contents"]
+__all__ = [
+    "Csv",
+    "JsonLines",
+    "Parquet",
+    "FileFormat",
+    "Rows",
+    "format_for",
+    "parse_text",
+    "FileInputError",
+    "FormatUnavailableError",
+    "read_rows",
+    "load_rows",
+    "load_files",
+    "feed_files",
+    "DirectoryWatcher",
+    "WatchState",
+    "watch_directory",
+    "files_in",
+    "is_temporary",
+    "read_batches",
+    "feed_stdin",
+    "write_stdout",
+    "ChangeWriter",
+    "write_changes",
+    "write_contents",
+]

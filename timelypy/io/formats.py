@@ -31,8 +31,18 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from ..errors import TimelyError
 
-__all__ = ["Rows", "FileFormat", "Csv", "JsonLines", "Parquet", "format_for", "FileInputError",
-           "FormatUnavailableError", "parse_text", "require_pyarrow"]
+__all__ = [
+    "Rows",
+    "FileFormat",
+    "Csv",
+    "JsonLines",
+    "Parquet",
+    "format_for",
+    "FileInputError",
+    "FormatUnavailableError",
+    "parse_text",
+    "require_pyarrow",
+]
 
 PathLike = Union[str, "pathlib.Path"]
 Converter = Callable[[Any], Any]
@@ -44,8 +54,14 @@ class FileInputError(TimelyError, ValueError):
     ``path``, ``line`` (1-based; the row number for Parquet), ``column`` and ``value`` say where;
     any of them is None when it does not apply (a missing column names no line)."""
 
-    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None,
-                 column: Optional[str] = None, value: Any = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        path: Optional[str] = None,
+        line: Optional[int] = None,
+        column: Optional[str] = None,
+        value: Any = None,
+    ) -> None:
         super().__init__(message)
         self.path = path
         self.line = line
@@ -100,8 +116,16 @@ def _bool(value: Any) -> bool:
     raise ValueError("not a bool (true/false, 1/0, yes/no)")
 
 
-NAMED_TYPES: Dict[Any, Converter] = {"int": _int, int: _int, "float": _float, float: _float,
-                                     "str": _str, str: _str, "bool": _bool, bool: _bool}
+NAMED_TYPES: Dict[Any, Converter] = {
+    "int": _int,
+    int: _int,
+    "float": _float,
+    float: _float,
+    "str": _str,
+    str: _str,
+    "bool": _bool,
+    bool: _bool,
+}
 """The converters behind ``schema`` type names: strict (``int`` refuses ``"2.5"`` and ``True``,
 ``float`` refuses NaN, ``bool`` takes true/false, 1/0, yes/no)."""
 
@@ -111,8 +135,9 @@ def _converter(kind: Any) -> Converter:
         return NAMED_TYPES[kind]
     if callable(kind):
         return kind
-    raise TypeError(f"schema: {kind!r} is neither a type name (int, float, str, bool) nor a "
-                    f"callable")
+    raise TypeError(
+        f"schema: {kind!r} is neither a type name (int, float, str, bool) nor a callable"
+    )
 
 
 def _hashable(value: Any) -> Any:
@@ -143,14 +168,18 @@ def _open_text(path: PathLike, encoding: str, newline: Optional[str] = None) -> 
 
 def _decode_error(path: PathLike, encoding: str, exc: UnicodeDecodeError) -> FileInputError:
     """The line of ``path`` that is not ``encoding`` text, found again line by line."""
-    with (gzip.open(path, "rb") if _gzipped(path) else open(path, "rb")) as f:
+    with gzip.open(path, "rb") if _gzipped(path) else open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
                 raw.decode(encoding)
             except UnicodeDecodeError as bad:
-                return FileInputError(f"{path}, line {number}: not {encoding} text ({bad.reason} "
-                                      f"at byte {bad.start + 1} of the line)", path=str(path),
-                                      line=number, value=raw[:80])
+                return FileInputError(
+                    f"{path}, line {number}: not {encoding} text ({bad.reason} "
+                    f"at byte {bad.start + 1} of the line)",
+                    path=str(path),
+                    line=number,
+                    value=raw[:80],
+                )
     return FileInputError(f"{path}: not {encoding} text ({exc})", path=str(path))
 
 
@@ -160,8 +189,9 @@ class Rows:
 
     __slots__ = ("source", "records", "diffs", "lines")
 
-    def __init__(self, source: str, records: List[Any], diffs: List[int],
-                 lines: Optional[List[int]] = None) -> None:
+    def __init__(
+        self, source: str, records: List[Any], diffs: List[int], lines: Optional[List[int]] = None
+    ) -> None:
         self.source = source
         self.records = records
         self.diffs = diffs
@@ -179,13 +209,18 @@ class FileFormat:
 
     suffixes: Tuple[str, ...] = ()
 
-    def __init__(self, *, columns: Union[None, str, Sequence[str]] = None,
-                 schema: Optional[Mapping[str, Any]] = None,
-                 record: Optional[Callable[[Dict[str, Any]], Any]] = None,
-                 diff: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        *,
+        columns: Union[None, str, Sequence[str]] = None,
+        schema: Optional[Mapping[str, Any]] = None,
+        record: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        diff: Optional[str] = None,
+    ) -> None:
         self.scalar = isinstance(columns, str)
         self.columns: Optional[Tuple[str, ...]] = (
-            (columns,) if isinstance(columns, str) else tuple(columns) if columns else None)
+            (columns,) if isinstance(columns, str) else tuple(columns) if columns else None
+        )
         self.schema = {name: _converter(kind) for name, kind in (schema or {}).items()}
         self.record = record
         self.diff = diff
@@ -210,12 +245,17 @@ class FileFormat:
         needed += [self.diff] if self.diff else []
         for name in needed:
             if name not in available:
-                raise FileInputError(f"{source}: no column {name!r} (the file has "
-                                     f"{', '.join(map(repr, available)) or 'no columns'})",
-                                     path=source, line=1, column=name)
+                raise FileInputError(
+                    f"{source}: no column {name!r} (the file has "
+                    f"{', '.join(map(repr, available)) or 'no columns'})",
+                    path=source,
+                    line=1,
+                    column=name,
+                )
 
-    def shape(self, source: str, line: int, row: Dict[str, Any],
-              names: Tuple[str, ...]) -> Tuple[Any, int]:
+    def shape(
+        self, source: str, line: int, row: Dict[str, Any], names: Tuple[str, ...]
+    ) -> Tuple[Any, int]:
         """One row as ``(record, diff)``; :class:`FileInputError` naming the column if a value
         does not convert."""
         for name, convert in self.schema.items():
@@ -228,25 +268,38 @@ class FileFormat:
                 record = self.record(row)
                 hash(record)
             except Exception as exc:  # noqa: BLE001 - the user's function
-                raise FileInputError(f"{source}, line {line}: record({row!r}) failed: "
-                                     f"{type(exc).__name__}: {exc}", path=source, line=line,
-                                     value=row) from exc
+                raise FileInputError(
+                    f"{source}, line {line}: record({row!r}) failed: {type(exc).__name__}: {exc}",
+                    path=source,
+                    line=line,
+                    value=row,
+                ) from exc
             return record, diff
         for name in names:
             value = row.get(name)
             if value is None or isinstance(value, float) and math.isnan(value):
-                raise FileInputError(f"{source}, line {line}, column {name!r}: no value "
-                                     f"({value!r}); records hold no nulls",
-                                     path=source, line=line, column=name, value=value)
+                raise FileInputError(
+                    f"{source}, line {line}, column {name!r}: no value "
+                    f"({value!r}); records hold no nulls",
+                    path=source,
+                    line=line,
+                    column=name,
+                    value=value,
+                )
         record = row[names[0]] if self.scalar else tuple(row[name] for name in names)
         try:
             hash(record)
         except TypeError:
             name = next(n for n in names if not _is_hashable(row[n]))
-            raise FileInputError(f"{source}, line {line}, column {name!r}: "
-                                 f"{type(row[name]).__name__} {row[name]!r} cannot be part of a "
-                                 f"record (records must be hashable; record= can reshape it)",
-                                 path=source, line=line, column=name, value=row[name]) from None
+            raise FileInputError(
+                f"{source}, line {line}, column {name!r}: "
+                f"{type(row[name]).__name__} {row[name]!r} cannot be part of a "
+                f"record (records must be hashable; record= can reshape it)",
+                path=source,
+                line=line,
+                column=name,
+                value=row[name],
+            ) from None
         return record, diff
 
     @staticmethod
@@ -254,9 +307,13 @@ class FileFormat:
         try:
             return convert(value)
         except (ValueError, TypeError, ArithmeticError) as exc:
-            raise FileInputError(f"{source}, line {line}, column {column!r}: {value!r} does not "
-                                 f"convert ({exc})", path=source, line=line, column=column,
-                                 value=value) from exc
+            raise FileInputError(
+                f"{source}, line {line}, column {column!r}: {value!r} does not convert ({exc})",
+                path=source,
+                line=line,
+                column=column,
+                value=value,
+            ) from exc
 
 
 class Csv(FileFormat):
@@ -266,11 +323,17 @@ class Csv(FileFormat):
 
     suffixes = (".csv",)
 
-    def __init__(self, *, columns: Union[None, str, Sequence[str]] = None,
-                 schema: Optional[Mapping[str, Any]] = None,
-                 record: Optional[Callable[[Dict[str, Any]], Any]] = None,
-                 diff: Optional[str] = None, header: bool = True, delimiter: str = ",",
-                 encoding: str = "utf-8-sig") -> None:
+    def __init__(
+        self,
+        *,
+        columns: Union[None, str, Sequence[str]] = None,
+        schema: Optional[Mapping[str, Any]] = None,
+        record: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        diff: Optional[str] = None,
+        header: bool = True,
+        delimiter: str = ",",
+        encoding: str = "utf-8-sig",
+    ) -> None:
         super().__init__(columns=columns, schema=schema, record=record, diff=diff)
         if not header and not self.columns:
             raise ValueError("Csv(header=False) needs columns=... to name the fields")
@@ -298,8 +361,9 @@ class Csv(FileFormat):
         except StopIteration:
             return Rows(source, records, diffs)
         except csv.Error as exc:
-            raise FileInputError(f"{source}, line {first_line}: {exc}", path=source,
-                                 line=first_line) from exc
+            raise FileInputError(
+                f"{source}, line {first_line}: {exc}", path=source, line=first_line
+            ) from exc
         self.check_columns(source, fields)
         names = self.record_columns(fields)
         fast = self._fast(fields, names)
@@ -309,9 +373,13 @@ class Csv(FileFormat):
                 if not values:
                     continue
                 if len(values) != len(fields):
-                    raise FileInputError(f"{source}, line {line}: {len(values)} fields, the header "
-                                         f"has {len(fields)}", path=source, line=line,
-                                         value=values)
+                    raise FileInputError(
+                        f"{source}, line {line}: {len(values)} fields, the header "
+                        f"has {len(fields)}",
+                        path=source,
+                        line=line,
+                        value=values,
+                    )
                 try:
                     record, diff = fast(values) if fast is not None else (None, None)
                 except (ValueError, TypeError, ArithmeticError):
@@ -319,8 +387,9 @@ class Csv(FileFormat):
                 else:
                     fast_failed = fast is None
                 if fast_failed:  # the checks row by row, and an error that names the column
-                    record, diff = self.shape(source, line, dict(zip(fields, values, strict=True)),
-                                              names)
+                    record, diff = self.shape(
+                        source, line, dict(zip(fields, values, strict=True)), names
+                    )
                 records.append(record)
                 diffs.append(diff)
                 lines_of.append(line)
@@ -329,15 +398,18 @@ class Csv(FileFormat):
             raise FileInputError(f"{source}, line {line}: {exc}", path=source, line=line) from exc
         return Rows(source, records, diffs, lines_of)
 
-
-    def _fast(self, fields: Sequence[str], names: Tuple[str, ...]
-              ) -> Optional[Callable[[Sequence[str]], Tuple[Any, int]]]:
+    def _fast(
+        self, fields: Sequence[str], names: Tuple[str, ...]
+    ) -> Optional[Callable[[Sequence[str]], Tuple[Any, int]]]:
         """A row -> (record, diff) function by field index, when the row-by-row checks can
         only fail by raising (no ``record``, only the built-in converters, every schema column
         in the record); None otherwise."""
         builtin = set(NAMED_TYPES.values())
-        if self.record is not None or any(c not in builtin for c in self.schema.values()) or \
-                any(n not in names and n != self.diff for n in self.schema):
+        if (
+            self.record is not None
+            or any(c not in builtin for c in self.schema.values())
+            or any(n not in names and n != self.diff for n in self.schema)
+        ):
             return None
         picks = [(fields.index(n), self.schema.get(n)) for n in names]
         at = fields.index(self.diff) if self.diff else None
@@ -356,10 +428,15 @@ class JsonLines(FileFormat):
 
     suffixes = (".jsonl", ".ndjson")
 
-    def __init__(self, *, columns: Union[None, str, Sequence[str]] = None,
-                 schema: Optional[Mapping[str, Any]] = None,
-                 record: Optional[Callable[[Dict[str, Any]], Any]] = None,
-                 diff: Optional[str] = None, encoding: str = "utf-8") -> None:
+    def __init__(
+        self,
+        *,
+        columns: Union[None, str, Sequence[str]] = None,
+        schema: Optional[Mapping[str, Any]] = None,
+        record: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        diff: Optional[str] = None,
+        encoding: str = "utf-8",
+    ) -> None:
         super().__init__(columns=columns, schema=schema, record=record, diff=diff)
         self.encoding = encoding
 
@@ -383,29 +460,48 @@ class JsonLines(FileFormat):
             try:
                 value = json.loads(text)
             except ValueError as exc:
-                raise FileInputError(f"{source}, line {number}: not JSON ({exc})", path=source,
-                                     line=number, value=text.rstrip("\n")) from exc
+                raise FileInputError(
+                    f"{source}, line {number}: not JSON ({exc})",
+                    path=source,
+                    line=number,
+                    value=text.rstrip("\n"),
+                ) from exc
             if not shaped:
                 if isinstance(value, dict):
                     raise FileInputError(
                         f"{source}, line {number}: an object, but the format has no columns= "
                         f"(records must be hashable: say which fields make the record)",
-                        path=source, line=number, value=value)
+                        path=source,
+                        line=number,
+                        value=value,
+                    )
                 records.append(_hashable(value))
                 diffs.append(1)
                 lines_of.append(number)
                 continue
             if not isinstance(value, dict):
-                raise FileInputError(f"{source}, line {number}: {value!r} is not an object "
-                                     f"(the format reads columns)", path=source, line=number,
-                                     value=value)
+                raise FileInputError(
+                    f"{source}, line {number}: {value!r} is not an object "
+                    f"(the format reads columns)",
+                    path=source,
+                    line=number,
+                    value=value,
+                )
             names = self.record_columns(list(value))
-            needed = (names if self.record is None else ()) + tuple(self.schema) + (
-                (self.diff,) if self.diff else ())
+            needed = (
+                (names if self.record is None else ())
+                + tuple(self.schema)
+                + ((self.diff,) if self.diff else ())
+            )
             for name in needed:
                 if name not in value:
-                    raise FileInputError(f"{source}, line {number}, column {name!r}: missing",
-                                         path=source, line=number, column=name, value=value)
+                    raise FileInputError(
+                        f"{source}, line {number}, column {name!r}: missing",
+                        path=source,
+                        line=number,
+                        column=name,
+                        value=value,
+                    )
             row = {k: _hashable(v) for k, v in value.items()}
             record, diff = self.shape(source, number, row, names)
             records.append(record)
@@ -421,7 +517,8 @@ def require_pyarrow() -> Any:
     except ImportError as exc:
         raise FormatUnavailableError(
             "Parquet files need pyarrow: pip install pyarrow (or the timelypy extra that "
-            "carries it)") from exc
+            "carries it)"
+        ) from exc
     return pq
 
 
@@ -447,12 +544,18 @@ class Parquet(FileFormat):
             tables = [(offsets[g], parquet.read_row_group(g)) for g in groups]
             available = list(parquet.schema_arrow.names)
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a broken file
-            raise FileInputError(f"{source}: not a readable Parquet file ({type(exc).__name__}: "
-                                 f"{exc})", path=source) from exc
+            raise FileInputError(
+                f"{source}: not a readable Parquet file ({type(exc).__name__}: {exc})", path=source
+            ) from exc
         self.check_columns(source, available)
         names = self.record_columns(available)
-        wanted = available if self.record is not None else list(dict.fromkeys(
-            list(names) + list(self.schema) + ([self.diff] if self.diff else [])))
+        wanted = (
+            available
+            if self.record is not None
+            else list(
+                dict.fromkeys(list(names) + list(self.schema) + ([self.diff] if self.diff else []))
+            )
+        )
         records: List[Any] = []
         diffs: List[int] = []
         lines_of: List[int] = []
@@ -488,8 +591,9 @@ class Parquet(FileFormat):
                 return False
         return True
 
-    def _append_columns(self, table: Any, names: Tuple[str, ...], records: List[Any],
-                        diffs: List[int]) -> None:
+    def _append_columns(
+        self, table: Any, names: Tuple[str, ...], records: List[Any], diffs: List[int]
+    ) -> None:
         """The records of a clean table (:meth:`_clean`), column by column."""
         columns = [table.column(name).to_pylist() for name in names]
         if self.scalar:
@@ -508,8 +612,9 @@ class Parquet(FileFormat):
         except FormatUnavailableError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise FileInputError(f"{path}: not a readable Parquet file ({type(exc).__name__}: "
-                                 f"{exc})", path=str(path)) from exc
+            raise FileInputError(
+                f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})", path=str(path)
+            ) from exc
 
 
 def format_for(path: PathLike, **options: Any) -> FileFormat:
@@ -526,8 +631,10 @@ def format_for(path: PathLike, **options: Any) -> FileFormat:
     for kind in (Csv, JsonLines, Parquet):
         if suffix in kind.suffixes:
             return kind(**options)
-    raise ValueError(f"{path}: unknown file suffix {suffix!r}; give a format (Csv(...), "
-                     f"JsonLines(...), Parquet(...))")
+    raise ValueError(
+        f"{path}: unknown file suffix {suffix!r}; give a format (Csv(...), "
+        f"JsonLines(...), Parquet(...))"
+    )
 
 
 def parse_text(fmt: FileFormat, text: str, source: str = "<text>") -> Rows:

@@ -26,8 +26,13 @@ from .formats import PathLike, require_pyarrow
 __all__ = ["ChangeWriter", "write_changes", "write_contents", "updates_of"]
 
 Update = Tuple[Any, Any, int]
-FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
-           ".parquet": "parquet", ".pq": "parquet"}
+FORMATS = {
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 
 
 def updates_of(source: Any) -> List[Update]:
@@ -53,8 +58,13 @@ class ChangeWriter:
     ``format`` = ``"csv"`` / ``"jsonl"`` / ``"parquet"``) or an open text stream (csv / jsonl).
     In contents mode, write each time's changes complete (after the probe passed it)."""
 
-    def __init__(self, target: Union[PathLike, IO[str]], format: Optional[str] = None,
-                 columns: Optional[Sequence[str]] = None, mode: str = "changes") -> None:
+    def __init__(
+        self,
+        target: Union[PathLike, IO[str]],
+        format: Optional[str] = None,
+        columns: Optional[Sequence[str]] = None,
+        mode: str = "changes",
+    ) -> None:
         if mode not in ("changes", "contents"):
             raise ValueError(f"ChangeWriter: mode must be 'changes' or 'contents', not {mode!r}")
         self.mode = mode
@@ -66,8 +76,10 @@ class ChangeWriter:
             else:
                 suffix = pathlib.Path(target).suffix.lower()  # type: ignore[arg-type]
                 if suffix not in FORMATS:
-                    raise ValueError(f"ChangeWriter: unknown suffix {suffix!r} of {target}; "
-                                     f"give format= one of csv, jsonl, parquet")
+                    raise ValueError(
+                        f"ChangeWriter: unknown suffix {suffix!r} of {target}; "
+                        f"give format= one of csv, jsonl, parquet"
+                    )
                 format = FORMATS[suffix]
         if format not in ("csv", "jsonl", "parquet"):
             raise ValueError(f"ChangeWriter: unknown format {format!r} (csv, jsonl, parquet)")
@@ -98,8 +110,10 @@ class ChangeWriter:
         elif isinstance(data, tuple) and len(data) == len(self.columns):
             values = list(data)
         else:
-            raise ValueError(f"ChangeWriter: record {data!r} does not have the "
-                             f"{len(self.columns)} fields of columns={self.columns!r}")
+            raise ValueError(
+                f"ChangeWriter: record {data!r} does not have the "
+                f"{len(self.columns)} fields of columns={self.columns!r}"
+            )
         return values + [time, n]
 
     def write(self, updates: Any) -> int:
@@ -111,8 +125,9 @@ class ChangeWriter:
         elif self.format == "jsonl":
             names = self.fields
             for row in rows:
-                self._stream.write(json.dumps(dict(zip(names, map(_plain, row), strict=True)), default=str)
-                                   + "\n")
+                self._stream.write(
+                    json.dumps(dict(zip(names, map(_plain, row), strict=True)), default=str) + "\n"
+                )
         elif rows:
             self._write_parquet(rows)
         if self._stream is not None:
@@ -144,8 +159,10 @@ class ChangeWriter:
         if self._csv is None:
             self._csv = csv.writer(self._stream)
             self._csv.writerow(self.fields)
-        self._csv.writerows([json.dumps(_plain(v)) if isinstance(v, (tuple, frozenset)) else v
-                             for v in row] for row in rows)
+        self._csv.writerows(
+            [json.dumps(_plain(v)) if isinstance(v, (tuple, frozenset)) else v for v in row]
+            for row in rows
+        )
 
     def _write_parquet(self, rows: List[List[Any]]) -> None:
         import pyarrow as pa
@@ -162,9 +179,13 @@ class ChangeWriter:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
                 kinds = ", ".join(
                     f"{f.name}: {f.type} (first rows) vs {table.schema.field(f.name).type}"
-                    for f in schema if f.type != table.schema.field(f.name).type)
-                raise ValueError(f"ChangeWriter: {self.target}: these rows do not fit the "
-                                 f"columns the first rows gave the file ({kinds}): {exc}") from exc
+                    for f in schema
+                    if f.type != table.schema.field(f.name).type
+                )
+                raise ValueError(
+                    f"ChangeWriter: {self.target}: these rows do not fit the "
+                    f"columns the first rows gave the file ({kinds}): {exc}"
+                ) from exc
         self._parquet.write_table(table)
 
     def close(self) -> None:
@@ -195,8 +216,12 @@ def _order(item: Tuple[Any, int]) -> Any:
     return repr(item[0])
 
 
-def write_changes(target: Union[PathLike, IO[str]], updates: Any,
-                  columns: Optional[Sequence[str]] = None, format: Optional[str] = None) -> int:
+def write_changes(
+    target: Union[PathLike, IO[str]],
+    updates: Any,
+    columns: Optional[Sequence[str]] = None,
+    format: Optional[str] = None,
+) -> int:
     """Write every change of ``updates`` (``(data, time, diff)``), consolidated (one row per
     record and time, none with diff 0) and in time order; returns the number of rows."""
     ordered = sorted(updates_of(updates), key=lambda u: u[1])
@@ -204,10 +229,13 @@ def write_changes(target: Union[PathLike, IO[str]], updates: Any,
         return writer.write(ordered)
 
 
-def write_contents(target: Union[PathLike, IO[str]], updates: Any,
-                   columns: Optional[Sequence[str]] = None, format: Optional[str] = None) -> int:
+def write_contents(
+    target: Union[PathLike, IO[str]],
+    updates: Any,
+    columns: Optional[Sequence[str]] = None,
+    format: Optional[str] = None,
+) -> int:
     """Write the content at every time of ``updates``: for each time, in order, every record
     with its accumulated count; returns the number of rows."""
     with ChangeWriter(target, format, columns, mode="contents") as writer:
         return writer.write(updates_of(updates))
-

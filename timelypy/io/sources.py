@@ -41,8 +41,12 @@ def load_rows(session: Any, input: str, rows: Rows, advance: bool = True) -> Any
         except SessionInputError as exc:
             line = _line_of(rows, exc.value)
             where = f"{rows.source}, line {line}" if line is not None else rows.source
-            raise FileInputError(f"{where}: refused by the session, nothing of the file applied: "
-                                 f"{exc}", path=rows.source, line=line, value=exc.value) from exc
+            raise FileInputError(
+                f"{where}: refused by the session, nothing of the file applied: {exc}",
+                path=rows.source,
+                line=line,
+                value=exc.value,
+            ) from exc
     if advance:
         session.advance_to(now + 1)
     else:
@@ -61,8 +65,14 @@ def _line_of(rows: Rows, record: Any) -> Optional[int]:
     return None
 
 
-def load_files(session: Any, input: str, paths: Iterable[PathLike], fmt: FormatArg = None,
-               wait: Optional[str] = None, timeout: Optional[float] = None) -> List[Any]:
+def load_files(
+    session: Any,
+    input: str,
+    paths: Iterable[PathLike],
+    fmt: FormatArg = None,
+    wait: Optional[str] = None,
+    timeout: Optional[float] = None,
+) -> List[Any]:
     """Load each of ``paths``, in order, as one epoch of the session's ``input``; returns the
     time of each. With ``wait`` (a probe's name), waits after each file until the dataflow
     has taken it (``session.wait(wait, timeout=timeout)``), which bounds what is in flight."""
@@ -74,8 +84,15 @@ def load_files(session: Any, input: str, paths: Iterable[PathLike], fmt: FormatA
     return times
 
 
-def feed_files(worker: Any, input: Any, paths: Sequence[PathLike], fmt: FormatArg = None,
-               probe: Any = None, timeout: float = 60.0, split: str = "files") -> Any:
+def feed_files(
+    worker: Any,
+    input: Any,
+    paths: Sequence[PathLike],
+    fmt: FormatArg = None,
+    probe: Any = None,
+    timeout: float = 60.0,
+    split: str = "files",
+) -> Any:
     """Feed ``paths`` into a differential ``input`` (an ``InputSession``) inside
     ``build(worker)``: file ``k`` at time ``input.time + k``, and every worker advances past
     each file's time. Call it on every worker with the same paths. ``split="files"``: file

@@ -20,8 +20,9 @@ from .sources import load_rows
 __all__ = ["read_batches", "feed_stdin", "write_stdout"]
 
 
-def _chunks(stream: IO[str], batch_lines: Optional[int], skip: int
-            ) -> Iterator[Tuple[int, List[str]]]:
+def _chunks(
+    stream: IO[str], batch_lines: Optional[int], skip: int
+) -> Iterator[Tuple[int, List[str]]]:
     """(number of the first line, the lines) of each batch."""
     lines: List[str] = []
     first = skip + 1
@@ -39,13 +40,19 @@ def _chunks(stream: IO[str], batch_lines: Optional[int], skip: int
         yield first, lines
 
 
-def read_batches(fmt: Optional[FileFormat] = None, stream: Optional[IO[str]] = None,
-                 batch_lines: Optional[int] = None, source: str = "<stdin>") -> Iterator[Rows]:
+def read_batches(
+    fmt: Optional[FileFormat] = None,
+    stream: Optional[IO[str]] = None,
+    batch_lines: Optional[int] = None,
+    source: str = "<stdin>",
+) -> Iterator[Rows]:
     """Batches of rows from ``stream`` (default ``sys.stdin``) in a line format (default
     :class:`~timelypy.io.formats.JsonLines`), each parsed and checked whole."""
     fmt = fmt if fmt is not None else JsonLines()
     if not isinstance(fmt, (Csv, JsonLines)):
-        raise ValueError(f"read_batches: {type(fmt).__name__} is not a line format (Csv, JsonLines)")
+        raise ValueError(
+            f"read_batches: {type(fmt).__name__} is not a line format (Csv, JsonLines)"
+        )
     stream = stream if stream is not None else sys.stdin
     skip = 0
     header: Sequence[str] = ()
@@ -62,9 +69,15 @@ def read_batches(fmt: Optional[FileFormat] = None, stream: Optional[IO[str]] = N
         yield rows
 
 
-def feed_stdin(session: Any, input: str, fmt: Optional[FileFormat] = None,
-               stream: Optional[IO[str]] = None, batch_lines: Optional[int] = None,
-               wait: Optional[str] = None, timeout: Optional[float] = None) -> List[Any]:
+def feed_stdin(
+    session: Any,
+    input: str,
+    fmt: Optional[FileFormat] = None,
+    stream: Optional[IO[str]] = None,
+    batch_lines: Optional[int] = None,
+    wait: Optional[str] = None,
+    timeout: Optional[float] = None,
+) -> List[Any]:
     """Load each batch of ``stream`` (default stdin) into ``input`` as one epoch; returns the
     time of each. With ``wait`` (a probe's name), waits after each batch
     (``session.wait(wait, timeout=timeout)``)."""
@@ -76,8 +89,12 @@ def feed_stdin(session: Any, input: str, fmt: Optional[FileFormat] = None,
     return times
 
 
-def write_stdout(updates: Any, columns: Optional[Sequence[str]] = None, format: str = "jsonl",
-                 stream: Optional[IO[str]] = None) -> int:
+def write_stdout(
+    updates: Any,
+    columns: Optional[Sequence[str]] = None,
+    format: str = "jsonl",
+    stream: Optional[IO[str]] = None,
+) -> int:
     """Write ``updates`` (``(data, time, diff)`` or a capture) as rows of JSON lines (or CSV
     with a header, on every call: keep one ``ChangeWriter(sys.stdout, "csv")`` to write the
     header once) to ``stream`` (default ``sys.stdout``); returns the number of rows."""

@@ -42,8 +42,9 @@ def is_temporary(name: str) -> bool:
 def files_in(directory: PathLike, pattern: str = "*") -> List[pathlib.Path]:
     """The complete-looking files of ``directory`` matching ``pattern``, by name (hidden and
     temporary names skipped, as a watcher does)."""
-    return sorted(p for p in pathlib.Path(directory).glob(pattern)
-                  if p.is_file() and not is_temporary(p.name))
+    return sorted(
+        p for p in pathlib.Path(directory).glob(pattern) if p.is_file() and not is_temporary(p.name)
+    )
 
 
 class WatchState:
@@ -51,8 +52,11 @@ class WatchState:
     refused (name -> the error's message), by name: one state per watched directory. Plain
     data: save it, restore it, compare it."""
 
-    def __init__(self, taken: Optional[Dict[str, Tuple[int, int]]] = None,
-                 refused: Optional[Dict[str, str]] = None) -> None:
+    def __init__(
+        self,
+        taken: Optional[Dict[str, Tuple[int, int]]] = None,
+        refused: Optional[Dict[str, str]] = None,
+    ) -> None:
         self.taken: Dict[str, Tuple[int, int]] = dict(taken or {})
         self.refused: Dict[str, str] = dict(refused or {})
 
@@ -62,16 +66,21 @@ class WatchState:
 
     def to_dict(self) -> Dict[str, Any]:
         """The state as JSON-ready data."""
-        return {"version": 1, "taken": {k: list(v) for k, v in self.taken.items()},
-                "refused": dict(self.refused)}
+        return {
+            "version": 1,
+            "taken": {k: list(v) for k, v in self.taken.items()},
+            "refused": dict(self.refused),
+        }
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "WatchState":
         """The state :meth:`to_dict` gave."""
         if data.get("version") != 1:
             raise ValueError(f"WatchState: unknown version {data.get('version')!r}")
-        return cls({k: (int(v[0]), int(v[1])) for k, v in data.get("taken", {}).items()},
-                   data.get("refused", {}))
+        return cls(
+            {k: (int(v[0]), int(v[1])) for k, v in data.get("taken", {}).items()},
+            data.get("refused", {}),
+        )
 
     def save(self, path: PathLike) -> None:
         """Write the state as JSON, atomically (a temporary file renamed into place)."""
@@ -89,8 +98,11 @@ class WatchState:
         return cls.from_dict(json.loads(target.read_text()))
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, WatchState) and self.taken == other.taken
-                and self.refused == other.refused)
+        return (
+            isinstance(other, WatchState)
+            and self.taken == other.taken
+            and self.refused == other.refused
+        )
 
     def __repr__(self) -> str:
         return f"WatchState({len(self.taken)} taken, {len(self.refused)} refused)"
@@ -100,9 +112,14 @@ class DirectoryWatcher:
     """New complete files of ``directory`` matching ``pattern``, each returned once by
     :meth:`poll` (see the module's notes on what counts as complete)."""
 
-    def __init__(self, directory: PathLike, pattern: str = "*", settle: float = 0.5,
-                 state: Optional[WatchState] = None,
-                 clock: Callable[[], float] = _time.monotonic) -> None:
+    def __init__(
+        self,
+        directory: PathLike,
+        pattern: str = "*",
+        settle: float = 0.5,
+        state: Optional[WatchState] = None,
+        clock: Callable[[], float] = _time.monotonic,
+    ) -> None:
         self.directory = pathlib.Path(directory)
         if not self.directory.is_dir():
             raise FileNotFoundError(f"watch: {self.directory} is not a directory")
@@ -167,13 +184,23 @@ class DirectoryWatcher:
         self._sightings.pop(name, None)
 
 
-def watch_directory(session: Any, input: str, directory: PathLike, fmt: Optional[FileFormat] = None,
-                    *, pattern: str = "*", state: Optional[WatchState] = None,
-                    settle: float = 0.5, poll: float = 0.2, timeout: float = 60.0,
-                    idle: Optional[float] = None, max_files: Optional[int] = None,
-                    stop: Optional[Callable[[], bool]] = None, on_error: str = "raise",
-                    on_file: Optional[Callable[[pathlib.Path, Any], None]] = None
-                    ) -> WatchState:
+def watch_directory(
+    session: Any,
+    input: str,
+    directory: PathLike,
+    fmt: Optional[FileFormat] = None,
+    *,
+    pattern: str = "*",
+    state: Optional[WatchState] = None,
+    settle: float = 0.5,
+    poll: float = 0.2,
+    timeout: float = 60.0,
+    idle: Optional[float] = None,
+    max_files: Optional[int] = None,
+    stop: Optional[Callable[[], bool]] = None,
+    on_error: str = "raise",
+    on_file: Optional[Callable[[pathlib.Path, Any], None]] = None,
+) -> WatchState:
     """Load every new complete file of ``directory`` into ``input``, one epoch each, until
     ``stop()`` is true, ``max_files`` files were taken, no file came for ``idle`` seconds, or
     ``timeout`` seconds passed (whichever first; at least one of them ends the loop, the
@@ -207,7 +234,10 @@ def watch_directory(session: Any, input: str, directory: PathLike, fmt: Optional
             if max_files is not None and taken >= max_files:
                 return watcher.state
         now = _time.monotonic()
-        if (stop is not None and stop()) or now - start >= timeout or (
-                idle is not None and now - last >= idle):
+        if (
+            (stop is not None and stop())
+            or now - start >= timeout
+            or (idle is not None and now - last >= idle)
+        ):
             return watcher.state
         _time.sleep(poll)

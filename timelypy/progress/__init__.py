@@ -1,10 +1,10 @@
 """Progress tracking: change batches, antichains, reachability, the tracker, subgraphs and the broadcaster."""
 
+from .broadcast import Progcaster
 from .change_batch import ChangeBatch
 from .frontier import Antichain, MutableAntichain, antichain_join, antichain_meet
 from .operate import Operate, SharedProgress
 from .reachability import Location, ReachabilityBuilder, ReachabilityTracker, Source, Target
-from .broadcast import Progcaster
 from .subgraph import Subgraph
 
 __all__ = [

@@ -29,8 +29,9 @@ class Progcaster:
 
     __slots__ = ("channel", "_broadcast", "_inbox", "_loopback")
 
-    def __init__(self, channel: int, broadcast: Callable[[ProgressBatch], None],
-                 loopback: bool = False) -> None:
+    def __init__(
+        self, channel: int, broadcast: Callable[[ProgressBatch], None], loopback: bool = False
+    ) -> None:
         self.channel = channel
         self._broadcast = broadcast
         self._inbox: List[ProgressBatch] = []

@@ -52,8 +52,9 @@ class Antichain(_FrontierQueries):
 
     __slots__ = ("_elements", "_le")
 
-    def __init__(self, elements: Iterable[Any] = (),
-                 le: Optional[Callable[[Any, Any], bool]] = None) -> None:
+    def __init__(
+        self, elements: Iterable[Any] = (), le: Optional[Callable[[Any, Any], bool]] = None
+    ) -> None:
         self._le = le or _generic_le
         self._elements: List[Any] = []
         for e in elements:
@@ -110,8 +111,9 @@ class Antichain(_FrontierQueries):
         return f"Antichain({self.elements()!r})"
 
 
-def antichain_meet(a: Iterable[Any], b: Iterable[Any],
-                   le: Optional[Callable[[Any, Any], bool]] = None) -> Antichain:
+def antichain_meet(
+    a: Iterable[Any], b: Iterable[Any], le: Optional[Callable[[Any, Any], bool]] = None
+) -> Antichain:
     """Greatest lower bound of two frontiers: the minimal elements of their union.
     O((len(a) + len(b)) ** 2)."""
     out = Antichain(a, le=le)
@@ -120,8 +122,12 @@ def antichain_meet(a: Iterable[Any], b: Iterable[Any],
     return out
 
 
-def antichain_join(a: Iterable[Any], b: Iterable[Any], join: Callable[[Any, Any], Any],
-                   le: Optional[Callable[[Any, Any], bool]] = None) -> Antichain:
+def antichain_join(
+    a: Iterable[Any],
+    b: Iterable[Any],
+    join: Callable[[Any, Any], Any],
+    le: Optional[Callable[[Any, Any], bool]] = None,
+) -> Antichain:
     """Least upper bound of two frontiers: the minimal elements of all pairwise joins.
     O(len(a) * len(b) * len(result))."""
     out = Antichain(le=le)
@@ -150,8 +156,9 @@ class MutableAntichain(_FrontierQueries):
 
     __slots__ = ("_counts", "_elements", "_le", "_total")
 
-    def __init__(self, le: Optional[Callable[[Any, Any], bool]] = None,
-                 total: bool = False) -> None:
+    def __init__(
+        self, le: Optional[Callable[[Any, Any], bool]] = None, total: bool = False
+    ) -> None:
         self._le = le or _generic_le
         self._counts: Dict[Any, int] = {}
         self._elements: List[Any] = []
@@ -160,8 +167,9 @@ class MutableAntichain(_FrontierQueries):
             self.__class__ = _TotalAntichain
 
     @classmethod
-    def from_elem(cls, t: Any,
-                  le: Optional[Callable[[Any, Any], bool]] = None) -> "MutableAntichain":
+    def from_elem(
+        cls, t: Any, le: Optional[Callable[[Any, Any], bool]] = None
+    ) -> "MutableAntichain":
         """Holds ``t`` once, so the frontier is ``{t}`` (partial-order mode). O(1)."""
         m = cls(le)
         m._counts[t] = 1

@@ -95,8 +95,12 @@ class Operate:
             if changes:
                 self.shared.frontiers[i].extend(changes)
 
-    def pull_internal_progress(self, consumed: Sequence[ChangeBatch], internal: Sequence[ChangeBatch],
-                               produced: Sequence[ChangeBatch]) -> bool:
+    def pull_internal_progress(
+        self,
+        consumed: Sequence[ChangeBatch],
+        internal: Sequence[ChangeBatch],
+        produced: Sequence[ChangeBatch],
+    ) -> bool:
         """Drain the operator's consumed, capability and produced counts into the given
         batches, then :meth:`schedule` it and return what that returns."""
         sp = self.shared

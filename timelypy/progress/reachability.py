@@ -65,8 +65,11 @@ def insert_summary(antichain: List[PathSummary], summary: PathSummary) -> bool:
     return True
 
 
-def _imply_through(others: Sequence[Tuple[int, Any, Dict[Any, int], Any]],
-                   frontier_changes: List[Tuple[Any, int]], touched: Dict[int, Any]) -> None:
+def _imply_through(
+    others: Sequence[Tuple[int, Any, Dict[Any, int], Any]],
+    frontier_changes: List[Tuple[Any, int]],
+    touched: Dict[int, Any],
+) -> None:
     """Add ``frontier_changes`` through the path summaries of ``others`` (reached targets:
     ``(key, summaries, implication counts, (target, implication))``) to their counts."""
     for key, sums, icounts, entry in others:
@@ -82,8 +85,9 @@ def _imply_through(others: Sequence[Tuple[int, Any, Dict[Any, int], Any]],
         touched[key] = entry
 
 
-def _imply_total(touched: Iterable[Tuple[Location, MutableAntichain]]
-                 ) -> Dict[Location, List[Tuple[Any, int]]]:
+def _imply_total(
+    touched: Iterable[Tuple[Location, MutableAntichain]],
+) -> Dict[Location, List[Tuple[Any, int]]]:
     """The frontier changes of totally ordered implications whose counts changed (their
     ``_elements`` still the frontier before): each frontier becomes the least time with a
     positive count."""
@@ -133,14 +137,25 @@ class ReachabilityBuilder:
         self.edges: Dict[Location, List[Location]] = {}
         self._reverse: Dict[Location, Location] = {}
 
-    def add_node(self, index: int, inputs: int, outputs: int,
-                 summary: Sequence[Sequence[Sequence[PathSummary]]], name: str = "") -> None:
+    def add_node(
+        self,
+        index: int,
+        inputs: int,
+        outputs: int,
+        summary: Sequence[Sequence[Sequence[PathSummary]]],
+        name: str = "",
+    ) -> None:
         """Register node ``index`` with its ``inputs`` x ``outputs`` internal summaries (copied);
         ValueError if the shape does not match."""
         if len(summary) != inputs or any(len(row) != outputs for row in summary):
             raise ValueError(f"node {index} ({name}): summary must be {inputs} x {outputs}")
-        self.nodes[index] = _Node(index, name or f"node{index}", inputs, outputs,
-                                  [[list(cell) for cell in row] for row in summary])
+        self.nodes[index] = _Node(
+            index,
+            name or f"node{index}",
+            inputs,
+            outputs,
+            [[list(cell) for cell in row] for row in summary],
+        )
 
     def add_edge(self, source: Location, target: Location) -> None:
         """Connect ``source`` to ``target``; ValueError unless it goes from a source to a
@@ -204,7 +219,7 @@ class ReachabilityBuilder:
             seen[loc] = len(path)
             path.append(loc)
             loc = pred[loc]
-        cycle = list(reversed(path[seen[loc]:]))
+        cycle = list(reversed(path[seen[loc] :]))
         names: List[str] = []
         for step in cycle:
             nm = self.name_of(step.node) if step.node != 0 else "scope boundary"
@@ -264,8 +279,12 @@ class ReachabilityBuilder:
             out.append([list(reach.get(Target(0, j), [])) for j in range(outputs)])
         return out
 
-    def build(self, le: Callable[[Any, Any], bool], total: bool = False,
-              interested: Optional[Set[Location]] = None) -> "ReachabilityTracker":
+    def build(
+        self,
+        le: Callable[[Any, Any], bool],
+        total: bool = False,
+        interested: Optional[Set[Location]] = None,
+    ) -> "ReachabilityTracker":
         """Check cycles and make a tracker; ``interested`` limits the targets whose
         implications are maintained (default: all)."""
         self.check_acyclic()
@@ -284,8 +303,13 @@ class ReachabilityTracker:
     locations other than node 0 (used by a nested scope to report its output capabilities).
     """
 
-    def __init__(self, builder: ReachabilityBuilder, le: Callable[[Any, Any], bool],
-                 total: bool = False, interested: Optional[Set[Location]] = None) -> None:
+    def __init__(
+        self,
+        builder: ReachabilityBuilder,
+        le: Callable[[Any, Any], bool],
+        total: bool = False,
+        interested: Optional[Set[Location]] = None,
+    ) -> None:
         self._le = le
         self._total = total
         self.builder = builder
@@ -300,15 +324,18 @@ class ReachabilityTracker:
                 continue
             sums = builder.summaries_from(loc)
             # ``None`` marks a path whose only summary is the identity (the common case).
-            self.reach[loc] = [(t, None if len(s) == 1 and s[0].is_identity() else s)
-                               for t, s in sums.items()
-                               if t.node != 0 and (interested is None or t in interested)]
+            self.reach[loc] = [
+                (t, None if len(s) == 1 and s[0].is_identity() else s)
+                for t, s in sums.items()
+                if t.node != 0 and (interested is None or t in interested)
+            ]
             out = [(t.port, s) for t, s in sums.items() if t.node == 0]
             if loc.node != 0 and out:
                 self.output_reach[loc] = out
         self.pointstamps: Dict[Location, MutableAntichain] = {}
         self.implications: Dict[Location, MutableAntichain] = {
-            loc: MutableAntichain(le, total) for loc in locations
+            loc: MutableAntichain(le, total)
+            for loc in locations
             if not loc.is_source and loc.node != 0 and (interested is None or loc in interested)
         }
         self.output_changes: Dict[int, ChangeBatch] = {}
@@ -457,8 +484,13 @@ class ReachabilityTracker:
                         del icounts[new]
                 touched[key] = entry
             if others or outputs:
-                frontier_changes = ([(old, -1)] if new is None else [(new, 1)] if old is None
-                                    else [(old, -1), (new, 1)])
+                frontier_changes = (
+                    [(old, -1)]
+                    if new is None
+                    else [(new, 1)]
+                    if old is None
+                    else [(old, -1), (new, 1)]
+                )
                 if others:
                     _imply_through(others, frontier_changes, touched)
                 if outputs:
@@ -471,15 +503,20 @@ class ReachabilityTracker:
         the identity (``(key, implication counts, (target, implication))``) and the others
         (with their path summaries), the node if a source, whether it reaches scope outputs."""
         ps, targets, node, outputs = self._route(loc)
-        identity = tuple((key, imp._counts, (tgt, imp)) for key, tgt, sums, imp in targets
-                         if sums is None)
-        others = tuple((key, sums, imp._counts, (tgt, imp)) for key, tgt, sums, imp in targets
-                       if sums is not None)
+        identity = tuple(
+            (key, imp._counts, (tgt, imp)) for key, tgt, sums, imp in targets if sums is None
+        )
+        others = tuple(
+            (key, sums, imp._counts, (tgt, imp))
+            for key, tgt, sums, imp in targets
+            if sums is not None
+        )
         route = self._total_routes[loc] = (ps, identity, others, node, outputs)
         return route
 
-    def _route(self, loc: Location) -> Tuple[MutableAntichain, List[Tuple[int, Location, Any, Any]],
-                                             Optional[int], bool]:
+    def _route(
+        self, loc: Location
+    ) -> Tuple[MutableAntichain, List[Tuple[int, Location, Any, Any]], Optional[int], bool]:
         """What :meth:`propagate_all` needs of ``loc``, looked up once: its pointstamps, the
         targets it reaches (a small int key each, cheaper to hash than a location; the path
         summaries; the implications), its node if it is a source, and whether it reaches scope
@@ -488,8 +525,10 @@ class ReachabilityTracker:
         if ps is None:
             ps = self.pointstamps[loc] = MutableAntichain(self._le, self._total)
         keys = self._target_keys
-        targets = [(keys.setdefault(tgt, len(keys)), tgt, sums, self.implications[tgt])
-                   for tgt, sums in self.reach.get(loc, ())]
+        targets = [
+            (keys.setdefault(tgt, len(keys)), tgt, sums, self.implications[tgt])
+            for tgt, sums in self.reach.get(loc, ())
+        ]
         route = (ps, targets, loc.node if loc.is_source else None, loc in self.output_reach)
         self._routes[loc] = route
         return route

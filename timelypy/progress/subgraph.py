@@ -33,8 +33,9 @@ def _identity(t: Any) -> Any:
     return t
 
 
-def _move(source: Dict[Any, int], locations: Tuple[Any, ...], sign: int,
-          counts: Dict[Any, int]) -> None:
+def _move(
+    source: Dict[Any, int], locations: Tuple[Any, ...], sign: int, counts: Dict[Any, int]
+) -> None:
     """Add ``sign *`` the ``{time: count}`` of ``source`` at each location to ``counts``
     (keyed ``(location, time)``; zero counts removed)."""
     for loc in locations:
@@ -70,10 +71,17 @@ class Subgraph(Operate):
 
     local = False
 
-    def __init__(self, name: str, order: TimeOrder, *, peers: int = 1,
-                 to_inner: Callable = _identity, to_outer: Callable = _identity,
-                 summarize: Callable[[PathSummary], Optional[PathSummary]] = _identity,
-                 progcaster: Optional[Progcaster] = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        order: TimeOrder,
+        *,
+        peers: int = 1,
+        to_inner: Callable = _identity,
+        to_outer: Callable = _identity,
+        summarize: Callable[[PathSummary], Optional[PathSummary]] = _identity,
+        progcaster: Optional[Progcaster] = None,
+    ) -> None:
         super().__init__(name, 0, 0)
         self.order = order
         self.peers = peers
@@ -172,18 +180,27 @@ class Subgraph(Operate):
 
     def quiet(self) -> bool:
         """No child is scheduled and no progress is pending here (nested scopes aside)."""
-        return not (any(self.activations[1:]) or self.final_progress.counts
-                    or self.local_progress.counts
-                    or (self.tracker is not None and self.tracker.has_staged()))
+        return not (
+            any(self.activations[1:])
+            or self.final_progress.counts
+            or self.local_progress.counts
+            or (self.tracker is not None and self.tracker.has_staged())
+        )
 
     def finalize(self) -> None:
         """Build reachability, reject cycles that do not advance time, seed initial capabilities."""
         if self.finalized:
             return
         builder = ReachabilityBuilder(self.order.identity)
-        builder.add_node(0, self.outputs, self.inputs, [[] for _ in range(self.outputs)]
-                         if self.inputs == 0 else [[[] for _ in range(self.inputs)]
-                                                   for _ in range(self.outputs)], name=self.name)
+        builder.add_node(
+            0,
+            self.outputs,
+            self.inputs,
+            [[] for _ in range(self.outputs)]
+            if self.inputs == 0
+            else [[[] for _ in range(self.inputs)] for _ in range(self.outputs)],
+            name=self.name,
+        )
         initial: List[Tuple[Location, Any, int]] = []
         for op in self.children[1:]:
             if isinstance(op, Subgraph):
@@ -204,16 +221,26 @@ class Subgraph(Operate):
         # (an observed schedule's event reads them first).
         self._uncounted = tuple(m[0] for ms in moves for m in ms if not (m[1] or m[2]))
         self._moves = [None] + [tuple(m for m in ms if m[1] or m[2]) for ms in moves]
-        interested = {Location(op.index, i, False) for op in self.children[1:]
-                      if op.frontier_interest for i in range(op.inputs)}
+        interested = {
+            Location(op.index, i, False)
+            for op in self.children[1:]
+            if op.frontier_interest
+            for i in range(op.inputs)
+        }
         self.tracker = builder.build(self.order.le, self.order.is_total, interested)
         self._adopted = [False] + [self._adopt(op) for op in self.children[1:]]
-        log.debug("scope %r: reachability over %d operators and %d edges", self.name,
-                  len(self.children) - 1, len(self._edges))
+        log.debug(
+            "scope %r: reachability over %d operators and %d edges",
+            self.name,
+            len(self.children) - 1,
+            len(self._edges),
+        )
         # Summaries of this scope for its parent, mapped to outer time.
         summary = builder.scope_summary(self.inputs, self.outputs)
-        self._summary = [[[m for m in (self.summarize(s) for s in cell) if m is not None]
-                          for cell in row] for row in summary]
+        self._summary = [
+            [[m for m in (self.summarize(s) for s in cell) if m is not None] for cell in row]
+            for row in summary
+        ]
         self.output_capabilities = [MutableAntichain() for _ in range(self.outputs)]  # outer times
         for loc, t, c in initial:
             self.tracker.update(loc, t, c)
@@ -265,8 +292,11 @@ class Subgraph(Operate):
             if child.wake_on_frontier:
                 active[node] = True
             if listening:
-                instruments.emit(FrontierChanged(instruments.worker, self.name, tgt.node,
-                                                 tgt.port, tuple(changes)))
+                instruments.emit(
+                    FrontierChanged(
+                        instruments.worker, self.name, tgt.node, tgt.port, tuple(changes)
+                    )
+                )
         if tracker.output_changes:
             to_outer = self.to_outer
             for j, oc in tracker.output_changes.items():
@@ -322,21 +352,33 @@ class Subgraph(Operate):
     max_rounds = 8
     """Rounds of children per :meth:`schedule` on a single worker (with several, one round)."""
 
-    def _report_moves(self, op: Operate, accounted: Any = frozenset()) -> Tuple[Tuple[Dict[Any, int], Tuple[Location, ...], Tuple[Location, ...], int], ...]:
+    def _report_moves(
+        self, op: Operate, accounted: Any = frozenset()
+    ) -> Tuple[Tuple[Dict[Any, int], Tuple[Location, ...], Tuple[Location, ...], int], ...]:
         """Where a child's reports go: ``(counts of one report buffer, locations inside the
         scope, locations on its boundary, sign)`` for each consumed (at its input, negated),
         internal (at its output) and produced (at every target of its output) buffer. The
         ``accounted`` targets are counted in their queues: their reports are only cleared."""
         sp = op.shared
-        moves = [(b._counts, (Location(op.index, i, False),), -1)
-                 for i, b in enumerate(sp.consumeds)]
-        moves += [(b._counts, (Location(op.index, o, True),), 1)
-                  for o, b in enumerate(sp.internals)]
-        moves += [(b._counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
-                  for o, b in enumerate(sp.produceds)]
-        return tuple((counts, tuple(loc for loc in locs if loc.node != 0 and loc not in accounted),
-                      tuple(loc for loc in locs if loc.node == 0), sign)
-                     for counts, locs, sign in moves)
+        moves = [
+            (b._counts, (Location(op.index, i, False),), -1) for i, b in enumerate(sp.consumeds)
+        ]
+        moves += [
+            (b._counts, (Location(op.index, o, True),), 1) for o, b in enumerate(sp.internals)
+        ]
+        moves += [
+            (b._counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
+            for o, b in enumerate(sp.produceds)
+        ]
+        return tuple(
+            (
+                counts,
+                tuple(loc for loc in locs if loc.node != 0 and loc not in accounted),
+                tuple(loc for loc in locs if loc.node == 0),
+                sign,
+            )
+            for counts, locs, sign in moves
+        )
 
     def _adopt(self, op: Operate) -> bool:
         """Let the tracker maintain ``op``'s input frontiers in place (their implications), so
@@ -346,9 +388,13 @@ class Subgraph(Operate):
             return False
         implications = self.tracker.implications
         locs = [Location(op.index, i, False) for i in range(op.inputs)]
-        if any(type(op.shared.frontiers[i]) is not ChangeBatch or locs[i] not in implications
-               or implications[locs[i]].frontier or op.input_frontiers[i].frontier
-               for i in range(op.inputs)):
+        if any(
+            type(op.shared.frontiers[i]) is not ChangeBatch
+            or locs[i] not in implications
+            or implications[locs[i]].frontier
+            or op.input_frontiers[i].frontier
+            for i in range(op.inputs)
+        ):
             return False
         for i, loc in enumerate(locs):
             self.tracker.adopt(loc, op.input_frontiers[i])
@@ -390,8 +436,11 @@ class Subgraph(Operate):
                         for loc in inner:
                             st = staged.get(loc)
                             if st is None:
-                                staged[loc] = (source.copy() if sign > 0 else
-                                               {t: -d for t, d in source.items()})
+                                staged[loc] = (
+                                    source.copy()
+                                    if sign > 0
+                                    else {t: -d for t, d in source.items()}
+                                )
                             elif sign > 0:
                                 for t, d in source.items():
                                     st[t] = st.get(t, 0) + d
@@ -457,9 +506,18 @@ class Subgraph(Operate):
         shared = child.shared
         consumed = sum(sum(b.counts.values()) for b in shared.consumeds)
         produced = sum(sum(b.counts.values()) for b in shared.produceds)
-        instruments.emit(OperatorFinished(instruments.worker, self.name, idx, child.name,
-                                          elapsed, consumed, produced,
-                                          waiting - sum(map(len, queues))))
+        instruments.emit(
+            OperatorFinished(
+                instruments.worker,
+                self.name,
+                idx,
+                child.name,
+                elapsed,
+                consumed,
+                produced,
+                waiting - sum(map(len, queues)),
+            )
+        )
         return result
 
     def _send_progress(self) -> None:
@@ -513,7 +571,6 @@ class Subgraph(Operate):
                 return True
         return False
 
-
     def capability_holders(self) -> List[str]:
         """Names of children that still hold capabilities (for stall diagnostics)."""
         out: List[str] = []
@@ -523,8 +580,9 @@ class Subgraph(Operate):
         for loc, ps in tracker.pointstamps.items():
             if loc.node != 0 and ps.frontier:
                 kind = "output" if loc.is_source else "input"
-                out.append(f"{self.children[loc.node].name!r} {kind} {loc.port} at "
-                           f"{sorted(ps.frontier)}")
+                out.append(
+                    f"{self.children[loc.node].name!r} {kind} {loc.port} at {sorted(ps.frontier)}"
+                )
         for child in self.children[1:]:
             if isinstance(child, Subgraph):
                 out.extend(f"{self.name}/{h}" for h in child.capability_holders())

@@ -7,5 +7,16 @@ from .execute import execute
 from .session import DataflowSession, open_session
 from .worker import Worker
 
-__all__ = ["execute", "open_session", "DataflowSession", "stable_hash", "StallError", "Worker",
-           "Backend", "register_backend", "unregister_backend", "get_backend", "backend_names"]
+__all__ = [
+    "execute",
+    "open_session",
+    "DataflowSession",
+    "stable_hash",
+    "StallError",
+    "Worker",
+    "Backend",
+    "register_backend",
+    "unregister_backend",
+    "get_backend",
+    "backend_names",
+]

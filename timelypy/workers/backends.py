@@ -26,15 +26,27 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
 from . import inline
 
-__all__ = ["Backend", "RunFunction", "register_backend", "unregister_backend", "get_backend",
-           "backend_names", "lazy_run"]
+__all__ = [
+    "Backend",
+    "RunFunction",
+    "register_backend",
+    "unregister_backend",
+    "get_backend",
+    "backend_names",
+    "lazy_run",
+]
 
 
 class RunFunction(Protocol):
     """``run(build, workers, timeout=None, **options) -> [result of worker 0, 1, ...]``."""
 
-    def __call__(self, build: Callable[[Any], Any], workers: int,
-                 timeout: Optional[float] = None, **options: Any) -> List[Any]: ...
+    def __call__(
+        self,
+        build: Callable[[Any], Any],
+        workers: int,
+        timeout: Optional[float] = None,
+        **options: Any,
+    ) -> List[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -74,8 +86,10 @@ def register_backend(backend: Backend, *, replace: bool = False) -> Backend:
     if not backend.name:
         raise ValueError("a backend needs a non-empty name")
     if backend.name in _REGISTRY and not replace:
-        raise ValueError(f"a backend named {backend.name!r} is already registered "
-                         f"(pass replace=True to replace it)")
+        raise ValueError(
+            f"a backend named {backend.name!r} is already registered "
+            f"(pass replace=True to replace it)"
+        )
     _REGISTRY[backend.name] = backend
     return backend
 
@@ -95,15 +109,17 @@ def get_backend(name: str) -> Backend:
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown backend {name!r}; registered backends: "
-                         f"{', '.join(backend_names())}") from None
+        raise ValueError(
+            f"unknown backend {name!r}; registered backends: {', '.join(backend_names())}"
+        ) from None
 
 
 def lazy_run(module: str, function: str) -> RunFunction:
     """A run function that imports ``module`` (and calls its ``function``) only when called."""
 
-    def run(build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None,
-            **options: Any) -> List[Any]:
+    def run(
+        build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None, **options: Any
+    ) -> List[Any]:
         target = getattr(importlib.import_module(module), function)
         return target(build, workers, timeout=timeout, **options)
 
@@ -112,14 +128,27 @@ def lazy_run(module: str, function: str) -> RunFunction:
     return run
 
 
-register_backend(Backend(
-    "inline", inline.run_inline_backend, local_workers=inline.local_workers,
-    description="workers in this process, taking turns deterministically"))
-register_backend(Backend(
-    "processes", lazy_run("timelypy.workers.processes", "run_processes"),
-    description="one local OS process per worker, joined by an authenticated TCP mesh",
-    cancellable=True))
-register_backend(Backend(
-    "ray", lazy_run("timelypy.workers.ray_actors", "run_ray"),
-    description="one Ray actor per worker, joined by an authenticated TCP mesh",
-    cancellable=True))
+register_backend(
+    Backend(
+        "inline",
+        inline.run_inline_backend,
+        local_workers=inline.local_workers,
+        description="workers in this process, taking turns deterministically",
+    )
+)
+register_backend(
+    Backend(
+        "processes",
+        lazy_run("timelypy.workers.processes", "run_processes"),
+        description="one local OS process per worker, joined by an authenticated TCP mesh",
+        cancellable=True,
+    )
+)
+register_backend(
+    Backend(
+        "ray",
+        lazy_run("timelypy.workers.ray_actors", "run_ray"),
+        description="one Ray actor per worker, joined by an authenticated TCP mesh",
+        cancellable=True,
+    )
+)

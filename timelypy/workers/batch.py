@@ -20,8 +20,18 @@ from ..errors import SessionInputError, UnhashableDataError
 from ..hashing import owners, stable_hash, stable_hashes
 from ..order import Product, less_equal
 
-__all__ = ["Update", "UpdateColumns", "Batch", "Parts", "check_update", "check_updates", "check_time", "route",
-           "show", "rejected_error"]
+__all__ = [
+    "Update",
+    "UpdateColumns",
+    "Batch",
+    "Parts",
+    "check_update",
+    "check_updates",
+    "check_time",
+    "route",
+    "show",
+    "rejected_error",
+]
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 80
@@ -65,7 +75,10 @@ def route(data: Any, workers: int, what: str, input: Optional[str] = None) -> in
         return h % workers if workers > 1 else 0
     raise SessionInputError(
         f"session: {what} {show(data)} of type {type(data).__name__} cannot be routed to a "
-        f"worker ({reason})", input=input, value=data)
+        f"worker ({reason})",
+        input=input,
+        value=data,
+    )
 
 
 def _unroutable_reason(data: Any, exc: UnhashableDataError) -> str:
@@ -78,9 +91,9 @@ def _unroutable_reason(data: Any, exc: UnhashableDataError) -> str:
     except Exception:  # noqa: BLE001 - a __repr__ that raises
         own = None
     if own is not None and message.startswith(own):
-        return message[len(own):]
+        return message[len(own) :]
     if message.startswith(prefix):
-        return "it holds " + message[len(prefix):]
+        return "it holds " + message[len(prefix) :]
     return message
 
 
@@ -92,42 +105,64 @@ def check_time(input: Optional[str], time: Any, now: Any, what: str) -> Any:
     elif type(time) is not Product:
         raise SessionInputError(
             f"session: {what} time {show(time)} of type {type(time).__name__} for {where} is "
-            f"not a time (an int, or a Product in a nested scope)", input=input, value=time)
+            f"not a time (an int, or a Product in a nested scope)",
+            input=input,
+            value=time,
+        )
     try:
         behind = not less_equal(now, time)
     except Exception as exc:  # noqa: BLE001 - incomparable times
         raise SessionInputError(
             f"session: {what} time {show(time)} of type {type(time).__name__} cannot be "
-            f"compared with the time {now!r} of {where} ({exc})", input=input,
-            value=time) from None
+            f"compared with the time {now!r} of {where} ({exc})",
+            input=input,
+            value=time,
+        ) from None
     if behind:
         raise SessionInputError(
             f"session: {what} time {time!r} is before the time {now!r} of {where} (not at or "
             f"after it)",
-            input=input, value=time)
+            input=input,
+            value=time,
+        )
     return time
 
 
-def check_update(input: str, data: Any, diff: Any, time: Any, now: Any, workers: int,
-                 retracts: bool) -> Update:
+def check_update(
+    input: str, data: Any, diff: Any, time: Any, now: Any, workers: int, retracts: bool
+) -> Update:
     """The :class:`Update` of a user's call, or :class:`SessionInputError` saying what is wrong."""
     worker = route(data, workers, f"input {input!r}: record", input)
-    if type(diff) is int and type(time) is int and type(now) is int and now <= time and (
-            diff >= 0 or retracts):
+    if (
+        type(diff) is int
+        and type(time) is int
+        and type(now) is int
+        and now <= time
+        and (diff >= 0 or retracts)
+    ):
         return Update(input, data, time, diff, worker)  # the common case, no message built
     if not isinstance(diff, numbers.Integral) or isinstance(diff, bool):
         raise SessionInputError(
             f"session: input {input!r}, worker {worker}: diff {show(diff)} of type "
             f"{type(diff).__name__} for record {show(data)} is not an integer (int or numpy "
-            f"integer)", input=input, worker=worker, value=diff)
+            f"integer)",
+            input=input,
+            worker=worker,
+            value=diff,
+        )
     diff = int(diff)
     if diff < 0 and not retracts:
         raise SessionInputError(
             f"session: input {input!r}, worker {worker}: cannot retract record {show(data)} "
             f"(diff {diff}): the input takes positive counts only (a timely input; use "
-            f"scope.new_collection for a collection)", input=input, worker=worker, value=diff)
-    time = check_time(input, time, now, f"input {input!r}, worker {worker}: update of record "
-                                         f"{show(data)} at")
+            f"scope.new_collection for a collection)",
+            input=input,
+            worker=worker,
+            value=diff,
+        )
+    time = check_time(
+        input, time, now, f"input {input!r}, worker {worker}: update of record {show(data)} at"
+    )
     return Update(input, data, time, diff, worker)
 
 
@@ -137,9 +172,12 @@ def _spread(values: Any, n: int, what: str, input: str) -> List[Any]:
         return [values] * n
     values = list(values)
     if len(values) != n:
-        raise SessionInputError(f"session: input {input!r}: {len(values)} {what} for {n} records "
-                                f"(give one for all, or one per record)", input=input,
-                                value=len(values))
+        raise SessionInputError(
+            f"session: input {input!r}: {len(values)} {what} for {n} records "
+            f"(give one for all, or one per record)",
+            input=input,
+            value=len(values),
+        )
     return values
 
 
@@ -154,8 +192,15 @@ class UpdateColumns(NamedTuple):
     owners: Optional[Sequence[int]]  # a list, or a numpy array from the column-wise hash
 
 
-def check_updates(input: str, records: Sequence[Any], diffs: Any, times: Any, now: Any,
-                  workers: int, retracts: bool) -> UpdateColumns:
+def check_updates(
+    input: str,
+    records: Sequence[Any],
+    diffs: Any,
+    times: Any,
+    now: Any,
+    workers: int,
+    retracts: bool,
+) -> UpdateColumns:
     """:func:`check_update` of many records at once: the accepted updates as columns, or the
     :class:`SessionInputError` of the first bad one (then none is accepted). ``diffs`` and
     ``times`` are one value for all records or one per record (a time of None: ``now``).
@@ -166,21 +211,31 @@ def check_updates(input: str, records: Sequence[Any], diffs: Any, times: Any, no
     time_list = _spread(times, n, "times", input)
     if None in time_list:
         time_list = [now if t is None else t for t in time_list]
-    fast = type(now) is int and _all_type(diff_list, int) and _all_type(time_list, int) and (
-        not n or min(time_list) >= now) and (retracts or min(diff_list, default=0) >= 0)
+    fast = (
+        type(now) is int
+        and _all_type(diff_list, int)
+        and _all_type(time_list, int)
+        and (not n or min(time_list) >= now)
+        and (retracts or min(diff_list, default=0) >= 0)
+    )
     if fast:
         try:
             owned = owners(records, workers) if workers > 1 else stable_hashes(records)
         except Exception:  # noqa: BLE001 - the slow path names the record
             fast = False
     if not fast:
-        checked = [check_update(input, r, d, t, now, workers, retracts)
-                   for r, d, t in zip(records, diff_list, time_list)]
-        return UpdateColumns(input, [u.data for u in checked], [u.time for u in checked],
-                             [u.diff for u in checked],
-                             [u.worker for u in checked] if workers > 1 else None)
-    return UpdateColumns(input, list(records), time_list, diff_list,
-                         owned if workers > 1 else None)
+        checked = [
+            check_update(input, r, d, t, now, workers, retracts)
+            for r, d, t in zip(records, diff_list, time_list)
+        ]
+        return UpdateColumns(
+            input,
+            [u.data for u in checked],
+            [u.time for u in checked],
+            [u.diff for u in checked],
+            [u.worker for u in checked] if workers > 1 else None,
+        )
+    return UpdateColumns(input, list(records), time_list, diff_list, owned if workers > 1 else None)
 
 
 def _all_type(values: Sequence[Any], kind: type) -> bool:
@@ -199,7 +254,7 @@ def _by_owner(owned: Sequence[int]) -> List[Tuple[int, List[int]]]:
         groups, start = [], 0
         for worker, count in enumerate(counts.tolist()):
             if count:
-                groups.append((worker, order[start:start + count].tolist()))
+                groups.append((worker, order[start : start + count].tolist()))
                 start += count
         return groups
     by_worker: Dict[int, List[int]] = {}
@@ -222,8 +277,13 @@ class _Group:
         self.diffs: List[int] = []
         self.positions: List[int] = []  # each update's place in the session's call order
 
-    def extend(self, records: Sequence[Any], times: Sequence[Any], diffs: Sequence[int],
-               positions: Iterable[int]) -> None:
+    def extend(
+        self,
+        records: Sequence[Any],
+        times: Sequence[Any],
+        diffs: Sequence[int],
+        positions: Iterable[int],
+    ) -> None:
         self.records.extend(records)
         self.times.extend(times)
         self.diffs.extend(diffs)
@@ -265,15 +325,17 @@ class Batch:
         """Buffer the updates of ``columns`` (from :func:`check_updates`), in order."""
         start, n = self._size, len(columns.records)
         if columns.owners is None:
-            self._group(0, columns.input).extend(columns.records, columns.times, columns.diffs,
-                                                 range(start, start + n))
+            self._group(0, columns.input).extend(
+                columns.records, columns.times, columns.diffs, range(start, start + n)
+            )
         else:
             for owner, chosen in _by_owner(columns.owners):
                 self._group(owner, columns.input).extend(
                     list(map(columns.records.__getitem__, chosen)),
                     list(map(columns.times.__getitem__, chosen)),
                     list(map(columns.diffs.__getitem__, chosen)),
-                    [start + i for i in chosen])
+                    [start + i for i in chosen],
+                )
         self._size += n
 
     def parts(self, workers: int) -> Parts:
@@ -285,9 +347,11 @@ class Batch:
 
     def updates(self) -> List[Update]:
         """Every buffered update, in call order."""
-        placed = [(p, Update(input, r, t, d, worker))
-                  for (worker, input), g in self._groups.items()
-                  for r, t, d, p in zip(g.records, g.times, g.diffs, g.positions)]
+        placed = [
+            (p, Update(input, r, t, d, worker))
+            for (worker, input), g in self._groups.items()
+            for r, t, d, p in zip(g.records, g.times, g.diffs, g.positions)
+        ]
         placed.sort(key=itemgetter(0))
         return [u for _, u in placed]
 
@@ -321,5 +385,8 @@ def rejected_error(rejected: Sequence[Tuple[Update, str]], kept: int) -> Session
         f"type {type(first.data).__name__} (time {first.time!r}, diff {first.diff}) was "
         f"rejected: {reason}{more}. Nothing of the batch was applied; the rejected updates were "
         f"dropped and the {kept} others stay buffered for the next flush.",
-        input=first.input, worker=first.worker, value=first.data,
-        rejected=[(u.input, u.data, u.time, u.diff) for u, _ in rejected])
+        input=first.input,
+        worker=first.worker,
+        value=first.data,
+        rejected=[(u.input, u.data, u.time, u.diff) for u, _ in rejected],
+    )

@@ -28,8 +28,14 @@ import logging
 import os
 from typing import Iterator
 
-__all__ = ["GROWTH_FACTOR", "MIN_GROWTH", "TUNED_THRESHOLDS", "gc_mode", "maybe_collect",
-           "paused_collector"]
+__all__ = [
+    "GROWTH_FACTOR",
+    "MIN_GROWTH",
+    "TUNED_THRESHOLDS",
+    "gc_mode",
+    "maybe_collect",
+    "paused_collector",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +76,12 @@ def _collect() -> None:
     found = gc.collect()
     _survivors = len(gc.get_objects())
     _limit = max(MIN_GROWTH, GROWTH_FACTOR * _survivors)
-    log.debug("collector: %d unreachable found, %d containers alive, next after %d more",
-              found, _survivors, _limit)
+    log.debug(
+        "collector: %d unreachable found, %d containers alive, next after %d more",
+        found,
+        _survivors,
+        _limit,
+    )
 
 
 @contextlib.contextmanager

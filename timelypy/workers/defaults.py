@@ -25,8 +25,9 @@ BACKEND_ENV = "TIMELYPY_BACKEND"
 RAY_ADDRESS_ENV = "TIMELYPY_RAY_ADDRESS"
 
 
-def resolve_run(workers: Optional[int], backend: Optional[str],
-                options: Dict[str, Any]) -> Tuple[int, str, Dict[str, Any]]:
+def resolve_run(
+    workers: Optional[int], backend: Optional[str], options: Dict[str, Any]
+) -> Tuple[int, str, Dict[str, Any]]:
     """The ``(workers, backend, options)`` to run with: arguments first, then the environment.
 
     Raises :class:`ValueError` naming the variable when the environment holds a bad value.

@@ -29,8 +29,17 @@ from typing import Any, Callable, List, Mapping, Optional, TextIO
 
 from ..stats import in_ray_actor
 
-__all__ = ["ENV", "DELAY", "INTERVAL", "progress_enabled", "ProgressDisplay", "Watch",
-           "begin_wait", "end_wait", "display"]
+__all__ = [
+    "ENV",
+    "DELAY",
+    "INTERVAL",
+    "progress_enabled",
+    "ProgressDisplay",
+    "Watch",
+    "begin_wait",
+    "end_wait",
+    "display",
+]
 
 ENV = "TIMELYPY_PROGRESS"
 """The environment variable that forces the display on (``1``) or off (``0``)."""
@@ -111,8 +120,9 @@ class ProgressDisplay:
     """Shows the oldest running :class:`Watch` on ``stream`` (default: stderr) from a daemon
     thread, once it has run ``delay`` seconds, refreshing every ``interval`` seconds."""
 
-    def __init__(self, stream: Optional[TextIO] = None, delay: float = DELAY,
-                 interval: float = INTERVAL) -> None:
+    def __init__(
+        self, stream: Optional[TextIO] = None, delay: float = DELAY, interval: float = INTERVAL
+    ) -> None:
         self.stream = stream
         self.delay = delay
         self.interval = interval
@@ -127,8 +137,9 @@ class ProgressDisplay:
         with self._lock:
             self._watches.append(watch)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="timelypy-progress",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="timelypy-progress", daemon=True
+                )
                 self._thread.start()
             self._lock.notify()
         return watch
@@ -182,8 +193,9 @@ class ProgressDisplay:
         from rich.text import Text
 
         if self._live is None:
-            self._live = Live(Text(line), console=Console(file=stream), transient=True,
-                              auto_refresh=False)
+            self._live = Live(
+                Text(line), console=Console(file=stream), transient=True, auto_refresh=False
+            )
             self._live.start()
         self._live.update(Text(line, overflow="ellipsis", no_wrap=True), refresh=True)
 

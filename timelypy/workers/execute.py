@@ -8,8 +8,8 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from ..stats import Statistics, StatsSink, export_ray_metrics, in_ray_actor
 from .backends import get_backend
-from .defaults import resolve_run
 from .collector import paused_collector
+from .defaults import resolve_run
 from .worker import Worker
 
 __all__ = ["execute", "CollectStatistics"]
@@ -17,10 +17,14 @@ __all__ = ["execute", "CollectStatistics"]
 log = logging.getLogger(__name__)
 
 
-def execute(build: Callable[[Worker], Any], workers: Optional[int] = None,
-            backend: Optional[str] = None,
-            timeout: Optional[float] = None, statistics: Optional[Statistics] = None,
-            **options: Any) -> List[Any]:
+def execute(
+    build: Callable[[Worker], Any],
+    workers: Optional[int] = None,
+    backend: Optional[str] = None,
+    timeout: Optional[float] = None,
+    statistics: Optional[Statistics] = None,
+    **options: Any,
+) -> List[Any]:
     """Run ``build(worker)`` on every worker and return the list of their results.
 
     After ``build`` returns, the worker's inputs are closed and it steps until every dataflow
@@ -51,8 +55,9 @@ def execute(build: Callable[[Worker], Any], workers: Optional[int] = None,
     started = _time.monotonic()
     with paused_collector():
         results = runner.run(build, workers, timeout=timeout, **options)
-    log.debug("execute: %d worker(s) on %s done in %.3f s", workers, backend,
-              _time.monotonic() - started)
+    log.debug(
+        "execute: %d worker(s) on %s done in %.3f s", workers, backend, _time.monotonic() - started
+    )
     if statistics is not None:
         for _, snapshot in results:
             statistics.add(snapshot)

@@ -27,13 +27,23 @@ fails in the driver and nothing reaches the workers.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Tuple, Type, runtime_checkable
-from typing import Protocol
+from typing import Any, Dict, Iterable, List, Mapping, Protocol, Tuple, Type, runtime_checkable
 
 from ..errors import HandleKindError, UnknownHandleError, did_you_mean
 
-__all__ = ["Input", "Retracting", "Probe", "Changes", "Lookup", "HANDLE_KINDS", "find_handle",
-           "KIND_NAMES", "RETRACTIONS", "describe_handles", "HandleDirectory"]
+__all__ = [
+    "Input",
+    "Retracting",
+    "Probe",
+    "Changes",
+    "Lookup",
+    "HANDLE_KINDS",
+    "find_handle",
+    "KIND_NAMES",
+    "RETRACTIONS",
+    "describe_handles",
+    "HandleDirectory",
+]
 
 
 @runtime_checkable
@@ -92,7 +102,7 @@ class Lookup(Protocol):
 
 HANDLE_KINDS: Dict[Type[Any], str] = {
     Input: "an input (send_updates, advance_to, flush, closed), such as an InputSession or "
-           "InputHandle",
+    "InputHandle",
     Probe: "a probe (less_than, frontier), such as a ProbeHandle",
     Changes: "a capture (changes_from), such as a CapturedCollection or Captured",
     Lookup: "an arrangement (lookup), such as an Arranged",
@@ -127,17 +137,24 @@ and a handle's members come from its class."""
 def _unknown(name: Any, names: Iterable[str]) -> UnknownHandleError:
     names = sorted(names)
     hint = did_you_mean(name, names)
-    return UnknownHandleError(f"session: no handle named {name!r}; the dataflow returned "
-                              f"{names}" + (f"; {hint}" if hint else ""))
+    return UnknownHandleError(
+        f"session: no handle named {name!r}; the dataflow returned "
+        f"{names}" + (f"; {hint}" if hint else "")
+    )
 
 
 def _wrong_kind(name: str, class_name: str, kind: Type[Any]) -> HandleKindError:
-    return HandleKindError(f"session: handle {name!r} is a {class_name}, expected "
-                           f"{HANDLE_KINDS[kind]}")
+    return HandleKindError(
+        f"session: handle {name!r} is a {class_name}, expected {HANDLE_KINDS[kind]}"
+    )
 
 
-KIND_NAMES: Dict[Type[Any], str] = {Input: "input", Probe: "probe", Changes: "changes",
-                                    Lookup: "lookup"}
+KIND_NAMES: Dict[Type[Any], str] = {
+    Input: "input",
+    Probe: "probe",
+    Changes: "changes",
+    Lookup: "lookup",
+}
 """The name of each handle kind in a worker's report of its handles."""
 RETRACTIONS = "retractions"
 """The kind name of an input that takes negative diffs (:class:`Retracting`)."""

@@ -13,16 +13,16 @@ import threading
 import time as _time
 from typing import Any, Callable, List, Optional, Tuple
 
-from ..errors import (WaitTimeoutError, WorkerError, describe_exception,
-                      format_exception_safely)
 from ..communication.inline import Aborted, InlineFabric
+from ..errors import WaitTimeoutError, WorkerError, describe_exception, format_exception_safely
 from .worker import Worker, run_worker
 
 __all__ = ["run_inline", "run_inline_backend", "local_workers"]
 
 
-def run_inline_backend(build: Callable[[Worker], Any], workers: int,
-                       timeout: Optional[float] = None, **options: Any) -> List[Any]:
+def run_inline_backend(
+    build: Callable[[Worker], Any], workers: int, timeout: Optional[float] = None, **options: Any
+) -> List[Any]:
     """The inline backend's run: one worker in this thread, several with :func:`run_inline`.
 
     The inline backend has no options (``heartbeat_timeout`` is accepted and ignored: inline
@@ -45,7 +45,9 @@ def local_workers(workers: int) -> List[Worker]:
     return [Worker(i, workers, fabric.endpoint(i)) for i in range(workers)]
 
 
-def run_inline(build: Callable[[Worker], Any], peers: int, timeout: Optional[float] = None) -> List[Any]:
+def run_inline(
+    build: Callable[[Worker], Any], peers: int, timeout: Optional[float] = None
+) -> List[Any]:
     """Run ``build`` on ``peers`` inline workers; return their results in index order.
 
     The first worker error is re-raised as :class:`~timelypy.errors.WorkerError` naming the
@@ -67,8 +69,10 @@ def run_inline(build: Callable[[Worker], Any], peers: int, timeout: Optional[flo
         finally:
             fabric.retire(i)
 
-    threads = [threading.Thread(target=body, args=(i,), name=f"timelypy-worker-{i}", daemon=True)
-               for i in range(peers)]
+    threads = [
+        threading.Thread(target=body, args=(i,), name=f"timelypy-worker-{i}", daemon=True)
+        for i in range(peers)
+    ]
     for t in threads:
         t.start()
     deadline = None if timeout is None else _time.monotonic() + timeout
@@ -79,12 +83,15 @@ def run_inline(build: Callable[[Worker], Any], peers: int, timeout: Optional[flo
             fabric.abort()
             for u in threads:
                 u.join(5.0)
-            raise WaitTimeoutError(f"inline run with {peers} workers did not finish within "
-                                   f"{timeout} s")
+            raise WaitTimeoutError(
+                f"inline run with {peers} workers did not finish within {timeout} s"
+            )
     for i, err in enumerate(errors):
         if err is not None:
             exc, tb = err
-            raise WorkerError(f"worker {i} failed: {type(exc).__name__}: "
-                              f"{describe_exception(exc)}\n{tb}",
-                              worker=i, traceback_text=tb) from exc
+            raise WorkerError(
+                f"worker {i} failed: {type(exc).__name__}: {describe_exception(exc)}\n{tb}",
+                worker=i,
+                traceback_text=tb,
+            ) from exc
     return results

@@ -13,8 +13,13 @@ import threading
 import time as _time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import (SessionCommandError, WaitTimeoutError, WorkerError, describe_exception,
-                      format_exception_safely)
+from ..errors import (
+    SessionCommandError,
+    WaitTimeoutError,
+    WorkerError,
+    describe_exception,
+    format_exception_safely,
+)
 from ..instrument import OperatorScheduled
 from .handles import describe_handles
 from .remote import Request
@@ -64,10 +69,12 @@ class InProcessClient:
                 failed = failed or (i, command, exc)
         if failed is not None:
             i, command, exc = failed
-            raise SessionCommandError(f"session: {command[0]!r} failed on worker {i}: "
-                                      f"{type(exc).__name__}: {describe_exception(exc)}",
-                                      worker=i, traceback_text=format_exception_safely(exc)
-                                      ) from exc
+            raise SessionCommandError(
+                f"session: {command[0]!r} failed on worker {i}: "
+                f"{type(exc).__name__}: {describe_exception(exc)}",
+                worker=i,
+                traceback_text=format_exception_safely(exc),
+            ) from exc
         return results
 
     def _run(self, i: int, command: Command, deadline: float, timeout: float) -> Any:
@@ -77,8 +84,11 @@ class InProcessClient:
         service = self._services[i]
         service.probe_passed(probe, t)  # a bad time fails here, before any step
         service.check_wait(probe, t)
-        self._step_until(lambda: service.probe_passed(probe, t), deadline,
-                         f"probe {probe!r} did not pass {t!r} within {timeout} s")
+        self._step_until(
+            lambda: service.probe_passed(probe, t),
+            deadline,
+            f"probe {probe!r} did not pass {t!r} within {timeout} s",
+        )
         return None
 
     def _step_until(self, condition: Callable[[], bool], deadline: float, what: str) -> None:
@@ -106,14 +116,18 @@ class InProcessClient:
                 try:
                     w.step()
                 except _DeadlinePassed:
-                    raise WaitTimeoutError(f"session: {what} (interrupted on worker "
-                                           f"{w.index} between two operator activations)"
-                                           ) from None
+                    raise WaitTimeoutError(
+                        f"session: {what} (interrupted on worker "
+                        f"{w.index} between two operator activations)"
+                    ) from None
                 except Exception as exc:
                     text = format_exception_safely(exc)
                     self.failure = WorkerError(
                         f"worker {w.index} failed: {type(exc).__name__}: "
-                        f"{describe_exception(exc)}\n{text}", worker=w.index, traceback_text=text)
+                        f"{describe_exception(exc)}\n{text}",
+                        worker=w.index,
+                        traceback_text=text,
+                    )
                     raise self.failure from exc
             if _time.monotonic() > deadline:
                 raise WaitTimeoutError(f"session: {what}")
@@ -125,9 +139,11 @@ class InProcessClient:
                 return
             for w in self._workers:
                 w.close_inputs()
-            self._step_until(lambda: not any(w.has_dataflows() for w in self._workers),
-                             _time.monotonic() + timeout,
-                             f"the dataflow did not complete within {timeout} s after close")
+            self._step_until(
+                lambda: not any(w.has_dataflows() for w in self._workers),
+                _time.monotonic() + timeout,
+                f"the dataflow did not complete within {timeout} s after close",
+            )
         finally:
             self._alarm.shut_down()
 
@@ -168,8 +184,9 @@ class _DeadlineAlarm:
         with self._changed:
             self._deadline = deadline
             if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="timelypy-session-deadline")
+                self._thread = threading.Thread(
+                    target=self._run, daemon=True, name="timelypy-session-deadline"
+                )
                 self._thread.start()
             self._changed.notify()
 

@@ -59,8 +59,15 @@ import cloudpickle
 from ..communication.credit import DEFAULT_WINDOW
 from ..communication.mesh import Address, MeshSettings, SocketMesh
 from ..errors import WaitTimeoutError
-from .supervise import (HEARTBEAT_TIMEOUT, Supervisor, WorkerMain, error_outcome,
-                        heartbeat_interval, pickle_for_workers, run_worker_main)
+from .supervise import (
+    HEARTBEAT_TIMEOUT,
+    Supervisor,
+    WorkerMain,
+    error_outcome,
+    heartbeat_interval,
+    pickle_for_workers,
+    run_worker_main,
+)
 
 __all__ = ["run_in_processes", "default_start_method", "WorkerMain"]
 
@@ -136,42 +143,56 @@ def _heartbeat(send: Callable[[Any], None], interval: float) -> None:
         send((_HEARTBEAT, None))
 
 
-def _join_launcher(index: int, conn: multiprocessing.connection.Connection,
-                   send: Callable[[Any], None], secret: bytes,
-                   startup_timeout: float) -> Tuple[Any, List[Address]]:
+def _join_launcher(
+    index: int,
+    conn: multiprocessing.connection.Connection,
+    send: Callable[[Any], None],
+    secret: bytes,
+    startup_timeout: float,
+) -> Tuple[Any, List[Address]]:
     """Listen, tell the launcher where, and receive every worker's address."""
     listener, address = SocketMesh.listen(secret)
     send((_ADDRESS, address))
     if not conn.poll(startup_timeout):
         listener.close()
         raise WaitTimeoutError(
-            f"worker {index}: no peer addresses from the launcher within {startup_timeout} s")
+            f"worker {index}: no peer addresses from the launcher within {startup_timeout} s"
+        )
     tag, addresses = conn.recv()
     if tag != _ADDRESSES:  # pragma: no cover - protocol bug
         raise RuntimeError(f"worker {index}: unexpected launcher message {tag!r}")
     return listener, addresses
 
 
-def _child_main(index: int, peers: int, conn: multiprocessing.connection.Connection,
-                payload: bytes, secret: bytes, sys_path: List[str], settings: MeshSettings,
-                startup_timeout: float, heartbeat: Optional[float] = None) -> None:
+def _child_main(
+    index: int,
+    peers: int,
+    conn: multiprocessing.connection.Connection,
+    payload: bytes,
+    secret: bytes,
+    sys_path: List[str],
+    settings: MeshSettings,
+    startup_timeout: float,
+    heartbeat: Optional[float] = None,
+) -> None:
     """Entry point of one worker process (runs in the child)."""
     # Ctrl-C goes to the whole process group; the launcher decides how its workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.path[:] = sys_path  # so that functions pickled by reference import as in the parent
     report = _sender(conn)
     if heartbeat is not None:
-        threading.Thread(target=_heartbeat, args=(report, heartbeat),
-                         name="timelypy-heartbeat", daemon=True).start()
+        threading.Thread(
+            target=_heartbeat, args=(report, heartbeat), name="timelypy-heartbeat", daemon=True
+        ).start()
     try:
         listener, addresses = _join_launcher(index, conn, report, secret, startup_timeout)
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher
         report(error_outcome(index, exc))
         sys.exit(1)
-    threading.Thread(target=_watch_parent, args=(conn,), name="timelypy-watch-parent",
-                     daemon=True).start()
-    if not run_worker_main(index, peers, listener, addresses, secret, settings, payload,
-                           report):
+    threading.Thread(
+        target=_watch_parent, args=(conn,), name="timelypy-watch-parent", daemon=True
+    ).start()
+    if not run_worker_main(index, peers, listener, addresses, secret, settings, payload, report):
         sys.exit(1)
 
 
@@ -195,9 +216,13 @@ def _describe_exit(process: multiprocessing.process.BaseProcess) -> str:
 class _Processes:
     """The launcher's view of the worker processes: their pipes, addresses and exits."""
 
-    def __init__(self, processes: List[Any], conns: List[Any],
-                 heartbeat_timeout: Optional[float] = None,
-                 cancel: Optional[threading.Event] = None) -> None:
+    def __init__(
+        self,
+        processes: List[Any],
+        conns: List[Any],
+        heartbeat_timeout: Optional[float] = None,
+        cancel: Optional[threading.Event] = None,
+    ) -> None:
         self.processes = processes
         self.conns = conns
         n = len(processes)
@@ -240,8 +265,11 @@ class _Processes:
             if process.exitcode is not None or not process.is_alive():
                 self._drain(i)  # a final message written just before exiting
                 self.running.discard(i)
-                self.supervisor.died(i, f"worker {i} (pid {process.pid}) "
-                                        f"{_describe_exit(process)} before returning a result")
+                self.supervisor.died(
+                    i,
+                    f"worker {i} (pid {process.pid}) "
+                    f"{_describe_exit(process)} before returning a result",
+                )
         for i, silence in self.supervisor.silent():
             if i in self.running:
                 self.processes[i].kill()  # a stopped process ignores SIGTERM
@@ -333,17 +361,34 @@ def _main_without_missing_file() -> Iterator[None]:
         main.__file__ = path
 
 
-def _start(ctx: Any, peers: int, payload: bytes, secret: bytes, settings: MeshSettings,
-           startup_timeout: float, heartbeat: Optional[float], processes: List[Any],
-           conns: List[Any]) -> None:
+def _start(
+    ctx: Any,
+    peers: int,
+    payload: bytes,
+    secret: bytes,
+    settings: MeshSettings,
+    startup_timeout: float,
+    heartbeat: Optional[float],
+    processes: List[Any],
+    conns: List[Any],
+) -> None:
     """Start the worker processes, appending each (and its pipe) as soon as it exists."""
     for i in range(peers):
         parent_end, child_end = ctx.Pipe(duplex=True)
         conns.append(parent_end)
         process = ctx.Process(
             target=_child_main,
-            args=(i, peers, child_end, payload, secret, list(sys.path), settings,
-                  startup_timeout, heartbeat),
+            args=(
+                i,
+                peers,
+                child_end,
+                payload,
+                secret,
+                list(sys.path),
+                settings,
+                startup_timeout,
+                heartbeat,
+            ),
             name=f"timelypy-worker-{i}",
         )
         processes.append(process)
@@ -354,18 +399,24 @@ def _start(ctx: Any, peers: int, payload: bytes, secret: bytes, settings: MeshSe
 
 def _gather_addresses(job: _Processes, deadline: float, limit: float) -> None:
     """Wait until every worker reported its listening address; hand all of them to everyone."""
-    job.supervisor.wait(job.pump, lambda: not job.missing_addresses(), deadline,
-                        lambda: f"workers {job.missing_addresses()} did not start within "
-                                f"{limit} s")
+    job.supervisor.wait(
+        job.pump,
+        lambda: not job.missing_addresses(),
+        deadline,
+        lambda: f"workers {job.missing_addresses()} did not start within {limit} s",
+    )
     job.send_addresses()
 
 
 def _gather_outcomes(job: _Processes, deadline: Optional[float], timeout: Optional[float]) -> None:
     """Wait until every worker returned, raised or died (raising failures as they appear)."""
     supervisor = job.supervisor
-    supervisor.wait(job.pump, supervisor.all_answered, deadline,
-                    lambda: f"workers {supervisor.unanswered()} did not finish within "
-                            f"{timeout} s")
+    supervisor.wait(
+        job.pump,
+        supervisor.all_answered,
+        deadline,
+        lambda: f"workers {supervisor.unanswered()} did not finish within {timeout} s",
+    )
 
 
 def run_in_processes(
@@ -414,8 +465,9 @@ def run_in_processes(
     ctx = _context(start_method)
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    startup_deadline = start + startup_timeout if deadline is None else min(
-        start + startup_timeout, deadline)
+    startup_deadline = (
+        start + startup_timeout if deadline is None else min(start + startup_timeout, deadline)
+    )
     heartbeat = heartbeat_interval(heartbeat_timeout)
     processes: List[Any] = []
     conns: List[Any] = []
@@ -423,10 +475,12 @@ def run_in_processes(
     tracked = _track(processes)
     try:
         settings = MeshSettings(connect_timeout, mesh_window, mesh_send_timeout)
-        log.info("processes: starting %d worker process(es) (%s)", peers,
-                 start_method or default_start_method())
-        _start(ctx, peers, payload, secret, settings, startup_timeout, heartbeat,
-               processes, conns)
+        log.info(
+            "processes: starting %d worker process(es) (%s)",
+            peers,
+            start_method or default_start_method(),
+        )
+        _start(ctx, peers, payload, secret, settings, startup_timeout, heartbeat, processes, conns)
         job = _Processes(processes, conns, heartbeat_timeout, cancel)
         _gather_addresses(job, startup_deadline, min(startup_timeout, timeout or startup_timeout))
         _gather_outcomes(job, deadline, timeout)
@@ -437,5 +491,9 @@ def run_in_processes(
         cancelled = cancel is not None and cancel.is_set()
         _stop(processes, conns, _CANCEL_GRACE if cancelled else grace, clean)
         _LIVE_JOBS.pop(tracked, None)
-        log.debug("processes: %d worker process(es) stopped after %.3f s%s", peers,
-                  time.monotonic() - start, "" if clean else " (the job failed or was cancelled)")
+        log.debug(
+            "processes: %d worker process(es) stopped after %.3f s%s",
+            peers,
+            time.monotonic() - start,
+            "" if clean else " (the job failed or was cancelled)",
+        )

@@ -15,8 +15,9 @@ from .supervise import BuildOnMesh
 __all__ = ["run_processes"]
 
 
-def run_processes(build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None,
-                  **options: Any) -> List[Any]:
+def run_processes(
+    build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None, **options: Any
+) -> List[Any]:
     """Run ``build`` on ``workers`` worker processes; return their results in index order.
 
     ``options`` go to :func:`~timelypy.workers.launcher.run_in_processes` (``start_method``,

@@ -65,11 +65,27 @@ from ..errors import WaitTimeoutError
 from . import ray_start
 from .ray_start import ensure_ray, shutdown
 from .ray_start import import_ray as _ray
-from .supervise import (ERROR, HEARTBEAT_TIMEOUT, POLL, BuildOnMesh, ErrorReport, Outcome,
-                        Supervisor, heartbeat_interval, pickle_for_workers, run_worker_main)
+from .supervise import (
+    ERROR,
+    HEARTBEAT_TIMEOUT,
+    POLL,
+    BuildOnMesh,
+    ErrorReport,
+    Outcome,
+    Supervisor,
+    heartbeat_interval,
+    pickle_for_workers,
+    run_worker_main,
+)
 
-__all__ = ["run_ray", "run_on_ray_actors", "ensure_ray", "shutdown", "ACTOR_CLASS_NAME",
-           "TimelypyWorker"]
+__all__ = [
+    "run_ray",
+    "run_on_ray_actors",
+    "ensure_ray",
+    "shutdown",
+    "ACTOR_CLASS_NAME",
+    "TimelypyWorker",
+]
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +106,9 @@ _actor_class_generation = -1  # the Ray (ray_start.generation) the class was mad
 class TimelypyWorker:
     """One worker of one job, hosted in a Ray actor (wrapped with ``ray.remote`` lazily)."""
 
-    def __init__(self, index: int, peers: int, secret: bytes, use_node_ip: bool,
-                 sys_path: List[str]) -> None:
+    def __init__(
+        self, index: int, peers: int, secret: bytes, use_node_ip: bool, sys_path: List[str]
+    ) -> None:
         from ..communication.mesh import SocketMesh
 
         # Functions pickled by reference (a test module, a script's helpers) import as in the
@@ -109,19 +126,31 @@ class TimelypyWorker:
 
     def hello(self) -> Dict[str, Any]:
         """This worker's mesh address, pid and node (for the driver and its error messages)."""
-        return {"address": self.address, "pid": os.getpid(),
-                "node": _ray().util.get_node_ip_address()}
+        return {
+            "address": self.address,
+            "pid": os.getpid(),
+            "node": _ray().util.get_node_ip_address(),
+        }
 
     def ping(self) -> bool:
         """Answers while the actor lives (the driver uses it to confirm a kill)."""
         return True
 
-    def run(self, payload: bytes, addresses: List[Tuple[str, int]],
-            settings: MeshSettings) -> Outcome:
+    def run(
+        self, payload: bytes, addresses: List[Tuple[str, int]], settings: MeshSettings
+    ) -> Outcome:
         """Form the mesh and run the cloudpickled worker main ``payload``; return the outcome."""
         outcomes: List[Outcome] = []
-        run_worker_main(self.index, self.peers, self.listener, addresses, self.secret,
-                        settings, payload, outcomes.append)
+        run_worker_main(
+            self.index,
+            self.peers,
+            self.listener,
+            addresses,
+            self.secret,
+            settings,
+            payload,
+            outcomes.append,
+        )
         return outcomes[0]
 
 
@@ -130,8 +159,9 @@ def _remote_class() -> Any:
     if _actor_class is None or _actor_class_generation != ray_start.generation:
         _actor_class_generation = ray_start.generation
         # Two threads: ``ping`` (the driver's heartbeat) answers while ``run`` runs.
-        _actor_class = _ray().remote(max_restarts=0, max_task_retries=0,
-                                     max_concurrency=2)(TimelypyWorker)
+        _actor_class = _ray().remote(max_restarts=0, max_task_retries=0, max_concurrency=2)(
+            TimelypyWorker
+        )
     return _actor_class
 
 
@@ -145,8 +175,12 @@ def _ensure_ray(address: Optional[str], workers: int, init_kwargs: Dict[str, Any
     ray = _ray()
     if ray.is_initialized():
         if init_kwargs or address is not None:
-            log.warning("Ray is already initialized in this process; using it and ignoring "
-                        "address=%r and ray.init options %s", address, sorted(init_kwargs))
+            log.warning(
+                "Ray is already initialized in this process; using it and ignoring "
+                "address=%r and ray.init options %s",
+                address,
+                sorted(init_kwargs),
+            )
         return ray
     init_kwargs = dict(init_kwargs)
     if address is None and not os.environ.get("RAY_ADDRESS"):
@@ -168,8 +202,9 @@ def _multi_node(ray: Any) -> bool:
 class _Actors:
     """The driver's view of one job's actors: handles, hellos, and what their calls returned."""
 
-    def __init__(self, ray: Any, workers: int, heartbeat_timeout: Optional[float] = None,
-                 cancel: Any = None) -> None:
+    def __init__(
+        self, ray: Any, workers: int, heartbeat_timeout: Optional[float] = None, cancel: Any = None
+    ) -> None:
         self.ray = ray
         self.actors: List[Any] = []
         self.hellos: List[Optional[Dict[str, Any]]] = [None] * workers
@@ -187,8 +222,11 @@ class _Actors:
         now = time.monotonic()
         outstanding = set(self.pings.values())
         for i in list(supervisor.last_heard):
-            if (i not in outstanding and not supervisor.answered(i)
-                    and now - self.pinged.get(i, 0.0) >= self.interval):
+            if (
+                i not in outstanding
+                and not supervisor.answered(i)
+                and now - self.pinged.get(i, 0.0) >= self.interval
+            ):
                 self.pings[self.actors[i].ping.remote()] = i
                 self.pinged[i] = now
         for i, silence in supervisor.silent():
@@ -205,8 +243,9 @@ class _Actors:
             return f"worker {i}"
         return f"worker {i} (Ray actor, pid {hello['pid']} on {hello['node']})"
 
-    def pump(self, pending: Dict[Any, int], take: Callable[[int, Any], None],
-             timeout: float) -> None:
+    def pump(
+        self, pending: Dict[Any, int], take: Callable[[int, Any], None], timeout: float
+    ) -> None:
         """Wait up to ``timeout`` for any of ``pending``; ``take(index, value)`` what came.
 
         A call that failed is recorded as the worker's error (the method raised) or death.
@@ -237,7 +276,8 @@ class _Actors:
                 lines = str(exc).strip().splitlines()
                 cause = f"{type(exc).__name__}: {lines[0] if lines else ''}"
                 self.supervisor.died(
-                    i, f"{self.describe(i)} died before returning a result ({cause})", str(exc))
+                    i, f"{self.describe(i)} died before returning a result ({cause})", str(exc)
+                )
             else:
                 take(i, value)
         self.heartbeat()
@@ -264,8 +304,9 @@ def _confirm_dead(ray: Any, actors: List[Any]) -> None:
     left = list(actors)
     while left and time.monotonic() < deadline:
         pings = {actor.ping.remote(): actor for actor in left}
-        ready, _ = ray.wait(list(pings), num_returns=len(pings),
-                            timeout=max(deadline - time.monotonic(), 0.0))
+        ready, _ = ray.wait(
+            list(pings), num_returns=len(pings), timeout=max(deadline - time.monotonic(), 0.0)
+        )
         still = []
         for ref in ready:
             try:
@@ -277,12 +318,14 @@ def _confirm_dead(ray: Any, actors: List[Any]) -> None:
         if left:
             time.sleep(0.02)
     if left:
-        log.warning("%d Ray worker actor(s) not confirmed dead within %s s", len(left),
-                    _KILL_CONFIRM)
+        log.warning(
+            "%d Ray worker actor(s) not confirmed dead within %s s", len(left), _KILL_CONFIRM
+        )
 
 
-def _place(ray: Any, workers: int, num_cpus: float, strategy: str, deadline: float,
-           startup_timeout: float) -> Any:
+def _place(
+    ray: Any, workers: int, num_cpus: float, strategy: str, deadline: float, startup_timeout: float
+) -> Any:
     """A ready placement group of ``workers`` bundles of ``num_cpus`` CPUs (None for 0 CPUs)."""
     if num_cpus <= 0:
         return None
@@ -297,7 +340,8 @@ def _place(ray: Any, workers: int, num_cpus: float, strategy: str, deadline: flo
                 raise WaitTimeoutError(
                     f"Ray could not place {workers} workers with {num_cpus} CPU each "
                     f"({strategy}) within {startup_timeout} s; available resources: "
-                    f"{ray.available_resources()}")
+                    f"{ray.available_resources()}"
+                )
             done, _ = ray.wait([ready_ref], timeout=min(remaining, POLL))
             if done:
                 ray.get(ready_ref)
@@ -326,10 +370,14 @@ def _start_actors(job: _Actors, workers: int, pg: Any, num_cpus: float, secret: 
     for i in range(workers):
         strategy: Any = "SPREAD"
         if pg is not None:
-            strategy = PlacementGroupSchedulingStrategy(placement_group=pg,
-                                                        placement_group_bundle_index=i)
-        job.actors.append(cls.options(num_cpus=num_cpus, scheduling_strategy=strategy)
-                          .remote(i, workers, secret, use_node_ip, sys_path))
+            strategy = PlacementGroupSchedulingStrategy(
+                placement_group=pg, placement_group_bundle_index=i
+            )
+        job.actors.append(
+            cls.options(num_cpus=num_cpus, scheduling_strategy=strategy).remote(
+                i, workers, secret, use_node_ip, sys_path
+            )
+        )
 
 
 def _gather_hellos(job: _Actors, deadline: float, limit: float) -> List[Tuple[str, int]]:
@@ -340,34 +388,54 @@ def _gather_hellos(job: _Actors, deadline: float, limit: float) -> List[Tuple[st
         job.hellos[i] = hello
         job.supervisor.heard(i)
 
-    job.supervisor.wait(lambda wait: job.pump(pending, take, wait), lambda: not pending,
-                        deadline, lambda: f"Ray workers {sorted(pending.values())} did not "
-                                          f"start within {limit} s")
+    job.supervisor.wait(
+        lambda wait: job.pump(pending, take, wait),
+        lambda: not pending,
+        deadline,
+        lambda: f"Ray workers {sorted(pending.values())} did not start within {limit} s",
+    )
     return [tuple(h["address"]) for h in job.hellos]  # type: ignore[index,misc]
 
 
-def _run_actors(job: _Actors, payload: bytes, addresses: List[Tuple[str, int]],
-                settings: MeshSettings, deadline: Optional[float],
-                timeout: Optional[float]) -> List[Any]:
+def _run_actors(
+    job: _Actors,
+    payload: bytes,
+    addresses: List[Tuple[str, int]],
+    settings: MeshSettings,
+    deadline: Optional[float],
+    timeout: Optional[float],
+) -> List[Any]:
     """Run the job on every actor; the results in index order (or the job's failure)."""
     payload_ref = job.ray.put(payload)
-    pending = {actor.run.remote(payload_ref, addresses, settings): i
-               for i, actor in enumerate(job.actors)}
+    pending = {
+        actor.run.remote(payload_ref, addresses, settings): i for i, actor in enumerate(job.actors)
+    }
     supervisor = job.supervisor
-    supervisor.wait(lambda wait: job.pump(pending, supervisor.take, wait),
-                    supervisor.all_answered, deadline,
-                    lambda: f"workers {sorted(pending.values())} did not finish within "
-                            f"{timeout} s")
+    supervisor.wait(
+        lambda wait: job.pump(pending, supervisor.take, wait),
+        supervisor.all_answered,
+        deadline,
+        lambda: f"workers {sorted(pending.values())} did not finish within {timeout} s",
+    )
     return supervisor.results_in_order("driver")
 
 
-def run_on_ray_actors(worker_main: Callable[[int, int, Any], Any], workers: int,
-                      timeout: Optional[float] = None, *, address: Optional[str] = None,
-                      num_cpus_per_worker: float = 0.5, placement_strategy: str = "SPREAD",
-                      startup_timeout: float = 120, connect_timeout: float = 30.0,
-                      mesh_window: int = DEFAULT_WINDOW, mesh_send_timeout: float = 120.0,
-                      heartbeat_timeout: Optional[float] = HEARTBEAT_TIMEOUT, cancel: Any = None,
-                      **ray_init_kwargs: Any) -> List[Any]:
+def run_on_ray_actors(
+    worker_main: Callable[[int, int, Any], Any],
+    workers: int,
+    timeout: Optional[float] = None,
+    *,
+    address: Optional[str] = None,
+    num_cpus_per_worker: float = 0.5,
+    placement_strategy: str = "SPREAD",
+    startup_timeout: float = 120,
+    connect_timeout: float = 30.0,
+    mesh_window: int = DEFAULT_WINDOW,
+    mesh_send_timeout: float = 120.0,
+    heartbeat_timeout: Optional[float] = HEARTBEAT_TIMEOUT,
+    cancel: Any = None,
+    **ray_init_kwargs: Any,
+) -> List[Any]:
     """Run ``worker_main(index, workers, mesh)`` on ``workers`` Ray actors joined by a mesh.
 
     The Ray counterpart of :func:`~timelypy.workers.launcher.run_in_processes`; the parameters
@@ -381,22 +449,29 @@ def run_on_ray_actors(worker_main: Callable[[int, int, Any], Any], workers: int,
     ray = _ensure_ray(address, workers, ray_init_kwargs)  # not counted in ``timeout``
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    startup_deadline = start + startup_timeout if deadline is None else min(
-        start + startup_timeout, deadline)
+    startup_deadline = (
+        start + startup_timeout if deadline is None else min(start + startup_timeout, deadline)
+    )
     job = _Actors(ray, workers, heartbeat_timeout, cancel)
     pg = None
     try:
-        pg = _place(ray, workers, num_cpus_per_worker, placement_strategy, startup_deadline,
-                    startup_timeout)
+        pg = _place(
+            ray, workers, num_cpus_per_worker, placement_strategy, startup_deadline, startup_timeout
+        )
         log.info("ray: starting %d worker actor(s)", workers)
         _start_actors(job, workers, pg, num_cpus_per_worker, secrets.token_bytes(32))
-        addresses = _gather_hellos(job, startup_deadline,
-                                   min(startup_timeout, timeout or startup_timeout))
+        addresses = _gather_hellos(
+            job, startup_deadline, min(startup_timeout, timeout or startup_timeout)
+        )
         started = time.monotonic()
         settings = MeshSettings(connect_timeout, mesh_window, mesh_send_timeout)
         results = _run_actors(job, payload, addresses, settings, deadline, timeout)
-        log.debug("ray job of %d workers: %.3f s to start the actors, %.3f s to run",
-                  workers, started - start, time.monotonic() - started)
+        log.debug(
+            "ray job of %d workers: %.3f s to start the actors, %.3f s to run",
+            workers,
+            started - start,
+            time.monotonic() - started,
+        )
         return results
     finally:
         try:
@@ -406,8 +481,9 @@ def run_on_ray_actors(worker_main: Callable[[int, int, Any], Any], workers: int,
                 _remove_placement_group(pg)
 
 
-def run_ray(build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None,
-            **options: Any) -> List[Any]:
+def run_ray(
+    build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None, **options: Any
+) -> List[Any]:
     """Run ``build(worker)`` on ``workers`` Ray actors; return the results in index order.
 
     Options:

@@ -110,8 +110,11 @@ def _init_on_loopback(ray: Any, kwargs: Dict[str, Any]) -> Any:
     ``_node_ip_address`` is left to Ray.
     """
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
-    if ("_node_ip_address" in kwargs or constants is None
-            or not getattr(constants, "ENABLE_RAY_CLUSTER", False)):
+    if (
+        "_node_ip_address" in kwargs
+        or constants is None
+        or not getattr(constants, "ENABLE_RAY_CLUSTER", False)
+    ):
         return ray.init(address="local", **kwargs)
     constants.ENABLE_RAY_CLUSTER = False
     try:
@@ -175,8 +178,9 @@ def _in_owner_thread(call: Callable[[], Any]) -> Any:
     try:  # ray.init bounds its own waits (GCS, raylet start-up); this one only follows it
         ok, value = answer.get(timeout=_RAY_INIT_TIMEOUT)
     except queue.Empty:
-        raise WaitTimeoutError(f"ray.init did not return within {_RAY_INIT_TIMEOUT} s (in the "
-                               f"thread {_owner.name!r})") from None
+        raise WaitTimeoutError(
+            f"ray.init did not return within {_RAY_INIT_TIMEOUT} s (in the thread {_owner.name!r})"
+        ) from None
     if not ok:
         raise value
     return value
@@ -204,13 +208,25 @@ def _start_watchdog(session_dir: str) -> None:
     try:
         with open(log_path, "ab") as err:  # the child keeps its own copy of the descriptor
             _watchdog = subprocess.Popen(
-                [sys.executable, "-I", os.path.abspath(ray_watchdog.__file__),
-                 str(os.getpid()), session_dir],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
-                start_new_session=True, close_fds=True)
+                [
+                    sys.executable,
+                    "-I",
+                    os.path.abspath(ray_watchdog.__file__),
+                    str(os.getpid()),
+                    session_dir,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+            )
     except OSError as exc:  # no usable sys.executable (an embedded interpreter), ...
-        log.warning("could not start the watchdog of the local Ray (%s): if this process is "
-                    "killed, Ray's agents may outlive it", exc)
+        log.warning(
+            "could not start the watchdog of the local Ray (%s): if this process is "
+            "killed, Ray's agents may outlive it",
+            exc,
+        )
 
 
 def _stop_watchdog() -> None:
@@ -228,8 +244,11 @@ def _stop_watchdog() -> None:
     try:
         watchdog.wait(timeout=_WATCHDOG_STOP)
     except subprocess.TimeoutExpired:
-        log.warning("the Ray watchdog (pid %d) did not finish within %s s; killing it",
-                    watchdog.pid, _WATCHDOG_STOP)
+        log.warning(
+            "the Ray watchdog (pid %d) did not finish within %s s; killing it",
+            watchdog.pid,
+            _WATCHDOG_STOP,
+        )
         watchdog.kill()
         watchdog.wait(timeout=_WATCHDOG_STOP)
 

@@ -55,7 +55,7 @@ def _stat(pid: int) -> Optional[Tuple[int, int]]:
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    fields = data[data.rfind(b")") + 2:].split()
+    fields = data[data.rfind(b")") + 2 :].split()
     try:
         return int(fields[1]), int(fields[19])
     except (IndexError, ValueError):
@@ -120,7 +120,7 @@ def _zombie(pid: int) -> bool:
             data = f.read()
     except OSError:
         return True
-    return data[data.rfind(b")") + 2:][:1] in (b"Z", b"X")
+    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 def stop_processes(procs: Iterable[Proc], grace: float = GRACE) -> List[int]:
@@ -170,8 +170,13 @@ def main(argv: List[str]) -> int:
     known |= session_processes(driver, session_dir)
     signalled = stop_processes(known)
     if signalled:
-        log.warning("timelypy ray watchdog (%s): stopped %d process(es) of %s: %s", reason,
-                    len(signalled), session_dir, sorted(signalled))
+        log.warning(
+            "timelypy ray watchdog (%s): stopped %d process(es) of %s: %s",
+            reason,
+            len(signalled),
+            session_dir,
+            sorted(signalled),
+        )
     return 0
 
 

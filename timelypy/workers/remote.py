@@ -19,13 +19,21 @@ import secrets
 import threading
 import time as _time
 import weakref
-from multiprocessing.connection import Connection, wait as wait_for_connections
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for_connections
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..communication import wire
-from ..errors import (SessionCommandError, SessionInputError, StallError, TimelyError,
-                      WaitTimeoutError, WorkerDiedError, WorkerError)
+from ..errors import (
+    SessionCommandError,
+    SessionInputError,
+    StallError,
+    TimelyError,
+    WaitTimeoutError,
+    WorkerDiedError,
+    WorkerError,
+)
 from . import rendezvous
 from .backends import Backend
 from .service import CLOSE, ERROR, FAILED, HELLO, WAIT, Command, error_parts, serve
@@ -48,8 +56,9 @@ _registered = False
 def _abort_live_clients() -> None:
     """At interpreter exit: stop the workers of every session that was not closed."""
     for client in list(_LIVE):
-        log.warning("a driver session with %d workers was not closed; stopping its workers",
-                    client.workers)
+        log.warning(
+            "a driver session with %d workers was not closed; stopping its workers", client.workers
+        )
         client.abort()
 
 
@@ -63,8 +72,14 @@ def _register_exit_hook() -> None:
 class RemoteClient:
     """Workers elsewhere, each connected back to this client (see the module docstring)."""
 
-    def __init__(self, backend: Backend, dataflow: Callable[[Any], Dict[str, Any]],
-                 workers: int, timeout: float, options: Dict[str, Any]) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        dataflow: Callable[[Any], Dict[str, Any]],
+        workers: int,
+        timeout: float,
+        options: Dict[str, Any],
+    ) -> None:
         self.workers = workers
         self.failure: Optional[BaseException] = None
         """The failure of a worker or of the job; every later request raises it."""
@@ -81,8 +96,12 @@ class RemoteClient:
         self._stopped = False
         self._listener = rendezvous.DriverListener(host, secret, workers, self._connected)
         build = serve(self._listener.address, secret, dataflow, connect_timeout=timeout)
-        self._job = threading.Thread(target=self._run_job, args=(backend, build, options),
-                                     name="timelypy-session-job", daemon=True)
+        self._job = threading.Thread(
+            target=self._run_job,
+            args=(backend, build, options),
+            name="timelypy-session-job",
+            daemon=True,
+        )
         _register_exit_hook()
         _LIVE.add(self)
         self._job.start()
@@ -94,8 +113,9 @@ class RemoteClient:
         self._listener.close()
 
     # -- start-up -------------------------------------------------------------------------
-    def _run_job(self, backend: Backend, build: Callable[[Any], Any],
-                 options: Dict[str, Any]) -> None:
+    def _run_job(
+        self, backend: Backend, build: Callable[[Any], Any], options: Dict[str, Any]
+    ) -> None:
         try:
             backend.run(build, self.workers, **options)
         except BaseException as exc:  # noqa: BLE001 - reported to the driver
@@ -118,10 +138,12 @@ class RemoteClient:
                 done = sum(h is not None for h in self._hellos)
                 raise WaitTimeoutError(
                     f"session: only {done} of {self.workers} workers connected within {timeout} "
-                    f"s ({self._listener.refused} stray connections refused)")
+                    f"s ({self._listener.refused} stray connections refused)"
+                )
             with self._lock:
-                waiting = [c for c, h in zip(self._conns, self._hellos)
-                           if c is not None and h is None]
+                waiting = [
+                    c for c, h in zip(self._conns, self._hellos) if c is not None and h is None
+                ]
             if not waiting:
                 _time.sleep(0.02)
                 continue
@@ -132,8 +154,11 @@ class RemoteClient:
                 except (OSError, EOFError) as exc:
                     raise self._lost(i, exc) from exc
                 if kind == ERROR:
-                    raise WorkerError(f"worker {index} failed building the dataflow:\n{value}",
-                                      worker=index, traceback_text=value)
+                    raise WorkerError(
+                        f"worker {index} failed building the dataflow:\n{value}",
+                        worker=index,
+                        traceback_text=value,
+                    )
                 if kind != HELLO:  # pragma: no cover - protocol bug
                     raise TimelyError(f"session: worker {index} greeted with {kind!r}")
                 self._hellos[i] = value
@@ -177,7 +202,9 @@ class RemoteClient:
             except Exception as exc:
                 raise SessionInputError(
                     f"session: the {command[0]!r} command for worker {i} cannot be sent "
-                    f"({type(exc).__name__}: {exc})", worker=i) from exc
+                    f"({type(exc).__name__}: {exc})",
+                    worker=i,
+                ) from exc
         for i, payload in payloads:
             try:
                 self._conns[i].send_bytes(payload)  # type: ignore[union-attr]
@@ -186,8 +213,9 @@ class RemoteClient:
         what = ", ".join(sorted({repr(command[0]) for _, command in commands}))
         return self._collect(commands, pending, timeout, what)
 
-    def _collect(self, commands: Request, pending: Dict[int, int], timeout: float,
-                 what: str) -> List[Any]:
+    def _collect(
+        self, commands: Request, pending: Dict[int, int], timeout: float, what: str
+    ) -> List[Any]:
         results: List[Any] = [None] * len(commands)
         failed: Optional[Tuple[int, str, str]] = None
         deadline = _time.monotonic() + timeout
@@ -211,16 +239,20 @@ class RemoteClient:
             if pending and self._job_error:
                 raise self._fail(self._job_error[0])
             if pending and _time.monotonic() > deadline:
-                raise WaitTimeoutError(f"session: {what} not answered by workers "
-                                       f"{sorted(waiting)} within {timeout} s")
+                raise WaitTimeoutError(
+                    f"session: {what} not answered by workers {sorted(waiting)} within {timeout} s"
+                )
         if failed is not None:
             index, text, kind = failed
             last = text.strip().splitlines()[-1] if text.strip() else "?"
             if kind == WAIT and last.startswith(f"{StallError.__module__}.StallError: "):
                 raise StallError(last.split(": ", 1)[1])  # the wait can never finish
-            raise SessionCommandError(f"session: {kind!r} failed on worker {index}: {last} (the "
-                                      f"worker serves on)\n{text}", worker=index,
-                                      traceback_text=text)
+            raise SessionCommandError(
+                f"session: {kind!r} failed on worker {index}: {last} (the "
+                f"worker serves on)\n{text}",
+                worker=index,
+                traceback_text=text,
+            )
         return results
 
     def _root_cause(self, index: int, value: Any, what: str) -> BaseException:
@@ -235,10 +267,14 @@ class RemoteClient:
             return self._job_error[0]
         last = text.strip().splitlines()[-1] if text.strip() else "?"
         if peer is not None:
-            return WorkerDiedError(f"session: worker {peer} died (reported by worker {index} "
-                                   f"during {what}: {last})", worker=peer, traceback_text=text)
-        return WorkerError(f"worker {index} failed during {what}:\n{text}", worker=index,
-                           traceback_text=text)
+            return WorkerDiedError(
+                f"session: worker {peer} died (reported by worker {index} during {what}: {last})",
+                worker=peer,
+                traceback_text=text,
+            )
+        return WorkerError(
+            f"worker {index} failed during {what}:\n{text}", worker=index, traceback_text=text
+        )
 
     def _lost(self, i: int, exc: BaseException) -> BaseException:
         """The error for a lost connection to worker ``i``: the job's own failure if it
@@ -263,14 +299,18 @@ class RemoteClient:
         known_failure = self.failure is not None
         if not known_failure:
             try:
-                self.request([(i, (CLOSE,)) for i in range(self.workers)],
-                             max(timeout - min(1.0, timeout / 4), 0.05))
+                self.request(
+                    [(i, (CLOSE,)) for i in range(self.workers)],
+                    max(timeout - min(1.0, timeout / 4), 0.05),
+                )
             except TimelyError as exc:
                 problem = exc
         self._job.join(max(deadline - _time.monotonic(), 0.0))
         if self._job.is_alive() and problem is None:
-            problem = WaitTimeoutError(f"session: the workers did not stop within {timeout} s "
-                                       f"after close; they were stopped")
+            problem = WaitTimeoutError(
+                f"session: the workers did not stop within {timeout} s "
+                f"after close; they were stopped"
+            )
         self.abort()
         if problem is None and self._job_error and not known_failure:
             problem = self._job_error[0]
@@ -295,6 +335,7 @@ class RemoteClient:
         if self._job.is_alive() and self._job is not threading.current_thread():
             self._job.join(STOP_WAIT)
             if self._job.is_alive():
-                log.warning("session: the backend's job did not end within %s s after abort",
-                            STOP_WAIT)
+                log.warning(
+                    "session: the backend's job did not end within %s s after abort", STOP_WAIT
+                )
         _LIVE.discard(self)

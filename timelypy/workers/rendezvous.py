@@ -19,8 +19,13 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Optional, Tuple
 
-from ..communication.handshake import (HandshakeRefused, accept_claim, describe_address,
-                                       greet_as_connector, read_claim)
+from ..communication.handshake import (
+    HandshakeRefused,
+    accept_claim,
+    describe_address,
+    greet_as_connector,
+    read_claim,
+)
 from ..errors import TimelyError
 
 __all__ = ["DRIVER", "HANDSHAKE_TIMEOUT", "DriverListener", "connect_to_driver"]
@@ -37,22 +42,25 @@ _ACCEPT_POLL = 0.2
 """Longest single wait of the accepting thread (so that it notices :meth:`close`)."""
 
 
-def connect_to_driver(address: Tuple[str, int], secret: bytes, index: int,
-                      timeout: float) -> Connection:
+def connect_to_driver(
+    address: Tuple[str, int], secret: bytes, index: int, timeout: float
+) -> Connection:
     """Connect worker ``index`` to the session driver at ``address``; both sides authenticated."""
     where = describe_address(address)
     deadline = time.monotonic() + timeout
     try:
         sock = socket.create_connection(tuple(address), timeout=timeout)
     except OSError as exc:
-        raise TimelyError(f"worker {index}: cannot connect to the session driver at {where}: "
-                          f"{exc}") from exc
+        raise TimelyError(
+            f"worker {index}: cannot connect to the session driver at {where}: {exc}"
+        ) from exc
     try:
         greet_as_connector(sock, secret, index, DRIVER, address, deadline, timeout)
     except Exception as exc:
         sock.close()
-        raise TimelyError(f"worker {index}: the session driver at {where} failed the "
-                          f"handshake: {exc}") from exc
+        raise TimelyError(
+            f"worker {index}: the session driver at {where} failed the handshake: {exc}"
+        ) from exc
     sock.settimeout(None)
     return Connection(sock.detach())
 
@@ -61,9 +69,14 @@ class DriverListener:
     """The driver's listener: authenticates each connection in a thread of its own and hands
     ``(worker index, connection)`` to ``connected``; refuses (and logs) everything else."""
 
-    def __init__(self, host: str, secret: bytes, workers: int,
-                 connected: Callable[[int, Connection], bool],
-                 handshake_timeout: float = HANDSHAKE_TIMEOUT) -> None:
+    def __init__(
+        self,
+        host: str,
+        secret: bytes,
+        workers: int,
+        connected: Callable[[int, Connection], bool],
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+    ) -> None:
         self.secret = secret
         self.workers = workers
         self.handshake_timeout = handshake_timeout
@@ -75,8 +88,9 @@ class DriverListener:
         self._sock = socket.create_server((host, 0))
         self._sock.settimeout(_ACCEPT_POLL)
         self.address: Tuple[str, int] = self._sock.getsockname()[:2]
-        threading.Thread(target=self._accept_loop, name="timelypy-session-listener",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._accept_loop, name="timelypy-session-listener", daemon=True
+        ).start()
 
     def _accept_loop(self) -> None:
         while not self._closed:
@@ -86,15 +100,20 @@ class DriverListener:
                 continue
             except OSError:
                 return  # closed
-            threading.Thread(target=self._handshake, args=(sock, peer), daemon=True,
-                             name="timelypy-session-handshake").start()
+            threading.Thread(
+                target=self._handshake,
+                args=(sock, peer),
+                daemon=True,
+                name="timelypy-session-handshake",
+            ).start()
 
     def _handshake(self, sock: socket.socket, peer: Any) -> None:
         try:
             claim = read_claim(sock, self.secret, self.handshake_timeout)
             if not 0 <= claim.index < self.workers:
-                raise HandshakeRefused(f"claims to be worker {claim.index} of a session with "
-                                       f"{self.workers} workers")
+                raise HandshakeRefused(
+                    f"claims to be worker {claim.index} of a session with {self.workers} workers"
+                )
             accept_claim(sock, self.secret, DRIVER, claim)
             sock.settimeout(None)
             conn: Optional[Connection] = Connection(sock.detach())
@@ -108,8 +127,9 @@ class DriverListener:
     def _refuse(self, sock: Optional[socket.socket], peer: Any, reason: str) -> None:
         with self._lock:
             self.refused += 1
-        log.warning("session driver: refused connection from %s: %s", describe_address(peer),
-                    reason)
+        log.warning(
+            "session driver: refused connection from %s: %s", describe_address(peer), reason
+        )
         if sock is not None:
             try:
                 sock.close()

@@ -41,10 +41,34 @@ from .handles import Changes, Input, Lookup, Probe, Retracting, describe_handles
 from .rendezvous import connect_to_driver
 from .worker import Worker
 
-__all__ = ["HandleService", "serve", "UPDATE", "STAGE", "COMMIT", "DISCARD", "ADVANCE", "FLUSH",
-           "CHANGES", "LOOKUP", "FRONTIER", "STATS", "WAIT", "CLOSE", "HELLO", "OK", "FAILED",
-           "ERROR", "MAX_BACKLOG", "Command", "Staged", "Rejection", "clean_updates",
-           "clean_columns", "error_value", "error_parts"]
+__all__ = [
+    "HandleService",
+    "serve",
+    "UPDATE",
+    "STAGE",
+    "COMMIT",
+    "DISCARD",
+    "ADVANCE",
+    "FLUSH",
+    "CHANGES",
+    "LOOKUP",
+    "FRONTIER",
+    "STATS",
+    "WAIT",
+    "CLOSE",
+    "HELLO",
+    "OK",
+    "FAILED",
+    "ERROR",
+    "MAX_BACKLOG",
+    "Command",
+    "Staged",
+    "Rejection",
+    "clean_updates",
+    "clean_columns",
+    "error_value",
+    "error_parts",
+]
 
 Command = Tuple[Any, ...]
 """``(kind, *arguments)``; ``kind`` is one of the command constants."""
@@ -99,15 +123,24 @@ class HandleService:
         worker.pace_inputs = False  # the service steps it between commands
         handles = worker.dataflow(dataflow)
         if not isinstance(handles, dict):
-            raise TimelyError("open_session: the dataflow function must return a dict of named "
-                              "handles (inputs, probes, captures, arrangements)")
+            raise TimelyError(
+                "open_session: the dataflow function must return a dict of named "
+                "handles (inputs, probes, captures, arrangements)"
+            )
         self.handles: Dict[str, Any] = handles
         self._read: Dict[str, int] = {}
         self._staged: List[Tuple[Any, Any, Any, Any, bool]] = []
         self._commands: Dict[str, Callable[..., Any]] = {
-            UPDATE: self.update, STAGE: self.stage, COMMIT: self.commit, DISCARD: self.discard,
-            ADVANCE: self.advance, FLUSH: self.flush, CHANGES: self.changes,
-            LOOKUP: self.lookup, FRONTIER: self.frontier, STATS: self.stats,
+            UPDATE: self.update,
+            STAGE: self.stage,
+            COMMIT: self.commit,
+            DISCARD: self.discard,
+            ADVANCE: self.advance,
+            FLUSH: self.flush,
+            CHANGES: self.changes,
+            LOOKUP: self.lookup,
+            FRONTIER: self.frontier,
+            STATS: self.stats,
         }
 
     def handle(self, command: Command) -> Any:
@@ -128,8 +161,10 @@ class HandleService:
         for position, update in enumerate(() if clean_updates(handle, updates) else updates):
             reason = rejection(handle, update)
             if reason is not None:
-                raise TimelyError(f"session: worker {self.worker.index} rejected update "
-                                  f"{position} of input {name!r}: {reason}")
+                raise TimelyError(
+                    f"session: worker {self.worker.index} rejected update "
+                    f"{position} of input {name!r}: {reason}"
+                )
         handle.send_updates(updates)
 
     def stage(self, parts: Staged) -> List[Rejection]:
@@ -188,7 +223,8 @@ class HandleService:
     def changes(self, name: str) -> List[Any]:
         """What the capture ``name`` recorded since the last call."""
         items, self._read[name] = find_handle(self.handles, name, Changes).changes_from(
-            self._read.get(name, 0))
+            self._read.get(name, 0)
+        )
         return items
 
     def lookup(self, name: str, key: Any) -> Dict[Any, int]:
@@ -209,8 +245,9 @@ class HandleService:
                 if in_ray_actor():
                     export_ray_metrics(snapshot)
                 return snapshot
-        raise TimelyError("session: statistics are off; open the session with "
-                          "open_session(..., statistics=True)")
+        raise TimelyError(
+            "session: statistics are off; open the session with open_session(..., statistics=True)"
+        )
 
     def probe_passed(self, name: str, time: Any) -> bool:
         """The probe ``name`` has passed every time before ``time``."""
@@ -228,7 +265,8 @@ class HandleService:
             raise StallError(
                 f"worker {self.worker.index}: probe {name!r} cannot pass {time!r}: inputs hold "
                 f"it back: {', '.join(holders)}. Call advance_to({time!r}) (it flushes) before "
-                f"waiting for {time!r}.")
+                f"waiting for {time!r}."
+            )
 
 
 def clean_updates(handle: Any, updates: Sequence[Any]) -> bool:
@@ -240,8 +278,12 @@ def clean_updates(handle: Any, updates: Sequence[Any]) -> bool:
     retracts = isinstance(handle, Retracting)
     try:
         for data, time, diff in updates:
-            if type(time) is not int or time < now or type(diff) is not int or (
-                    diff < 0 and not retracts):
+            if (
+                type(time) is not int
+                or time < now
+                or type(diff) is not int
+                or (diff < 0 and not retracts)
+            ):
                 return False
             hash(data)
     except Exception:  # noqa: BLE001 - rejection() says what is wrong
@@ -249,8 +291,9 @@ def clean_updates(handle: Any, updates: Sequence[Any]) -> bool:
     return True
 
 
-def clean_columns(handle: Any, records: Sequence[Any], times: Sequence[Any],
-                  diffs: Sequence[int]) -> bool:
+def clean_columns(
+    handle: Any, records: Sequence[Any], times: Sequence[Any], diffs: Sequence[int]
+) -> bool:
     """:func:`clean_updates` of updates given as columns, checked a column at a time: int
     times at or after the input's, non-zero int diffs (positive unless the input retracts),
     hashable records."""
@@ -283,8 +326,10 @@ def rejection(handle: Any, update: Any) -> Optional[str]:
     if not isinstance(diff, numbers.Integral) or isinstance(diff, bool):
         return f"diff {diff!r} of type {type(diff).__name__} is not an integer"
     if diff < 0 and not isinstance(handle, Retracting):
-        return (f"diff {diff} retracts a record, but the input is a {type(handle).__name__}, "
-                f"which takes positive counts only")
+        return (
+            f"diff {diff} retracts a record, but the input is a {type(handle).__name__}, "
+            f"which takes positive counts only"
+        )
     now = getattr(handle, "time", None)
     try:
         behind = now is not None and not less_equal(now, time)
@@ -361,9 +406,12 @@ class _Backlog:
             self._cond.notify_all()
 
 
-def serve(address: Tuple[str, int], authkey: bytes,
-          dataflow: Callable[[Any], Dict[str, Any]],
-          connect_timeout: float = 30.0) -> Callable[[Worker], Any]:
+def serve(
+    address: Tuple[str, int],
+    authkey: bytes,
+    dataflow: Callable[[Any], Dict[str, Any]],
+    connect_timeout: float = 30.0,
+) -> Callable[[Worker], Any]:
     """The ``build`` each remote worker runs: serve the driver at ``address`` until CLOSE."""
 
     def build(worker: Worker) -> Any:
@@ -377,8 +425,12 @@ def serve(address: Tuple[str, int], authkey: bytes,
         link = _Link(conn)
         backlog = _Backlog()
         link.send((HELLO, worker.index, None, hello))
-        threading.Thread(target=_forward_commands, args=(link, service, backlog),
-                         name="timelypy-session-commands", daemon=True).start()
+        threading.Thread(
+            target=_forward_commands,
+            args=(link, service, backlog),
+            name="timelypy-session-commands",
+            daemon=True,
+        ).start()
         try:
             _command_loop(link, service, backlog)
         finally:
@@ -463,8 +515,9 @@ def _command_loop(link: _Link, service: HandleService, backlog: _Backlog) -> Non
                     else:
                         service.advance(command[1], command[2])
                 except Exception as exc:
-                    link.reply((ERROR, index, None, error_value(
-                        index, exc, traceback.format_exc())))
+                    link.reply(
+                        (ERROR, index, None, error_value(index, exc, traceback.format_exc()))
+                    )
                     raise
                 finally:
                     if command[0] == APPLY:
@@ -494,8 +547,14 @@ def _command_loop(link: _Link, service: HandleService, backlog: _Backlog) -> Non
         try:
             worker.step()
         except Exception as exc:
-            link.reply((ERROR, index, waiting[0] if waiting else None,
-                        error_value(index, exc, traceback.format_exc())))
+            link.reply(
+                (
+                    ERROR,
+                    index,
+                    waiting[0] if waiting else None,
+                    error_value(index, exc, traceback.format_exc()),
+                )
+            )
             raise
 
 

@@ -52,18 +52,34 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ..errors import (InputClosedError, PendingTimeWarning, SessionCommandError,
-                      SessionInputError, TimelyError)
+from ..errors import (
+    InputClosedError,
+    PendingTimeWarning,
+    SessionCommandError,
+    SessionInputError,
+    TimelyError,
+)
 from ..stats import Statistics, StatsSink
-from .defaults import resolve_run
 from .backends import get_backend
 from .batch import Batch, check_time, check_update, check_updates, rejected_error, route, show
+from .defaults import resolve_run
+from .display import begin_wait, end_wait
 from .handles import Changes, HandleDirectory, Input, Lookup, Probe
 from .inprocess import InProcessClient
 from .remote import RemoteClient, Request
-from .display import begin_wait, end_wait
-from .service import (ADVANCE, CHANGES, COMMIT, DISCARD, FLUSH, FRONTIER, LOOKUP, STAGE, STATS,
-                      WAIT, Command)
+from .service import (
+    ADVANCE,
+    CHANGES,
+    COMMIT,
+    DISCARD,
+    FLUSH,
+    FRONTIER,
+    LOOKUP,
+    STAGE,
+    STATS,
+    WAIT,
+    Command,
+)
 from .worker import pending_time_message
 
 __all__ = ["open_session", "DataflowSession", "WorkerClient", "InProcessClient", "RemoteClient"]
@@ -123,9 +139,16 @@ def _abandoned(client: WorkerClient) -> None:
 class DataflowSession:
     """A running dataflow, driven from the caller's process. See :func:`open_session`."""
 
-    def __init__(self, dataflow: Callable[[Any], Dict[str, Any]], workers: int, backend: str,
-                 timeout: float, options: Dict[str, Any], statistics: bool = False,
-                 progress: Optional[bool] = None) -> None:
+    def __init__(
+        self,
+        dataflow: Callable[[Any], Dict[str, Any]],
+        workers: int,
+        backend: str,
+        timeout: float,
+        options: Dict[str, Any],
+        statistics: bool = False,
+        progress: Optional[bool] = None,
+    ) -> None:
         self.workers = workers
         self.backend = backend
         self.timeout = timeout
@@ -146,11 +169,13 @@ class DataflowSession:
         self._client: WorkerClient
         if runner.local_workers is not None:
             # No connections, and the workers are this process's: no heartbeats either.
-            options = {k: v for k, v in options.items()
-                       if k not in ("driver_host", "heartbeat_timeout")}
+            options = {
+                k: v for k, v in options.items() if k not in ("driver_host", "heartbeat_timeout")
+            }
             if options:
-                raise TypeError(f"the {backend} backend's sessions take no options, got "
-                                f"{sorted(options)}")
+                raise TypeError(
+                    f"the {backend} backend's sessions take no options, got {sorted(options)}"
+                )
             self._client = InProcessClient(runner.local_workers(workers), dataflow)
         else:
             self._client = RemoteClient(runner, dataflow, workers, timeout, dict(options))
@@ -161,8 +186,13 @@ class DataflowSession:
         self._fresh_buffered: set = set()
         self._fresh_sent: set = set()
         self._finalizer = weakref.finalize(self, _abandoned, self._client)
-        log.info("session: %d worker(s) on %s ready (pids %s), handles %s", workers, backend,
-                 sorted(set(self._client.pids)), ", ".join(self.handle_names))
+        log.info(
+            "session: %d worker(s) on %s ready (pids %s), handles %s",
+            workers,
+            backend,
+            sorted(set(self._client.pids)),
+            ", ".join(self.handle_names),
+        )
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -172,8 +202,9 @@ class DataflowSession:
         if self._broken is not None:
             raise self._broken
 
-    def _call(self, targets: Sequence[int], command: Command,
-              timeout: Optional[float] = None) -> List[Any]:
+    def _call(
+        self, targets: Sequence[int], command: Command, timeout: Optional[float] = None
+    ) -> List[Any]:
         self._check_usable()
         return self._client.request([(i, command) for i in targets], timeout or self.timeout)
 
@@ -209,13 +240,23 @@ class DataflowSession:
         self._check_usable()
         self._handles.require(input, Input)
         now = self._input_times[input]
-        self._batch.add(check_update(input, data, diff, now if time is None else time, now,
-                                     self.workers, self._handles.retracts(input)))
+        self._batch.add(
+            check_update(
+                input,
+                data,
+                diff,
+                now if time is None else time,
+                now,
+                self.workers,
+                self._handles.retracts(input),
+            )
+        )
         if time is None or time == now:
             self._fresh_buffered.add(input)
 
-    def update_many(self, input: str, records: Sequence[Any], diffs: Any = 1,
-                    times: Any = None) -> None:
+    def update_many(
+        self, input: str, records: Sequence[Any], diffs: Any = 1, times: Any = None
+    ) -> None:
         """Change every one of ``records`` in the named input: by ``diffs`` (one int for all,
         or one per record) at ``times`` (None: the input's time; one time for all, or one per
         record). The bulk form of :meth:`update`, for loads: all are checked first, and if one
@@ -234,8 +275,11 @@ class DataflowSession:
         self._check_usable()
         self._handles.require(input, Input)
         now = self._input_times[input]
-        self._batch.extend_columns(check_updates(input, records, diffs, times, now,
-                                                 self.workers, self._handles.retracts(input)))
+        self._batch.extend_columns(
+            check_updates(
+                input, records, diffs, times, now, self.workers, self._handles.retracts(input)
+            )
+        )
         if len(records) and _includes(times, now):
             self._fresh_buffered.add(input)
 
@@ -309,8 +353,9 @@ class DataflowSession:
         parts = self._batch.parts(self.workers)
         self._check_sendable(parts)
         size = len(self._batch)
-        watch = begin_wait(f"session: loading {size:,} updates",
-                           lambda: {"input": repr(self._time)}, self.progress)
+        watch = begin_wait(
+            f"session: loading {size:,} updates", lambda: {"input": repr(self._time)}, self.progress
+        )
         try:
             self._stage_and_commit(parts, timeout)
         finally:
@@ -320,9 +365,16 @@ class DataflowSession:
         self._fresh_buffered.clear()
 
     def _stage_and_commit(self, parts: Any, timeout: float) -> None:
-        stage = [(i, (STAGE, [(name, records, times, diffs)
-                              for name, records, times, diffs, _ in parts[i]]))
-                 for i in self._everyone]
+        stage = [
+            (
+                i,
+                (
+                    STAGE,
+                    [(name, records, times, diffs) for name, records, times, diffs, _ in parts[i]],
+                ),
+            )
+            for i in self._everyone
+        ]
         try:
             replies = self._client.request(stage, timeout)
         except BaseException:
@@ -333,7 +385,7 @@ class DataflowSession:
             positions = {name: pos for name, _, _, _, pos in parts[i]}
             for name, position, reason in reply:
                 chosen = positions.get(name, [])
-                chosen = chosen if position < 0 else chosen[position:position + 1]
+                chosen = chosen if position < 0 else chosen[position : position + 1]
                 rejected += [(p, f"on worker {i}: {reason}") for p in chosen]
         if rejected:
             self._discard_staged(timeout)
@@ -342,8 +394,9 @@ class DataflowSession:
         try:
             self._client.request([(i, (COMMIT,)) for i in self._everyone], timeout)
         except SessionCommandError as exc:
-            self._broken = TimelyError(f"session: a batch was applied in part only, the "
-                                       f"session cannot go on ({exc})")
+            self._broken = TimelyError(
+                f"session: a batch was applied in part only, the session cannot go on ({exc})"
+            )
             raise self._broken from exc
 
     def _check_sendable(self, parts: Any) -> None:
@@ -364,8 +417,7 @@ class DataflowSession:
         reasons = dict(rejected)
         taken = self._batch.take_out(reasons)
         positions = sorted(reasons)
-        raise rejected_error([(u, reasons[p]) for u, p in zip(taken, positions)],
-                             len(self._batch))
+        raise rejected_error([(u, reasons[p]) for u, p in zip(taken, positions)], len(self._batch))
 
     def _discard_staged(self, timeout: float) -> None:
         if self._client.failure is not None:
@@ -420,8 +472,11 @@ class DataflowSession:
         peek = getattr(self._client, "peek_frontier", None)
 
         def status() -> Dict[str, Any]:
-            return {"input": repr(self._time), "records": loaded,
-                    "output": repr(peek(probe)) if peek is not None else None}
+            return {
+                "input": repr(self._time),
+                "records": loaded,
+                "output": repr(peek(probe)) if peek is not None else None,
+            }
 
         watch = begin_wait(f"session: waiting for {probe!r} to pass {t!r}", status, self.progress)
         try:
@@ -435,9 +490,11 @@ class DataflowSession:
         before it) returns without."""
         for name in sorted(self._fresh_buffered | self._fresh_sent):
             if self._input_times[name] == t:
-                warnings.warn(pending_time_message(f"session: wait({probe!r})",
-                                                   f"{name!r} at {t!r}", t),
-                              PendingTimeWarning, stacklevel=3)
+                warnings.warn(
+                    pending_time_message(f"session: wait({probe!r})", f"{name!r} at {t!r}", t),
+                    PendingTimeWarning,
+                    stacklevel=3,
+                )
 
     def stats(self) -> Statistics:
         """Every worker's operator statistics so far (records and batches in and out, runs, time
@@ -472,9 +529,13 @@ class DataflowSession:
         owner = route(key, self.workers, f"lookup in {arranged!r}: key")
         reason = self._client.unsendable([key])
         if reason is not None:
-            raise SessionInputError(f"session: lookup in {arranged!r}, worker {owner}: key "
-                                    f"{show(key)} of type {type(key).__name__} cannot be used: "
-                                    f"{reason}", worker=owner, value=key)
+            raise SessionInputError(
+                f"session: lookup in {arranged!r}, worker {owner}: key "
+                f"{show(key)} of type {type(key).__name__} cannot be used: "
+                f"{reason}",
+                worker=owner,
+                value=key,
+            )
         return self._call([owner], (LOOKUP, arranged, key))[0]
 
     def frontier(self, probe: str) -> List[Any]:
@@ -509,8 +570,12 @@ class DataflowSession:
             self._client.close(max(deadline - _time.monotonic(), 0.05))
         except TimelyError as exc:
             problem = problem or exc
-        log.info("session: closed (%d worker(s) on %s)%s", self.workers, self.backend,
-                 f" with {type(problem).__name__}" if problem is not None else "")
+        log.info(
+            "session: closed (%d worker(s) on %s)%s",
+            self.workers,
+            self.backend,
+            f" with {type(problem).__name__}" if problem is not None else "",
+        )
         if problem is not None:
             raise problem
 
@@ -545,10 +610,15 @@ def _includes(times: Any, now: Any) -> bool:
         return bool(times == now)
 
 
-def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: Optional[int] = None,
-                 backend: Optional[str] = None, timeout: float = 60.0,
-                 statistics: bool = False, progress: Optional[bool] = None,
-                 **options: Any) -> DataflowSession:
+def open_session(
+    dataflow: Callable[[Any], Dict[str, Any]],
+    workers: Optional[int] = None,
+    backend: Optional[str] = None,
+    timeout: float = 60.0,
+    statistics: bool = False,
+    progress: Optional[bool] = None,
+    **options: Any,
+) -> DataflowSession:
     """Build ``dataflow`` on ``workers`` workers of ``backend`` and return a driver session.
 
     ``dataflow(scope)`` must return a dict naming its handles. ``timeout`` bounds every wait
@@ -565,5 +635,6 @@ def open_session(dataflow: Callable[[Any], Dict[str, Any]], workers: Optional[in
     """
     workers, backend, options = resolve_run(workers, backend, options)
     get_backend(backend)  # fail early and clearly on an unknown name
-    return DataflowSession(dataflow, workers, backend, timeout, dict(options),
-                           statistics=statistics, progress=progress)
+    return DataflowSession(
+        dataflow, workers, backend, timeout, dict(options), statistics=statistics, progress=progress
+    )

@@ -43,16 +43,18 @@ def _code_keeping_filename(code: types.CodeType) -> Any:
     """cloudpickle's reduction of ``code`` with ``co_filename`` put back."""
     rebuild, args = _CODE_REDUCE(code)[:2]  # type: ignore[misc]
     if code.co_filename != DYNAMIC_FILENAME:
-        args = tuple(code.co_filename if isinstance(a, str) and a == DYNAMIC_FILENAME else a
-                     for a in args)
+        args = tuple(
+            code.co_filename if isinstance(a, str) and a == DYNAMIC_FILENAME else a for a in args
+        )
     return rebuild, args
 
 
 class _FilenamePickler(cloudpickle.Pickler):  # type: ignore[misc,valid-type]
     """cloudpickle's pickler whose code objects keep their file name."""
 
-    dispatch_table = ChainMap({types.CodeType: _code_keeping_filename},
-                              cloudpickle.Pickler.dispatch_table)
+    dispatch_table = ChainMap(
+        {types.CodeType: _code_keeping_filename}, cloudpickle.Pickler.dispatch_table
+    )
 
 
 def dumps(obj: Any, protocol: Optional[int] = None) -> bytes:

@@ -23,13 +23,32 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import cloudpickle
 
 from ..communication.mesh import Address, MeshFabric, MeshSettings, SocketMesh
-from ..errors import (WaitTimeoutError, WorkerDiedError, WorkerError, WorkerHungError,
-                      describe_exception, format_exception_safely)
+from ..errors import (
+    WaitTimeoutError,
+    WorkerDiedError,
+    WorkerError,
+    WorkerHungError,
+    describe_exception,
+    format_exception_safely,
+)
 from .shipping import dumps as ship_dumps
 
-__all__ = ["WorkerMain", "BuildOnMesh", "ErrorReport", "Outcome", "OK", "ERROR",
-           "SECONDARY_GRACE", "POLL", "HEARTBEAT_TIMEOUT", "heartbeat_interval",
-           "pickle_for_workers", "run_worker_main", "Supervisor", "unpickle_results"]
+__all__ = [
+    "WorkerMain",
+    "BuildOnMesh",
+    "ErrorReport",
+    "Outcome",
+    "OK",
+    "ERROR",
+    "SECONDARY_GRACE",
+    "POLL",
+    "HEARTBEAT_TIMEOUT",
+    "heartbeat_interval",
+    "pickle_for_workers",
+    "run_worker_main",
+    "Supervisor",
+    "unpickle_results",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +108,9 @@ class ErrorReport:
         died_peer = None
         if isinstance(exc, WorkerDiedError) and exc.worker is not None and exc.worker != index:
             died_peer = exc.worker
-        return cls(type(exc).__qualname__, describe_exception(exc),
-                   format_exception_safely(exc), died_peer)
+        return cls(
+            type(exc).__qualname__, describe_exception(exc), format_exception_safely(exc), died_peer
+        )
 
 
 @dataclass(frozen=True)
@@ -122,9 +142,16 @@ def error_outcome(index: int, exc: BaseException) -> Outcome:
     return (ERROR, ErrorReport.of(index, exc))
 
 
-def run_worker_main(index: int, peers: int, listener: Any, addresses: Sequence[Address],
-                    secret: bytes, settings: MeshSettings, payload: bytes,
-                    report: Callable[[Outcome], None]) -> bool:
+def run_worker_main(
+    index: int,
+    peers: int,
+    listener: Any,
+    addresses: Sequence[Address],
+    secret: bytes,
+    settings: MeshSettings,
+    payload: bytes,
+    report: Callable[[Outcome], None],
+) -> bool:
     """Form the mesh, run the cloudpickled :data:`WorkerMain` ``payload``, ``report`` its outcome.
 
     Returns whether the worker succeeded. On an error the report is made before the mesh is
@@ -134,8 +161,16 @@ def run_worker_main(index: int, peers: int, listener: Any, addresses: Sequence[A
     mesh: Optional[SocketMesh] = None
     try:
         worker_main = cloudpickle.loads(payload)
-        mesh = SocketMesh(index, peers, listener, addresses, secret, settings.connect_timeout,
-                          window=settings.window, send_timeout=settings.send_timeout)
+        mesh = SocketMesh(
+            index,
+            peers,
+            listener,
+            addresses,
+            secret,
+            settings.connect_timeout,
+            window=settings.window,
+            send_timeout=settings.send_timeout,
+        )
         data = cloudpickle.dumps(worker_main(index, peers, mesh))
     except BaseException as exc:  # noqa: BLE001 - everything is reported to the driver
         report(error_outcome(index, exc))
@@ -190,9 +225,13 @@ class Supervisor:
     set. ``describe(i)`` names worker ``i`` in messages (e.g. with its pid and node).
     """
 
-    def __init__(self, workers: int, describe: Optional[Callable[[int], str]] = None,
-                 heartbeat_timeout: Optional[float] = None,
-                 cancel: Optional[threading.Event] = None) -> None:
+    def __init__(
+        self,
+        workers: int,
+        describe: Optional[Callable[[int], str]] = None,
+        heartbeat_timeout: Optional[float] = None,
+        cancel: Optional[threading.Event] = None,
+    ) -> None:
         self.workers = workers
         self.describe: Callable[[int], str] = describe or (lambda i: f"worker {i}")
         self.heartbeat_timeout = heartbeat_timeout
@@ -233,19 +272,27 @@ class Supervisor:
         if self.heartbeat_timeout is None:
             return []
         now = time.monotonic()
-        return [(i, now - t) for i, t in sorted(self.last_heard.items())
-                if now - t > self.heartbeat_timeout and not self.answered(i)]
+        return [
+            (i, now - t)
+            for i, t in sorted(self.last_heard.items())
+            if now - t > self.heartbeat_timeout and not self.answered(i)
+        ]
 
     def hung_message(self, i: int, silence: float) -> str:
         """The message for worker ``i``, silent for ``silence`` seconds."""
-        return (f"{self.describe(i)} is hung: no heartbeat for {silence:.1f} s "
-                f"(heartbeat_timeout={self.heartbeat_timeout} s; stopped, frozen, or blocked "
-                f"outside Python); it was killed")
+        return (
+            f"{self.describe(i)} is hung: no heartbeat for {silence:.1f} s "
+            f"(heartbeat_timeout={self.heartbeat_timeout} s; stopped, frozen, or blocked "
+            f"outside Python); it was killed"
+        )
 
     def answered(self, i: int) -> bool:
         """Worker ``i`` returned, raised or died."""
-        return (i in self.results or any(j == i for j, _ in self.errors)
-                or any(d[0] == i for d in self.deaths))
+        return (
+            i in self.results
+            or any(j == i for j, _ in self.errors)
+            or any(d[0] == i for d in self.deaths)
+        )
 
     def all_answered(self) -> bool:
         """Every worker returned, raised or died: nothing more will come."""
@@ -272,22 +319,28 @@ class Supervisor:
                 reporter, report = self.errors[0]
                 dead = report.died_peer
                 raise WorkerDiedError(
-                    f"{self.describe(dead)} died (reported by worker {reporter}: "
-                    f"{report.message})",
+                    f"{self.describe(dead)} died (reported by worker {reporter}: {report.message})",
                     worker=dead,
                     traceback_text=report.traceback,
                 )
 
-    def wait(self, pump: Callable[[float], None], done: Callable[[], bool],
-             deadline: Optional[float], timed_out: Callable[[], str]) -> None:
+    def wait(
+        self,
+        pump: Callable[[float], None],
+        done: Callable[[], bool],
+        deadline: Optional[float],
+        timed_out: Callable[[], str],
+    ) -> None:
         """Call ``pump(seconds)`` (take in what arrives, waiting at most that long) until
         ``done()``; raise failures as they appear and :class:`WaitTimeoutError` with the
         message ``timed_out()`` at ``deadline`` (``time.monotonic``; ``None``: no deadline)."""
         while not done():
             self.check_failures()
             if self.cancel is not None and self.cancel.is_set():
-                raise WaitTimeoutError(f"the job was cancelled by its driver; workers "
-                                       f"{self.unanswered()} were still running")
+                raise WaitTimeoutError(
+                    f"the job was cancelled by its driver; workers "
+                    f"{self.unanswered()} were still running"
+                )
             wait = POLL if self.cancel is None else _SECONDARY_POLL
             if deadline is not None:
                 remaining = deadline - time.monotonic()

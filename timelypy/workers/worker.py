@@ -20,18 +20,27 @@ from ..progress.subgraph import Subgraph
 from .collector import maybe_collect, paused_collector
 from .display import begin_wait, end_wait, progress_enabled
 
-__all__ = ["Worker", "StallError", "run_worker", "tuned_gc", "observe_dataflows",
-           "pending_time_message"]
+__all__ = [
+    "Worker",
+    "StallError",
+    "run_worker",
+    "tuned_gc",
+    "observe_dataflows",
+    "pending_time_message",
+]
 
 
 def pending_time_message(who: str, input: str, time: Any) -> str:
     """The :class:`~timelypy.errors.PendingTimeWarning` message: ``who`` waits for ``time``,
     but ``input`` (its description) took updates at ``time`` and was not advanced past it."""
     later = repr(time + 1) if type(time) is int else "a later time"
-    return (f"{who} waits for the times before {time!r}, but input {input} took updates at "
-            f"{time!r} itself: the wait returns without them (a time is complete only once the "
-            f"inputs advance past it). Call advance_to({later}) (and flush()) first, then wait "
-            f"for {later}.")
+    return (
+        f"{who} waits for the times before {time!r}, but input {input} took updates at "
+        f"{time!r} itself: the wait returns without them (a time is complete only once the "
+        f"inputs advance past it). Call advance_to({later}) (and flush()) first, then wait "
+        f"for {later}."
+    )
+
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +50,10 @@ _observers_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def observe_dataflows(built: Callable[["Worker", Any], None],
-                      starting: Optional[Callable[["Worker", str], None]] = None) -> Iterator[None]:
+def observe_dataflows(
+    built: Callable[["Worker", Any], None],
+    starting: Optional[Callable[["Worker", str], None]] = None,
+) -> Iterator[None]:
     """While the block runs, call ``built(worker, scope)`` after every :meth:`Worker.dataflow`
     of this process has built its root ``scope`` (operators, edges and nested scopes complete),
     and ``starting(worker, name)`` just before it calls the build function (to add instrument
@@ -193,8 +204,13 @@ class Worker:
         self._dataflows.append(root)
         for built, _ in observers:
             built(self, scope)
-        log.debug("worker %d/%d: built %s (%d operators)", self.index, self.peers, name,
-                  len(root.children) - 1)
+        log.debug(
+            "worker %d/%d: built %s (%d operators)",
+            self.index,
+            self.peers,
+            name,
+            len(root.children) - 1,
+        )
         return result
 
     def dataflows(self) -> List[Subgraph]:
@@ -343,8 +359,9 @@ class Worker:
             before = self._link_totals.get(peer, (0, 0, 0, 0))
             if totals != before:
                 self._link_totals[peer] = totals
-                self.instruments.emit(LinkBytes(self.index, peer,
-                                                *(a - b for a, b in zip(totals, before))))
+                self.instruments.emit(
+                    LinkBytes(self.index, peer, *(a - b for a, b in zip(totals, before)))
+                )
 
     def quiet(self) -> bool:
         """Nothing to do until more input arrives: no operator is active, no progress waits
@@ -362,11 +379,17 @@ class Worker:
 
     def _stall_hint(self) -> str:
         times = [h.describe() for h in self._inputs]
-        return (f"inputs: {', '.join(times) or 'none'}; operators holding capabilities: "
-                f"{self.capability_holders()}. Did you advance_to() and flush() the inputs?")
+        return (
+            f"inputs: {', '.join(times) or 'none'}; operators holding capabilities: "
+            f"{self.capability_holders()}. Did you advance_to() and flush() the inputs?"
+        )
 
-    def step_while(self, condition: Callable[[], bool], timeout: Optional[float] = None,
-                   max_steps: Optional[int] = None) -> int:
+    def step_while(
+        self,
+        condition: Callable[[], bool],
+        timeout: Optional[float] = None,
+        max_steps: Optional[int] = None,
+    ) -> int:
         """Step while ``condition()`` holds; returns the number of steps.
 
         Raises :class:`~timelypy.errors.WaitTimeoutError` after ``timeout`` seconds or
@@ -380,22 +403,28 @@ class Worker:
             busy = self.step()
             steps += 1
             if not busy and condition() and self.fabric is None:
-                raise StallError(f"worker {self.index}: no dataflow has work left but the wait "
-                                 f"condition still holds")
+                raise StallError(
+                    f"worker {self.index}: no dataflow has work left but the wait "
+                    f"condition still holds"
+                )
             if self.fabric is None:
                 # One worker: a step after which nothing is scheduled or pending changes nothing,
                 # so the condition can only stay true. Fail fast instead of spinning forever.
                 quiet_steps = quiet_steps + 1 if self._quiet() else 0
                 if quiet_steps >= 3 and condition():
-                    raise StallError(f"worker {self.index}: waiting, but nothing can change: "
-                                     f"{self._stall_hint()}")
+                    raise StallError(
+                        f"worker {self.index}: waiting, but nothing can change: "
+                        f"{self._stall_hint()}"
+                    )
             if max_steps is not None and steps >= max_steps:
-                raise WaitTimeoutError(f"worker {self.index}: condition still holds after "
-                                       f"{steps} steps")
+                raise WaitTimeoutError(
+                    f"worker {self.index}: condition still holds after {steps} steps"
+                )
             if deadline is not None and _time.monotonic() > deadline:  # (a step costs more)
                 raise WaitTimeoutError(
                     f"worker {self.index}: condition still holds after {timeout} s; operators "
-                    f"holding capabilities: {self.capability_holders()}")
+                    f"holding capabilities: {self.capability_holders()}"
+                )
         return steps
 
     def step_until(self, probe: Any, time: Any, timeout: Optional[float] = None) -> int:
@@ -413,8 +442,11 @@ class Worker:
             return 0
         watch = None
         if self.index == 0 and progress_enabled():  # a line on stderr for a long wait
-            watch = begin_wait(f"worker 0: waiting for the probe to pass {time!r}",
-                               lambda: self._wait_status(probe), True)
+            watch = begin_wait(
+                f"worker 0: waiting for the probe to pass {time!r}",
+                lambda: self._wait_status(probe),
+                True,
+            )
         try:
             return self._step_until(probe, time, timeout)
         finally:
@@ -428,7 +460,8 @@ class Worker:
                 raise StallError(
                     f"worker {self.index}: waiting for the probe to pass {time!r}, but inputs of "
                     f"this worker hold it back: {', '.join(holders)}. Nothing advances them while "
-                    f"the worker waits: call advance_to({time!r}) and flush() on them first.")
+                    f"the worker waits: call advance_to({time!r}) and flush() on them first."
+                )
         return 1 + self.step_while(lambda: probe.less_than(time), timeout=timeout)
 
     def _warn_unadvanced(self, probe: Any, time: Any) -> None:
@@ -443,14 +476,17 @@ class Worker:
             held = source.capability()
             if held is not None and not any(sg is held[0] for sg in subgraphs):
                 continue  # an input of another dataflow
-            message = pending_time_message(f"worker {self.index}: step_until",
-                                           source.describe(), time)
+            message = pending_time_message(
+                f"worker {self.index}: step_until", source.describe(), time
+            )
             warnings.warn(message, PendingTimeWarning, stacklevel=3)
 
     def _wait_status(self, probe: Any) -> Dict[str, Any]:
         """What the progress display shows while :meth:`step_until` waits."""
-        return {"input": ", ".join(h.describe() for h in self._inputs) or None,
-                "output": repr(getattr(probe, "frontier", "?"))}
+        return {
+            "input": ", ".join(h.describe() for h in self._inputs) or None,
+            "output": repr(getattr(probe, "frontier", "?")),
+        }
 
     def inputs_holding(self, probe: Any, time: Any) -> List[str]:
         """The open inputs of this worker whose capabilities keep ``probe`` before ``time``
@@ -463,8 +499,10 @@ class Worker:
             if held is None:
                 continue
             subgraph, location, at = held
-            if any(sg is subgraph and subgraph.holds_back(location, at, target, time)
-                   for sg, target in targets):
+            if any(
+                sg is subgraph and subgraph.holds_back(location, at, target, time)
+                for sg, target in targets
+            ):
                 out.append(source.describe())
         return out
 
@@ -477,11 +515,13 @@ class Worker:
             if deadline is not None and (steps & 63) == 0 and _time.monotonic() > deadline:
                 raise WaitTimeoutError(
                     f"worker {self.index}: dataflows incomplete after {timeout} s; operators "
-                    f"holding capabilities: {self.capability_holders()}")
+                    f"holding capabilities: {self.capability_holders()}"
+                )
             if self.fabric is None and steps >= stall_steps and self._stalled():
                 raise StallError(
                     f"worker {self.index}: dataflows cannot complete; operators holding "
-                    f"capabilities: {self.capability_holders()}")
+                    f"capabilities: {self.capability_holders()}"
+                )
 
     def _stalled(self) -> bool:
         return all(df.quiet() for df in self._dataflows)
@@ -509,7 +549,9 @@ def tuned_gc() -> Iterator[None]:
         yield
 
 
-def run_worker(worker: Worker, build: Callable[[Worker], Any], timeout: Optional[float] = None) -> Any:
+def run_worker(
+    worker: Worker, build: Callable[[Worker], Any], timeout: Optional[float] = None
+) -> Any:
     """The body every backend runs on each worker: build, close inputs, step to completion."""
     log.debug("worker %d/%d: starting", worker.index, worker.peers)
     with tuned_gc():

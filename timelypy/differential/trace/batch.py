@@ -24,12 +24,30 @@ class Batch:
     updated in place by later merges.
     """
 
-    __slots__ = ("data", "lower", "upper", "since", "seq", "count", "owned", "compacted",
-                 "several", "_sorted", "_sorted_len")
+    __slots__ = (
+        "data",
+        "lower",
+        "upper",
+        "since",
+        "seq",
+        "count",
+        "owned",
+        "compacted",
+        "several",
+        "_sorted",
+        "_sorted_len",
+    )
 
-    def __init__(self, data: BatchData, lower: List[Any], upper: List[Any], seq: int = 0,
-                 count: Optional[int] = None, owned: bool = False,
-                 since: Optional[List[Any]] = None):
+    def __init__(
+        self,
+        data: BatchData,
+        lower: List[Any],
+        upper: List[Any],
+        seq: int = 0,
+        count: Optional[int] = None,
+        owned: bool = False,
+        since: Optional[List[Any]] = None,
+    ):
         self.data = data
         self.lower = lower
         self.upper = upper
@@ -49,8 +67,15 @@ class Batch:
 
     def owned_copy(self) -> "Batch":
         """A copy the spine may update in place (the lists are copied, not the updates)."""
-        copy = Batch({k: list(v) for k, v in self.data.items()}, self.lower, self.upper,
-                     self.seq, self.count, owned=True, since=self.since)
+        copy = Batch(
+            {k: list(v) for k, v in self.data.items()},
+            self.lower,
+            self.upper,
+            self.seq,
+            self.count,
+            owned=True,
+            since=self.since,
+        )
         copy.compacted = self.compacted
         if self.several is not None:
             copy.several = set(self.several)
@@ -71,5 +96,7 @@ class Batch:
         return self.count
 
     def __repr__(self) -> str:
-        return f"Batch(seq={self.seq}, keys={len(self.data)}, updates={self.count}, " \
-               f"lower={self.lower}, upper={self.upper}, since={self.since})"
+        return (
+            f"Batch(seq={self.seq}, keys={len(self.data)}, updates={self.count}, "
+            f"lower={self.lower}, upper={self.upper}, since={self.since})"
+        )

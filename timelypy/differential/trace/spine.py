@@ -81,8 +81,7 @@ class Spine:
     count doubles since the last one.
     """
 
-    def __init__(self, order: Any, name: str = "trace", instruments: Any = None,
-                 worker: int = 0):
+    def __init__(self, order: Any, name: str = "trace", instruments: Any = None, worker: int = 0):
         self.order = order
         self.name = name
         self.instruments = instruments
@@ -118,8 +117,9 @@ class Spine:
         retires, not inside the busy step that abandons it."""
 
     # ------------------------------------------------------------------ writing
-    def new_batch(self, data: BatchData, upper: List[Any], count: Optional[int] = None,
-                  store: bool = True) -> Batch:
+    def new_batch(
+        self, data: BatchData, upper: List[Any], count: Optional[int] = None, store: bool = True
+    ) -> Batch:
         """Make the next batch (up to ``upper``) and insert it; with ``store=False`` (a batcher
         nobody reads as a trace) only number it and advance the spine's upper."""
         self.seq += 1
@@ -141,8 +141,11 @@ class Spine:
         for listener in self.listeners:
             listener.notify(batch)
         readers = self.readers
-        if readers and (readers[0].through_seq < batch.seq if len(readers) == 1
-                        else self.physical_seq() < batch.seq):
+        if readers and (
+            readers[0].through_seq < batch.seq
+            if len(readers) == 1
+            else self.physical_seq() < batch.seq
+        ):
             return  # a reader has yet to see it: the merges it allows wait for that reader
         self._maintain()
 
@@ -168,8 +171,9 @@ class Spine:
         """The logical compaction frontier: the meet of every reader's and the writer's hold."""
         return self._since.frontier
 
-    def hold_since(self, changes: Iterable[Tuple[Any, int]],
-                   request_compaction: bool = False) -> None:
+    def hold_since(
+        self, changes: Iterable[Tuple[Any, int]], request_compaction: bool = False
+    ) -> None:
         """Change the logical holds by ``(time, +1 / -1)`` pairs; if the since frontier moves
         and ``request_compaction``, the next maintenance compacts every batch it may."""
         since = self._since
@@ -215,8 +219,11 @@ class Spine:
 
     def _drop(self) -> None:
         if self.instruments is not None and self.instruments.enabled:  # for the statistics
-            self.dropped_sizes = {"updates": self.stored_updates(), "batches": len(self.batches),
-                                  "keys": len(self.keys())}
+            self.dropped_sizes = {
+                "updates": self.stored_updates(),
+                "batches": len(self.batches),
+                "keys": len(self.keys()),
+            }
         self.batches = []
         self.listeners = []
         self.dropped = True
@@ -335,8 +342,10 @@ class Spine:
         # once: a large batch behind small ones is not merged into each of them in turn.
         j = i
         size = batches[i].count if i >= 0 else 0
-        while j >= 1 and ((batches[j - 1].owned and batches[j - 1].count <= _OWNED_RATIO * size)
-                          or size * 2 >= batches[j - 1].count):
+        while j >= 1 and (
+            (batches[j - 1].owned and batches[j - 1].count <= _OWNED_RATIO * size)
+            or size * 2 >= batches[j - 1].count
+        ):
             j -= 1
             size += batches[j].count
         if j < i:
@@ -347,13 +356,24 @@ class Spine:
                 if reported:
                     sizes = (target.count, batches[k].count)
                     target = self._merge(target, batches[k])
-                    stored = target.count + sum(b.count for b in batches[:j]) + sum(
-                        b.count for b in batches[k + 1:])
-                    instruments.emit(SpineMerged(self.worker, self.name, sizes, target.count,
-                                                 len(batches) - (k - j), stored))
+                    stored = (
+                        target.count
+                        + sum(b.count for b in batches[:j])
+                        + sum(b.count for b in batches[k + 1 :])
+                    )
+                    instruments.emit(
+                        SpineMerged(
+                            self.worker,
+                            self.name,
+                            sizes,
+                            target.count,
+                            len(batches) - (k - j),
+                            stored,
+                        )
+                    )
                 else:
                     target = self._merge(target, batches[k])
-            batches[j:i + 1] = [target]
+            batches[j : i + 1] = [target]
             m -= i - j
         # Amortised full compaction: once as many updates arrived as half of what is stored
         # (each update pays for O(1) compaction work), or after a reader advanced its
@@ -362,8 +382,10 @@ class Spine:
         # and at least the first batch's count: the stored count is only summed when a pass
         # may be due.)
         inserted2 = self._inserted * 2
-        if m and (self._force_compaction or (inserted2 > _COMPACTION_THRESHOLD
-                                             and inserted2 >= batches[0].count)):
+        if m and (
+            self._force_compaction
+            or (inserted2 > _COMPACTION_THRESHOLD and inserted2 >= batches[0].count)
+        ):
             stored = 0
             for b in batches[:m]:
                 stored += b.count
@@ -398,8 +420,9 @@ class Spine:
             single = since[0] if len(since) == 1 else None
             target.count = _merge_consolidating(data, b.data, target.count, since, order, single)
         elif since and order.depth == 1 and order.outer.is_total:
-            target.count = _merge_consolidating_product(data, b.data, target.count, since, order,
-                                                        target.several)
+            target.count = _merge_consolidating_product(
+                data, b.data, target.count, since, order, target.several
+            )
         else:
             target.count = _merge_consolidating(data, b.data, target.count, since, order, None)
             target.several = None
@@ -427,8 +450,11 @@ class Spine:
             # The keys with several updates are tracked (by merges into the batch) after the
             # first pass, which finds them: later passes visit only them.
             tracked = batch.several
-            several = ([key for key, vals in data.items() if len(vals) != 1]
-                       if tracked is None else list(tracked))
+            several = (
+                [key for key, vals in data.items() if len(vals) != 1]
+                if tracked is None
+                else list(tracked)
+            )
             count = len(data) - len(several)
             still = set()
             for key in several:
@@ -477,12 +503,15 @@ class Spine:
             assert b.count == sum(map(len, b.data.values())), b
 
     def __repr__(self) -> str:
-        return f"Spine({self.name!r}, batches={len(self.batches)}, " \
-               f"updates={self.stored_updates()}, since={self.since})"
+        return (
+            f"Spine({self.name!r}, batches={len(self.batches)}, "
+            f"updates={self.stored_updates()}, since={self.since})"
+        )
 
 
-def _merge_consolidating(data: BatchData, newer: BatchData, count: int, since: List[Any],
-                         order: Any, single: Any) -> int:
+def _merge_consolidating(
+    data: BatchData, newer: BatchData, count: int, since: List[Any], order: Any, single: Any
+) -> int:
     """Merge ``newer`` into ``data`` (owned), advancing the times of the keys present in both
     to ``since`` and consolidating them; returns the new count."""
     for key, vals in newer.items():
@@ -519,9 +548,14 @@ def _merge_consolidating(data: BatchData, newer: BatchData, count: int, since: L
     return count
 
 
-def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
-                                 since: List[Any], order: Any,
-                                 several: Optional[set] = None) -> int:
+def _merge_consolidating_product(
+    data: BatchData,
+    newer: BatchData,
+    count: int,
+    since: List[Any],
+    order: Any,
+    several: Optional[set] = None,
+) -> int:
     """:func:`_merge_consolidating` at ``Product(int, int)`` times (``since`` not empty).
     Advancing to the antichain is the join with its meet ``(m0, m1)`` (a product of total
     orders is a distributive lattice). ``several``, if not None, is kept the set of the keys
@@ -573,8 +607,9 @@ def _merge_consolidating_product(data: BatchData, newer: BatchData, count: int,
     return count
 
 
-def _merge_one(existing: List[Tuple[Any, Any, int]], upd: Tuple[Any, Any, int], m0: int,
-               m1: int) -> int:
+def _merge_one(
+    existing: List[Tuple[Any, Any, int]], upd: Tuple[Any, Any, int], m0: int, m1: int
+) -> int:
     """Merge the update ``upd`` into the (owned) updates of its key at ``Product(int, int)``
     times, in place: summed into the update of its value whose time advanced to the meet
     ``(m0, m1)`` equals its own advanced time, else appended. Returns the change in count."""

@@ -13,8 +13,9 @@ __all__ = ["TraceView", "wrap_items"]
 Vals = List[Tuple[Any, Any, int]]
 
 
-def wrap_items(items: Iterable[Tuple[Any, Vals]], pred: Optional[Callable],
-               tm: Optional[Callable]) -> Iterator[Tuple[Any, Vals]]:
+def wrap_items(
+    items: Iterable[Tuple[Any, Vals]], pred: Optional[Callable], tm: Optional[Callable]
+) -> Iterator[Tuple[Any, Vals]]:
     """``(key, vals)`` pairs seen through a filter (``pred(key, val)``) and a time map
     (``tm(time)``); keys left with no values are skipped."""
     for k, vals in items:
@@ -36,9 +37,13 @@ class TraceView:
 
     __slots__ = ("spine", "pred", "time_map", "frontier_unmap")
 
-    def __init__(self, spine: Spine, pred: Optional[Callable] = None,
-                 time_map: Optional[Callable] = None,
-                 frontier_unmap: Optional[Callable] = None):
+    def __init__(
+        self,
+        spine: Spine,
+        pred: Optional[Callable] = None,
+        time_map: Optional[Callable] = None,
+        frontier_unmap: Optional[Callable] = None,
+    ):
         self.spine = spine
         self.pred = pred
         self.time_map = time_map
