@@ -7,13 +7,10 @@ module imports only from its own layer or the layers below it.
 
 from __future__ import annotations
 
-import ast
-import pathlib
-from typing import Dict, Iterator, List, Set
+from typing import Dict, List, Set
 
-from support.paths import PACKAGE
+from support import source
 
-PACKAGE_DIR = PACKAGE / "differential"
 PREFIX = "timelypy.differential"
 
 # Bottom up; a module may import its own layer and the layers before it.
@@ -35,17 +32,11 @@ LAYERS = {
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 
-def _modules() -> Dict[str, pathlib.Path]:
-    out = {}
-    for path in PACKAGE_DIR.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE_DIR).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
-
-
-MODULES = _modules()
+MODULES = {
+    name[len(PREFIX) + 1 :] if name != PREFIX else "": path
+    for name, path in source.MODULES.items()
+    if name == PREFIX or name.startswith(PREFIX + ".")
+}
 
 
 def _layer(module: str) -> str:
@@ -53,37 +44,6 @@ def _layer(module: str) -> str:
         if module in members:
             return name
     raise AssertionError(f"timelypy.differential.{module} is in no layer: add it to LAYERS")
-
-
-def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node except those under ``if TYPE_CHECKING:``."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                stack.extend(child.orelse)
-                continue
-            stack.append(child)
-
-
-def _resolve(module: str, path: pathlib.Path, node: ast.ImportFrom) -> List[str]:
-    """The absolute names an import refers to (``from . import x`` names the module ``x``)."""
-    if node.level == 0:
-        bases = [node.module or ""]
-    else:
-        package = f"{PREFIX}.{module}".rstrip(".").split(".")
-        if path.name != "__init__.py":
-            package = package[:-1]
-        package = package[: len(package) - (node.level - 1)]
-        bases = [".".join(package + ([node.module] if node.module else []))]
-    out = []
-    for base in bases:
-        if node.module or node.level == 0:
-            out.append(base)  # `from . import x` loads the module x, not the package's own code
-        out.extend(f"{base}.{alias.name}" for alias in node.names)
-    return out
 
 
 def _internal(name: str) -> str | None:
@@ -95,19 +55,11 @@ def _internal(name: str) -> str | None:
 
 
 def _graph() -> Dict[str, Set[str]]:
-    graph: Dict[str, Set[str]] = {m: set() for m in MODULES}
-    for module, path in MODULES.items():
-        for node in _runtime_nodes(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = _resolve(module, path, node)
-            else:
-                continue
-            for name in names:
-                target = _internal(name)
-                if target is not None and target != module:
-                    graph[module].add(target)
+    graph: Dict[str, Set[str]] = {}
+    for module in MODULES:
+        name = f"{PREFIX}.{module}".rstrip(".")
+        targets = {_internal(t) for t in source.imports(name, with_packages=True)}
+        graph[module] = {t for t in targets if t is not None and t != module}
     return graph
 
 

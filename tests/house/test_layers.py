@@ -6,21 +6,27 @@ The layers, top (most basic) to bottom (docs/architecture.md):
                                                                          ->  connectors
                                                                          ->  io, testing
 
-``errors``, ``instrument``, ``kernels`` (how another kernel implementation drops in), ``stats`` (statistics from instrument events) and ``hashing`` are leaf
-modules every layer may use. Each layer may
-import only the layers before it. The one deliberate exception: ``dataflow/scope.py`` imports
-``differential.input`` inside ``Scope.new_collection`` (as differential dataflow's ``Input`` trait
-extends a timely scope).
+``errors``, ``instrument``, ``kernels`` (how another kernel implementation drops in), ``stats``
+(statistics from instrument events) and ``hashing`` are leaf modules every layer may use. Each
+layer may import only the layers before it. The one deliberate exception: ``dataflow/scope.py``
+imports ``differential.input`` inside ``Scope.new_collection`` (as differential dataflow's
+``Input`` trait extends a timely scope).
+
+No module touches another layer's private names: no ``o._name`` of a name neither it nor its
+layer defines (or that a module of another layer it imports defines too), no ``from x import
+_name`` across layers, no ``getattr(o, "_name")`` / ``hasattr`` / ``setattr`` of such a name.
+Modules and functions stay under a size cap but for a reasoned list of exceptions.
 """
 
 from __future__ import annotations
 
 import ast
-import pathlib
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
+from support import source
 from support.paths import PACKAGE
+from support.source import MODULES
 
 LEAVES = {
     "timelypy.errors",
@@ -44,68 +50,7 @@ ORDER = [
 ALLOWED_UPWARD = {("timelypy.dataflow.scope", "timelypy.differential.input")}
 
 
-def _modules() -> Dict[str, pathlib.Path]:
-    out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
-
-
-MODULES = _modules()
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _walk_runtime(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node, except those under ``if TYPE_CHECKING:``."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                stack.extend(child.orelse)
-                continue
-            stack.append(child)
-
-
-def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> List[str]:
-    if node.level == 0:
-        base = node.module or ""
-    else:
-        parts = module.split(".")
-        if not is_package:
-            parts = parts[:-1]
-        parts = parts[: len(parts) - (node.level - 1)]
-        base = ".".join(parts + ([node.module] if node.module else []))
-    targets = []
-    for alias in node.names:
-        candidate = f"{base}.{alias.name}"
-        targets.append(candidate if candidate in MODULES else base)
-    return targets
-
-
-def _imports(module: str) -> Set[str]:
-    path = MODULES[module]
-    tree = ast.parse(path.read_text())
-    found: Set[str] = set()
-    for node in _walk_runtime(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            found.update(_resolve(module, path.name == "__init__.py", node))
-    return {m for m in found if m.startswith("timelypy") and m in MODULES and m != module}
-
-
-GRAPH = {m: _imports(m) for m in MODULES}
+GRAPH = {m: source.imports(m) for m in MODULES}
 
 
 def _layer(module: str) -> str:
@@ -208,61 +153,152 @@ def test_no_import_cycle_inside_a_package(package):
     assert _cycles_within(package) == []
 
 
-def _owned_privates(package: str) -> Set[str]:
-    """Underscore names a package defines: functions, classes, attributes it assigns on self,
-    class attributes and slots."""
+def _defined_privates(module: str) -> Set[str]:
+    """Underscore names ``module`` defines: functions, classes, attributes it assigns on self or
+    cls, names it binds, class attributes and ``__slots__`` entries."""
     names: Set[str] = set()
-    for m, path in MODULES.items():
-        if _layer(m) != package and m != package:
-            continue
-        for n in ast.walk(ast.parse(path.read_text())):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(n.name)
-            elif (
-                isinstance(n, ast.Attribute)
-                and isinstance(n.ctx, ast.Store)
-                and isinstance(n.value, ast.Name)
-                and n.value.id in ("self", "cls")
-            ):
-                names.add(n.attr)
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                names.add(n.id)
-            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
-                names.add(n.value)  # __slots__ entries
-    return {x for x in names if x.startswith("_")}
+    for n in ast.walk(source.tree(MODULES[module])):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+            and n.value.id in ("self", "cls")
+        ):
+            names.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, ast.alias) and n.asname:
+            names.add(n.asname)  # ``from bisect import bisect_left as _bisect_left``
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            names.add(n.value)  # __slots__ entries
+    return {x for x in names if x.startswith("_") and not x.startswith("__")}
 
+
+# Which modules define each private name: a private is judged by (defining module, name), so a
+# name two layers both define (``_counts``) is no licence for one to read the other's.
+OWNERS: Dict[str, Set[str]] = {}
+for _m in MODULES:
+    for _name in _defined_privates(_m):
+        OWNERS.setdefault(_name, set()).add(_m)
 
 EXTERNAL_PRIVATES = {
     "_exit",  # os._exit: leave a forked worker process without running the parent's handlers
     "_jsc",  # pyspark's Java SparkContext: the executors registered have no Python API
     "_spark_context_lock",  # RayDP's lock: is this thread inside raydp.stop_spark()?
+    "_is_owned",  # threading.RLock's: does this thread hold RayDP's lock?
+    "_private",  # ray._private: the node and constants Ray has no public API for
+    "_global_node",  # ray._private.worker's: the local node a driver started
+    "_fields",  # a named tuple's field names (public API despite the underscore)
+    "_field_type",  # dataclasses' field kind: a ClassVar or InitVar is not a field of the record
+}
+
+# Reaches across layers that other branches of issue #21 remove; the lead empties this at the
+# merge. Entries are "module: what" as the tests below print them.
+KNOWN_REACHES: Set[str] = {
+    # the reduce branch moves _offending out of dataflow.operator (a helper in its home)
+    "timelypy.differential.reduce_total: from timelypy.dataflow.operator import _offending",
 }
 
 
-def test_no_layer_reads_or_writes_another_layers_privates():
-    owned = {layer: _owned_privates(layer) for layer in {_layer(m) for m in MODULES}}
-    bad = []
-    for m, path in MODULES.items():
-        mine = owned[_layer(m)]
-        for n in ast.walk(ast.parse(path.read_text())):
-            if not (
-                isinstance(n, ast.Attribute)
-                and n.attr.startswith("_")
-                and not n.attr.startswith("__")
-            ):
+def _reaches_for(module: str, name: str, imported: Set[str]) -> bool:
+    """Whether ``o._name`` in ``module`` (``o`` not self or cls) may touch another layer's
+    private: ``name`` is not ``module``'s own and is defined in no module of its layer, or is
+    also defined by a module of another layer that ``module`` imports (``imported``)."""
+    owners = OWNERS.get(name, set())
+    if name in EXTERNAL_PRIVATES or module in owners:
+        return False
+    mine = {o for o in owners if _layer(o) == _layer(module)}
+    foreign = {o for o in owners if _layer(o) != _layer(module) and o in imported}
+    return not mine or bool(foreign)
+
+
+def _private_reaches(module: str, root: Optional[ast.AST] = None) -> List[str]:
+    """Every reach of ``module`` (or of the source ``root`` read as ``module``'s) into another
+    layer's privates, as ``"module: what"``."""
+    is_package = MODULES[module].name == "__init__.py"
+    if root is None:
+        root = source.tree(MODULES[module])
+    imported = source.imports_in(module, root, runtime_only=False)
+    out = []
+    for n in ast.walk(root):
+        if isinstance(n, ast.ImportFrom):
+            base = source.import_base(module, is_package, n)
+            if base not in MODULES or _layer(base) == _layer(module):
+                continue
+            for alias in n.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    out.append(f"{module}: from {base} import {alias.name}")
+        elif isinstance(n, ast.Attribute):
+            if not n.attr.startswith("_") or n.attr.startswith("__"):
                 continue
             if isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"):
                 continue
-            if n.attr in mine or n.attr in EXTERNAL_PRIVATES:
-                continue
-            bad.append(f"{path.relative_to(PACKAGE.parent)}:{n.lineno}: {ast.unparse(n)}")
-    assert not bad, "private attributes of another layer: " + "; ".join(bad)
+            if _reaches_for(module, n.attr, imported):
+                out.append(f"{module}: {ast.unparse(n)}")
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("getattr", "hasattr", "setattr", "delattr")
+            and len(n.args) >= 2
+            and isinstance(n.args[1], ast.Constant)
+            and isinstance(n.args[1].value, str)
+        ):
+            name = n.args[1].value
+            if name.startswith("_") and not name.startswith("__"):
+                if _reaches_for(module, name, imported):
+                    out.append(f"{module}: {ast.unparse(n)}")
+    return out
+
+
+def test_no_layer_reads_or_writes_another_layers_privates():
+    """Attribute reads and writes, ``from x import _name`` and ``getattr``/``hasattr``/``setattr``
+    of a private name, across layers."""
+    bad = [r for m in MODULES for r in _private_reaches(m) if r not in KNOWN_REACHES]
+    assert not bad, "private names of another layer: " + "; ".join(bad)
+
+
+def test_the_known_reaches_still_exist():
+    """An entry of KNOWN_REACHES that no longer happens is taken out (the list cannot rot)."""
+    found = {r for m in MODULES for r in _private_reaches(m)}
+    assert KNOWN_REACHES <= found, sorted(KNOWN_REACHES - found)
+
+
+def test_the_private_check_finds_reaches(monkeypatch):
+    """The check itself: a private imported from another layer, ``getattr`` and attribute
+    access of another layer's private, and a name two layers define, read where the other
+    layer's module is imported (even for type checking only)."""
+    join = "timelypy.differential.join"
+    monkeypatch.setitem(
+        OWNERS, "_twice", {"timelypy.differential.arrange", "timelypy.progress.frontier"}
+    )
+    monkeypatch.setitem(OWNERS, "_mine", {"timelypy.differential.arrange"})
+    text = (
+        "from ..dataflow.operator import _offending\n"
+        "from .trace import _spine_private\n"
+        "getattr(x, '_queue_counts')\n"
+        "hasattr(x, '_mine')\n"
+        "x._mine\n"
+        "x._queue_counts = 1\n"
+        "x._twice\n"
+        "if TYPE_CHECKING:\n"
+        "    from ..progress.frontier import MutableAntichain\n"
+    )
+    assert _private_reaches(join, ast.parse(text)) == [
+        f"{join}: from timelypy.dataflow.operator import _offending",
+        f"{join}: getattr(x, '_queue_counts')",
+        f"{join}: x._queue_counts",
+        f"{join}: x._twice",
+    ]
+    # without the import of progress.frontier, ``_twice`` can only be the differential layer's
+    assert _private_reaches(join, ast.parse("x._twice")) == []
 
 
 def test_no_dispatch_on_class_names():
     offenders = []
     for m, path in MODULES.items():
-        for n in ast.walk(ast.parse(path.read_text())):
+        for n in ast.walk(source.tree(path)):
             if (
                 isinstance(n, ast.Attribute)
                 and n.attr == "__name__"
@@ -270,7 +306,7 @@ def test_no_dispatch_on_class_names():
                 and getattr(n.value.func, "id", "") == "type"
             ):
                 parent_compare = False
-                for c in ast.walk(ast.parse(path.read_text())):
+                for c in ast.walk(source.tree(path)):
                     if isinstance(c, ast.Compare) and any(x is n for x in ast.walk(c)):
                         parent_compare = True
                 if parent_compare:
@@ -281,7 +317,7 @@ def test_no_dispatch_on_class_names():
 def test_every_module_opens_with_a_one_line_purpose():
     missing = []
     for m, path in MODULES.items():
-        doc = ast.get_docstring(ast.parse(path.read_text()))
+        doc = ast.get_docstring(source.tree(path))
         if not doc or not doc.splitlines()[0].strip().endswith((".", ":")):
             missing.append(m)
     assert not missing, missing
@@ -323,27 +359,61 @@ ALLOWED_LARGE: Dict[str, str] = {
 }
 
 
-def test_modules_and_functions_stay_small():
-    big_modules = [
-        f"{m} ({n})"
-        for m, path in MODULES.items()
-        if (n := len(path.read_text().splitlines())) > MODULE_LINES and m not in ALLOWED_LARGE
-    ]
-    big_functions = []
+def _function_lengths() -> Dict[str, int]:
+    """``{module.function: lines of code}`` for every function and method (a method is named by
+    its module and its own name; the docstring is not code). The longest wins a repeated name."""
+    out: Dict[str, int] = {}
     for m, path in MODULES.items():
-        for n in ast.walk(ast.parse(path.read_text())):
+        for n in ast.walk(source.tree(path)):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert n.end_lineno is not None
                 length = n.end_lineno - n.lineno + 1
                 first = n.body[0]
                 if (
                     isinstance(first, ast.Expr)
                     and isinstance(first.value, ast.Constant)
                     and isinstance(first.value.value, str)
+                    and first.end_lineno is not None
                 ):
-                    length -= first.end_lineno - first.lineno + 1  # the docstring is not code
-                if length > FUNCTION_LINES and f"{m}.{n.name}" not in ALLOWED_LARGE:
-                    big_functions.append(f"{m}.{n.name} ({length})")
+                    length -= first.end_lineno - first.lineno + 1
+                name = f"{m}.{n.name}"
+                out[name] = max(length, out.get(name, 0))
+    return out
+
+
+def _module_lengths() -> Dict[str, int]:
+    return {m: len(path.read_text().splitlines()) for m, path in MODULES.items()}
+
+
+def test_modules_and_functions_stay_small():
+    big_modules = [
+        f"{m} ({n})"
+        for m, n in _module_lengths().items()
+        if n > MODULE_LINES and m not in ALLOWED_LARGE
+    ]
+    big_functions = [
+        f"{f} ({n})"
+        for f, n in _function_lengths().items()
+        if n > FUNCTION_LINES and f not in ALLOWED_LARGE
+    ]
     assert not big_modules and not big_functions, (big_modules, big_functions)
+
+
+def test_every_allowed_large_entry_is_still_needed():
+    """An ALLOWED_LARGE entry names a module or function that is still past its cap: one that
+    was split, shrunk or removed leaves the list (so the list cannot rot)."""
+    modules, functions = _module_lengths(), _function_lengths()
+    stale = []
+    for name in ALLOWED_LARGE:
+        if name in modules:
+            if modules[name] <= MODULE_LINES:
+                stale.append(f"{name}: module of {modules[name]} lines")
+        elif name in functions:
+            if functions[name] <= FUNCTION_LINES:
+                stale.append(f"{name}: function of {functions[name]} lines")
+        else:
+            stale.append(f"{name}: no such module or function")
+    assert not stale, stale
 
 
 def test_the_seams_are_implemented():

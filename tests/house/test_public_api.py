@@ -31,7 +31,7 @@ NOT_YET = ("timelypy.dataflow.graph",)  # examples still to write there (to_dot,
 
 
 def _public_methods(cls):
-    for name, member in inspect.getmembers(cls):
+    for name, _member in inspect.getmembers(cls):
         if name.startswith("_"):
             continue
         raw = inspect.getattr_static(cls, name)
