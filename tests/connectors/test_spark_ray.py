@@ -255,7 +255,7 @@ def _count_by_key(shards: Any, workers: int) -> Dict[int, int]:
     LOAD_SECONDS.append(max(seconds for _, seconds in results))
     results = [result for result, _ in results]
     counts: Dict[int, int] = {}
-    for rows, part in results:
+    for _rows, part in results:
         for (k, n), r in part.items():
             assert r == 1, (k, n, r)
             assert k not in counts, f"key {k} counted on two workers"

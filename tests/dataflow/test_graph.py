@@ -1,4 +1,4 @@
-"""Pictures of dataflows: the graph model, DOT and Mermaid text, PNG, and `timelypy graph --stats`."""
+"""Pictures of dataflows: the graph model, DOT and Mermaid text, PNG, `timelypy graph --stats`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Arrangements (the Differential Dataflow book, "Arrangements"): sharing, wrappers, scopes, traces and compaction.
+"""Arrangements (the Differential Dataflow book): sharing, wrappers, scopes, traces, compaction.
 
 * one arrangement serves many operators (counted in ``scope.describe()``);
 * ``Arranged.filter`` is a wrapper (no new arrange operator) equal to filter-then-join;
@@ -380,7 +380,7 @@ def _drive_export_import(interactive: bool):
                     s.flush()
             worker.step_until(ref_probe, t + 1, timeout=30)
             if interactive and imp_probe is not None:
-                worker.step_while(lambda: imp_probe.less_than(t + 1), max_steps=20_000)
+                worker.step_while(lambda p=imp_probe, t=t: p.less_than(t + 1), max_steps=20_000)
                 assert imp_cap.at(t) == ref_cap.at(t), t
         for s in (knows_session, ref_knows, ref_keys, imp_keys):
             s.close()
@@ -440,7 +440,7 @@ def test_completed_dataflow_drops_traces_no_handle_holds():
         worker.step()
         assert loose.spine.dropped and loose.spine.batches == []
         with pytest.raises(tp.TimelyError, match="'Loose'.*dropped"):
-            loose.trace
+            _ = loose.trace
         assert not held.spine.dropped
         assert handle.get(1) == [(2, 0, 1)]
         handle.close()
@@ -491,8 +491,8 @@ def test_exported_handle_holds_back_compaction_then_reads_history():
 
 @pytest.mark.parametrize("release", ["advance", "close"])
 def test_released_exported_handle_lets_the_trace_compact(release):
-    """The responsible user of the book's shared arrangements: advance (or close) the exported handle as time passes;
-    the trace then stays at the size of the live data under churn."""
+    """The responsible user of the book's shared arrangements: advance (or close) the exported
+    handle as time passes; the trace then stays at the size of the live data under churn."""
 
     def build(worker):
         session, arranged, trace = worker.dataflow(_export)

@@ -6,7 +6,9 @@ is run incrementally under a random driver script (insertions and retractions, u
 the future, uneven advance_to, steps), and at every time its accumulated output must equal the
 program evaluated from scratch on the accumulated input (the differential correctness property).
 
-Longer run: ``TIMELYPY_EXAMPLES=5000 python -m pytest tests/differential/test_differential_property.py``.
+Longer run::
+
+    TIMELYPY_EXAMPLES=5000 python -m pytest tests/differential/test_differential_property.py
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_product_compaction_keeps_accumulations_and_consolidates(seed):
     m1 = min(f[1] for f in since)
     for b in spine.batches:
         assert b.compacted == b.since
-        for key, vals in b.data.items():
+        for vals in b.data.values():
             if len(vals) > 1:
                 assert len({(v, t) for v, t, _ in vals}) == len(vals)
                 assert all(t[0] >= m0 and t[1] >= m1 for _, t, _ in vals)

@@ -2,8 +2,8 @@
 batch joined, the other input's trace is only ever read by that input's batches, so the join
 closes its handle (as differential-dataflow's join drops it). A trace the join arranged for
 itself (``Collection.join`` / ``semijoin``) then has no reader left: it is no longer merged,
-compacted nor extended, and its batches go when the worker is next quiet. An arrangement handed to the
-user (``arrange_by_key``) stays maintained. The output must stay exact at every time."""
+compacted nor extended, and its batches go when the worker is next quiet. An arrangement handed
+to the user (``arrange_by_key``) stays maintained. The output must stay exact at every time."""
 
 from __future__ import annotations
 

@@ -473,7 +473,7 @@ def _check_minimal_and_compaction(seed):
     for o in range(m0, 7):
         for i in range(m1, 7):
 
-            def acc(h):
+            def acc(h, o=o, i=i):
                 out: Dict[Any, int] = defaultdict(int)
                 for v, a, b, r in h:
                     if a <= o and b <= i:

@@ -642,15 +642,16 @@ def test_a_timelypy_run_pipeline_from_stdin_to_stdout(tmp_path):
     ]
 
 
-FILE_PIPELINE = """\
-time 0: 0001.csv loaded, 2 changes
-time 1: 0002.csv loaded, 3 changes
-time 2: 0004.csv loaded, 2 changes
-taken: ['0001.csv', '0002.csv', '0004.csv']
-refused: 0003.csv: line 3, column 'units': 'lots' does not convert (invalid literal for int() with base 10: 'lots')
-revenue: [('cake', 16.0), ('coffee', 5.0), ('tea', 10.5)]
-7 rows in revenue.jsonl, the same as from scratch
-"""
+FILE_PIPELINE = (
+    "time 0: 0001.csv loaded, 2 changes\n"
+    "time 1: 0002.csv loaded, 3 changes\n"
+    "time 2: 0004.csv loaded, 2 changes\n"
+    "taken: ['0001.csv', '0002.csv', '0004.csv']\n"
+    "refused: 0003.csv: line 3, column 'units': 'lots' does not convert"
+    " (invalid literal for int() with base 10: 'lots')\n"
+    "revenue: [('cake', 16.0), ('coffee', 5.0), ('tea', 10.5)]\n"
+    "7 rows in revenue.jsonl, the same as from scratch\n"
+)
 
 
 @pytest.mark.parametrize(

@@ -526,7 +526,7 @@ def test_join_function_at_minimum_time_is_flat_map(u):
     for zero in (0, P(0, 0)):
         if u and (type(u[0][1]) is Product) != (type(zero) is Product):
             continue
-        got = join_function(lambda x: [(y, zero, 1) for y in expand(x)], u)
+        got = join_function(lambda x, zero=zero: [(y, zero, 1) for y in expand(x)], u)
         assert consolidate(got) == consolidate(flat_map_updates(expand, u))
 
 

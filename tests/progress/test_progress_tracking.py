@@ -1,8 +1,8 @@
 """Property tests of timelypy.progress: ChangeBatch, Antichain, MutableAntichain, reachability.
 
-Each property is checked against a brute-force oracle (``oracle.order``, ``oracle.reachability``); the
-invariants checked are I1 (no frontier regresses), I4 (the tracker agrees with a
-from-scratch computation) and I7 (cycles must advance time).
+Each property is checked against a brute-force oracle (``oracle.order``,
+``oracle.reachability``); the invariants checked are I1 (no frontier regresses), I4 (the
+tracker agrees with a from-scratch computation) and I7 (cycles must advance time).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from typing import Any, Dict, List
 
 import cloudpickle
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import timelypy as tp
 from timelypy.errors import (
@@ -504,7 +506,7 @@ def test_an_unclosed_session_or_job_does_not_keep_the_interpreter_alive(tmp_path
         for child in psutil.Process(proc.pid).children(recursive=True):
             child.kill()
         proc.kill()
-        raise AssertionError("the interpreter did not exit")
+        raise AssertionError("the interpreter did not exit") from None
     assert proc.returncode == 0, err
     assert time.monotonic() - started < 20
     if case == "session":
@@ -546,8 +548,6 @@ def test_timely_inputs_and_errors_are_timely_errors():
 # ------------------------------------------------------------------------------------------
 # property: valid and invalid operations at random; the accepted ones give the exact answer
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st
 
 GOOD_RECORDS = st.one_of(
     st.integers(-3, 3),

@@ -20,14 +20,11 @@ import time
 from typing import Any, Dict, List
 
 import pytest
-from support.paths import ROOT
-
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support import strategies as strat
 from support.harness import run_and_check
+from support.paths import ROOT
 from support.ray_cluster import (
     RAY_AUTH_VARIABLES,
     new_ray_base_dir,
@@ -35,6 +32,8 @@ from support.ray_cluster import (
     probe_ray_gcs,
     stop_processes_under,
 )
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
 import timelypy as tp  # noqa: E402
 from timelypy.errors import WaitTimeoutError, WorkerDiedError, WorkerError  # noqa: E402

@@ -34,9 +34,6 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from support.paths import ROOT
-
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
-
 from support.ray_cluster import (
     RAY_AUTH_VARIABLES,
     new_ray_base_dir,
@@ -46,6 +43,8 @@ from support.ray_cluster import (
     ray_token_environment,
     stop_processes_under,
 )
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
 pytestmark = [pytest.mark.ray]
 
@@ -215,8 +214,8 @@ if os.environ.get(CHILD):
         )
         @given(case=program_and_script())
         def test_random_programs_on_two_nodes(self, cluster, case):
-            """The property suite, sized down: output equals a from-scratch evaluation at every time,
-            workers on both nodes."""
+            """The property suite, sized down: output equals a from-scratch evaluation at every
+            time, workers on both nodes."""
             program, script, n_inputs = case
             build = make_build(program, script, n_inputs, check_promptly=False)
             results = tp.execute(_placed(build), workers=2, backend="ray", **OPTIONS)

@@ -5,6 +5,7 @@ is awaited)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -67,7 +68,7 @@ def _root_cause_is_named(backend: str, workers: int, rounds: int, seed: int) -> 
         pid = s.worker_pids[victim]
         try:
             with pytest.raises(WorkerError) as info:
-                _run_until_failure(s, lambda: _kill(pid), rng)
+                _run_until_failure(s, functools.partial(_kill, pid), rng)
             error = info.value
             assert type(error) is WorkerDiedError, (round_, victim, repr(error))
             assert error.worker == victim, (round_, victim, str(error))
