@@ -1,6 +1,7 @@
-"""W2 (incremental reachability, iterative) fast paths against from-scratch references: the
-spine's compaction pass at partially ordered times, and the whole program with every change
-buffered before the first step, checked at every outer time."""
+"""Incremental reachability in an iterative scope (``benchmarks/reachability.py``): its fast
+paths against from-scratch references. The spine's compaction pass at partially ordered times,
+and the whole program with every change buffered before the first step, checked at every outer
+time."""
 
 from __future__ import annotations
 
@@ -233,8 +234,9 @@ def _run(edges, changes, roots, workers=1):
     [(0, 60, 40, 1), (1, 300, 30, 3), (2, 1500, 25, 4), (3, 2500, 12, 20)],
 )
 def test_buffered_reachability_is_exact_at_every_time(seed, n, rounds, per_round):
-    """W2's program, every change buffered before the first step: the output's accumulation at
-    every outer time is the reachable set of that time's graph, each node once."""
+    """The reachability benchmark's program, every change buffered before the first step: the
+    output's accumulation at every outer time is the reachable set of that time's graph, each
+    node once."""
     edges, changes = _graph(seed, n, rounds, per_round)
     roots = (1, 2)
     updates = _run(edges, changes, roots)

@@ -2,14 +2,15 @@
 
 Updates go in at random ``(outer, inner)`` times (the inner part through ``join_function``), in
 random interleavings of input, ``advance_to`` and steps: sometimes every outer time is
-buffered before the first step (as the W2 reachability workload does), sometimes each is
+buffered before the first step (as the reachability benchmark does), sometimes each is
 processed alone. The output captured inside the scope must equal, at every time of the grid,
 the logic applied to the input accumulated at that time. Each variant runs through every path
 into the operator: the collection method, an explicit arrangement (batches), and the
 arrangement-free operators :func:`reduce_product` / :func:`threshold_product`.
 
-Then whole loops: reachability with all changes buffered (W2's shape) and connected components
-(``examples/connectivity.py``) against breadth-first search and union-find.
+Then whole loops: reachability with all changes buffered (the reachability benchmark's shape)
+and connected components (``examples/connectivity.py``) against breadth-first search and
+union-find.
 """
 
 from __future__ import annotations
@@ -272,8 +273,9 @@ def test_reduce_output_error_at_product_times():
 @pytest.mark.parametrize("buffered", [True, False])
 @pytest.mark.parametrize("seed", range(4))
 def test_reachability_with_buffered_changes(seed, buffered):
-    """W2's program and driver on a small graph: every change buffered before the first step
-    (all outer times in the loop at once), or each change stepped to completion."""
+    """The reachability benchmark's program and driver on a small graph: every change buffered
+    before the first step (all outer times in the loop at once), or each change stepped to
+    completion."""
     rng = random.Random(seed)
     n = 60
     edges = set()

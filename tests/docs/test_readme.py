@@ -1,6 +1,6 @@
 """The README's code blocks run as written, each alone, as a script (as a newcomer pastes one).
 
-Nothing is prepended: a block that forgets its imports fails here. ``tests/test_docs.py`` runs
+Nothing is prepended: a block that forgets its imports fails here. ``tests/docs/test_docs.py`` runs
 the same blocks in order in one namespace, with the pages of docs/.
 """
 

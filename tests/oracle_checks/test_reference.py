@@ -1,4 +1,4 @@
-"""Tests of the from-scratch reference evaluator (``reference.py``) and the shared strategies.
+"""Tests of the from-scratch reference evaluator (``oracle.reference``) and the shared strategies.
 
 The differential property tests trust ``reference.evaluate`` as ground truth, so it is checked
 here on hand-worked examples (the book's skip-level management join, transitive closure, ...),
