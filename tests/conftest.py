@@ -6,7 +6,8 @@ authentication on, a token generated for this run (``RAY_AUTH_TOKEN``, set only 
 runs: no token file is written, ``~/.ray`` is not touched) and a temp dir of its own
 (``_temp_dir``). At the end it is
 shut down with ``ray.shutdown()``, and any of its processes still alive are stopped by pid -
-found by the temp dir on their command lines - so no other Ray on the machine is affected.
+found by the temp dir on their command lines - so no other Ray on the machine is affected. The
+helpers for that (temp dirs, tokens, processes by directory) are ``support.ray_cluster``.
 """
 
 from __future__ import annotations
