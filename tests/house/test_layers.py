@@ -153,35 +153,9 @@ def test_no_import_cycle_inside_a_package(package):
     assert _cycles_within(package) == []
 
 
-def _defined_privates(module: str) -> Set[str]:
-    """Underscore names ``module`` defines: functions, classes, attributes it assigns on self or
-    cls, names it binds, class attributes and ``__slots__`` entries."""
-    names: Set[str] = set()
-    for n in ast.walk(source.tree(MODULES[module])):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(n.name)
-        elif (
-            isinstance(n, ast.Attribute)
-            and isinstance(n.ctx, ast.Store)
-            and isinstance(n.value, ast.Name)
-            and n.value.id in ("self", "cls")
-        ):
-            names.add(n.attr)
-        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            names.add(n.id)
-        elif isinstance(n, ast.alias) and n.asname:
-            names.add(n.asname)  # ``from bisect import bisect_left as _bisect_left``
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
-            names.add(n.value)  # __slots__ entries
-    return {x for x in names if x.startswith("_") and not x.startswith("__")}
-
-
 # Which modules define each private name: a private is judged by (defining module, name), so a
 # name two layers both define (``_counts``) is no licence for one to read the other's.
-OWNERS: Dict[str, Set[str]] = {}
-for _m in MODULES:
-    for _name in _defined_privates(_m):
-        OWNERS.setdefault(_name, set()).add(_m)
+OWNERS = source.private_owners()
 
 EXTERNAL_PRIVATES = {
     "_exit",  # os._exit: leave a forked worker process without running the parent's handlers
@@ -202,54 +176,8 @@ KNOWN_REACHES: Set[str] = {
 }
 
 
-def _reaches_for(module: str, name: str, imported: Set[str]) -> bool:
-    """Whether ``o._name`` in ``module`` (``o`` not self or cls) may touch another layer's
-    private: ``name`` is not ``module``'s own and is defined in no module of its layer, or is
-    also defined by a module of another layer that ``module`` imports (``imported``)."""
-    owners = OWNERS.get(name, set())
-    if name in EXTERNAL_PRIVATES or module in owners:
-        return False
-    mine = {o for o in owners if _layer(o) == _layer(module)}
-    foreign = {o for o in owners if _layer(o) != _layer(module) and o in imported}
-    return not mine or bool(foreign)
-
-
 def _private_reaches(module: str, root: Optional[ast.AST] = None) -> List[str]:
-    """Every reach of ``module`` (or of the source ``root`` read as ``module``'s) into another
-    layer's privates, as ``"module: what"``."""
-    is_package = MODULES[module].name == "__init__.py"
-    if root is None:
-        root = source.tree(MODULES[module])
-    imported = source.imports_in(module, root, runtime_only=False)
-    out = []
-    for n in ast.walk(root):
-        if isinstance(n, ast.ImportFrom):
-            base = source.import_base(module, is_package, n)
-            if base not in MODULES or _layer(base) == _layer(module):
-                continue
-            for alias in n.names:
-                if alias.name.startswith("_") and not alias.name.startswith("__"):
-                    out.append(f"{module}: from {base} import {alias.name}")
-        elif isinstance(n, ast.Attribute):
-            if not n.attr.startswith("_") or n.attr.startswith("__"):
-                continue
-            if isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"):
-                continue
-            if _reaches_for(module, n.attr, imported):
-                out.append(f"{module}: {ast.unparse(n)}")
-        elif (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Name)
-            and n.func.id in ("getattr", "hasattr", "setattr", "delattr")
-            and len(n.args) >= 2
-            and isinstance(n.args[1], ast.Constant)
-            and isinstance(n.args[1].value, str)
-        ):
-            name = n.args[1].value
-            if name.startswith("_") and not name.startswith("__"):
-                if _reaches_for(module, name, imported):
-                    out.append(f"{module}: {ast.unparse(n)}")
-    return out
+    return source.private_reaches(module, _layer, OWNERS, EXTERNAL_PRIVATES, root)
 
 
 def test_no_layer_reads_or_writes_another_layers_privates():
@@ -359,41 +287,15 @@ ALLOWED_LARGE: Dict[str, str] = {
 }
 
 
-def _function_lengths() -> Dict[str, int]:
-    """``{module.function: lines of code}`` for every function and method (a method is named by
-    its module and its own name; the docstring is not code). The longest wins a repeated name."""
-    out: Dict[str, int] = {}
-    for m, path in MODULES.items():
-        for n in ast.walk(source.tree(path)):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                assert n.end_lineno is not None
-                length = n.end_lineno - n.lineno + 1
-                first = n.body[0]
-                if (
-                    isinstance(first, ast.Expr)
-                    and isinstance(first.value, ast.Constant)
-                    and isinstance(first.value.value, str)
-                    and first.end_lineno is not None
-                ):
-                    length -= first.end_lineno - first.lineno + 1
-                name = f"{m}.{n.name}"
-                out[name] = max(length, out.get(name, 0))
-    return out
-
-
-def _module_lengths() -> Dict[str, int]:
-    return {m: len(path.read_text().splitlines()) for m, path in MODULES.items()}
-
-
 def test_modules_and_functions_stay_small():
     big_modules = [
         f"{m} ({n})"
-        for m, n in _module_lengths().items()
+        for m, n in source.module_lengths().items()
         if n > MODULE_LINES and m not in ALLOWED_LARGE
     ]
     big_functions = [
         f"{f} ({n})"
-        for f, n in _function_lengths().items()
+        for f, n in source.function_lengths().items()
         if n > FUNCTION_LINES and f not in ALLOWED_LARGE
     ]
     assert not big_modules and not big_functions, (big_modules, big_functions)
@@ -402,7 +304,7 @@ def test_modules_and_functions_stay_small():
 def test_every_allowed_large_entry_is_still_needed():
     """An ALLOWED_LARGE entry names a module or function that is still past its cap: one that
     was split, shrunk or removed leaves the list (so the list cannot rot)."""
-    modules, functions = _module_lengths(), _function_lengths()
+    modules, functions = source.module_lengths(), source.function_lengths()
     stale = []
     for name in ALLOWED_LARGE:
         if name in modules:

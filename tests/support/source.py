@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import pathlib
-from typing import Dict, Iterator, List, Set
+from typing import Callable, Collection, Dict, Iterator, List, Optional, Set
 
 from support.paths import PACKAGE
 
@@ -110,3 +110,117 @@ def imports_in(
         elif isinstance(node, ast.ImportFrom):
             found.update(import_targets(module, is_package, node, with_packages))
     return {m for m in found if m in MODULES and m != module}
+
+
+def defined_privates(module: str) -> Set[str]:
+    """Underscore names ``module`` defines: functions, classes, attributes it assigns on self or
+    cls, names it binds (``as`` names of imports too), class attributes and ``__slots__``
+    entries."""
+    names: Set[str] = set()
+    for n in ast.walk(tree(MODULES[module])):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+            and n.value.id in ("self", "cls")
+        ):
+            names.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, ast.alias) and n.asname:
+            names.add(n.asname)  # ``from bisect import bisect_left as _bisect_left``
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            names.add(n.value)  # __slots__ entries
+    return {x for x in names if x.startswith("_") and not x.startswith("__")}
+
+
+def private_owners() -> Dict[str, Set[str]]:
+    """``{private name: the modules that define it}``."""
+    owners: Dict[str, Set[str]] = {}
+    for m in MODULES:
+        for name in defined_privates(m):
+            owners.setdefault(name, set()).add(m)
+    return owners
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_reaches(
+    module: str,
+    layer: Callable[[str], str],
+    owners: Dict[str, Set[str]],
+    external: Collection[str],
+    root: Optional[ast.AST] = None,
+) -> List[str]:
+    """Every reach of ``module`` (or of the source ``root`` read as ``module``'s) into the
+    private names of another ``layer``, as ``"module: what"``: ``from x import _name`` from
+    another layer, and ``o._name`` or ``getattr``/``hasattr``/``setattr``/``delattr(o,
+    "_name")`` (``o`` not self or cls) of a name that is not ``module``'s own and that no module
+    of its layer defines, or that a module of another layer it imports (even for type checking
+    only) defines too. Names in ``external`` are other libraries' and pass."""
+    is_package = MODULES[module].name == "__init__.py"
+    if root is None:
+        root = tree(MODULES[module])
+    imported = imports_in(module, root, runtime_only=False)
+
+    def reaches(name: str) -> bool:
+        found = owners.get(name, set())
+        if name in external or module in found:
+            return False
+        mine = {o for o in found if layer(o) == layer(module)}
+        return not mine or any(layer(o) != layer(module) and o in imported for o in found)
+
+    out = []
+    for n in ast.walk(root):
+        if isinstance(n, ast.ImportFrom):
+            base = import_base(module, is_package, n)
+            if base in MODULES and layer(base) != layer(module):
+                out += [
+                    f"{module}: from {base} import {a.name}" for a in n.names if _is_private(a.name)
+                ]
+        elif isinstance(n, ast.Attribute):
+            plain = not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
+            if plain and _is_private(n.attr) and reaches(n.attr):
+                out.append(f"{module}: {ast.unparse(n)}")
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("getattr", "hasattr", "setattr", "delattr")
+            and len(n.args) >= 2
+            and isinstance(n.args[1], ast.Constant)
+            and isinstance(n.args[1].value, str)
+        ):
+            if _is_private(n.args[1].value) and reaches(n.args[1].value):
+                out.append(f"{module}: {ast.unparse(n)}")
+    return out
+
+
+def module_lengths() -> Dict[str, int]:
+    """``{module: lines}``."""
+    return {m: len(path.read_text().splitlines()) for m, path in MODULES.items()}
+
+
+def function_lengths() -> Dict[str, int]:
+    """``{module.function: lines of code}`` for every function and method (a method is named by
+    its module and its own name; the docstring is not code). The longest wins a repeated name."""
+    out: Dict[str, int] = {}
+    for m, path in MODULES.items():
+        for n in ast.walk(tree(path)):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert n.end_lineno is not None
+                length = n.end_lineno - n.lineno + 1
+                first = n.body[0]
+                if (
+                    isinstance(first, ast.Expr)
+                    and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)
+                    and first.end_lineno is not None
+                ):
+                    length -= first.end_lineno - first.lineno + 1
+                name = f"{m}.{n.name}"
+                out[name] = max(length, out.get(name, 0))
+    return out
