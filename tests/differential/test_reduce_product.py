@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 from oracle.graphs import reachable
-from support.cases import case
+from support.cases import over_seeds
 from support.paths import EXAMPLES
 
 import timelypy as tp
@@ -205,19 +205,11 @@ THRESHOLD_PATHS = {
 }
 
 
-SEEDS = range(8)
-
-
 @pytest.mark.parametrize("schedule", ["buffered", "each", "random"])
 @pytest.mark.parametrize("path", sorted(REDUCE_PATHS))
 @pytest.mark.parametrize("logic", sorted(LOGICS))
-def test_reduce_at_product_times_matches_from_scratch(logic, path, schedule):
-    for seed in SEEDS:
-        with case(seed=seed):
-            _check_reduce(seed, logic, path, schedule)
-
-
-def _check_reduce(seed, logic, path, schedule):
+@over_seeds(range(8))
+def test_reduce_at_product_times_matches_from_scratch(seed, logic, path, schedule):
     rng = random.Random(seed * 7919 + zlib.crc32(logic.encode()) % 101)
     updates = _random_updates(rng, keyed=True, n=rng.randrange(5, 40))
     got = _run(updates, lambda c: REDUCE_PATHS[path](c, LOGICS[logic]), schedule, seed)
@@ -227,13 +219,8 @@ def _check_reduce(seed, logic, path, schedule):
 @pytest.mark.parametrize("schedule", ["buffered", "each", "random"])
 @pytest.mark.parametrize("path", sorted(THRESHOLD_PATHS))
 @pytest.mark.parametrize("name", sorted(THRESHOLDS))
-def test_threshold_at_product_times_matches_from_scratch(name, path, schedule):
-    for seed in SEEDS:
-        with case(seed=seed):
-            _check_threshold(seed, name, path, schedule)
-
-
-def _check_threshold(seed, name, path, schedule):
+@over_seeds(range(8))
+def test_threshold_at_product_times_matches_from_scratch(seed, name, path, schedule):
     rng = random.Random(seed * 104729 + len(name))
     updates = _random_updates(rng, keyed=False, n=rng.randrange(5, 40))
     f = THRESHOLDS[name]
@@ -426,13 +413,8 @@ def _joins_brute_force(fresh, times):
     return out
 
 
-def test_closure_is_every_join_with_a_fresh_time():
-    for seed in range(300):
-        with case(seed=seed):
-            _check_closure(seed)
-
-
-def _check_closure(seed):
+@over_seeds(range(300))
+def test_closure_is_every_join_with_a_fresh_time(seed):
     from timelypy.differential.reduce_product import _closure
 
     rng = random.Random(seed)
@@ -449,13 +431,8 @@ def _check_closure(seed):
     assert got | known == _joins_brute_force(fresh, times) | known
 
 
-def test_minimal_and_compaction_kernels():
-    for seed in range(100):
-        with case(seed=seed):
-            _check_minimal_and_compaction(seed)
-
-
-def _check_minimal_and_compaction(seed):
+@over_seeds(range(100))
+def test_minimal_and_compaction_kernels(seed):
     from timelypy.differential.reduce_product import _compact_flat, _minimal
 
     rng = random.Random(seed)
