@@ -29,7 +29,8 @@ def case(**labels: Any) -> Iterator[None]:
 def over_seeds(seeds: Iterable[int]) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """A test ``f(..., seed)`` run for every seed of ``seeds`` inside one collected test (each
     run wrapped in :func:`case`): the decorator stands where ``@pytest.mark.parametrize("seed",
-    seeds)`` would, innermost, and the other parameters stay pytest's."""
+    seeds)`` would, innermost, and the other parameters stay pytest's. Called with every
+    parameter of ``f`` (the seed too), it runs that one case."""
     seeds = list(seeds)
 
     def wrap(f: Callable[..., None]) -> Callable[..., None]:
@@ -37,6 +38,9 @@ def over_seeds(seeds: Iterable[int]) -> Callable[[Callable[..., None]], Callable
 
         @functools.wraps(f)
         def test(*args: Any, **kwargs: Any) -> None:
+            if len(args) + len(kwargs) == len(signature.parameters):
+                f(*args, **kwargs)  # called as written, seed given: that one case
+                return
             for seed in seeds:
                 with case(seed=seed):
                     f(*args, seed=seed, **kwargs)
