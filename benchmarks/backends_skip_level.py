@@ -675,7 +675,7 @@ def main() -> None:
                     note(f"  {row}")
                     samples.setdefault((backend, workers), []).append(row)
         rows: List[Dict[str, Any]] = []
-        for (backend, workers), runs in samples.items():
+        for runs in samples.values():
             ok = [r for r in runs if "error" not in r]
             if not ok:
                 rows.append(runs[0])

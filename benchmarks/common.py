@@ -100,7 +100,8 @@ def environment() -> Dict[str, Any]:
 
 
 def sample_indices(total: int, sample: int) -> List[int]:
-    """``sample`` indices spread evenly over ``range(total)`` (all of them if ``sample >= total``)."""
+    """``sample`` indices spread evenly over ``range(total)`` (all of them if
+    ``sample >= total``)."""
     if sample <= 0 or total <= 0:
         return []
     if sample >= total:

@@ -19,6 +19,7 @@ shape has ``Product`` times and stays with msgpack).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -125,7 +126,7 @@ def codec_report(batch: int, repeat: int) -> Dict[str, Any]:
         plain_data = plain.pack(records)
         pickled = pickle.dumps(records, 5)
         ref_msgpack = best(plain.pack, records) + best(
-            lambda: msgpack.unpackb(plain_data, use_list=False)
+            functools.partial(msgpack.unpackb, plain_data, use_list=False)
         )
         ref_pickle = best(pickle.dumps, records, 5) + best(pickle.loads, pickled)
         message = data_message(records, shape)

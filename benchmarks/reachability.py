@@ -295,7 +295,7 @@ def main() -> None:
                 )
             if args.check:
 
-                def merged(key):
+                def merged(key, outs=outs):
                     acc: Dict[Any, int] = {}
                     for o in outs:
                         for d, c in o[key].items():

@@ -1,4 +1,6 @@
-"""Skip-level management (the Differential Dataflow book's first program) at scale: load, open-loop and closed-loop.
+"""Skip-level management (the Differential Dataflow book's first program) at scale.
+
+Load, open-loop and closed-loop.
 
 ``manages`` holds ``(manager, person)`` pairs; the dataflow is the book's
 

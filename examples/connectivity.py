@@ -1,4 +1,4 @@
-"""Graph connectivity by label propagation, with interactive queries (the Differential Dataflow book).
+"""Graph connectivity by label propagation, with interactive queries (Differential Dataflow).
 
 Every node starts with its own name as label; in each iteration nodes propose their label to
 their neighbours and keep the smallest label they have seen. At the fixed point every node's

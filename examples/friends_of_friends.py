@@ -1,4 +1,4 @@
-"""Friends of friends: the book's arrangement examples (the Differential Dataflow book, "Arrangements").
+"""Friends of friends: the arrangement examples of the Differential Dataflow book.
 
 ``knows`` holds pairs ``(x, y)``, "x knows y"; ``query`` holds ``(x, q)``: query ``q`` asks
 about person ``x``. Four computations share arrangements of ``knows`` instead of each building

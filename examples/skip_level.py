@@ -1,4 +1,4 @@
-"""Skip-level management: the differential dataflow book's first program (the Differential Dataflow book).
+"""Skip-level management: the first program of the Differential Dataflow book.
 
 A collection ``manages`` holds pairs ``(manager, person)``. Joining it with itself, once with
 its fields swapped, gives for every person their manager's manager, together with the middle

@@ -1,7 +1,8 @@
-"""Transitive management: every (manager, person) pair connected by any number of hops (the Differential Dataflow book).
+"""Transitive management: every (manager, person) pair connected by any number of hops.
 
-The book's ``iterate`` example: starting from ``manages``, repeatedly extend the pairs found so
-far by one hop and keep the shorter ones; ``distinct`` makes the loop converge::
+The Differential Dataflow book's ``iterate`` example: starting from ``manages``, repeatedly
+extend the pairs found so far by one hop and keep the shorter ones; ``distinct`` makes the
+loop converge::
 
     manages.iterate(lambda transitive:
         transitive.map(lambda mp: (mp[1], mp[0]))        # (m1, mk)

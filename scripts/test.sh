@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Installs what the tests need and runs them. The README's two test commands:
+# Installs what the tests need, runs the linters and the tests. The README's test commands:
 #
-#   bash scripts/test.sh          the whole suite (Ray, Spark, the docs site): what CI runs
-#   bash scripts/test.sh quick    the core tests only (no Ray, Spark, worker processes or slow
-#                                 tests), two at a time with pytest-xdist: about a minute
-#   bash scripts/test.sh -- ARGS  the whole install, then `pytest ARGS`
+#   bash scripts/test.sh          the linters, then the whole suite (Ray, Spark, the docs site):
+#                                 what CI runs
+#   bash scripts/test.sh quick    the linters, then the core tests only (no Ray, Spark, worker
+#                                 processes or slow tests), two at a time with pytest-xdist
+#   bash scripts/test.sh lint     the linters only
+#   bash scripts/test.sh -- ARGS  the whole install, then `pytest ARGS` (no linters)
+#
+# The linters (configured in pyproject.toml; in the dev extra): `ruff check` and
+# `ruff format --check` over the package, the tests, the benchmarks and the examples, and `mypy`
+# over the package. A finding fails the run before any test starts. The same checks run on each
+# commit with pre-commit (.pre-commit-config.yaml).
 #
 # System packages: Graphviz renders `timelypy graph --format png`. This script installs it with
 # apt-get only under CI (CI=true) or when asked (TIMELYPY_INSTALL_SYSTEM_PACKAGES=1), and says so;
@@ -16,18 +23,41 @@
 # lines) if an interrupted run left any: never `ray stop`, which stops every Ray on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+LINTED=(timelypy tests benchmarks examples)
+lint() {  # every linter runs; any finding fails
+    echo "lint: ruff check, ruff format --check (${LINTED[*]}), mypy (timelypy)"
+    local failed=0
+    python -m ruff check --quiet "${LINTED[@]}" || failed=1
+    python -m ruff format --check --quiet "${LINTED[@]}" || failed=1
+    python -m mypy || failed=1  # files, strictness, overrides: [tool.mypy] in pyproject.toml
+    if [ "$failed" = 1 ]; then
+        echo "lint: the findings above fail the run (ruff format fixes the layout)" >&2
+        return 1
+    fi
+}
+if [ "${1:-}" = "lint" ]; then
+    python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    lint
+    exit 0
+fi
 if [ "${1:-}" = "quick" ]; then
     shift
     python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    lint
     # fewer generated programs than the full run's 500 (TIMELYPY_EXAMPLES overrides)
     export TIMELYPY_EXAMPLES="${TIMELYPY_EXAMPLES:-150}"
     exec python -m pytest -q -p no:cacheprovider -n 2 \
         -m "not ray and not spark and not processes and not slow" "$@"
 fi
+run_lint=1
 if [ "${1:-}" = "--" ]; then
     shift
+    run_lint=0
 fi
 python -m pip install -q --disable-pip-version-check -e '.[dev,ray,spark,docs]'
+if [ "$run_lint" = 1 ]; then
+    lint
+fi
 # The docs site builds without a warning (broken links, missing pages, bad docstring references).
 site_dir="$(mktemp -d /tmp/tpy-site-XXXXXX)"
 NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --quiet --site-dir "$site_dir"
@@ -50,7 +80,7 @@ cleanup() {
     python - "$TIMELYPY_RAY_TEST_DIR" <<'EOF' || true
 import sys
 sys.path.insert(0, "tests")
-from conftest import stop_processes_under
+from support.ray_cluster import stop_processes_under
 left = stop_processes_under(sys.argv[1], grace=0)
 if left:
     print(f"stopped {len(left)} leftover process(es) of this run's Ray clusters: {left}")
@@ -59,10 +89,10 @@ EOF
 }
 trap cleanup EXIT
 if [ "$#" -eq 0 ]; then
-    python -m pytest -q -p no:cacheprovider --ignore=tests/test_spark_ray.py
+    python -m pytest -q -p no:cacheprovider --ignore=tests/connectors/test_spark_ray.py
     # Spark on Ray (RayDP) needs a process whose first Spark it is: pyspark keeps one JVM per
     # process, and the plain-Spark tests above started one without RayDP's classes.
-    python -m pytest -q -p no:cacheprovider tests/test_spark_ray.py
+    python -m pytest -q -p no:cacheprovider tests/connectors/test_spark_ray.py
 else
     python -m pytest -q -p no:cacheprovider "$@"
 fi

@@ -1,0 +1,1 @@
+"""The timelypy command line."""

@@ -1,0 +1,1 @@
+"""timelypy.communication and the record hash: wire codec, framing, meshes, routing."""

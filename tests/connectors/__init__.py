@@ -1,0 +1,1 @@
+"""timelypy.connectors: PySpark, Spark on Ray (RayDP)."""

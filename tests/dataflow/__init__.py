@@ -1,0 +1,1 @@
+"""timelypy.dataflow: the timely layer observed from outside, scopes, graphs."""

@@ -1,0 +1,1 @@
+"""timelypy.differential: collections, arrangements, traces, joins, reduce, iterate."""

@@ -1,0 +1,1 @@
+"""The documentation as executable text: README and docs code blocks, examples, packaging."""

@@ -1,0 +1,1 @@
+"""timelypy.instrument and timelypy.stats: events from the hot paths and operator statistics."""

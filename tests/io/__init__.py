@@ -1,0 +1,1 @@
+"""timelypy.io: file sources, watched directories, sinks, stdio."""

@@ -1,0 +1,1 @@
+"""Checks of the from-scratch oracles themselves (hand-worked examples and algebraic laws)."""

@@ -1,0 +1,1 @@
+"""timelypy.order and timelypy.progress: partial orders, antichains, progress tracking."""

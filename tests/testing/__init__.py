@@ -1,0 +1,1 @@
+"""timelypy.testing: the helpers users test their own dataflows with."""

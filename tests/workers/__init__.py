@@ -1,0 +1,1 @@
+"""timelypy.workers: backends, sessions, faults, Ray."""

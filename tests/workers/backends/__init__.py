@@ -1,0 +1,1 @@
+"""Backends: the registry, several workers, the supervisor, the collector policy."""

@@ -1,0 +1,1 @@
+"""Faults: user errors named on every backend, stalls, dead and hung workers."""

@@ -1,0 +1,1 @@
+"""The ray backend: answers, authentication, clusters, a Ray timelypy starts itself."""
