@@ -101,7 +101,7 @@ class OutputPort:
         if not data:
             return
         if self.counted:
-            counts = self.produced.counts  # ChangeBatch.update, inlined
+            counts = self.produced.counts  # count-table contract, full form (progress.kernel)
             c = counts.get(time, 0) + len(data)
             if c:
                 counts[time] = c

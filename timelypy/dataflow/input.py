@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional, Tuple
 
 from ..errors import InputClosedError, TimeOrderError
+from ..progress.kernel import move
 from ..progress.reachability import Location
 from .operator import OperatorCore
 
@@ -196,17 +197,7 @@ class InputHandle:
                 f"{now!r} (time only moves forward)"
             )
         self.flush()
-        internal = self._internal.counts  # ChangeBatch.update inlined: +1 at time, -1 at now
-        c = internal.get(time, 0) + 1
-        if c:
-            internal[time] = c
-        else:
-            del internal[time]
-        c = internal.get(now, 0) - 1
-        if c:
-            internal[now] = c
-        else:
-            del internal[now]
+        move(self._internal.counts, now, time)  # the capability moves from now to time
         self._now = time
         self._fresh = 0
         self._op.activate()

@@ -84,6 +84,10 @@ class OperatorCore(Operate):
 
     adopt_frontiers = True
 
+    def waiting_messages(self) -> int:
+        """How many messages wait in this operator's input queues."""
+        return sum(len(port.queue) for port in self.input_ports)
+
     def _apply_frontiers(self) -> bool:
         """Bring the input frontiers up to date; True if one moved."""
         if self.frontier_moved:  # the scope maintains them in place (adopted)
@@ -314,7 +318,7 @@ class LinearOperator(OperatorCore):
         self._frontier_buf.clear()
         q = self._queue
         if q:
-            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+            consumed = self._consumed.counts  # count-table contract, short form (progress.kernel)
             out = self._out
             fn = self._batch_fn
             while q:

@@ -112,7 +112,7 @@ class ProbeOperator(OperatorCore):
     def schedule(self) -> bool:
         """Discard queued messages and report them consumed; returns False."""
         q = self._queue
-        consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+        consumed = self._consumed.counts  # count-table contract, short form (progress.kernel)
         while q:
             time, data = q.popleft()
             consumed[time] = consumed.get(time, 0) + len(data)

@@ -37,7 +37,7 @@ def _move(
     source: Dict[Any, int], locations: Tuple[Any, ...], sign: int, counts: Dict[Any, int]
 ) -> None:
     """Add ``sign *`` the ``{time: count}`` of ``source`` at each location to ``counts``
-    (keyed ``(location, time)``; zero counts removed)."""
+    (keyed ``(location, time)``; the count-table contract of :mod:`.kernel`)."""
     for loc in locations:
         for t, d in source.items():
             k = (loc, t)
@@ -50,7 +50,8 @@ def _move(
 
 def _batch_reports(moves: Tuple[Any, ...], counts: Dict[Any, int]) -> None:
     """Move a child's reports (see ``Subgraph._report_moves``) into a progress batch's
-    ``counts`` (keyed ``(location, time)``), to broadcast to every worker."""
+    ``counts`` (keyed ``(location, time)``; the count-table contract of :mod:`.kernel`), to
+    broadcast to every worker."""
     for source, inner, outer, sign in moves:
         if source:
             for loc in inner or outer:
@@ -260,6 +261,13 @@ class Subgraph(Operate):
         return self._summary, self._initial
 
     # ------------------------------------------------------------------ running
+    def _tracker(self) -> ReachabilityTracker:
+        """The tracker; RuntimeError before :meth:`finalize` built it."""
+        tracker = self.tracker
+        if tracker is None:
+            raise RuntimeError(f"scope {self.name!r} is not built yet")
+        return tracker
+
     def _propagate(self) -> None:
         tracker = self.tracker
         final = self.final_progress
@@ -274,7 +282,7 @@ class Subgraph(Operate):
                         shared.produceds[loc[1]].update(to_outer(t), d)
                 else:
                     tracker.update(loc if type(loc) is Location else Location(*loc), t, d)
-        if not tracker._staged:  # (ReachabilityTracker.has_staged, inlined)
+        if not tracker.staged:
             return
         pushed = tracker.propagate_all()
         children = self.children
@@ -361,13 +369,11 @@ class Subgraph(Operate):
         ``accounted`` targets are counted in their queues: their reports are only cleared."""
         sp = op.shared
         moves = [
-            (b._counts, (Location(op.index, i, False),), -1) for i, b in enumerate(sp.consumeds)
+            (b.counts, (Location(op.index, i, False),), -1) for i, b in enumerate(sp.consumeds)
         ]
+        moves += [(b.counts, (Location(op.index, o, True),), 1) for o, b in enumerate(sp.internals)]
         moves += [
-            (b._counts, (Location(op.index, o, True),), 1) for o, b in enumerate(sp.internals)
-        ]
-        moves += [
-            (b._counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
+            (b.counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
             for o, b in enumerate(sp.produceds)
         ]
         return tuple(
@@ -404,12 +410,11 @@ class Subgraph(Operate):
         children = self.children
         active = self.activations
         incomplete = self._incomplete
-        final = self.final_progress
+        final = self.final_progress.counts
         all_moves = self._moves
-        instruments = self.instruments
-        listening = instruments is not None and instruments.enabled
+        listening = self.instruments is not None and self.instruments.enabled
         direct = self.progcaster is None
-        staged = self.tracker._staged
+        staged = self._tracker().staged
         for idx in range(1, len(children)):
             if not active[idx]:
                 if not incomplete[idx] or not isinstance(children[idx], Subgraph):
@@ -427,9 +432,9 @@ class Subgraph(Operate):
                 # still delivered if the caller carries on; report what it consumed first.
                 active[idx] = True
                 failure = exc
-            # Move the child's reports: on one worker straight into the tracker's staged counts
-            # (boundary locations through the final batch), else into the batch to broadcast.
-            # The hottest loop of the progress layer: dictionaries updated in place.
+            # Move the child's reports (the hottest loop of progress: the count-table contract
+            # of progress.kernel): on one worker into the tracker's staged counts (boundary
+            # locations through the final batch), else into the batch to broadcast.
             if direct:
                 for source, inner, outer, sign in all_moves[idx]:
                     if source:
@@ -456,10 +461,10 @@ class Subgraph(Operate):
                                 if not st:
                                     del staged[loc]
                         if outer:
-                            _move(source, outer, sign, final._counts)
+                            _move(source, outer, sign, final)
                         source.clear()
             else:
-                _batch_reports(all_moves[idx], (local if child.local else final)._counts)
+                _batch_reports(all_moves[idx], local.counts if child.local else final)
             if failure is not None:
                 if self._queue_counts:
                     self._count_queues()
@@ -498,8 +503,7 @@ class Subgraph(Operate):
         :class:`OperatorFinished` event."""
         instruments = self.instruments
         instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
-        queues = [p.queue for p in getattr(child, "input_ports", ())]
-        waiting = sum(map(len, queues))
+        waiting = child.waiting_messages()
         started = perf_counter()
         result = child.schedule()
         elapsed = perf_counter() - started
@@ -515,7 +519,7 @@ class Subgraph(Operate):
                 elapsed,
                 consumed,
                 produced,
-                waiting - sum(map(len, queues)),
+                waiting - child.waiting_messages(),
             )
         )
         return result
