@@ -1,3 +1,2 @@
 """Plain kernels: a second implementation of every kernel module, mirroring its path below
-``timelypy`` (see ``timelypy.kernels``); ``TIMELYPY_KERNELS=oracle.kernels`` runs the engine on
-them."""
+``timelypy`` (see ``timelypy.kernels``); ``TIMELYPY_KERNELS=oracle.kernels`` runs the engine on them."""
