@@ -162,6 +162,22 @@ def test_specific_rules_of_the_architecture():
             assert not reaches(m, "io") and not reaches(m, "testing"), m
 
 
+def test_the_transport_knows_no_progress_type():
+    """communication never imports progress, not even for type checking: types that travel
+    bring their codec (``wire.register_type``), as timely's transport sits beside progress."""
+    for m, path in MODULES.items():
+        if _layer(m) != "communication":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                found = _resolve(m, path.name == "__init__.py", node)
+            elif isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            else:
+                continue
+            assert not [t for t in found if t.startswith("timelypy.progress")], (m, found)
+
+
 def _cycles_within(package: str) -> List[Tuple[str, ...]]:
     nodes = [m for m in GRAPH if m.startswith(package + ".")]
     edges = {

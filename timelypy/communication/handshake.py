@@ -3,7 +3,8 @@
 Protocol (HMAC-SHA256 over fresh random nonces)::
 
     acceptor  -> connector : MAGIC (8) + nonce_a (32)
-    connector -> acceptor  : nonce_c (32) + index_c (4) + HMAC(secret, "connect"|nonce_a|nonce_c|index_c)
+    connector -> acceptor  : nonce_c (32) + index_c (4)
+                             + HMAC(secret, "connect"|nonce_a|nonce_c|index_c)
     acceptor  -> connector : index_a (4) + HMAC(secret, "accept"|nonce_a|nonce_c|index_c|index_a)
 
 Each side proves knowledge of the secret over a nonce the *other* side chose; the two MACs carry

@@ -190,7 +190,8 @@ class MeshLinks:
         log.debug("worker %d: mesh of %d workers formed", self.index, self.peers)
 
     def _dial(self, j: int, deadline: float) -> socket.socket:
-        """Connect to worker ``j`` and pass both challenges; retry refused connects until deadline."""
+        """Connect to worker ``j`` and pass both challenges; retry refused connects until the
+        deadline."""
         address = self.addresses[j]
         delay = 0.01
         while True:
@@ -407,8 +408,8 @@ class MeshLinks:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(index={self.index}, peers={self.peers}, address={self.address}, "
-            f"closed={self._closed})"
+            f"{type(self).__name__}(index={self.index}, peers={self.peers}, "
+            f"address={self.address}, closed={self._closed})"
         )
 
 

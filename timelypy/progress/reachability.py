@@ -16,6 +16,7 @@ every target: the frontier of times that may still arrive there.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -44,6 +45,19 @@ class Location(NamedTuple):
     def __repr__(self) -> str:
         kind = "Source" if self.is_source else "Target"
         return f"{kind}({self.node}, {self.port})"
+
+    def to_bytes(self) -> bytes:
+        """17 bytes (``<qq?``), for a transport (:meth:`from_bytes` reverses it); struct.error
+        for a node or port outside int64."""
+        return _LOCATION.pack(*self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Location":
+        """The location :meth:`to_bytes` encoded."""
+        return cls(*_LOCATION.unpack(data))
+
+
+_LOCATION = struct.Struct("<qq?")
 
 
 def Source(node: int, port: int) -> Location:
