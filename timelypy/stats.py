@@ -129,11 +129,6 @@ class StatsSink:
             out.append(row)
         return {"worker": self.worker, "operators": out}
 
-    def reset(self) -> None:
-        """Zero the counters (the traces stay registered)."""
-        self._ops.clear()
-        self._unattributed.clear()
-
 
 def _trace_sizes(trace: Any) -> Dict[str, Any]:
     """Updates, batches, keys and the compaction frontier of a live trace (of a trace dropped

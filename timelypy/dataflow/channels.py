@@ -153,19 +153,6 @@ class EgressPort:
             p.push(t, data)
 
 
-class PipelinePusher:
-    """Delivers every message to its target on this worker."""
-
-    __slots__ = ("target",)
-
-    def __init__(self, target: Any):
-        self.target = target
-
-    def push(self, time: Any, data: List[Any]) -> None:
-        """Deliver the message as it is."""
-        self.target.push(time, data)
-
-
 class ExchangePusher:
     """Partitions each message by key hash; the local part is pushed directly, the rest goes
     through the fabric as one message per destination worker."""

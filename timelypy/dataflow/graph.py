@@ -103,10 +103,6 @@ class DataflowGraph:
         """The operator nodes (no scope inputs / outputs), in construction order."""
         return [n for n in self.nodes.values() if n.kind in ("operator", "feedback")]
 
-    def node_named(self, name: str) -> List[GraphNode]:
-        """The nodes whose name is ``name``."""
-        return [n for n in self.nodes.values() if n.name == name]
-
 
 class GraphvizNotFound(RuntimeError):
     """Graphviz's ``dot`` program is needed for PNG / SVG pictures and is not installed."""

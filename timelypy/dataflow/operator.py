@@ -8,7 +8,7 @@ messages they consume in the same activation, which justifies the send to the pr
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..errors import TimelyError, user_error
 from ..progress.change_batch import ChangeBatch
@@ -152,9 +152,11 @@ class _Session:
         self._buffer: List[Any] = []
 
     def give(self, record: Any) -> None:
+        """Send ``record`` at the session's time (buffered until the session ends)."""
         self._buffer.append(record)
 
-    def give_iterator(self, records) -> None:
+    def give_iterator(self, records: Iterable[Any]) -> None:
+        """Send every record of ``records`` at the session's time (buffered likewise)."""
         self._buffer.extend(records)
 
     def __enter__(self):

@@ -16,16 +16,20 @@ from .operator import GenericOperator
 from .stream import Stream
 from .worker_interface import AsWorker
 
-__all__ = ["Scope"]
+__all__ = ["Scope", "enter_time", "leave_time"]
 
 log = logging.getLogger(__name__)
 
 
-def _to_inner(t: Any) -> Product:
+def enter_time(t: Any) -> Product:
+    """The time ``t`` of a scope as the time of an iterative scope nested in it:
+    ``Product(t, 0)`` (what entering a loop does to a time)."""
     return Product(t, 0)
 
 
-def _to_outer(t: Product) -> Any:
+def leave_time(t: Product) -> Any:
+    """The time of an iterative scope as the time of its parent: the outer coordinate (what
+    leaving a loop does to a time)."""
     return t[0]
 
 
@@ -54,8 +58,6 @@ class Scope:
         self.subgraph = subgraph
         self.order = order
         self.parent = parent
-        self._inner_inputs: List[OutputPort] = []
-        self._outer_outputs: List[OutputPort] = []
         self.edges: List[Tuple[Location, Location, str]] = []
         """Every edge built here, in order: ``(source, target, pact)`` with the pact's name,
         ``"Pipeline"`` or ``"Exchange"`` (what :mod:`timelypy.dataflow.graph` draws)."""
@@ -218,8 +220,8 @@ class Scope:
             name,
             self.order.nested(),
             peers=worker.peers,
-            to_inner=_to_inner,
-            to_outer=_to_outer,
+            to_inner=enter_time,
+            to_outer=leave_time,
             summarize=_summarize,
         )
         sub.instruments = worker.instruments
@@ -231,7 +233,9 @@ class Scope:
         sub.finalize()
         return result
 
-    def _enter(self, stream: Stream) -> Stream:
+    def enter_stream(self, stream: Stream) -> Stream:
+        """``stream`` of the parent scope, inside this nested scope (what :meth:`Stream.enter`
+        does); TimelyError unless ``stream`` belongs to the parent."""
         if self.parent is None or stream.scope.subgraph is not self.parent.subgraph:
             raise TimelyError("enter: the stream must belong to this scope's parent scope")
         sub = self.subgraph
@@ -241,7 +245,9 @@ class Scope:
         stream.scope.connect(stream, sub.index, i, ingress, None)
         return Stream(self, inner_port)
 
-    def _leave(self, stream: Stream) -> Stream:
+    def leave_stream(self, stream: Stream) -> Stream:
+        """``stream`` of this nested scope, in the parent scope (what :meth:`Stream.leave`
+        does); TimelyError in a root scope."""
         if self.parent is None:
             raise TimelyError("leave: the stream is in a root scope")
         sub = self.subgraph

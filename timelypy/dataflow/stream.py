@@ -255,13 +255,13 @@ class Stream:
         """This stream inside the nested scope ``child`` (times become ``Product(t, 0)``).
 
         Example: ``stream.enter(child)`` in ``scope.iterative(loop)``."""
-        return child._enter(self)
+        return child.enter_stream(self)
 
     def leave(self) -> "Stream":
         """This stream in the parent scope (times ``Product(t, i)`` become ``t``).
 
         Example: ``result.leave()`` as the last step of ``scope.iterative``'s function."""
-        return self.scope._leave(self)
+        return self.scope.leave_stream(self)
 
     def connect_loop(self, handle: LoopHandle) -> None:
         """Feed this stream into a feedback operator created by ``scope.feedback``.
