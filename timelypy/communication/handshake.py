@@ -47,7 +47,9 @@ class HandshakeRefused(Exception):
 class Claim(NamedTuple):
     """An authenticated connector's claim to be worker ``index``, with the nonces exchanged."""
 
-    index: int
+    # The field shadows tuple.index (mypy: assignment); the name is the protocol's, read by the
+    # mesh and the session rendezvous, and a claim is never searched like a sequence.
+    index: int  # type: ignore[assignment]
     nonce_a: bytes
     nonce_c: bytes
     raw_index: bytes

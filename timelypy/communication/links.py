@@ -99,6 +99,10 @@ class MeshLinks:
     :class:`~.mesh.SocketMesh` for the parameters). Subclasses read each link in
     :meth:`_read_loop`, started once the link is registered."""
 
+    _cond: threading.Condition
+    """Guards the links and the subclass's receiving state; the subclass creates it before
+    calling ``MeshLinks.__init__`` (reader threads start while the links form)."""
+
     @staticmethod
     def listen(
         secret: bytes, backlog: int = 128, host: str = _HOST
@@ -141,7 +145,8 @@ class MeshLinks:
         self.index = index
         self.peers = peers
         self.addresses: Tuple[Address, ...] = tuple((str(h), int(p)) for h, p in addresses)
-        self.address: Address = tuple(listener.getsockname()[:2])  # type: ignore[assignment]
+        bound_host, bound_port = listener.getsockname()[:2]
+        self.address: Address = (str(bound_host), int(bound_port))
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
         self.send_timeout = send_timeout

@@ -116,7 +116,6 @@ class SocketMesh(MeshLinks):
         self.messages_sent = 0
         self.bytes_sent = 0
         self.messages_received = 0
-        """Messages not sent because their destination had already closed its mesh."""
         self.wait_seconds = 0.0
         """Seconds the worker spent blocked in :meth:`wait` (idle, waiting for its peers)."""
         self.encode_seconds = 0.0

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
 
 from ..errors import InputClosedError, TimeOrderError
 from ..progress.kernel import move
 from ..progress.reachability import Location
 from .operator import OperatorCore
+
+if TYPE_CHECKING:
+    from .scope import Scope
 
 __all__ = ["InputHandle", "InputOperator"]
 
@@ -16,7 +19,7 @@ class InputOperator(OperatorCore):
     """0 inputs, 1 output. Its handle writes produced counts and capability changes into the
     shared buffers directly, so they always travel together in one progress batch."""
 
-    def __init__(self, scope: Any, name: str = "Input"):
+    def __init__(self, scope: "Scope", name: str = "Input"):
         super().__init__(scope, name, 0, 1)
 
     def schedule(self) -> bool:

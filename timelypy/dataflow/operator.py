@@ -8,7 +8,7 @@ messages they consume in the same activation, which justifies the send to the pr
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..errors import TimelyError, user_error
 from ..progress.change_batch import ChangeBatch
@@ -16,6 +16,9 @@ from ..progress.frontier import MutableAntichain
 from ..progress.operate import Operate
 from .capability import Capability, InputCapability
 from .channels import InputPort, OutputPort
+
+if TYPE_CHECKING:
+    from .scope import Scope
 
 __all__ = [
     "OperatorCore",
@@ -32,7 +35,7 @@ class OperatorCore(Operate):
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         name: str,
         inputs: int,
         outputs: int,
@@ -250,7 +253,7 @@ class GenericOperator(OperatorCore):
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         name: str,
         inputs: int,
         outputs: int,
@@ -307,7 +310,7 @@ class LinearOperator(OperatorCore):
 
     frontier_interest = False
 
-    def __init__(self, scope: Any, name: str, batch_fn: Callable[[List[Any]], List[Any]]):
+    def __init__(self, scope: "Scope", name: str, batch_fn: Callable[[List[Any]], List[Any]]):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         self._batch_fn = batch_fn
         self._queue = self.input_ports[0].queue

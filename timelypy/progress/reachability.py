@@ -326,7 +326,7 @@ class ReachabilityTracker:
         self._le = le
         self._total = total
         self.builder = builder
-        self.reach: Dict[Location, List[Tuple[Location, List[PathSummary]]]] = {}
+        self.reach: Dict[Location, List[Tuple[Location, Optional[List[PathSummary]]]]] = {}
         self.output_reach: Dict[Location, List[Tuple[int, List[PathSummary]]]] = {}
         locations = builder.locations()
         scope = builder.nodes.get(0)
@@ -436,8 +436,8 @@ class ReachabilityTracker:
             if outputs:
                 self._to_outputs(loc, frontier_changes)
         pushed: Dict[Location, List[Tuple[Any, int]]] = {}
-        for tgt, imp, changes in pending.values():
-            fc = imp.update_iter(changes)
+        for tgt, imp, bucket in pending.values():
+            fc = imp.update_iter(bucket)
             if fc:
                 pushed[tgt] = fc
         return pushed

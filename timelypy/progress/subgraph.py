@@ -67,6 +67,15 @@ def _batch_reports(moves: Tuple[Any, ...], counts: Dict[Any, int]) -> None:
             source.clear()
 
 
+class _Boundary(Operate):
+    """Child 0 of every scope: its boundary seen from inside (scope inputs are its outputs,
+    scope outputs its inputs). Never scheduled."""
+
+    def schedule(self) -> bool:
+        """Never called: the boundary is not scheduled."""
+        raise RuntimeError(f"the boundary of scope {self.name!r} is not an operator")
+
+
 class Subgraph(Operate):
     """A scope: children, edges, a reachability tracker and the progress protocol."""
 
@@ -90,7 +99,7 @@ class Subgraph(Operate):
         self.to_outer = to_outer
         self.summarize = summarize
         self.progcaster = progcaster
-        self.children: List[Optional[Operate]] = [None]  # index 0 is the boundary
+        self.children: List[Operate] = [_Boundary(name, 0, 0)]  # index 0 is the boundary
         self.edges_from: Dict[Location, List[Location]] = {}
         self._edges: List[Tuple[Location, Location]] = []
         self.ingress_counts: List[ChangeBatch] = []
@@ -119,10 +128,11 @@ class Subgraph(Operate):
 
     def wake(self) -> None:
         """Make sure this scope (and its ancestors) run at the next step."""
-        p, idx = self.parent, self.index
+        child: Subgraph = self
+        p = self.parent
         while p is not None:
-            p.activations[idx] = True
-            p, idx = p.parent, p.index
+            p.activations[child.index] = True
+            child, p = p, p.parent
 
     # ------------------------------------------------------------------ building
     def add_child(self, op: Operate) -> int:
@@ -270,6 +280,7 @@ class Subgraph(Operate):
 
     def _propagate(self) -> None:
         tracker = self.tracker
+        assert tracker is not None, "propagate before finalize"
         final = self.final_progress
         if final.counts:
             to_outer = self.to_outer
@@ -299,7 +310,7 @@ class Subgraph(Operate):
                 child.shared.frontiers[tgt.port].extend(changes)
             if child.wake_on_frontier:
                 active[node] = True
-            if listening:
+            if listening and instruments is not None:
                 instruments.emit(
                     FrontierChanged(
                         instruments.worker, self.name, tgt.node, tgt.port, tuple(changes)
@@ -317,6 +328,7 @@ class Subgraph(Operate):
     def _accept_frontier(self) -> None:
         tracker = self.tracker
         to_inner = self.to_inner
+        assert tracker is not None, "accept a frontier before finalize"
         for i, fb in enumerate(self.shared.frontiers):
             if fb.counts:
                 for t, d in fb.drain_unsorted():
@@ -368,7 +380,7 @@ class Subgraph(Operate):
         internal (at its output) and produced (at every target of its output) buffer. The
         ``accounted`` targets are counted in their queues: their reports are only cleared."""
         sp = op.shared
-        moves = [
+        moves: List[Tuple[Dict[Any, int], Tuple[Location, ...], int]] = [
             (b.counts, (Location(op.index, i, False),), -1) for i, b in enumerate(sp.consumeds)
         ]
         moves += [(b.counts, (Location(op.index, o, True),), 1) for o, b in enumerate(sp.internals)]
@@ -392,7 +404,8 @@ class Subgraph(Operate):
         for operators that ask (``adopt_frontiers``) and read plain frontier buffers."""
         if not (getattr(op, "adopt_frontiers", False) and op.inputs and op.frontier_interest):
             return False
-        implications = self.tracker.implications
+        tracker = self._tracker()
+        implications = tracker.implications
         locs = [Location(op.index, i, False) for i in range(op.inputs)]
         if any(
             type(op.shared.frontiers[i]) is not ChangeBatch
@@ -403,7 +416,7 @@ class Subgraph(Operate):
         ):
             return False
         for i, loc in enumerate(locs):
-            self.tracker.adopt(loc, op.input_frontiers[i])
+            tracker.adopt(loc, op.input_frontiers[i])
         return True
 
     def _run_children(self, local: ChangeBatch) -> None:
@@ -478,7 +491,7 @@ class Subgraph(Operate):
         deque(map(dict.clear, self._uncounted), 0)  # the reports of these edges, in C
         if not self._waiting_counted and not any(self._counted_queues):
             return  # (the common case: every queue was and is empty, tested in C)
-        tracker = self.tracker
+        tracker = self._tracker()
         for loc, queue, counted in self._queue_counts:
             if not (queue or counted):
                 continue
@@ -487,7 +500,7 @@ class Subgraph(Operate):
             if len(counted) == len(queue) and counted[0] is queue[0]:
                 continue  # (nothing came or went)
             had = bool(counted)
-            staged = tracker.stage(loc)
+            staged = tracker.stage(loc)  # (the count-table contract of progress.kernel)
             while counted and (not queue or counted[0] is not queue[0]):
                 t, data = counted.popleft()
                 staged[t] = staged.get(t, 0) - len(data)
@@ -502,6 +515,7 @@ class Subgraph(Operate):
         """``child.schedule()`` between an :class:`OperatorScheduled` and an
         :class:`OperatorFinished` event."""
         instruments = self.instruments
+        assert instruments is not None, "an observed schedule without instruments"
         instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
         waiting = child.waiting_messages()
         started = perf_counter()
@@ -552,7 +566,7 @@ class Subgraph(Operate):
         return (
             any(self._incomplete)
             or any(self.activations)
-            or self.tracker.tracking_anything()
+            or self._tracker().tracking_anything()
             or bool(self.final_progress.counts)
             or bool(self.local_progress.counts)
         )
@@ -569,7 +583,7 @@ class Subgraph(Operate):
         ``target`` (both in this scope): while it is held, the frontier at ``target`` cannot
         pass ``bound``. O(path summaries between them)."""
         le = self.order.le
-        for summary in self.tracker.builder.summaries_from(source).get(target, ()):
+        for summary in self._tracker().builder.summaries_from(source).get(target, ()):
             reached = summary.results_in(time)
             if reached is not None and reached != bound and le(reached, bound):
                 return True
