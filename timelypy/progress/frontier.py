@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..order import less_equal as _generic_le
-from .kernel import frontier_changes, least_positive, minimal_positive, update_partial, update_total
+from .kernel import frontier_changes, least_positive, minimal_positive, update_partial
 
 __all__ = ["Antichain", "MutableAntichain", "antichain_join", "antichain_meet"]
 
@@ -225,10 +225,20 @@ class MutableAntichain:
         # Totally ordered times: the frontier is the least time with a positive count.
         frontier = self.frontier
         old = frontier[0] if frontier else None
-        _, lowered = update_total(self.table, updates, old)
+        counts = self.table
+        lowered = False
+        for t, d in updates:  # (kernel.update_total, written out: the count-table contract)
+            if d:
+                c = counts.get(t, 0) + d
+                if c:
+                    counts[t] = c
+                else:
+                    del counts[t]
+                if old is None or t <= old:
+                    lowered = True
         if not lowered:
             return []
-        new = least_positive(self.table)
+        new = least_positive(counts)
         if new == old:
             return []
         if new is None:
