@@ -241,7 +241,9 @@ class Scope:
 
     def enter_stream(self, stream: Stream) -> Stream:
         """``stream`` of the parent scope, inside this nested scope (what :meth:`Stream.enter`
-        does); TimelyError unless ``stream`` belongs to the parent."""
+        does); TimelyError unless ``stream`` belongs to the parent.
+
+        Example: ``child.enter_stream(stream)`` is ``stream.enter(child)``."""
         if self.parent is None or stream.scope.subgraph is not self.parent.subgraph:
             raise TimelyError("enter: the stream must belong to this scope's parent scope")
         sub = self.subgraph
@@ -253,7 +255,9 @@ class Scope:
 
     def leave_stream(self, stream: Stream) -> Stream:
         """``stream`` of this nested scope, in the parent scope (what :meth:`Stream.leave`
-        does); TimelyError in a root scope."""
+        does); TimelyError in a root scope.
+
+        Example: ``child.leave_stream(result)`` is ``result.leave()``."""
         if self.parent is None:
             raise TimelyError("leave: the stream is in a root scope")
         sub = self.subgraph
