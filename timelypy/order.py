@@ -186,9 +186,11 @@ class ProductSummary(PathSummary):
         if type(outer) is IntSummary and outer.delta == 0 and type(inner) is IntSummary:
             # Product(int, int) times, the outer coordinate unchanged (a loop's feedback, an
             # edge inside an iterative scope): written out on the second coordinate.
-            self.results_in = _inner_adder(inner.delta)
+            # (results_in is a per-instance slot specialised here, a closure in the common
+            # case: mypy sees a method replaced, which is the point)
+            self.results_in = _inner_adder(inner.delta)  # type: ignore[method-assign,assignment]
         else:
-            self.results_in = self._results_in
+            self.results_in = self._results_in  # type: ignore[method-assign]
 
     def __reduce__(self) -> Any:
         return (ProductSummary, (self.outer, self.inner))
@@ -257,6 +259,7 @@ class _Compose(PathSummary):
     """A composition of summaries of different kinds (only met in hand-built graphs)."""
 
     __slots__ = ("parts",)
+    parts: Tuple[PathSummary, ...]
 
     def __init__(self, *parts: PathSummary) -> None:
         flat: list = []

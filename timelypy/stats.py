@@ -33,6 +33,7 @@ export), so every layer may use it.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
@@ -128,11 +129,6 @@ class StatsSink:
             row["arrangement"] = _trace_sizes(self._traces[key][1]) if key in self._traces else None
             out.append(row)
         return {"worker": self.worker, "operators": out}
-
-    def reset(self) -> None:
-        """Zero the counters (the traces stay registered)."""
-        self._ops.clear()
-        self._unattributed.clear()
 
 
 def _trace_sizes(trace: Any) -> Dict[str, Any]:
@@ -335,14 +331,12 @@ class Statistics:
         return f"Statistics(workers={sorted(self.workers)}, operators={len(self.operators())})"
 
 
-class _Discard:
+class _Discard(io.StringIO):
     """A file that drops what is written (rich records the text instead)."""
 
     def write(self, text: str) -> int:
+        """Drop ``text``; report it written."""
         return len(text)
-
-    def flush(self) -> None:
-        pass
 
 
 def _add_arrangement(total: Dict[str, Any], arrangement: Optional[Mapping[str, Any]]) -> None:

@@ -106,6 +106,22 @@ def test_specific_rules_of_the_architecture():
             assert not reaches(m, "io") and not reaches(m, "testing"), m
 
 
+def test_the_transport_knows_no_progress_type():
+    """communication never imports progress, not even for type checking: types that travel
+    bring their codec (``wire.register_type``), as timely's transport sits beside progress."""
+    for m, path in MODULES.items():
+        if _layer(m) != "communication":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                found = _resolve(m, path.name == "__init__.py", node)
+            elif isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            else:
+                continue
+            assert not [t for t in found if t.startswith("timelypy.progress")], (m, found)
+
+
 def _cycles_within(package: str) -> List[Tuple[str, ...]]:
     nodes = [m for m in GRAPH if m.startswith(package + ".")]
     edges = {
@@ -283,7 +299,6 @@ ALLOWED_LARGE: Dict[str, str] = {
     "timelypy.connectors.spark_ray.spark_on_ray": "#21: becomes the connectors/spark/ package",
     "timelypy.workers.session": "#21: the sessions wing of workers/",
     "timelypy.io.formats": "#21: one module per file format",
-    "timelypy.progress.reachability._propagate_total": "#21: the progress kernel",
 }
 
 

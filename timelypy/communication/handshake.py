@@ -3,7 +3,8 @@
 Protocol (HMAC-SHA256 over fresh random nonces)::
 
     acceptor  -> connector : MAGIC (8) + nonce_a (32)
-    connector -> acceptor  : nonce_c (32) + index_c (4) + HMAC(secret, "connect"|nonce_a|nonce_c|index_c)
+    connector -> acceptor  : nonce_c (32) + index_c (4)
+                             + HMAC(secret, "connect"|nonce_a|nonce_c|index_c)
     acceptor  -> connector : index_a (4) + HMAC(secret, "accept"|nonce_a|nonce_c|index_c|index_a)
 
 Each side proves knowledge of the secret over a nonce the *other* side chose; the two MACs carry
@@ -46,7 +47,9 @@ class HandshakeRefused(Exception):
 class Claim(NamedTuple):
     """An authenticated connector's claim to be worker ``index``, with the nonces exchanged."""
 
-    index: int
+    # The field shadows tuple.index (mypy: assignment); the name is the protocol's, read by the
+    # mesh and the session rendezvous, and a claim is never searched like a sequence.
+    index: int  # type: ignore[assignment]
     nonce_a: bytes
     nonce_c: bytes
     raw_index: bytes

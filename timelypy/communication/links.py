@@ -99,6 +99,10 @@ class MeshLinks:
     :class:`~.mesh.SocketMesh` for the parameters). Subclasses read each link in
     :meth:`_read_loop`, started once the link is registered."""
 
+    _cond: threading.Condition
+    """Guards the links and the subclass's receiving state; the subclass creates it before
+    calling ``MeshLinks.__init__`` (reader threads start while the links form)."""
+
     @staticmethod
     def listen(
         secret: bytes, backlog: int = 128, host: str = _HOST
@@ -141,7 +145,8 @@ class MeshLinks:
         self.index = index
         self.peers = peers
         self.addresses: Tuple[Address, ...] = tuple((str(h), int(p)) for h, p in addresses)
-        self.address: Address = tuple(listener.getsockname()[:2])  # type: ignore[assignment]
+        bound_host, bound_port = listener.getsockname()[:2]
+        self.address: Address = (str(bound_host), int(bound_port))
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
         self.send_timeout = send_timeout
@@ -190,7 +195,8 @@ class MeshLinks:
         log.debug("worker %d: mesh of %d workers formed", self.index, self.peers)
 
     def _dial(self, j: int, deadline: float) -> socket.socket:
-        """Connect to worker ``j`` and pass both challenges; retry refused connects until deadline."""
+        """Connect to worker ``j`` and pass both challenges; retry refused connects until the
+        deadline."""
         address = self.addresses[j]
         delay = 0.01
         while True:
@@ -407,8 +413,8 @@ class MeshLinks:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(index={self.index}, peers={self.peers}, address={self.address}, "
-            f"closed={self._closed})"
+            f"{type(self).__name__}(index={self.index}, peers={self.peers}, "
+            f"address={self.address}, closed={self._closed})"
         )
 
 

@@ -116,8 +116,6 @@ class SocketMesh(MeshLinks):
         self.messages_sent = 0
         self.bytes_sent = 0
         self.messages_received = 0
-        self.dropped_after_bye = 0
-        """Messages not sent because their destination had already closed its mesh."""
         self.wait_seconds = 0.0
         """Seconds the worker spent blocked in :meth:`wait` (idle, waiting for its peers)."""
         self.encode_seconds = 0.0
@@ -366,7 +364,6 @@ class SocketMesh(MeshLinks):
         if not peer.said_bye:
             self._reserve(peer, len(data))
         if peer.said_bye:
-            self.dropped_after_bye += count
             log.debug(
                 "worker %d: dropped %d message(s) for closed worker %d",
                 self.index,
@@ -388,7 +385,6 @@ class SocketMesh(MeshLinks):
             if reader is not None:
                 reader.join(1.0)
             if peer.said_bye:
-                self.dropped_after_bye += count
                 return
             raise WorkerDiedError(
                 f"worker {peer.index} died: worker {self.index} could not send to it ({exc})",
@@ -405,7 +401,7 @@ class SocketMesh(MeshLinks):
         To another worker: encoded (a root-scope data message pickled, see
         :func:`~.wire.pickle_records`) and written before returning. To oneself: appended to the
         local inbox as is (no copy; do not mutate it afterwards). A destination that already closed
-        its mesh in an orderly way silently drops the message (counted in ``dropped_after_bye``).
+        its mesh in an orderly way silently drops the message (logged at debug level).
         """
         if dest == self.index:
             self._deliver_local((obj,))

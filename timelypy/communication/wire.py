@@ -8,7 +8,11 @@ a progress update, or a small control message. :func:`encode` turns one such obj
   themselves (``bytearray`` and ``memoryview`` arrive as ``bytes``).
 * Every sequence (``tuple`` or ``list``) arrives as a ``tuple``: records are hashable on both sides.
 * :class:`timelypy.order.Product` arrives as a ``Product`` (nested Products too).
-* ``set`` and ``frozenset`` arrive as themselves; so does a progress ``Location``.
+* ``set`` and ``frozenset`` arrive as themselves.
+* A class registered with :func:`register_type` arrives as itself, packed by its own codec (the
+  dataflow layer registers progress's ``Location`` this way: the transport knows no progress
+  type). ``Product`` is built in instead: it is a leaf type of every layer, the time of every
+  message, and its codec's caches are specialised to it.
 * The record types of the guide (frozen dataclasses, named tuples, Enum members;
   ``datetime.date`` / ``datetime`` / ``time`` / ``timedelta``, ``Decimal``, ``Fraction``,
   ``UUID``) arrive as themselves, with their exact class: a user class is a
@@ -43,8 +47,8 @@ Framing: :func:`frame` prefixes a payload with its length (8 bytes, little-endia
 :class:`FrameReader` reassembles payloads from a byte stream delivered in arbitrary chunks.
 
 Security note: decoding may unpickle (the cloudpickle extension), so only decode bytes from an
-authenticated peer. :class:`timelypy.communication.mesh.SocketMesh` authenticates every connection with
-the job's secret before reading a single frame from it.
+authenticated peer. :class:`timelypy.communication.mesh.SocketMesh` authenticates every
+connection with the job's secret before reading a single frame from it.
 """
 
 from __future__ import annotations
@@ -54,13 +58,12 @@ import pickle
 import struct
 import threading
 from operator import itemgetter
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import cloudpickle
 import msgpack
 
 from ..order import Product
-from ..progress.reachability import Location
 from .wire_records import STDLIB_FIELDS, rebuild_record, rebuild_stdlib, record_header, record_kind
 from .wire_records import reset as reset_records
 
@@ -80,7 +83,7 @@ __all__ = [
     "EXT_FROZENSET",
     "EXT_PICKLE",
     "EXT_COLUMNS",
-    "EXT_LOCATION",
+    "register_type",
     "EXT_RECORD",
     "EXT_STDLIB",
 ]
@@ -91,7 +94,8 @@ EXT_PRODUCT = 1
 EXT_PRODUCT_INTS = 2
 """``Product(int, int)`` with both coordinates in int64; payload is 16 bytes (two ``<q``)."""
 EXT_BIGINT = 3
-"""An ``int`` outside the 64-bit range msgpack carries; payload is little-endian two's complement."""
+"""An ``int`` outside the 64-bit range msgpack carries; payload is little-endian two's
+complement."""
 EXT_SET = 4
 """A ``set``; payload is the msgpack array of its elements."""
 EXT_FROZENSET = 5
@@ -102,9 +106,7 @@ EXT_COLUMNS = 7
 """A list of ``n`` plain tuples of one length ``k`` sent column by column: the payload is the
 msgpack array ``[k, column_0, ..., column_{k-1}]`` (each column itself maybe columnar); it
 decodes to the tuple of the ``n`` row tuples (as every sequence decodes)."""
-EXT_LOCATION = 8
-"""A progress ``Location(node, port, is_source)``; payload is 17 bytes (``<qq?``)."""
-
+# Code 8 is the first free code: the dataflow layer registers progress's Location under it.
 EXT_RECORD = 9
 """A frozen dataclass, a named tuple or an Enum member: a header naming its class (its pickle
 the first time a message holds it, then its number), then the msgpack array of its state (see
@@ -114,7 +116,6 @@ EXT_STDLIB = 10
 msgpack array ``[kind, *fields]`` (see :mod:`.wire_records`)."""
 
 _INT_PAIR = struct.Struct("<qq")
-_LOCATION = struct.Struct("<qq?")
 _HEADER = struct.Struct("<Q")
 HEADER_SIZE = _HEADER.size
 """Size in bytes of the length prefix written by :func:`frame`."""
@@ -220,7 +221,38 @@ def _encode_product(obj: Product) -> msgpack.ExtType:
 COLUMNAR_MIN_ROWS = 16
 """Sequences of at least this many plain tuples of one length travel column by column."""
 _COLUMNAR_MAX_WIDTH = 8
-_location_cache: Dict[Location, msgpack.ExtType] = {}
+_BUILT_IN_CODES = frozenset(range(1, 8)) | {9, 10}
+# exact class -> (code, encode, its cache by value or None); code -> decode
+_encoders: Dict[type, Tuple[int, Callable[[Any], bytes], Optional[Dict[Any, Any]]]] = {}
+_decoders: Dict[int, Callable[[bytes], Any]] = {}
+
+
+def register_type(
+    cls: type,
+    code: int,
+    encode: Callable[[Any], bytes],
+    decode: Callable[[bytes], Any],
+    *,
+    cache: bool = False,
+) -> None:
+    """Carry instances of exactly ``cls`` as msgpack extension ``code``: ``encode(obj)`` gives
+    the payload bytes and ``decode(payload)`` the equal object back. An instance ``encode``
+    refuses (``TypeError``, ``ValueError``, ``OverflowError``, ``struct.error``) travels
+    pickled instead. ``cache=True`` for immutable, hashable values of which few are distinct
+    (the payload is then computed once per value). Both ends of a link must register the same
+    types (registering at import of the module that sends them does it). Registering the same
+    class under the same code again is a no-op; ValueError for a code that is built in, outside
+    0..127, or taken by another class."""
+    if not 0 <= code <= 127 or code in _BUILT_IN_CODES:
+        raise ValueError(f"register_type({cls.__name__}): code {code} is built in or not 0..127")
+    taken = _encoders.get(cls)
+    if taken is not None and taken[0] != code:
+        raise ValueError(f"register_type({cls.__name__}): already registered as code {taken[0]}")
+    other = _decoders.get(code)
+    if other is not None and taken is None:
+        raise ValueError(f"register_type({cls.__name__}): code {code} is taken by another type")
+    _encoders[cls] = (code, encode, {} if cache else None)
+    _decoders[code] = decode
 
 
 def _columns(rows: Any) -> Optional[msgpack.ExtType]:
@@ -243,16 +275,22 @@ def _columns(rows: Any) -> Optional[msgpack.ExtType]:
     return _ext(EXT_COLUMNS, _pack([width, *zip(*rows)]))
 
 
-def _encode_location(obj: Any) -> msgpack.ExtType:
-    ext = _location_cache.get(obj)
-    if ext is None:
-        try:
-            ext = _ext(EXT_LOCATION, _LOCATION.pack(*obj))
-        except (struct.error, TypeError):
-            return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
-        if len(_location_cache) >= _CACHE_LIMIT:
-            _location_cache.clear()
-        _location_cache[obj] = ext
+def _encode_registered(
+    obj: Any, code: int, encode: Callable[[Any], bytes], cache: Optional[Dict[Any, Any]]
+) -> Any:
+    """The extension of an instance of a class registered by :func:`register_type`."""
+    if cache is not None:
+        ext = cache.get(obj)
+        if ext is not None:
+            return ext
+    try:
+        ext = _ext(code, encode(obj))
+    except (struct.error, TypeError, ValueError, OverflowError):
+        return _ext(EXT_PICKLE, cloudpickle.dumps(obj, protocol=5))
+    if cache is not None:
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[obj] = ext
     return ext
 
 
@@ -270,8 +308,9 @@ def _default(obj: Any) -> Any:
         return list(obj)
     if cls is Product:
         return _encode_product(obj)
-    if cls is Location:
-        return _encode_location(obj)
+    registered = _encoders.get(cls)
+    if registered is not None:
+        return _encode_registered(obj, *registered)
     if cls is int:
         # Only reached when the int does not fit msgpack's 64-bit encodings.
         size = obj.bit_length() // 8 + 1
@@ -340,8 +379,9 @@ def _ext_hook(code: int, data: bytes) -> Any:
         if len(columns) != width:
             raise ValueError("timelypy wire: a columnar batch with a wrong number of columns")
         return tuple(zip(*columns))
-    if code == EXT_LOCATION:
-        return Location(*_LOCATION.unpack(data))
+    decoder = _decoders.get(code)
+    if decoder is not None:
+        return decoder(data)
     if code == EXT_PRODUCT_INTS:
         product = _decode_int_pairs.get(data)
         if product is None:

@@ -1,5 +1,7 @@
 """The timely layer: scopes, streams, operators with capabilities, channels, probes and loops."""
 
+from ..communication.wire import register_type
+from ..progress.reachability import Location
 from .capability import Capability, CapabilitySet, InputCapability
 from .capture import Captured
 from .channels import Exchange, Pipeline
@@ -30,3 +32,9 @@ __all__ = [
     "to_mermaid",
     "render_png",
 ]
+
+LOCATION_WIRE_CODE = 8
+"""The msgpack extension code of progress's ``Location`` in progress messages between worker
+processes. The transport knows no progress type: the timely layer, which joins the two, registers
+it here, at the import of any of its modules (so in every worker process)."""
+register_type(Location, LOCATION_WIRE_CODE, Location.to_bytes, Location.from_bytes, cache=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
 from .operator import OperatorCore
+
+if TYPE_CHECKING:
+    from .scope import Scope
 
 __all__ = ["Captured", "CaptureOperator"]
 
@@ -110,7 +113,7 @@ class CaptureOperator(OperatorCore):
 
     wake_on_frontier = False
 
-    def __init__(self, scope: Any, captured: Captured, name: str = "Capture") -> None:
+    def __init__(self, scope: "Scope", captured: Captured, name: str = "Capture") -> None:
         super().__init__(scope, name, 1, 0, initial_capabilities=False)
         self.shared.frontiers[0] = _CaptureFrontier(captured)
         self._captured = captured

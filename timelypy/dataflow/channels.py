@@ -12,7 +12,7 @@ consumers of one output and must not be mutated by operators.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from ..communication.fabric import DATA, Fabric
 from ..communication.wire import encode
@@ -20,6 +20,9 @@ from ..errors import DataEncodingError, OperatorError, UnhashableDataError
 from ..hashing import stable_hash
 from ..instrument import BatchProduced, ChannelSent, Instruments
 from ..progress.change_batch import ChangeBatch
+
+if TYPE_CHECKING:
+    from ..progress.subgraph import Subgraph
 
 __all__ = ["Pipeline", "Exchange", "InputPort", "OutputPort", "IngressPort", "EgressPort"]
 
@@ -61,7 +64,7 @@ class InputPort:
 
     __slots__ = ("queue", "subgraph", "node", "_activations", "_nested")
 
-    def __init__(self, subgraph: Any, node: int):
+    def __init__(self, subgraph: "Subgraph", node: int):
         self.queue: deque = deque()
         self.subgraph = subgraph
         self.node = node
@@ -90,7 +93,9 @@ class OutputPort:
         instruments: Optional[Instruments] = None,
     ):
         self.pushers: List[Any] = []
-        self.produced = produced
+        self.produced: ChangeBatch = produced if produced is not None else ChangeBatch()
+        """Where the records this port pushes are counted (when ``counted``; a port that
+        does not count them, on a scope's boundary, has a batch nobody reads)."""
         self.node = node
         self.port = port
         self.counted = counted
@@ -101,7 +106,7 @@ class OutputPort:
         if not data:
             return
         if self.counted:
-            counts = self.produced.counts  # ChangeBatch.update, inlined
+            counts = self.produced.counts  # count-table contract, full form (progress.kernel)
             c = counts.get(time, 0) + len(data)
             if c:
                 counts[time] = c
@@ -121,7 +126,7 @@ class IngressPort:
 
     __slots__ = ("subgraph", "input", "inner_port")
 
-    def __init__(self, subgraph: Any, input_index: int, inner_port: OutputPort):
+    def __init__(self, subgraph: "Subgraph", input_index: int, inner_port: OutputPort):
         self.subgraph = subgraph
         self.input = input_index
         self.inner_port = inner_port
@@ -142,7 +147,7 @@ class EgressPort:
 
     __slots__ = ("subgraph", "outer_port")
 
-    def __init__(self, subgraph: Any, outer_port: OutputPort):
+    def __init__(self, subgraph: "Subgraph", outer_port: OutputPort):
         self.subgraph = subgraph
         self.outer_port = outer_port
 
@@ -151,19 +156,6 @@ class EgressPort:
         t = self.subgraph.to_outer(time)
         for p in self.outer_port.pushers:
             p.push(t, data)
-
-
-class PipelinePusher:
-    """Delivers every message to its target on this worker."""
-
-    __slots__ = ("target",)
-
-    def __init__(self, target: Any):
-        self.target = target
-
-    def push(self, time: Any, data: List[Any]) -> None:
-        """Deliver the message as it is."""
-        self.target.push(time, data)
 
 
 class ExchangePusher:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import NotConvergedError
 from ..order import PathSummary
 from .operator import OperatorCore
+
+if TYPE_CHECKING:
+    from .scope import Scope
 
 __all__ = ["FeedbackOperator", "LoopHandle"]
 
@@ -23,7 +26,7 @@ class FeedbackOperator(OperatorCore):
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         summary: PathSummary,
         name: str = "Feedback",
         max_iterations: Optional[int] = None,

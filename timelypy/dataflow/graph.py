@@ -32,10 +32,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..progress.reachability import Location
 from .feedback import FeedbackOperator
+
+if TYPE_CHECKING:
+    from .scope import Scope
 
 __all__ = [
     "GraphNode",
@@ -103,16 +106,12 @@ class DataflowGraph:
         """The operator nodes (no scope inputs / outputs), in construction order."""
         return [n for n in self.nodes.values() if n.kind in ("operator", "feedback")]
 
-    def node_named(self, name: str) -> List[GraphNode]:
-        """The nodes whose name is ``name``."""
-        return [n for n in self.nodes.values() if n.name == name]
-
 
 class GraphvizNotFound(RuntimeError):
     """Graphviz's ``dot`` program is needed for PNG / SVG pictures and is not installed."""
 
 
-def _endpoint(prefix: str, loc: Location, scope: Any) -> str:
+def _endpoint(prefix: str, loc: Location, scope: "Scope") -> str:
     """The node id of an edge's end in ``scope`` (ids below ``prefix``)."""
     if loc.node == 0:  # this scope's boundary: its input i (a source inside) or output j
         return f"{prefix}_{'in' if loc.is_source else 'out'}{loc.port}"
@@ -122,7 +121,7 @@ def _endpoint(prefix: str, loc: Location, scope: Any) -> str:
 
 
 def _add_scope(
-    graph: DataflowGraph, scope: Any, prefix: str, index: int, annotations: Annotations
+    graph: DataflowGraph, scope: "Scope", prefix: str, index: int, annotations: Annotations
 ) -> GraphCluster:
     subgraph = scope.subgraph
     name = subgraph.name

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
 
 from ..errors import InputClosedError, TimeOrderError
+from ..progress.kernel import move
 from ..progress.reachability import Location
 from .operator import OperatorCore
+
+if TYPE_CHECKING:
+    from .scope import Scope
 
 __all__ = ["InputHandle", "InputOperator"]
 
@@ -15,7 +19,7 @@ class InputOperator(OperatorCore):
     """0 inputs, 1 output. Its handle writes produced counts and capability changes into the
     shared buffers directly, so they always travel together in one progress batch."""
 
-    def __init__(self, scope: Any, name: str = "Input"):
+    def __init__(self, scope: "Scope", name: str = "Input"):
         super().__init__(scope, name, 0, 1)
 
     def schedule(self) -> bool:
@@ -196,17 +200,7 @@ class InputHandle:
                 f"{now!r} (time only moves forward)"
             )
         self.flush()
-        internal = self._internal.counts  # ChangeBatch.update inlined: +1 at time, -1 at now
-        c = internal.get(time, 0) + 1
-        if c:
-            internal[time] = c
-        else:
-            del internal[time]
-        c = internal.get(now, 0) - 1
-        if c:
-            internal[now] = c
-        else:
-            del internal[now]
+        move(self._internal.counts, now, time)  # the capability moves from now to time
         self._now = time
         self._fresh = 0
         self._op.activate()

@@ -1,4 +1,4 @@
-"""Frontier notificator: deliver capabilities in time order once every input frontier passed them."""
+"""Frontier notificator: deliver capabilities in time order once the input frontiers pass them."""
 
 from __future__ import annotations
 

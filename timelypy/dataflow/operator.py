@@ -8,7 +8,7 @@ messages they consume in the same activation, which justifies the send to the pr
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..errors import TimelyError, user_error
 from ..progress.change_batch import ChangeBatch
@@ -16,6 +16,9 @@ from ..progress.frontier import MutableAntichain
 from ..progress.operate import Operate
 from .capability import Capability, InputCapability
 from .channels import InputPort, OutputPort
+
+if TYPE_CHECKING:
+    from .scope import Scope
 
 __all__ = [
     "OperatorCore",
@@ -32,7 +35,7 @@ class OperatorCore(Operate):
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         name: str,
         inputs: int,
         outputs: int,
@@ -83,6 +86,10 @@ class OperatorCore(Operate):
             self.subgraph.wake()
 
     adopt_frontiers = True
+
+    def waiting_messages(self) -> int:
+        """How many messages wait in this operator's input queues."""
+        return sum(len(port.queue) for port in self.input_ports)
 
     def _apply_frontiers(self) -> bool:
         """Bring the input frontiers up to date; True if one moved."""
@@ -148,9 +155,11 @@ class _Session:
         self._buffer: List[Any] = []
 
     def give(self, record: Any) -> None:
+        """Send ``record`` at the session's time (buffered until the session ends)."""
         self._buffer.append(record)
 
-    def give_iterator(self, records) -> None:
+    def give_iterator(self, records: Iterable[Any]) -> None:
+        """Send every record of ``records`` at the session's time (buffered likewise)."""
         self._buffer.extend(records)
 
     def __enter__(self):
@@ -244,7 +253,7 @@ class GenericOperator(OperatorCore):
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         name: str,
         inputs: int,
         outputs: int,
@@ -301,7 +310,7 @@ class LinearOperator(OperatorCore):
 
     frontier_interest = False
 
-    def __init__(self, scope: Any, name: str, batch_fn: Callable[[List[Any]], List[Any]]):
+    def __init__(self, scope: "Scope", name: str, batch_fn: Callable[[List[Any]], List[Any]]):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         self._batch_fn = batch_fn
         self._queue = self.input_ports[0].queue
@@ -314,7 +323,7 @@ class LinearOperator(OperatorCore):
         self._frontier_buf.clear()
         q = self._queue
         if q:
-            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+            consumed = self._consumed.counts  # count-table contract, short form (progress.kernel)
             out = self._out
             fn = self._batch_fn
             while q:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple
 
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
 from ..progress.reachability import Location
 from .operator import OperatorCore
+
+if TYPE_CHECKING:
+    from ..progress.subgraph import Subgraph
+    from .scope import Scope
 
 __all__ = ["ProbeHandle", "ProbeOperator"]
 
@@ -31,7 +35,7 @@ class ProbeHandle:
         self._frontier = MutableAntichain(le, total)
         self._targets: List[Tuple[Any, Location]] = []
 
-    def attach(self, subgraph: Any, target: Location) -> None:
+    def attach(self, subgraph: "Subgraph", target: Location) -> None:
         """Record that a probe operator at ``target`` of ``subgraph`` reports to this handle.
 
         Example: ``stream.probe_with(handle)`` calls it; programs do not."""
@@ -102,7 +106,7 @@ class ProbeOperator(OperatorCore):
 
     wake_on_frontier = False
 
-    def __init__(self, scope: Any, handle: ProbeHandle, name: str = "Probe") -> None:
+    def __init__(self, scope: "Scope", handle: ProbeHandle, name: str = "Probe") -> None:
         super().__init__(scope, name, 1, 0, initial_capabilities=False)
         self.shared.frontiers[0] = _FrontierSink(handle)
         handle.attach(self.subgraph, Location(self.index, 0, False))
@@ -112,7 +116,7 @@ class ProbeOperator(OperatorCore):
     def schedule(self) -> bool:
         """Discard queued messages and report them consumed; returns False."""
         q = self._queue
-        consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+        consumed = self._consumed.counts  # count-table contract, short form (progress.kernel)
         while q:
             time, data = q.popleft()
             consumed[time] = consumed.get(time, 0) + len(data)

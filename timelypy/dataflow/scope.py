@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import TimelyError
 from ..order import IntSummary, PathSummary, Product, ProductSummary, TimeOrder
@@ -16,16 +16,24 @@ from .operator import GenericOperator
 from .stream import Stream
 from .worker_interface import AsWorker
 
-__all__ = ["Scope"]
+if TYPE_CHECKING:  # the one upward reference (new_collection), for its signature only
+    from ..differential.collection import Collection
+    from ..differential.input import InputSession
+
+__all__ = ["Scope", "enter_time", "leave_time"]
 
 log = logging.getLogger(__name__)
 
 
-def _to_inner(t: Any) -> Product:
+def enter_time(t: Any) -> Product:
+    """The time ``t`` of a scope as the time of an iterative scope nested in it:
+    ``Product(t, 0)`` (what entering a loop does to a time)."""
     return Product(t, 0)
 
 
-def _to_outer(t: Product) -> Any:
+def leave_time(t: Product) -> Any:
+    """The time of an iterative scope as the time of its parent: the outer coordinate (what
+    leaving a loop does to a time)."""
     return t[0]
 
 
@@ -54,8 +62,6 @@ class Scope:
         self.subgraph = subgraph
         self.order = order
         self.parent = parent
-        self._inner_inputs: List[OutputPort] = []
-        self._outer_outputs: List[OutputPort] = []
         self.edges: List[Tuple[Location, Location, str]] = []
         """Every edge built here, in order: ``(source, target, pact)`` with the pact's name,
         ``"Pipeline"`` or ``"Exchange"`` (what :mod:`timelypy.dataflow.graph` draws)."""
@@ -134,7 +140,7 @@ class Scope:
         handle.close()
         return stream
 
-    def new_collection(self, name: str = "Input"):
+    def new_collection(self, name: str = "Input") -> "Tuple[InputSession, Collection]":
         """A new differential input: returns ``(InputSession, Collection)``.
 
         The one deliberate upward reference of the timely layer (as differential dataflow's
@@ -148,7 +154,9 @@ class Scope:
 
         return new_collection(self, name)
 
-    def new_collection_from(self, records: Iterable[Any], name: str = "Input"):
+    def new_collection_from(
+        self, records: Iterable[Any], name: str = "Input"
+    ) -> "Tuple[InputSession, Collection]":
         """A new differential input holding ``records`` at the minimum time:
         returns ``(InputSession, Collection)``.
 
@@ -157,7 +165,7 @@ class Scope:
 
         return new_collection_from(self, records, name)
 
-    def import_trace(self, trace: Any, name: str = "Import"):
+    def import_trace(self, trace: Any, name: str = "Import") -> Any:
         """Bring a trace handle exported from another dataflow into this one.
 
         Example: ``arranged = scope.import_trace(trace)`` is ``trace.import_(scope)``."""
@@ -218,8 +226,8 @@ class Scope:
             name,
             self.order.nested(),
             peers=worker.peers,
-            to_inner=_to_inner,
-            to_outer=_to_outer,
+            to_inner=enter_time,
+            to_outer=leave_time,
             summarize=_summarize,
         )
         sub.instruments = worker.instruments
@@ -231,7 +239,11 @@ class Scope:
         sub.finalize()
         return result
 
-    def _enter(self, stream: Stream) -> Stream:
+    def enter_stream(self, stream: Stream) -> Stream:
+        """``stream`` of the parent scope, inside this nested scope (what :meth:`Stream.enter`
+        does); TimelyError unless ``stream`` belongs to the parent.
+
+        Example: ``child.enter_stream(stream)`` is ``stream.enter(child)``."""
         if self.parent is None or stream.scope.subgraph is not self.parent.subgraph:
             raise TimelyError("enter: the stream must belong to this scope's parent scope")
         sub = self.subgraph
@@ -241,7 +253,11 @@ class Scope:
         stream.scope.connect(stream, sub.index, i, ingress, None)
         return Stream(self, inner_port)
 
-    def _leave(self, stream: Stream) -> Stream:
+    def leave_stream(self, stream: Stream) -> Stream:
+        """``stream`` of this nested scope, in the parent scope (what :meth:`Stream.leave`
+        does); TimelyError in a root scope.
+
+        Example: ``child.leave_stream(result)`` is ``result.leave()``."""
         if self.parent is None:
             raise TimelyError("leave: the stream is in a root scope")
         sub = self.subgraph
@@ -273,6 +289,8 @@ class Scope:
             (source, target_location, "Exchange" if isinstance(pact, Exchange) else "Pipeline")
         )
         if isinstance(pact, Exchange) and worker.peers > 1:
+            if worker.fabric is None:
+                raise TimelyError(f"worker {worker.index}: {worker.peers} workers and no fabric")
             pusher = ExchangePusher(
                 target,
                 pact.key_fn,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional
 
 from ..errors import TimelyError
 from .capture import Captured, CaptureOperator
@@ -12,6 +12,9 @@ from .fusion import fuse_records
 from .operator import GenericOperator, LinearOperator, OperatorCore
 from .probe import ProbeHandle, ProbeOperator
 
+if TYPE_CHECKING:
+    from .scope import Scope
+
 __all__ = ["Stream", "ConcatOperator"]
 
 
@@ -20,7 +23,7 @@ class ConcatOperator(OperatorCore):
 
     frontier_interest = False
 
-    def __init__(self, scope: Any, inputs: int, name: str = "Concat"):
+    def __init__(self, scope: "Scope", inputs: int, name: str = "Concat"):
         super().__init__(scope, name, inputs, 1, initial_capabilities=False)
         self._out = self.output_ports[0]
 
@@ -52,7 +55,7 @@ class Stream:
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         port: Optional[OutputPort] = None,
         *,
         base: Optional["Stream"] = None,
@@ -73,6 +76,7 @@ class Stream:
             fn = fuse_records([(kind, f) for kind, f, _ in self._chain])
             label = self._chain[0][2] if len(self._chain) == 1 else f"Linear[{names}]"
             op = LinearOperator(self.scope, label, fn)
+            assert self._base is not None, "a pending chain has a base stream"
             self._base.connect_to(op, 0)
             self._port = op.output_ports[0]
         return self._port
@@ -255,13 +259,13 @@ class Stream:
         """This stream inside the nested scope ``child`` (times become ``Product(t, 0)``).
 
         Example: ``stream.enter(child)`` in ``scope.iterative(loop)``."""
-        return child._enter(self)
+        return child.enter_stream(self)
 
     def leave(self) -> "Stream":
         """This stream in the parent scope (times ``Product(t, i)`` become ``t``).
 
         Example: ``result.leave()`` as the last step of ``scope.iterative``'s function."""
-        return self.scope._leave(self)
+        return self.scope.leave_stream(self)
 
     def connect_loop(self, handle: LoopHandle) -> None:
         """Feed this stream into a feedback operator created by ``scope.feedback``.

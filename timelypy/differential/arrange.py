@@ -209,7 +209,7 @@ class ArrangeOperator(OperatorCore):
         changed = self._apply_frontiers()
         q = self._queue
         if q:
-            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+            consumed = self._consumed.counts  # count-table contract, short form (progress.kernel)
             push = self.batcher.push
             caps = self._caps
             internal = self.shared.internals[0]
@@ -290,7 +290,7 @@ class _TotalArrange(ArrangeOperator):
         changed = self._apply_frontiers()
         q = self._queue
         if q:
-            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+            consumed = self._consumed.counts  # count-table contract, short form (progress.kernel)
             push = self.batcher.push
             while q:
                 time, data = q.popleft()

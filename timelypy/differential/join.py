@@ -271,7 +271,8 @@ class JoinOperator(OperatorCore):
                 return False
             time, batches = q.popleft()
             if batches:
-                # ChangeBatch.update inlined: consumed, and a capability until all are joined.
+                # The count-table contract (progress.kernel): consumed, and a capability until all
+                # are joined.
                 consumed = self._consumed[side]
                 consumed[time] = consumed.get(time, 0) + len(batches)
                 internal = self._internal

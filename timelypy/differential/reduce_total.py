@@ -93,7 +93,7 @@ class _TotalReduce(OperatorCore):
         changed = self._apply_frontiers()
         q = self._queue
         if q:
-            consumed = self._consumed.counts  # ChangeBatch.update inlined (len(data) > 0)
+            consumed = self._consumed.counts  # count-table contract, short form (progress.kernel)
             accept, pending = self._accept, self.pending
             while q:
                 time, data = q.popleft()

@@ -1,4 +1,4 @@
-"""Progress tracking: change batches, antichains, reachability, the tracker, subgraphs and the broadcaster."""
+"""Progress tracking: change batches, antichains, reachability, subgraphs, the broadcaster."""
 
 from .broadcast import Progcaster
 from .change_batch import ChangeBatch

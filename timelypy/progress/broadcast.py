@@ -3,7 +3,8 @@
 As timely's ``progress/broadcast.rs``: every worker sends its batch of pointstamp changes to every
 worker (itself included), so each worker's tracker sees the same changes in the same order per
 sender and derives the same frontiers. The transport is not known here: the worker hands the
-broadcaster a ``broadcast(batch)`` function and delivers what arrives into :meth:`Progcaster.deliver`.
+broadcaster a ``broadcast(batch)`` function and delivers what arrives into
+:meth:`Progcaster.deliver`.
 """
 
 from __future__ import annotations

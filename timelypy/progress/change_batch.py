@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Tuple
 
+from .kernel import update_many
+
 __all__ = ["ChangeBatch"]
 
 
@@ -18,21 +20,19 @@ class ChangeBatch:
     [(1, 2)]
     """
 
-    __slots__ = ("_counts", "counts")
+    __slots__ = ("counts",)
 
     def __init__(self, pairs: Iterable[Tuple[Any, int]] = ()) -> None:
-        self._counts: Dict[Any, int] = {}
-        self.counts = self._counts
-        """The live ``{item: count}`` dictionary: hot loops test it for emptiness without a
-        call (``if batch.counts:``) and may add to it in place, as :meth:`update` does (never
-        leaving a zero count)."""
-        for item, delta in pairs:
-            self.update(item, delta)
+        self.counts: Dict[Any, int] = {}
+        """The live count table ``{item: non-zero count}``: hot loops test it for emptiness
+        without a call (``if batch.counts:``) and may write to it in place under the count-table
+        contract of :mod:`timelypy.progress.kernel`."""
+        update_many(self.counts, pairs)
 
     def update(self, item: Any, delta: int) -> None:
         """Add ``delta`` to ``item``'s count. O(1)."""
-        if delta:
-            counts = self._counts
+        if delta:  # the count-table contract's full form, written out to save a call
+            counts = self.counts
             c = counts.get(item, 0) + delta
             if c:
                 counts[item] = c
@@ -41,35 +41,28 @@ class ChangeBatch:
 
     def extend(self, pairs: Iterable[Tuple[Any, int]]) -> None:
         """Add every ``(item, delta)`` of ``pairs``. O(len(pairs))."""
-        counts = self._counts
-        for item, delta in pairs:
-            if delta:
-                c = counts.get(item, 0) + delta
-                if c:
-                    counts[item] = c
-                else:
-                    del counts[item]
+        update_many(self.counts, pairs)
 
     def is_empty(self) -> bool:
         """True when every count is zero. O(1)."""
-        return not self._counts
+        return not self.counts
 
     def __bool__(self) -> bool:
-        return bool(self._counts)
+        return bool(self.counts)
 
     def __len__(self) -> int:
-        return len(self._counts)
+        return len(self.counts)
 
     def get(self, item: Any) -> int:
         """The current count of ``item`` (0 if absent). O(1)."""
-        return self._counts.get(item, 0)
+        return self.counts.get(item, 0)
 
     def items(self) -> List[Tuple[Any, int]]:
         """Non-zero ``(item, count)`` pairs, sorted by item. O(n log n)."""
         try:
-            return sorted(self._counts.items())
+            return sorted(self.counts.items())
         except TypeError:
-            return sorted(self._counts.items(), key=lambda kv: repr(kv[0]))
+            return sorted(self.counts.items(), key=lambda kv: repr(kv[0]))
 
     def __iter__(self) -> Iterator[Tuple[Any, int]]:
         return iter(self.items())
@@ -77,27 +70,27 @@ class ChangeBatch:
     def drain(self) -> List[Tuple[Any, int]]:
         """Return the sorted non-zero pairs and empty the batch. O(n log n)."""
         out = self.items()
-        self._counts.clear()
+        self.counts.clear()
         return out
 
     def drain_unsorted(self) -> List[Tuple[Any, int]]:
         """Like :meth:`drain` without sorting (for hot paths where order does not matter). O(n)."""
-        out = list(self._counts.items())
-        self._counts.clear()
+        out = list(self.counts.items())
+        self.counts.clear()
         return out
 
     def drain_into(self, other: "ChangeBatch") -> None:
         """Move every change into ``other``, leaving this batch empty. O(n)."""
-        if self._counts:
-            other.extend(self._counts.items())
-            self._counts.clear()
+        if self.counts:
+            other.extend(self.counts.items())
+            self.counts.clear()
 
     def clear(self) -> None:
         """Discard every change."""
-        self._counts.clear()
+        self.counts.clear()
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ChangeBatch) and other._counts == self._counts
+        return isinstance(other, ChangeBatch) and other.counts == self.counts
 
     def __repr__(self) -> str:
         return f"ChangeBatch({self.items()!r})"

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..order import less_equal as _generic_le
+from .kernel import frontier_changes, least_positive, minimal_positive, update_partial
 
 __all__ = ["Antichain", "MutableAntichain", "antichain_join", "antichain_meet"]
 
 
 class _FrontierQueries:
-    """``less_equal`` / ``less_than`` of a frontier held in ``self._elements`` (shared by
-    :class:`Antichain` and :class:`MutableAntichain`)."""
+    """``less_equal`` / ``less_than`` of a frontier held in ``self._elements``."""
 
     __slots__ = ()
     _elements: List[Any]
@@ -40,9 +40,9 @@ class Antichain(_FrontierQueries):
     ``Antichain([])`` is the empty frontier: "nothing can ever arrive" (the greatest
     antichain). ``Antichain([min])`` is the least.
 
-    Comparisons, as in the Differential Dataflow book: ``A.less_equal(t)`` means some ``a <= t`` ("t is at or beyond
-    the frontier"); ``A <= B`` is :meth:`le`: every ``b`` has an
-    ``a <= b``.
+    Comparisons, as in the Differential Dataflow book: ``A.less_equal(t)`` means some
+    ``a <= t`` ("t is at or beyond the frontier"); ``A <= B`` is :meth:`le`: every ``b`` has
+    an ``a <= b``.
 
     >>> from timelypy.order import Product
     >>> a = Antichain([Product(1, 2), Product(2, 1), Product(2, 2)])
@@ -138,7 +138,7 @@ def antichain_join(
     return out
 
 
-class MutableAntichain(_FrontierQueries):
+class MutableAntichain:
     """A multiset of times with the frontier of those whose count is positive.
 
     :meth:`update_iter` applies count changes and returns the *changes to the frontier* as
@@ -148,20 +148,28 @@ class MutableAntichain(_FrontierQueries):
     Costs: an update that cannot move the frontier is O(len(frontier)); one that can causes a
     rebuild, O(n log n) in the number of distinct times with non-zero counts.
 
+    Two public members are live state, for the hot loops of progress tracking (the
+    count-table contract of :mod:`timelypy.progress.kernel`): :attr:`table`, the count table,
+    and :attr:`frontier`, the list of its minimal positive times. A writer that changes
+    ``table`` directly must then replace ``frontier`` by the frontier of the new table (never
+    mutate the list: readers may hold it as a snapshot).
+
     >>> m = MutableAntichain(); m.update_iter([(3, 1), (5, 1)])
     [(3, 1)]
     >>> m.update_iter([(3, -1)])
     [(3, -1), (5, 1)]
     """
 
-    __slots__ = ("_counts", "_elements", "_le", "_total")
+    __slots__ = ("frontier", "table", "_le", "_total")
 
     def __init__(
         self, le: Optional[Callable[[Any, Any], bool]] = None, total: bool = False
     ) -> None:
         self._le = le or _generic_le
-        self._counts: Dict[Any, int] = {}
-        self._elements: List[Any] = []
+        self.table: Dict[Any, int] = {}
+        """The live count table ``{time: non-zero count}`` (the count-table contract)."""
+        self.frontier: List[Any] = []
+        """The current frontier: the minimal times with a positive count (do not mutate)."""
         self._total = total
         if total and type(self) is MutableAntichain:
             self.__class__ = _TotalAntichain
@@ -172,19 +180,31 @@ class MutableAntichain(_FrontierQueries):
     ) -> "MutableAntichain":
         """Holds ``t`` once, so the frontier is ``{t}`` (partial-order mode). O(1)."""
         m = cls(le)
-        m._counts[t] = 1
-        m._elements = [t]
+        m.table[t] = 1
+        m.frontier = [t]
         return m
 
-    @property
-    def frontier(self) -> List[Any]:
-        """The current frontier: the minimal times with a positive count (do not mutate)."""
-        return self._elements
+    def less_equal(self, t: Any) -> bool:
+        """Some frontier element ``<= t``: ``t`` is at or beyond this frontier. O(len)."""
+        le = self._le
+        for e in self.frontier:
+            if le(e, t):
+                return True
+        return False
+
+    def less_than(self, t: Any) -> bool:
+        """Some frontier element ``< t`` (strictly): times before ``t`` may still arrive.
+        O(len)."""
+        le = self._le
+        for e in self.frontier:
+            if e != t and le(e, t):
+                return True
+        return False
 
     def antichain(self) -> Antichain:
         """A copy of the current frontier as an :class:`Antichain`. O(len(frontier))."""
         a = Antichain(le=self._le)
-        a._elements = list(self._elements)
+        a._elements = list(self.frontier)
         return a
 
     def update_iter(self, updates: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
@@ -195,74 +215,36 @@ class MutableAntichain(_FrontierQueries):
         """
         if self._total:
             return self._update_total(updates)
-        le = self._le
-        counts = self._counts
-        frontier = self._elements
-        rebuild = False
-        for t, d in updates:
-            if not d:
-                continue
-            c = counts.get(t, 0) + d
-            if c:
-                counts[t] = c
-            else:
-                del counts[t]
-            if rebuild:
-                continue
-            if d > 0:
-                # Positive at or beyond a frontier element cannot change the frontier.
-                for f in frontier:
-                    if le(f, t):
-                        break
-                else:
-                    rebuild = True
-            else:
-                # Negative only matters at a frontier element.
-                if t in frontier:
-                    rebuild = True
-        if not rebuild:
+        if not update_partial(self.table, self.frontier, updates, self._le):
             return []
-        return self._rebuild()
+        old = self.frontier
+        new = self.frontier = minimal_positive(self.table, self._le)
+        return frontier_changes(old, new)
 
     def _update_total(self, updates: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
         # Totally ordered times: the frontier is the least time with a positive count.
-        counts = self._counts
-        frontier = self._elements
-        if frontier:
-            old = frontier[0]
-            rebuild = False
-            for t, d in updates:
-                if d:
-                    c = counts.get(t, 0) + d
-                    if c:
-                        counts[t] = c
-                    else:
-                        del counts[t]
-                    if t <= old:
-                        rebuild = True
-            if not rebuild:
-                return []
-        else:
-            old = None
-            for t, d in updates:
-                if d:
-                    c = counts.get(t, 0) + d
-                    if c:
-                        counts[t] = c
-                    else:
-                        del counts[t]
-        if not counts:
-            new = None
-        else:
-            new = min(counts)
-            if counts[new] <= 0:  # transiently negative counts (several workers): scan
-                new = min((t for t, c in counts.items() if c > 0), default=None)
+        frontier = self.frontier
+        old = frontier[0] if frontier else None
+        counts = self.table
+        lowered = False
+        for t, d in updates:  # (kernel.update_total, written out: the count-table contract)
+            if d:
+                c = counts.get(t, 0) + d
+                if c:
+                    counts[t] = c
+                else:
+                    del counts[t]
+                if old is None or t <= old:
+                    lowered = True
+        if not lowered:
+            return []
+        new = least_positive(counts)
         if new == old:
             return []
         if new is None:
-            self._elements = []
+            self.frontier = []
             return [(old, -1)]
-        self._elements = [new]
+        self.frontier = [new]
         if old is None:
             return [(new, 1)]
         return [(old, -1), (new, 1)]
@@ -271,57 +253,29 @@ class MutableAntichain(_FrontierQueries):
         """Apply one count change; return the frontier changes (costs as :meth:`update_iter`)."""
         return self.update_iter(((t, d),))
 
-    def _rebuild(self) -> List[Tuple[Any, int]]:
-        le = self._le
-        old = self._elements
-        positive = [t for t, c in self._counts.items() if c > 0]
-        if len(positive) <= 1:
-            new = positive
-        else:
-            # One pass in sorted order suffices: the sort order extends the partial order.
-            positive.sort()
-            new = []
-            for t in positive:
-                for f in new:
-                    if le(f, t):
-                        break
-                else:
-                    new.append(t)
-        self._elements = new
-        if old == new:
-            return []
-        if len(old) <= 1 and len(new) <= 1:
-            changes = [(old[0], -1)] if old else []
-            if new:
-                changes.append((new[0], 1))
-            return changes
-        old_set, new_set = set(old), set(new)
-        changes = [(t, -1) for t in old if t not in new_set]
-        changes.extend((t, 1) for t in new if t not in old_set)
-        return changes
-
     def count_for(self, t: Any) -> int:
         """The count of ``t`` (0 if absent; transiently negative counts show as such). O(1)."""
-        return self._counts.get(t, 0)
+        return self.table.get(t, 0)
 
     def is_empty(self) -> bool:
         """The frontier is empty (no time with a positive count). O(1)."""
-        return not self._elements
+        return not self.frontier
 
     def counts(self) -> Dict[Any, int]:
         """A copy of the non-zero counts, ``{time: count}``. O(n)."""
-        return dict(self._counts)
+        return dict(self.table)
 
     def _check(self) -> None:
         """Assert the invariant: the frontier is the minimal elements of positive-count times."""
-        positive = [t for t, c in self._counts.items() if c > 0]
+        positive = [t for t, c in self.table.items() if c > 0]
         le = self._le
         minimal = {t for t in positive if not any(u != t and le(u, t) for u in positive)}
-        assert set(self._elements) == minimal, (self._elements, minimal)
-        assert len(self._elements) == len(minimal)
+        assert set(self.frontier) == minimal, (self.frontier, minimal)
+        assert len(self.frontier) == len(minimal)
+        assert all(self.table.values()), self.table
 
     def __repr__(self) -> str:
-        return f"MutableAntichain(frontier={sorted(self._elements)!r})"
+        return f"MutableAntichain(frontier={sorted(self.frontier)!r})"
 
 
 class _TotalAntichain(MutableAntichain):
@@ -334,10 +288,10 @@ class _TotalAntichain(MutableAntichain):
 
     def less_than(self, t: Any) -> bool:
         """The frontier's time is ``< t``. O(1)."""
-        e = self._elements
+        e = self.frontier
         return bool(e) and e[0] < t
 
     def less_equal(self, t: Any) -> bool:
         """The frontier's time is ``<= t``. O(1)."""
-        e = self._elements
+        e = self.frontier
         return bool(e) and e[0] <= t

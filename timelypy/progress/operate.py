@@ -1,21 +1,21 @@
 """The operator interface seen by a scope, in the style of timely dataflow's ``Operate`` trait.
 
-An operator presents itself to its scope through four calls:
+An operator presents itself to its scope through two calls:
 
 * ``get_internal_summary()`` -> (``summary[input][output]``: antichains of path summaries,
   ``initial[output]``: ChangeBatch of initial capabilities);
-* ``push_external_progress(frontier_changes[input])``: the scope pushes input-frontier changes;
-* ``pull_internal_progress(consumed[input], internal[output], produced[output])``: the scope
-  pulls the operator's consumed message counts, capability changes and produced counts;
 * ``schedule()``: run; returns True while the operator has work that does not show up in its
   capabilities.
 
-The reports live in a :class:`SharedProgress` so the calls are cheap buffer moves.
+Timely's other two, pushing input-frontier changes to the operator and pulling its consumed,
+capability and produced counts, are not calls here: both sides share a :class:`SharedProgress`
+whose buffers the scope writes (``frontiers``) and reads in place (``consumeds``,
+``internals``, ``produceds``), nested scopes included, which saves a call per child and step.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Tuple
 
 from .change_batch import ChangeBatch
 from .frontier import MutableAntichain
@@ -88,33 +88,15 @@ class Operate:
         operator holds at output ``o`` at start. Called once, when the scope is built."""
         raise NotImplementedError
 
-    def push_external_progress(self, frontier_changes: Sequence[List[Tuple[Any, int]]]) -> None:
-        """Append ``frontier_changes[i]``, the changes of input ``i``'s frontier, to
-        ``shared.frontiers[i]``."""
-        for i, changes in enumerate(frontier_changes):
-            if changes:
-                self.shared.frontiers[i].extend(changes)
-
-    def pull_internal_progress(
-        self,
-        consumed: Sequence[ChangeBatch],
-        internal: Sequence[ChangeBatch],
-        produced: Sequence[ChangeBatch],
-    ) -> bool:
-        """Drain the operator's consumed, capability and produced counts into the given
-        batches, then :meth:`schedule` it and return what that returns."""
-        sp = self.shared
-        for i, batch in enumerate(sp.consumeds):
-            batch.drain_into(consumed[i])
-        for o, batch in enumerate(sp.internals):
-            batch.drain_into(internal[o])
-        for o, batch in enumerate(sp.produceds):
-            batch.drain_into(produced[o])
-        return self.schedule()
-
     def schedule(self) -> bool:
         """Run the operator once; True while it has work that its capabilities do not show."""
         raise NotImplementedError
+
+    def waiting_messages(self) -> int:
+        """How many messages wait at this operator's inputs (0 for an operator without input
+        queues); read around a schedule for its :class:`~timelypy.instrument.OperatorFinished`
+        event."""
+        return 0
 
     def retire(self) -> None:
         """The dataflow completed: drop state nothing will read again (the default keeps

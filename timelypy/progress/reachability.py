@@ -1,8 +1,9 @@
 """Reachability: path summaries between all ports of a scope, and the progress tracker.
 
-Vocabulary (timely dataflow's progress tracking, as on the timely wiki): a *location* is an operator port. A *source* is an
-operator output, a *target* an operator input. Node 0 is the scope's boundary seen from inside:
-``Source(0, i)`` is scope input ``i`` and ``Target(0, j)`` is scope output ``j``.
+Vocabulary (timely dataflow's progress tracking, as on the timely wiki): a *location* is an
+operator port. A *source* is an operator output, a *target* an operator input. Node 0 is the
+scope's boundary seen from inside: ``Source(0, i)`` is scope input ``i`` and ``Target(0, j)`` is
+scope output ``j``.
 
 :class:`ReachabilityBuilder` collects each operator's internal summaries and the edges, rejects
 cycles along which time does not strictly advance, and computes, for every location, the
@@ -15,6 +16,7 @@ every target: the frontier of times that may still arrive there.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -22,6 +24,7 @@ from ..errors import CycleError
 from ..order import PathSummary
 from .change_batch import ChangeBatch
 from .frontier import MutableAntichain
+from .kernel import update
 
 __all__ = [
     "Location",
@@ -42,6 +45,19 @@ class Location(NamedTuple):
     def __repr__(self) -> str:
         kind = "Source" if self.is_source else "Target"
         return f"{kind}({self.node}, {self.port})"
+
+    def to_bytes(self) -> bytes:
+        """17 bytes (``<qq?``), for a transport (:meth:`from_bytes` reverses it); struct.error
+        for a node or port outside int64."""
+        return _LOCATION.pack(*self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Location":
+        """The location :meth:`to_bytes` encoded."""
+        return cls(*_LOCATION.unpack(data))
+
+
+_LOCATION = struct.Struct("<qq?")
 
 
 def Source(node: int, port: int) -> Location:
@@ -77,25 +93,21 @@ def _imply_through(
             for s in sums:
                 u = s.results_in(t)
                 if u is not None:
-                    c = icounts.get(u, 0) + d
-                    if c:
-                        icounts[u] = c
-                    else:
-                        del icounts[u]
+                    update(icounts, u, d)
         touched[key] = entry
 
 
 def _imply_total(
     touched: Iterable[Tuple[Location, MutableAntichain]],
 ) -> Dict[Location, List[Tuple[Any, int]]]:
-    """The frontier changes of totally ordered implications whose counts changed (their
-    ``_elements`` still the frontier before): each frontier becomes the least time with a
-    positive count."""
+    """The frontier changes of totally ordered implications whose tables changed (their
+    ``frontier`` still the one before): each frontier becomes the least time with a positive
+    count (the count-table contract of :mod:`.kernel`)."""
     pushed: Dict[Location, List[Tuple[Any, int]]] = {}
     for tgt, imp in touched:
-        counts = imp._counts
-        elements = imp._elements
+        elements = imp.frontier
         old = elements[0] if elements else None
+        counts = imp.table  # (kernel.least_positive, written out to save a call per target)
         if counts:
             new = min(counts)
             if counts[new] <= 0:  # transiently negative counts (several workers): scan
@@ -105,10 +117,10 @@ def _imply_total(
         if new == old:
             continue
         if new is None:
-            imp._elements = []
+            imp.frontier = []
             pushed[tgt] = [(old, -1)]
         else:
-            imp._elements = [new]
+            imp.frontier = [new]
             pushed[tgt] = [(new, 1)] if old is None else [(old, -1), (new, 1)]
     return pushed
 
@@ -272,7 +284,8 @@ class ReachabilityBuilder:
         return locs
 
     def scope_summary(self, inputs: int, outputs: int) -> List[List[List[PathSummary]]]:
-        """Summaries from each scope input ``Source(0, i)`` to each scope output ``Target(0, j)``."""
+        """Summaries from each scope input ``Source(0, i)`` to each scope output
+        ``Target(0, j)``."""
         out: List[List[List[PathSummary]]] = []
         for i in range(inputs):
             reach = self.summaries_from(Source(0, i))
@@ -313,7 +326,7 @@ class ReachabilityTracker:
         self._le = le
         self._total = total
         self.builder = builder
-        self.reach: Dict[Location, List[Tuple[Location, List[PathSummary]]]] = {}
+        self.reach: Dict[Location, List[Tuple[Location, Optional[List[PathSummary]]]]] = {}
         self.output_reach: Dict[Location, List[Tuple[int, List[PathSummary]]]] = {}
         locations = builder.locations()
         scope = builder.nodes.get(0)
@@ -339,7 +352,10 @@ class ReachabilityTracker:
             if not loc.is_source and loc.node != 0 and (interested is None or loc in interested)
         }
         self.output_changes: Dict[int, ChangeBatch] = {}
-        self._staged: Dict[Location, Dict[Any, int]] = {}
+        self.staged: Dict[Location, Dict[Any, int]] = {}
+        """The count changes staged per location, ``{location: {time: delta}}``, applied by
+        :meth:`propagate_all`. Writers (the scope's hot loops) may add to these tables in place
+        as :meth:`update` does; zero deltas are allowed and ignored."""
         self._routes: Dict[Location, Any] = {}
         self._total_routes: Dict[Location, Any] = {}
         self._target_keys: Dict[Location, int] = {}
@@ -349,18 +365,18 @@ class ReachabilityTracker:
     def update(self, loc: Location, time: Any, delta: int) -> None:
         """Stage a pointstamp count change at ``loc``. O(1)."""
         if delta:
-            staged = self._staged.get(loc)
+            staged = self.staged.get(loc)
             if staged is None:
-                self._staged[loc] = {time: delta}
+                self.staged[loc] = {time: delta}
             else:
                 staged[time] = staged.get(time, 0) + delta
 
     def stage(self, loc: Location) -> Dict[Any, int]:
         """The ``{time: delta}`` changes staged at ``loc``, for a caller that adds many
         (zero deltas are allowed and ignored). O(1)."""
-        staged = self._staged.get(loc)
+        staged = self.staged.get(loc)
         if staged is None:
-            staged = self._staged[loc] = {}
+            staged = self.staged[loc] = {}
         return staged
 
     def update_source(self, node: int, port: int, time: Any, delta: int) -> None:
@@ -373,7 +389,7 @@ class ReachabilityTracker:
 
     def has_staged(self) -> bool:
         """Some count change is staged and not yet propagated. O(1)."""
-        return bool(self._staged)
+        return bool(self.staged)
 
     def propagate_all(self) -> Dict[Location, List[Tuple[Any, int]]]:
         """Apply staged changes; return implication frontier changes per target.
@@ -381,11 +397,11 @@ class ReachabilityTracker:
         Cost: each location's count changes, then each change of its frontier once per target
         it reaches and per path summary to that target.
         """
-        if not self._staged:
+        if not self.staged:
             return {}
         if self._total:
             return self._propagate_total()
-        staged, self._staged = self._staged, {}
+        staged, self.staged = self.staged, {}
         routes = self._routes
         cap_counts = self.cap_counts
         pending: Dict[int, Tuple[Location, MutableAntichain, List[Tuple[Any, int]]]] = {}
@@ -420,17 +436,18 @@ class ReachabilityTracker:
             if outputs:
                 self._to_outputs(loc, frontier_changes)
         pushed: Dict[Location, List[Tuple[Any, int]]] = {}
-        for tgt, imp, changes in pending.values():
-            fc = imp.update_iter(changes)
+        for tgt, imp, bucket in pending.values():
+            fc = imp.update_iter(bucket)
             if fc:
                 pushed[tgt] = fc
         return pushed
 
     def _propagate_total(self) -> Dict[Location, List[Tuple[Any, int]]]:
         """:meth:`propagate_all` for totally ordered times, where each frontier is the least
-        time with a positive count: the count tables are updated inline (no call per
-        location; the hot path of a closed loop)."""
-        staged, self._staged = self._staged, {}
+        time with a positive count: the kernels of :mod:`.kernel` update the count tables of
+        the pointstamps and implications directly (no call per change; the hot path of a
+        closed loop)."""
+        staged, self.staged = self.staged, {}
         routes = self._total_routes
         cap_counts = self.cap_counts
         touched: Dict[int, Tuple[Location, MutableAntichain]] = {}
@@ -440,11 +457,11 @@ class ReachabilityTracker:
             if route is None:
                 route = self._total_route(loc)
             ps, identity, others, node, outputs = route
-            counts = ps._counts
-            elements = ps._elements
-            old = elements[0] if elements else None
+            frontier = ps.frontier
+            old = frontier[0] if frontier else None
+            counts = ps.table  # (kernel.update_total, written out: the count-table contract)
             moved = 0
-            rebuild = False
+            lowered = False
             for t, d in changes.items():
                 if d:
                     moved += d
@@ -454,21 +471,22 @@ class ReachabilityTracker:
                     else:
                         del counts[t]
                     if old is None or t <= old:
-                        rebuild = True
+                        lowered = True
             if moved:
                 total += moved
                 if node is not None:
                     cap_counts[node] = cap_counts.get(node, 0) + moved
-            if not rebuild:
+            if not lowered:
                 continue
-            new = min(counts) if counts else None
+            new = min(counts) if counts else None  # (kernel.least_positive, written out)
             if new is not None and counts[new] <= 0:  # transiently negative counts: scan
                 new = min((t for t, c in counts.items() if c > 0), default=None)
             if new == old:
                 continue
-            ps._elements = [] if new is None else [new]
+            ps.frontier = [] if new is None else [new]
             # The frontier moved from old to new: so do the counts of every implication it
             # reaches by the identity (their frontiers are brought up to date by _imply_total).
+            # (kernel.move, written out: the count-table contract's full form)
             for key, icounts, entry in identity:
                 if old is not None:
                     c = icounts.get(old, 0) - 1
@@ -484,19 +502,28 @@ class ReachabilityTracker:
                         del icounts[new]
                 touched[key] = entry
             if others or outputs:
-                frontier_changes = (
-                    [(old, -1)]
-                    if new is None
-                    else [(new, 1)]
-                    if old is None
-                    else [(old, -1), (new, 1)]
-                )
-                if others:
-                    _imply_through(others, frontier_changes, touched)
-                if outputs:
-                    self._to_outputs(loc, frontier_changes)
+                self._spread_total(loc, old, new, others, outputs, touched)
         self.total_counts += total
         return _imply_total(touched.values())
+
+    def _spread_total(
+        self,
+        loc: Location,
+        old: Any,
+        new: Any,
+        others: Sequence[Tuple[int, Any, Dict[Any, int], Any]],
+        outputs: bool,
+        touched: Dict[int, Any],
+    ) -> None:
+        """Carry the move of ``loc``'s frontier from ``old`` to ``new`` through the path
+        summaries that are not the identity, and to the scope outputs it reaches."""
+        frontier_changes = (
+            [(old, -1)] if new is None else [(new, 1)] if old is None else [(old, -1), (new, 1)]
+        )
+        if others:
+            _imply_through(others, frontier_changes, touched)
+        if outputs:
+            self._to_outputs(loc, frontier_changes)
 
     def _total_route(self, loc: Location) -> Tuple[Any, ...]:
         """:meth:`_route` for :meth:`_propagate_total`: the pointstamps, the targets reached by
@@ -504,10 +531,10 @@ class ReachabilityTracker:
         (with their path summaries), the node if a source, whether it reaches scope outputs."""
         ps, targets, node, outputs = self._route(loc)
         identity = tuple(
-            (key, imp._counts, (tgt, imp)) for key, tgt, sums, imp in targets if sums is None
+            (key, imp.table, (tgt, imp)) for key, tgt, sums, imp in targets if sums is None
         )
         others = tuple(
-            (key, sums, imp._counts, (tgt, imp))
+            (key, sums, imp.table, (tgt, imp))
             for key, tgt, sums, imp in targets
             if sums is not None
         )
@@ -567,10 +594,10 @@ class ReachabilityTracker:
         Not ``total_counts > 0``: on several workers a consumed count can arrive before the
         produced count it cancels, and a transient -n elsewhere would hide a real +n.
         """
-        if self._staged:
+        if self.staged:
             return True
         for ps in self.pointstamps.values():
-            if ps._counts:
+            if ps.table:
                 return True
         return False
 

@@ -37,7 +37,7 @@ def _move(
     source: Dict[Any, int], locations: Tuple[Any, ...], sign: int, counts: Dict[Any, int]
 ) -> None:
     """Add ``sign *`` the ``{time: count}`` of ``source`` at each location to ``counts``
-    (keyed ``(location, time)``; zero counts removed)."""
+    (keyed ``(location, time)``; the count-table contract of :mod:`.kernel`)."""
     for loc in locations:
         for t, d in source.items():
             k = (loc, t)
@@ -50,7 +50,8 @@ def _move(
 
 def _batch_reports(moves: Tuple[Any, ...], counts: Dict[Any, int]) -> None:
     """Move a child's reports (see ``Subgraph._report_moves``) into a progress batch's
-    ``counts`` (keyed ``(location, time)``), to broadcast to every worker."""
+    ``counts`` (keyed ``(location, time)``; the count-table contract of :mod:`.kernel`), to
+    broadcast to every worker."""
     for source, inner, outer, sign in moves:
         if source:
             for loc in inner or outer:
@@ -64,6 +65,15 @@ def _batch_reports(moves: Tuple[Any, ...], counts: Dict[Any, int]) -> None:
             if inner and outer:
                 _move(source, outer, sign, counts)
             source.clear()
+
+
+class _Boundary(Operate):
+    """Child 0 of every scope: its boundary seen from inside (scope inputs are its outputs,
+    scope outputs its inputs). Never scheduled."""
+
+    def schedule(self) -> bool:
+        """Never called: the boundary is not scheduled."""
+        raise RuntimeError(f"the boundary of scope {self.name!r} is not an operator")
 
 
 class Subgraph(Operate):
@@ -89,7 +99,7 @@ class Subgraph(Operate):
         self.to_outer = to_outer
         self.summarize = summarize
         self.progcaster = progcaster
-        self.children: List[Optional[Operate]] = [None]  # index 0 is the boundary
+        self.children: List[Operate] = [_Boundary(name, 0, 0)]  # index 0 is the boundary
         self.edges_from: Dict[Location, List[Location]] = {}
         self._edges: List[Tuple[Location, Location]] = []
         self.ingress_counts: List[ChangeBatch] = []
@@ -118,10 +128,11 @@ class Subgraph(Operate):
 
     def wake(self) -> None:
         """Make sure this scope (and its ancestors) run at the next step."""
-        p, idx = self.parent, self.index
+        child: Subgraph = self
+        p = self.parent
         while p is not None:
-            p.activations[idx] = True
-            p, idx = p.parent, p.index
+            p.activations[child.index] = True
+            child, p = p, p.parent
 
     # ------------------------------------------------------------------ building
     def add_child(self, op: Operate) -> int:
@@ -260,8 +271,16 @@ class Subgraph(Operate):
         return self._summary, self._initial
 
     # ------------------------------------------------------------------ running
+    def _tracker(self) -> ReachabilityTracker:
+        """The tracker; RuntimeError before :meth:`finalize` built it."""
+        tracker = self.tracker
+        if tracker is None:
+            raise RuntimeError(f"scope {self.name!r} is not built yet")
+        return tracker
+
     def _propagate(self) -> None:
         tracker = self.tracker
+        assert tracker is not None, "propagate before finalize"
         final = self.final_progress
         if final.counts:
             to_outer = self.to_outer
@@ -274,7 +293,7 @@ class Subgraph(Operate):
                         shared.produceds[loc[1]].update(to_outer(t), d)
                 else:
                     tracker.update(loc if type(loc) is Location else Location(*loc), t, d)
-        if not tracker._staged:  # (ReachabilityTracker.has_staged, inlined)
+        if not tracker.staged:
             return
         pushed = tracker.propagate_all()
         children = self.children
@@ -291,7 +310,7 @@ class Subgraph(Operate):
                 child.shared.frontiers[tgt.port].extend(changes)
             if child.wake_on_frontier:
                 active[node] = True
-            if listening:
+            if listening and instruments is not None:
                 instruments.emit(
                     FrontierChanged(
                         instruments.worker, self.name, tgt.node, tgt.port, tuple(changes)
@@ -309,6 +328,7 @@ class Subgraph(Operate):
     def _accept_frontier(self) -> None:
         tracker = self.tracker
         to_inner = self.to_inner
+        assert tracker is not None, "accept a frontier before finalize"
         for i, fb in enumerate(self.shared.frontiers):
             if fb.counts:
                 for t, d in fb.drain_unsorted():
@@ -360,14 +380,12 @@ class Subgraph(Operate):
         internal (at its output) and produced (at every target of its output) buffer. The
         ``accounted`` targets are counted in their queues: their reports are only cleared."""
         sp = op.shared
-        moves = [
-            (b._counts, (Location(op.index, i, False),), -1) for i, b in enumerate(sp.consumeds)
+        moves: List[Tuple[Dict[Any, int], Tuple[Location, ...], int]] = [
+            (b.counts, (Location(op.index, i, False),), -1) for i, b in enumerate(sp.consumeds)
         ]
+        moves += [(b.counts, (Location(op.index, o, True),), 1) for o, b in enumerate(sp.internals)]
         moves += [
-            (b._counts, (Location(op.index, o, True),), 1) for o, b in enumerate(sp.internals)
-        ]
-        moves += [
-            (b._counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
+            (b.counts, tuple(self.edges_from.get(Location(op.index, o, True), ())), 1)
             for o, b in enumerate(sp.produceds)
         ]
         return tuple(
@@ -386,7 +404,8 @@ class Subgraph(Operate):
         for operators that ask (``adopt_frontiers``) and read plain frontier buffers."""
         if not (getattr(op, "adopt_frontiers", False) and op.inputs and op.frontier_interest):
             return False
-        implications = self.tracker.implications
+        tracker = self._tracker()
+        implications = tracker.implications
         locs = [Location(op.index, i, False) for i in range(op.inputs)]
         if any(
             type(op.shared.frontiers[i]) is not ChangeBatch
@@ -397,19 +416,18 @@ class Subgraph(Operate):
         ):
             return False
         for i, loc in enumerate(locs):
-            self.tracker.adopt(loc, op.input_frontiers[i])
+            tracker.adopt(loc, op.input_frontiers[i])
         return True
 
     def _run_children(self, local: ChangeBatch) -> None:
         children = self.children
         active = self.activations
         incomplete = self._incomplete
-        final = self.final_progress
+        final = self.final_progress.counts
         all_moves = self._moves
-        instruments = self.instruments
-        listening = instruments is not None and instruments.enabled
+        listening = self.instruments is not None and self.instruments.enabled
         direct = self.progcaster is None
-        staged = self.tracker._staged
+        staged = self._tracker().staged
         for idx in range(1, len(children)):
             if not active[idx]:
                 if not incomplete[idx] or not isinstance(children[idx], Subgraph):
@@ -427,9 +445,9 @@ class Subgraph(Operate):
                 # still delivered if the caller carries on; report what it consumed first.
                 active[idx] = True
                 failure = exc
-            # Move the child's reports: on one worker straight into the tracker's staged counts
-            # (boundary locations through the final batch), else into the batch to broadcast.
-            # The hottest loop of the progress layer: dictionaries updated in place.
+            # Move the child's reports (the hottest loop of progress: the count-table contract
+            # of progress.kernel): on one worker into the tracker's staged counts (boundary
+            # locations through the final batch), else into the batch to broadcast.
             if direct:
                 for source, inner, outer, sign in all_moves[idx]:
                     if source:
@@ -456,10 +474,10 @@ class Subgraph(Operate):
                                 if not st:
                                     del staged[loc]
                         if outer:
-                            _move(source, outer, sign, final._counts)
+                            _move(source, outer, sign, final)
                         source.clear()
             else:
-                _batch_reports(all_moves[idx], (local if child.local else final)._counts)
+                _batch_reports(all_moves[idx], local.counts if child.local else final)
             if failure is not None:
                 if self._queue_counts:
                     self._count_queues()
@@ -473,7 +491,7 @@ class Subgraph(Operate):
         deque(map(dict.clear, self._uncounted), 0)  # the reports of these edges, in C
         if not self._waiting_counted and not any(self._counted_queues):
             return  # (the common case: every queue was and is empty, tested in C)
-        tracker = self.tracker
+        tracker = self._tracker()
         for loc, queue, counted in self._queue_counts:
             if not (queue or counted):
                 continue
@@ -482,7 +500,7 @@ class Subgraph(Operate):
             if len(counted) == len(queue) and counted[0] is queue[0]:
                 continue  # (nothing came or went)
             had = bool(counted)
-            staged = tracker.stage(loc)
+            staged = tracker.stage(loc)  # (the count-table contract of progress.kernel)
             while counted and (not queue or counted[0] is not queue[0]):
                 t, data = counted.popleft()
                 staged[t] = staged.get(t, 0) - len(data)
@@ -497,9 +515,9 @@ class Subgraph(Operate):
         """``child.schedule()`` between an :class:`OperatorScheduled` and an
         :class:`OperatorFinished` event."""
         instruments = self.instruments
+        assert instruments is not None, "an observed schedule without instruments"
         instruments.emit(OperatorScheduled(instruments.worker, self.name, idx, child.name))
-        queues = [p.queue for p in getattr(child, "input_ports", ())]
-        waiting = sum(map(len, queues))
+        waiting = child.waiting_messages()
         started = perf_counter()
         result = child.schedule()
         elapsed = perf_counter() - started
@@ -515,7 +533,7 @@ class Subgraph(Operate):
                 elapsed,
                 consumed,
                 produced,
-                waiting - sum(map(len, queues)),
+                waiting - child.waiting_messages(),
             )
         )
         return result
@@ -548,7 +566,7 @@ class Subgraph(Operate):
         return (
             any(self._incomplete)
             or any(self.activations)
-            or self.tracker.tracking_anything()
+            or self._tracker().tracking_anything()
             or bool(self.final_progress.counts)
             or bool(self.local_progress.counts)
         )
@@ -565,7 +583,7 @@ class Subgraph(Operate):
         ``target`` (both in this scope): while it is held, the frontier at ``target`` cannot
         pass ``bound``. O(path summaries between them)."""
         le = self.order.le
-        for summary in self.tracker.builder.summaries_from(source).get(target, ()):
+        for summary in self._tracker().builder.summaries_from(source).get(target, ()):
             reached = summary.results_in(time)
             if reached is not None and reached != bound and le(reached, bound):
                 return True

@@ -1,0 +1,1 @@
+"""Plain twins of the kernels of ``timelypy.progress``."""
