@@ -114,7 +114,7 @@ def test_the_transport_knows_no_progress_type():
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                found = _resolve(m, path.name == "__init__.py", node)
+                found = source.import_targets(m, path.name == "__init__.py", node)
             elif isinstance(node, ast.Import):
                 found = [a.name for a in node.names]
             else:

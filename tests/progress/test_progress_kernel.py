@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.kernels.progress import kernel as plain
+from support.paths import ROOT
 
 from timelypy.order import Product, less_equal
 from timelypy.progress import kernel
@@ -101,8 +101,8 @@ def test_frontier_changes(old, new):
 def test_the_engine_runs_on_the_plain_twins():
     """``TIMELYPY_KERNELS=oracle.kernels`` swaps the progress kernels for the twins, and a
     dataflow with a loop (total and partial orders) still computes the right answer."""
-    tests = Path(__file__).resolve().parent
-    root = tests.parent
+    root = ROOT
+    tests = ROOT / "tests"
     script = (
         "import timelypy as tp, timelypy.kernels as k\n"
         "from timelypy.progress import kernel\n"
