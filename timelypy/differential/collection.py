@@ -5,14 +5,23 @@ Linear operators (map, filter, flat_map, explode, join_function, negate, enter/l
 changes) are *fused*: a chain of them runs as one operator pass over each batch (see
 :mod:`.fusion`); the fused operator appears in the dataflow's structure as
 ``Linear[map>filter>...]``. The other methods wrap the streams of the operator modules
-(:mod:`.arrange`, :mod:`.join`, :mod:`.reduce`, :mod:`.reduce_total`, :mod:`.consolidate`,
-:mod:`.iterate`). :class:`Collection` and :class:`Arranged` return each other, so they live in
-one module.
+(:mod:`.arrange`, :mod:`.join`, :mod:`.reduce`, :mod:`.consolidate`, :mod:`.iterate`).
+:class:`Collection` and :class:`Arranged` return each other, so they live in one module.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Callable,
+    Iterable,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    runtime_checkable,
+)
 
 from ..dataflow.probe import ProbeHandle
 from ..dataflow.stream import Stream
@@ -29,6 +38,7 @@ from .iterate import loop_variable
 from .reduce import (
     Logic,
     count_logic,
+    count_total,
     distinct_logic,
     is_product_order,
     reduce_product,
@@ -36,11 +46,23 @@ from .reduce import (
     sum_logic,
     threshold_logic,
     threshold_product,
+    threshold_total,
 )
-from .reduce_total import _TotalReduce, count_total, threshold_total
 from .trace import Batch, Spine, TraceView
 
-__all__ = ["Arranged", "Collection", "Variable", "concatenate"]
+__all__ = ["Arranged", "Collection", "FusesInspect", "Variable", "concatenate"]
+
+
+@runtime_checkable
+class FusesInspect(Protocol):
+    """An operator that can call an ``inspect``'s function on its own output as it makes it
+    (count / distinct / threshold at total times, join), so that :meth:`Collection.inspect`
+    straight after it needs no operator of its own."""
+
+    def fuse_inspect(self, f: Callable[[Any], Any]) -> bool:
+        """Call ``f((record, time, diff))`` on every output update; False if an inspection is
+        fused already (at most one is)."""
+        ...
 
 
 class Collection:
@@ -144,7 +166,7 @@ class Collection:
             # operator calls ``f`` on each update as it sends it (no operator in between).
             port = self._stream.port
             op = self.scope.subgraph.children[port.node]
-            if isinstance(op, (_TotalReduce, joins.JoinOperator)) and op.fuse_inspect(f):
+            if isinstance(op, FusesInspect) and op.fuse_inspect(f):
                 return Collection(self.scope, self._stream)
         return Collection(self.scope, self._then("inspect", f).inner)
 

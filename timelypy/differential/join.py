@@ -14,9 +14,9 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
+from ..errors import NamedStage as _Named
 from ..errors import TimelyError, user_error
 from .agent import TraceAgent
-from .reduce_total import _Named
 from .trace import Batch, TraceView, wrap_items
 
 __all__ = [
