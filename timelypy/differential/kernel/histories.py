@@ -212,11 +212,11 @@ def joins_with_one(s: Time, above: Set[Time]) -> Set[Time]:
 def closure(
     fresh: Set[Time], hist_in: FlatHistory, hist_out: Optional[FlatHistory], known: Set[Time]
 ) -> Set[Time]:
-    """The joins of every set of times that holds a time of ``fresh`` (the new input's) and
-    otherwise times of the flat histories and of ``known`` (the pending ones); with ``known``
-    added, :func:`joins` of ``fresh`` and all those times. A time below every fresh one joins
-    nothing new, so the times are filtered first (with one fresh time usually little is
-    left)."""
+    """The joins of every set of times that holds a time of ``fresh`` (times of updates of
+    ``hist_in``: the new input's) and otherwise times of the flat histories and of ``known``
+    (the pending ones): :func:`joins` of ``fresh`` and all those times. A time below every
+    fresh one joins nothing new, so the times are filtered first (with one fresh time usually
+    little is left)."""
     if len(fresh) == 1:
         for s in fresh:
             m0, m1 = s

@@ -10,7 +10,7 @@ that evaluates the declared threshold on counts (:func:`threshold_product` picks
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Union
 
 from ...dataflow.channels import Exchange
 from ...dataflow.stream import Stream
@@ -131,40 +131,33 @@ def _evaluate_distinct(
         if h is None:
             h = [0]
         new = fresh.pop(key, None)
-        counts: Optional[Tuple[int, int]] = None
         if new is not None and len(new) == 3:
-            counts = _one_new(op, key, h, new, times, rest, beyond)
+            # One new update, at s: only the joins of s with the times not below it (from its
+            # history, its ready and its pending times) can be new interesting times.
+            s0, s1, r = new
+            c, have, above = quad_counts_and_above(h, s0, s1)
+            h += (0, s0, s1, r)
+            t = times[0]
+            one = len(times) == 1 and t[0] == s0 and t[1] == s1
+            if above or rest or not one:
+                _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
+            if one and len(times) == 1:
+                # The one time, the new update's, with its counts from the pass above.
+                want = (1 if c + r > 0 else 0) - have
+                if want:
+                    h += (1, s0, s1, want)
+                    bucket = output.get(t)
+                    if bucket is None:
+                        output[t] = bucket = (_tuple_new(Product, t), [])
+                    bucket[1].append((key, bucket[0], want))
+                if frontier:
+                    _keep(state, key, h, stored, m0, m1)
+                continue
         elif new is not None:
             _several_new(op, key, h, new, times, rest, beyond)
-        if counts is not None:
-            # The one time, the new update's, with its counts from the pass that added it.
-            _emit(key, h, times[0], counts[0], counts[1], output)
-        else:
-            _at_times(key, h, times, output)
+        _at_times(key, h, times, output)
         if frontier:  # (complete input: the operator drops every state)
             _keep(state, key, h, stored, m0, m1)
-
-
-def _one_new(
-    op: ProductDistinct,
-    key: Any,
-    h: List[int],
-    new: List[int],
-    times: List[Time],
-    rest: Optional[Set[Time]],
-    beyond: Callable[[int, int], bool],
-) -> Optional[Tuple[int, int]]:
-    """One new update of ``key``, at ``s``: append it to ``h`` and place the interesting times
-    it makes (only the joins of ``s`` with the times not below it can be new). Returns the
-    input and output counts at ``s`` when ``s`` is the one time to evaluate, else None."""
-    s0, s1, r = new
-    c, have, above = quad_counts_and_above(h, s0, s1)
-    h += (0, s0, s1, r)
-    if above or rest or len(times) > 1 or times[0][0] != s0 or times[0][1] != s1:
-        _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
-    if len(times) == 1 and times[0][0] == s0 and times[0][1] == s1:
-        return c + r, have
-    return None
 
 
 def _keep(
@@ -243,21 +236,16 @@ def _several_new(
 
 def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None:
     """Evaluate ``key`` at each of ``times``, in lexicographic order (which extends the
-    product order: every time after the times below it), appending its output updates."""
+    product order: every time after the times below it): ``distinct`` of its input count minus
+    its output count there, appended to ``h`` and to ``output``."""
     if len(times) > 1:
         times.sort()
     for t in times:
         c, have = quad_counts_at(h, t[0], t[1])
-        _emit(key, h, t, c, have, output)
-
-
-def _emit(key: Any, h: List[int], t: Time, c: int, have: int, output: Output) -> None:
-    """``distinct`` of ``key`` at ``t`` with input count ``c`` and output count ``have``: the
-    change, if any, appended to ``h`` and to ``output``."""
-    want = (1 if c > 0 else 0) - have
-    if want:
-        h += (1, t[0], t[1], want)
-        bucket = output.get(t)
-        if bucket is None:
-            output[t] = bucket = (_tuple_new(Product, t), [])
-        bucket[1].append((key, bucket[0], want))
+        want = (1 if c > 0 else 0) - have
+        if want:
+            h += (1, t[0], t[1], want)
+            bucket = output.get(t)
+            if bucket is None:
+                output[t] = bucket = (_tuple_new(Product, t), [])
+            bucket[1].append((key, bucket[0], want))

@@ -109,6 +109,7 @@ class ProductReduce(OperatorCore):
         received = False
         if q:
             received = True
+            assert self.view is not None  # (ProductReduceUpdates, without a view, has its own)
             read = self.view.read_batch
             internal = self.shared.internals[0]
             while q:
@@ -372,7 +373,11 @@ class ProductReduce(OperatorCore):
         """``distinct`` / ``threshold`` of ``key`` at ``t``: input count ``c``, output count
         ``have``."""
         if c:
-            want = (1 if c > 0 else 0) if self._distinct else self._threshold(key, c)
+            if self._distinct:
+                want = 1 if c > 0 else 0
+            else:
+                assert self._threshold is not None  # the caller evaluates on counts
+                want = self._threshold(key, c)
             if type(want) is not int:
                 check_output(self, key, [((), want)])
             want -= have
@@ -396,18 +401,19 @@ class ProductReduce(OperatorCore):
                     group.sort()
                 except TypeError:
                     group.sort(key=repr)
-            desired = self.logic(key, group)
+            result = self.logic(key, group)
+            desired: Dict[Any, int]
             if (
-                type(desired) is list
-                and len(desired) == 1
-                and type(desired[0]) is tuple
-                and len(desired[0]) == 2
-                and type(desired[0][1]) is int
+                type(result) is list
+                and len(result) == 1
+                and type(result[0]) is tuple
+                and len(result[0]) == 2
+                and type(result[0][1]) is int
             ):
-                v, r = desired[0]  # the common shape, without a check loop
+                v, r = result[0]  # the common shape, without a check loop
                 desired = {v: r} if r else {}
             else:
-                desired = check_output(self, key, desired)
+                desired = check_output(self, key, result)
         else:
             desired = {}
         current = accumulate_at(hout, o, i)

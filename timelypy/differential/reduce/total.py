@@ -25,7 +25,7 @@ Two more fusions keep a whole activation free of intermediate lists:
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ...dataflow.channels import Exchange, InputPort
 from ...dataflow.operator import OperatorCore
@@ -75,7 +75,7 @@ class _TotalReduce(OperatorCore):
         self._stages = list(stages)
         self._accept = fuse_accumulate(self._stages)
         self._inspect: Optional[Callable[[Any], Any]] = None
-        self._consume = deque(maxlen=0).extend
+        self._consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
         self._sinks: Tuple[int, bool] = (-1, False)
         """``(number of consumers, whether all are probes)`` when last checked."""
 
