@@ -41,7 +41,7 @@ def _join(s: Time, t: Time) -> Time:
 
 def _quads(h: List[int]) -> List[Tuple[int, int, int, int]]:
     body = h[1:]
-    return [tuple(body[k : k + 4]) for k in range(0, len(body), 4)]  # type: ignore[misc]
+    return [(body[k], body[k + 1], body[k + 2], body[k + 3]) for k in range(0, len(body), 4)]
 
 
 def accumulate(hist: Iterable[Tuple[Any, Any, int]], t: Any, le: Callable) -> Dict[Any, int]:
