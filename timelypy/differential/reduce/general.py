@@ -32,6 +32,8 @@ __all__ = ["ReduceOperator", "reduce_stream"]
 
 History = List[Tuple[Any, Any, int]]
 """A key's history at any order: ``[(val, time, diff), ...]``."""
+TimedOutput = Dict[Any, List[Any]]
+"""Per capability time, the output updates ``((key, val), time, diff)`` to send at it."""
 
 
 class ReduceOperator(OperatorCore):
@@ -109,7 +111,7 @@ class ReduceOperator(OperatorCore):
                 ready_keys.update(keys)
         if not ready_keys:
             return
-        output: Dict[Any, List[Any]] = {}
+        output: TimedOutput = {}
         key: Any = None
         try:
             for key in ready_keys:
@@ -126,7 +128,9 @@ class ReduceOperator(OperatorCore):
             pending_frontier.insert(t)
         self.caps.downgrade(list(pending_frontier))
 
-    def _evaluate(self, key: Any, frontier: List[Any], beyond: Callable, output: Dict) -> None:
+    def _evaluate(
+        self, key: Any, frontier: List[Any], beyond: Callable[[Any], bool], output: TimedOutput
+    ) -> None:
         """Re-evaluate ``key`` at every time the frontier has passed where it may change."""
         seeds = self._take_pending(key)
         hist_in = self.in_hist.get(key, [])
@@ -177,7 +181,7 @@ class ReduceOperator(OperatorCore):
         return close_under_joins(seeds, history, self.order.le, self.order.join)
 
     def _evaluate_at(
-        self, key: Any, t: Any, hist_in: History, out_hist: History, output: Dict
+        self, key: Any, t: Any, hist_in: History, out_hist: History, output: TimedOutput
     ) -> None:
         """Emit the difference between ``logic`` on the input at ``t`` and the output at ``t``."""
         le = self.order.le
@@ -205,7 +209,12 @@ class ReduceOperator(OperatorCore):
             self._emit(key, t, changes, out_hist, output)
 
     def _emit(
-        self, key: Any, t: Any, changes: List[Tuple[Any, int]], out_hist: History, output: Dict
+        self,
+        key: Any,
+        t: Any,
+        changes: List[Tuple[Any, int]],
+        out_hist: History,
+        output: TimedOutput,
     ) -> None:
         cap = self.caps.find(t)
         if cap is None:  # pragma: no cover - a bug if it happens
