@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Dict, Iterable, List
 
 __all__ = [
     "TimelyError",
@@ -273,3 +273,40 @@ class PendingTimeWarning(UserWarning):
 
 
 __all__ += ["PendingTimeWarning"]
+
+
+# -- naming what failed: a fused stage, the first record a batch function fails on
+class NamedStage:
+    """What :func:`user_error` names in place of an operator: a user's stage fused into another
+    operator (``Linear[inspect]`` fused into a join, ``Linear[map>filter]`` into a count), named
+    as the operator the unfused dataflow would have run, on ``worker_index``."""
+
+    __slots__ = ("name", "worker_index")
+
+    def __init__(self, name: str, worker_index: int):
+        self.name = name
+        self.worker_index = worker_index
+
+
+def offending_record(
+    batch_fn: Callable[[List[Any]], Any], data: List[Any], time: Any
+) -> Dict[str, Any]:
+    """:func:`user_error`'s keywords naming the first record of ``data`` on which ``batch_fn``
+    fails (re-run one by one). A batch function marked ``over_updates`` (differential's fused
+    chains) reads ``(data, time, diff)`` updates: the record is then the update's data, and its
+    time and diff are named apart."""
+    for record in data:
+        try:
+            batch_fn([record])
+        except Exception:
+            if (
+                getattr(batch_fn, "over_updates", False)
+                and type(record) is tuple
+                and len(record) == 3
+            ):
+                return {"record": record[0], "time": record[1], "diff": record[2]}
+            return {"record": record, "time": time}
+    return {"what": f"a batch of {len(data)} records at time {time!r}"}
+
+
+__all__ += ["NamedStage", "offending_record"]

@@ -415,7 +415,7 @@ def _joins_brute_force(fresh, times):
 
 @over_seeds(range(300))
 def test_closure_is_every_join_with_a_fresh_time(seed):
-    from timelypy.differential.reduce_product import _closure
+    from timelypy.differential.kernel.histories import closure as _closure
 
     rng = random.Random(seed)
 
@@ -433,7 +433,8 @@ def test_closure_is_every_join_with_a_fresh_time(seed):
 
 @over_seeds(range(100))
 def test_minimal_and_compaction_kernels(seed):
-    from timelypy.differential.reduce_product import _compact_flat, _minimal
+    from timelypy.differential.kernel.histories import compact_flat as _compact_flat
+    from timelypy.differential.kernel.histories import minimal as _minimal
 
     rng = random.Random(seed)
     times = {(rng.randrange(6), rng.randrange(6)) for _ in range(rng.randrange(12))}

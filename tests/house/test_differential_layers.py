@@ -15,15 +15,19 @@ PREFIX = "timelypy.differential"
 
 # Bottom up; a module may import its own layer and the layers before it.
 LAYERS = {
-    "kernel": {"consolidation", "fusion"},
+    "kernel": {"consolidation", "fusion", "kernel", "kernel.histories"},
     "trace": {"trace", "trace.batch", "trace.cursor", "trace.spine", "trace.view"},
     "agent": {"agent"},
     "operator": {
         "arrange",
         "join",
         "reduce",
-        "reduce_total",
-        "reduce_product",
+        "reduce.common",
+        "reduce.logic",
+        "reduce.product",
+        "reduce.distinct_product",
+        "reduce.general",
+        "reduce.total",
         "consolidate",
         "iterate",
     },

@@ -8,9 +8,9 @@ messages they consume in the same activation, which justifies the send to the pr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple
 
-from ..errors import TimelyError, user_error
+from ..errors import TimelyError, offending_record, user_error
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
 from ..progress.operate import Operate
@@ -334,26 +334,7 @@ class LinearOperator(OperatorCore):
                 except TimelyError:
                     raise
                 except Exception as exc:
-                    raise user_error(self, exc, **_offending(fn, data, time)) from exc
+                    raise user_error(self, exc, **offending_record(fn, data, time)) from exc
                 if result:
                     out.push(time, result)
         return False
-
-
-def _offending(batch_fn: Callable, data: List[Any], time: Any) -> Dict[str, Any]:
-    """:func:`~timelypy.errors.user_error`'s keywords naming the first record of ``data`` on
-    which ``batch_fn`` fails (re-run one by one). A batch function marked ``over_updates``
-    (differential's fused chains) reads ``(data, time, diff)`` updates: the record is then the
-    update's data, and its time and diff are named apart."""
-    for record in data:
-        try:
-            batch_fn([record])
-        except Exception:
-            if (
-                getattr(batch_fn, "over_updates", False)
-                and type(record) is tuple
-                and len(record) == 3
-            ):
-                return {"record": record[0], "time": record[1], "diff": record[2]}
-            return {"record": record, "time": time}
-    return {"what": f"a batch of {len(data)} records at time {time!r}"}

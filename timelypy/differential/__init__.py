@@ -3,7 +3,7 @@
 Layers, bottom up (as differential-dataflow's crate): trace data (:mod:`.trace`: batches,
 cursors, the spine), the consolidation kernel (:mod:`.consolidation`) and the fusion grammar
 (:mod:`.fusion`); trace agents (:mod:`.agent`); operators returning streams (:mod:`.arrange`,
-:mod:`.join`, :mod:`.reduce`, :mod:`.reduce_total`, :mod:`.consolidate`, :mod:`.iterate`); and
+:mod:`.join`, the :mod:`.reduce` package, :mod:`.consolidate`, :mod:`.iterate`); and
 the facades on top (:mod:`.collection`, :mod:`.captured`, :mod:`.input`).
 """
 

@@ -5,14 +5,25 @@ Linear operators (map, filter, flat_map, explode, join_function, negate, enter/l
 changes) are *fused*: a chain of them runs as one operator pass over each batch (see
 :mod:`.fusion`); the fused operator appears in the dataflow's structure as
 ``Linear[map>filter>...]``. The other methods wrap the streams of the operator modules
-(:mod:`.arrange`, :mod:`.join`, :mod:`.reduce`, :mod:`.reduce_total`, :mod:`.consolidate`,
-:mod:`.iterate`). :class:`Collection` and :class:`Arranged` return each other, so they live in
-one module.
+(:mod:`.arrange`, :mod:`.join`, :mod:`.reduce`, :mod:`.consolidate`, :mod:`.iterate`).
+:class:`Collection` and :class:`Arranged` return each other, so they live in one module.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterable,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+    runtime_checkable,
+)
 
 from ..dataflow.probe import ProbeHandle
 from ..dataflow.stream import Stream
@@ -29,6 +40,7 @@ from .iterate import loop_variable
 from .reduce import (
     Logic,
     count_logic,
+    count_total,
     distinct_logic,
     is_product_order,
     reduce_product,
@@ -36,11 +48,30 @@ from .reduce import (
     sum_logic,
     threshold_logic,
     threshold_product,
+    threshold_total,
 )
-from .reduce_total import _TotalReduce, count_total, threshold_total
 from .trace import Batch, Spine, TraceView
 
-__all__ = ["Arranged", "Collection", "Variable", "concatenate"]
+if TYPE_CHECKING:
+    from ..dataflow.feedback import LoopHandle
+    from ..dataflow.scope import Scope
+
+Joinable = Union["Collection", "Arranged"]
+"""What joins take as their other side: a collection (arranged for the join) or an arrangement."""
+
+__all__ = ["Arranged", "Collection", "FusesInspect", "Variable", "concatenate"]
+
+
+@runtime_checkable
+class FusesInspect(Protocol):
+    """An operator that can call an ``inspect``'s function on its own output as it makes it
+    (count / distinct / threshold at total times, join), so that :meth:`Collection.inspect`
+    straight after it needs no operator of its own."""
+
+    def fuse_inspect(self, f: Callable[[Any], Any]) -> bool:
+        """Call ``f((record, time, diff))`` on every output update; False if an inspection is
+        fused already (at most one is)."""
+        ...
 
 
 class Collection:
@@ -57,7 +88,7 @@ class Collection:
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         stream: Optional[Stream] = None,
         *,
         base: Optional["Collection"] = None,
@@ -76,6 +107,7 @@ class Collection:
         Example: ``collection.inner.inspect(print)`` prints every ``(data, time, diff)`` (a
         timely ``Stream``)."""
         if self._stream is None:
+            assert self._base is not None  # a collection has a stream or a base to fuse onto
             base = self._base.inner
             names = ">".join(kind for kind, _ in self._stages)
             fn = fuse_updates(list(self._stages), self.scope.order.join)
@@ -144,7 +176,7 @@ class Collection:
             # operator calls ``f`` on each update as it sends it (no operator in between).
             port = self._stream.port
             op = self.scope.subgraph.children[port.node]
-            if isinstance(op, (_TotalReduce, joins.JoinOperator)) and op.fuse_inspect(f):
+            if isinstance(op, FusesInspect) and op.fuse_inspect(f):
                 return Collection(self.scope, self._stream)
         return Collection(self.scope, self._then("inspect", f).inner)
 
@@ -183,7 +215,7 @@ class Collection:
         return Collection(self.scope, consolidate_stream(self.inner, name))
 
     # ------------------------------------------------------------------ scopes
-    def enter(self, child: Any) -> "Collection":
+    def enter(self, child: "Scope") -> "Collection":
         """This collection inside the nested scope ``child`` (unchanging across iterations).
 
         Example: in ``roots.iterate(body)``, ``body(reached)`` uses
@@ -261,7 +293,7 @@ class Collection:
         return _arranged(self).join_map(_arranged(other), f)
 
     def join_core(
-        self, other: Any, logic: Callable[[Any, Any, Any], Iterable[Any]]
+        self, other: Joinable, logic: Callable[[Any, Any, Any], Iterable[Any]]
     ) -> "Collection":
         """The records of the iterable ``logic(key, v1, v2)`` for every matching pair.
 
@@ -269,14 +301,14 @@ class Collection:
         arrangement of ``(src, dst)`` edges."""
         return _arranged(self).join_core(_arranged(other), logic)
 
-    def semijoin(self, keys: Any) -> "Collection":
+    def semijoin(self, keys: Joinable) -> "Collection":
         """The ``(key, val)`` records whose key is in ``keys`` (counts multiply).
 
         Example: ``likes.semijoin(names)`` with ``names = {"ann"}`` keeps ``("ann", "tea")``,
         drops ``("bob", "coffee")``."""
         return _arranged(self).semijoin(keys)
 
-    def antijoin(self, keys: Any) -> "Collection":
+    def antijoin(self, keys: Joinable) -> "Collection":
         """The ``(key, val)`` records whose key is not in ``keys`` (``keys`` should be a set).
 
         Example: ``likes.antijoin(names)`` with ``names = {"ann"}`` keeps only
@@ -311,7 +343,8 @@ class Collection:
         record goes straight into the sums, with no update per record in between."""
         stages = self._stages
         if (
-            self._stream is None
+            self._base is not None
+            and self._stream is None
             and stages
             and self.scope.worker.peers == 1
             and all(kind in ACCUMULABLE for kind, _ in stages)
@@ -422,10 +455,17 @@ class Variable(Collection):
     """
 
     __slots__ = ("_handle", "_source", "_summary", "_set")
+    _handle: "LoopHandle"
+    _source: Optional[Collection]
+    _summary: PathSummary
+    _set: bool
 
     @classmethod
     def new(
-        cls, scope: Any, max_iterations: Optional[int] = None, summary: Optional[PathSummary] = None
+        cls,
+        scope: "Scope",
+        max_iterations: Optional[int] = None,
+        summary: Optional[PathSummary] = None,
     ) -> "Variable":
         """An empty variable in the iterative ``scope``.
 
@@ -446,7 +486,13 @@ class Variable(Collection):
         return cls._make(source.scope, source, max_iterations, summary)
 
     @classmethod
-    def _make(cls, scope, source, max_iterations, summary) -> "Variable":
+    def _make(
+        cls,
+        scope: "Scope",
+        source: Optional[Collection],
+        max_iterations: Optional[int],
+        summary: Optional[PathSummary],
+    ) -> "Variable":
         handle, stream, summary = loop_variable(scope, max_iterations, summary)
         fed_back = Collection(scope, stream)
         collection = fed_back if source is None else fed_back.concat(source)
@@ -481,7 +527,7 @@ class Arranged:
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         stream: Stream,
         spine: Spine,
         *,
@@ -526,7 +572,7 @@ class Arranged:
             self.scope, self.stream, self.spine, by_self=self.by_self, view=self.view.filter(pred)
         )
 
-    def enter(self, child: Any) -> "Arranged":
+    def enter(self, child: "Scope") -> "Arranged":
         """The arrangement inside the nested scope ``child``, times read as ``Product(t, 0)``.
 
         Example: ``by_src.enter(child)`` in ``scope.iterative(loop)``: the edges at every
@@ -569,7 +615,7 @@ class Arranged:
 
     def _join(
         self,
-        other: Any,
+        other: Joinable,
         product: joins.JoinProduct,
         logic: Optional[Callable],
         name: str,
@@ -611,7 +657,7 @@ class Arranged:
         Example: ``likes_by_name.join(lives_by_name)`` gives ``("ann", ("tea", "paris"))``."""
         return self._join(other, joins.pairs, None, name)
 
-    def semijoin(self, keys: Any, name: str = "Semijoin") -> Collection:
+    def semijoin(self, keys: Joinable, name: str = "Semijoin") -> Collection:
         """The ``(key, val)`` records whose key is in ``keys`` (a collection or arrangement by
         self), with multiplicities multiplied.
 
@@ -630,12 +676,12 @@ class Arranged:
         return f"Arranged({self.spine.name!r}, scope={self.scope.name})"
 
 
-def _imported(scope: Any, stream: Stream, spine: Spine) -> Arranged:
+def _imported(scope: "Scope", stream: Stream, spine: Spine) -> Arranged:
     """The arrangement a trace handle imports into ``scope``."""
     return Arranged(scope, stream, spine)
 
 
-def _arranged(c: Any, by_self: bool = False) -> Arranged:
+def _arranged(c: Joinable, by_self: bool = False) -> Arranged:
     """``c`` itself if arranged, else a new arrangement of it private to the operator that asks
     (no :class:`Arranged` is handed out, so its trace can be let go with that reader)."""
     if isinstance(c, Arranged):

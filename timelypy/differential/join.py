@@ -14,9 +14,8 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
-from ..errors import TimelyError, user_error
+from ..errors import NamedStage, TimelyError, user_error
 from .agent import TraceAgent
-from .reduce_total import _Named
 from .trace import Batch, TraceView, wrap_items
 
 __all__ = [
@@ -228,7 +227,9 @@ class JoinOperator(OperatorCore):
                 raise
             except Exception as exc:
                 raise user_error(
-                    _Named("Linear[inspect]", self.worker_index), exc, f"an update at time {time!r}"
+                    NamedStage("Linear[inspect]", self.worker_index),
+                    exc,
+                    f"an update at time {time!r}",
                 ) from exc
         self._out.push(time, data)
 

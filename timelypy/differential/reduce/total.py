@@ -12,43 +12,42 @@ Two more fusions keep a whole activation free of intermediate lists:
 * **Upstream**, a chain of time-preserving linear operators (map, filter, flat_map, explode,
   negate) can run inside the operator (``stages``; on one worker, where the exchange by record
   moves nothing): each input update's records go straight into the sums
-  (:func:`~.fusion.fuse_accumulate`), with no update triple per record and no list.
-* **Downstream**, an ``inspect`` (:meth:`_TotalReduce.fuse_inspect`) is called on each time's
-  changes as they are made. When nothing but probes reads the output (probes discard data and
-  only count it), the changes are not kept for the output message: it carries as many
-  placeholders, so every count the progress protocol and the instruments see is unchanged,
-  while each time's update tuples are freed as soon as the inspection saw them (the collector
-  is not triggered by a large activation's output).
+  (:func:`~timelypy.differential.fusion.fuse_accumulate`), with no update triple per record and
+  no list.
+* **Downstream**, an ``inspect`` (``fuse_inspect``, the protocol ``Collection.inspect`` fuses
+  by) is called on each time's changes as they are made. When nothing but probes reads the
+  output (probes discard data and only count it), the changes are not kept for the output
+  message: it carries as many placeholders, so every count the progress protocol and the
+  instruments see is unchanged, while each time's update tuples are freed as soon as the
+  inspection saw them (the collector is not triggered by a large activation's output).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..dataflow.channels import Exchange, InputPort
-from ..dataflow.operator import OperatorCore, _offending
-from ..dataflow.probe import ProbeOperator
-from ..dataflow.stream import Stream
-from ..errors import TimelyError, unhashable_error, user_error
-from .fusion import fuse_accumulate, fuse_updates
+from ...dataflow.channels import Exchange, InputPort
+from ...dataflow.operator import OperatorCore
+from ...dataflow.probe import ProbeOperator
+from ...dataflow.stream import Stream
+from ...errors import (
+    NamedStage,
+    TimelyError,
+    offending_record,
+    unhashable_error,
+    user_error,
+)
+from ..fusion import fuse_accumulate, fuse_updates
+
+if TYPE_CHECKING:
+    from ...dataflow.scope import Scope
 
 __all__ = ["CountTotal", "ThresholdTotal", "count_total", "threshold_total"]
 
 
 def _data_of(u: Any) -> Any:
     return u[0]
-
-
-class _Named:
-    """Names the user's fused stage (the operator the unfused dataflow would have run) in
-    error messages."""
-
-    __slots__ = ("name", "worker_index")
-
-    def __init__(self, name: str, worker_index: int):
-        self.name = name
-        self.worker_index = worker_index
 
 
 class _TotalReduce(OperatorCore):
@@ -58,7 +57,7 @@ class _TotalReduce(OperatorCore):
     ``stages``: ``(kind, function)`` linear stages applied to every input update first (see
     the module notes); empty for updates that arrive as they are to be counted."""
 
-    def __init__(self, scope: Any, name: str, stages: Sequence[Tuple[str, Any]] = ()):
+    def __init__(self, scope: "Scope", name: str, stages: Sequence[Tuple[str, Any]] = ()):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         if not scope.order.is_total:
             raise TimelyError(
@@ -76,7 +75,7 @@ class _TotalReduce(OperatorCore):
         self._stages = list(stages)
         self._accept = fuse_accumulate(self._stages)
         self._inspect: Optional[Callable[[Any], Any]] = None
-        self._consume = deque(maxlen=0).extend
+        self._consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
         self._sinks: Tuple[int, bool] = (-1, False)
         """``(number of consumers, whether all are probes)`` when last checked."""
 
@@ -127,9 +126,9 @@ class _TotalReduce(OperatorCore):
             except Exception as inner:  # the user's function: name it as its own operator
                 names = ">".join(kind for kind, _ in self._stages)
                 return user_error(
-                    _Named(f"Linear[{names}]", self.worker_index),
+                    NamedStage(f"Linear[{names}]", self.worker_index),
                     inner,
-                    **_offending(chain, data, time),
+                    **offending_record(chain, data, time),
                 )
         if isinstance(exc, TypeError):
             return unhashable_error(self, records)
@@ -179,7 +178,7 @@ class _TotalReduce(OperatorCore):
                         raise
                     except Exception as exc:
                         raise user_error(
-                            _Named("Linear[inspect]", self.worker_index),
+                            NamedStage("Linear[inspect]", self.worker_index),
                             exc,
                             f"an update at time {t!r}",
                         ) from exc
@@ -230,7 +229,7 @@ class CountTotal(_TotalReduce):
     ``pairs`` keeps each record's current ``(record, count)`` tuple: it is both the state and
     the record a later change retracts, so a change builds one pair, not two."""
 
-    def __init__(self, scope: Any, name: str, stages: Sequence[Tuple[str, Any]] = ()):
+    def __init__(self, scope: "Scope", name: str, stages: Sequence[Tuple[str, Any]] = ()):
         super().__init__(scope, name, stages)
         self.pairs: Dict[Any, Any] = {}
 
@@ -262,7 +261,7 @@ class ThresholdTotal(_TotalReduce):
     """Every record with the count ``f(record, count)`` (``f`` is called for non-zero
     counts); ``f=None`` is distinct (1 for a positive count, else 0) without a call."""
 
-    def __init__(self, scope: Any, f: Optional[Callable[[Any, int], int]], name: str):
+    def __init__(self, scope: "Scope", f: Optional[Callable[[Any, int], int]], name: str):
         super().__init__(scope, name)
         self.f = f
         self.counts: Dict[Any, int] = {}

@@ -2,10 +2,11 @@
 
 :class:`ProductReduce` (fed by an arrangement's batches) and :class:`ProductReduceUpdates` (fed
 by a collection's updates, without an arrangement) are the reduce operator at the times of an
-iterative scope in a root scope, the hot case of iterative programs (``reduce_stream``,
-``reduce_product`` and ``threshold_product`` in :mod:`.reduce` build them). Per key, as :class:`~.reduce.ReduceOperator`: input and output histories, evaluated at the
-times the input frontier has passed where the output may change, the new update times and
-their joins with the histories (differential dataflow's *interesting times*). What differs:
+iterative scope in a root scope, the hot case of iterative programs (built by
+``reduce_stream``, :func:`reduce_product` and ``threshold_product``). Per key, as
+:class:`~.general.ReduceOperator`: input and output histories, evaluated at the times the input
+frontier has passed where the output may change, the new update times and their joins with the
+histories (differential dataflow's *interesting times*). What differs:
 
 * Histories are lists of flat ``(val, outer, inner, diff)`` tuples: one tuple per update, which
   the garbage collector stops tracking (it holds ints and, for keys arranged by self, ``()``).
@@ -16,66 +17,68 @@ their joins with the histories (differential dataflow's *interesting times*). Wh
   update whose time is above every other time of the key (the common case) makes none.
 * A key's pending times stay registered until the frontier passes them (no re-registering
   per evaluation), and the ready ones are found per time, not per key.
-* ``distinct`` and ``threshold`` (records arranged by self: the single value ``()``) evaluate
-  on a count instead of a group.
+* ``distinct`` and ``threshold`` (records arranged by self: the single value ``()``, declared by
+  a :class:`~.logic.GroupLogic`) evaluate on a count instead of a group.
+* The loops over a key's history are the kernels of :mod:`~timelypy.differential.kernel.histories`.
 * Output goes out as one message per held capability per activation.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left as _bisect_left
-from bisect import bisect_right as _bisect
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
-from ..dataflow.capability import CapabilitySet
-from ..dataflow.operator import OperatorCore
-from ..errors import ReduceOutputError, TimelyError, unhashable_error, user_error
-from ..order import Product
+from ...dataflow.capability import CapabilitySet
+from ...dataflow.channels import Exchange
+from ...dataflow.operator import OperatorCore
+from ...dataflow.stream import Stream
+from ...errors import TimelyError, unhashable_error, user_error
+from ...order import Product
+from ..kernel.histories import (
+    accumulate_at,
+    closure,
+    compact_flat,
+    count_and_above,
+    count_at,
+    joins_with_one,
+    minimal,
+)
+from .common import (
+    History,
+    Logic,
+    Output,
+    Time,
+    beyond_test,
+    check_output,
+    check_product,
+    place_new_times,
+)
+from .logic import GroupLogic, as_group_logic
 
-__all__ = ["ProductReduce", "ProductReduceUpdates", "check_output", "is_product_order"]
+if TYPE_CHECKING:
+    from ...dataflow.scope import Scope
+    from ..trace import TraceView
 
-
-Time = Tuple[int, int]
-History = List[Tuple[Any, int, int, int]]
-"""``[(val, outer, inner, diff), ...]``."""
-Output = Dict[Time, Tuple[Product, List[Any]]]
-"""Per time: its Product and the output updates at it."""
+__all__ = ["ProductReduce", "ProductReduceUpdates", "reduce_product"]
 
 _tuple_new = tuple.__new__
-
-
-def is_product_order(order: Any) -> bool:
-    """True for the order of ``Product(int, int)`` times (an iterative scope in a root scope)."""
-    return order.depth == 1 and order.outer.is_total
-
-
-def check_output(op: Any, key: Any, desired: Any) -> Dict[Any, int]:
-    """``logic``'s result for ``key`` as ``{value: count}`` (counts summed, zeros dropped);
-    :class:`~timelypy.errors.ReduceOutputError` unless it is ``(value, int)`` pairs."""
-    out: Dict[Any, int] = {}
-    try:
-        for item in desired:
-            v, r = item
-            if type(r) is not int:
-                raise TypeError
-            if r:
-                out[v] = out.get(v, 0) + r
-    except (TypeError, ValueError):
-        raise ReduceOutputError(
-            f"reduce {op.name!r} on worker {op.worker_index}: logic for key {key!r} "
-            f"must return a list of (value, count) pairs with int counts, got {desired!r}"
-        ) from None
-    return out
 
 
 class ProductReduce(OperatorCore):
     """Input: batches of an arrangement by key (read through ``view``). Output:
     ``((key, out_val), time, diff)``."""
 
-    def __init__(self, scope: Any, view: Any, logic: Callable, name: str):
+    def __init__(
+        self,
+        scope: "Scope",
+        view: Optional["TraceView"],
+        logic: Union[Logic, GroupLogic],
+        name: str,
+    ):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         self.view = view
-        self.logic = logic
+        declared = as_group_logic(logic)
+        self.logic: Logic = declared.fn
         self.in_hist: Dict[Any, History] = {}
         self.out_hist: Dict[Any, History] = {}
         self.pending: Dict[Any, Set[Time]] = {}
@@ -90,8 +93,9 @@ class ProductReduce(OperatorCore):
         self._out_sizes: Dict[Any, int] = {}
         self._seen: Dict[Any, int] = {}
         """Per key, the length of its input history after its last evaluation."""
-        self._threshold: Optional[Callable[[Any, int], int]] = getattr(logic, "_threshold", None)
-        self._distinct = bool(getattr(logic, "_distinct", False))
+        self._threshold = declared.threshold
+        """On records arranged by self: evaluate on the count (see :class:`GroupLogic`)."""
+        self._distinct = declared.distinct
         self._record_out = False  # output ``(key, time, diff)`` for ``((key, ()), ...)``
         self.caps = CapabilitySet(self.order.le)
         self._queue = self.input_ports[0].queue
@@ -105,6 +109,7 @@ class ProductReduce(OperatorCore):
         received = False
         if q:
             received = True
+            assert self.view is not None  # (ProductReduceUpdates, without a view, has its own)
             read = self.view.read_batch
             internal = self.shared.internals[0]
             while q:
@@ -150,11 +155,11 @@ class ProductReduce(OperatorCore):
                 p.add(t)
             keys = pending_times.get(t)
             if keys is None:
-                self._new_time(t, key)
+                self.add_pending_time(t, key)
             else:
                 keys.add(key)
 
-    def _new_time(self, t: Time, key: Any) -> None:
+    def add_pending_time(self, t: Time, key: Any) -> None:
         """Register ``t`` as pending for ``key``. (The ingesting loops test for a time pending
         for other keys already inline, and call this only for a new time.)"""
         keys = self.pending_times.get(t)
@@ -198,7 +203,7 @@ class ProductReduce(OperatorCore):
         # Also without ready keys: messages may have come at times below their updates'.
         caps = self.caps
         held = caps.caps
-        wanted = _minimal(self._low)
+        wanted = minimal(self._low)
         if len(held) != len(wanted) or any([c.time not in wanted for c in held]):
             caps.downgrade([_tuple_new(Product, t) for t in wanted])
 
@@ -223,7 +228,7 @@ class ProductReduce(OperatorCore):
             neg = [-f[1] for f in frontier]  # increasing
             n = len(frontier)
             for b, least in list(low.items()):
-                k = _bisect_left(neg, -b)  # the first element with inner <= b
+                k = bisect_left(neg, -b)  # the first element with inner <= b
                 if k < n and least >= f0s[k]:
                     continue  # every outer at b is at or beyond that element
                 outs = outers[b]
@@ -278,7 +283,7 @@ class ProductReduce(OperatorCore):
         threshold = self._threshold
         at_count = self._at_count
         at_group = self._at_group
-        beyond = _beyond_test(frontier)
+        beyond = beyond_test(frontier)
         m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
         empty: History = []
         for key, times in ready.items():
@@ -315,15 +320,7 @@ class ProductReduce(OperatorCore):
                 for t in times:
                     if threshold is not None:
                         o, i = t
-                        c = 0
-                        for _, a, b, r in hin:
-                            if a <= o and b <= i:
-                                c += r
-                        have = 0
-                        for _, a, b, r in hout:
-                            if a <= o and b <= i:
-                                have += r
-                        at_count(key, t, c, have, hout, output)
+                        at_count(key, t, count_at(hin, o, i), count_at(hout, o, i), hout, output)
                     else:
                         at_group(key, t, hin, hout, output)
             if frontier:  # (complete input: _process drops every history)
@@ -345,36 +342,21 @@ class ProductReduce(OperatorCore):
         times not below ``s``, the only ones that join with it into new times), else None."""
         if len(hin) == done + 1:
             s = s0, s1 = hin[-1][1:3]
-            above: Optional[Set[Time]] = None
-            c = 0
-            for _, a, b, r in hin:
-                if a <= s0 and b <= s1:
-                    c += r
-                elif above is None:
-                    above = {(a, b)}
-                else:
-                    above.add((a, b))
+            c, above = count_and_above(hin, s0, s1)
             have = 0
-            for _, a, b, r in hout or ():
-                if a <= s0 and b <= s1:
-                    have += r
-                elif above is None:
-                    above = {(a, b)}
-                else:
-                    above.add((a, b))
+            if hout:
+                have, out_above = count_and_above(hout, s0, s1)
+                above += out_above
             for t in [*times, *rest] if rest else times:
                 if t[0] > s0 or t[1] > s1:
-                    if above is None:
-                        above = {t}
-                    else:
-                        above.add(t)
+                    above.append(t)
             counts: Optional[Tuple[Time, int, int]] = (s, c, have)
-            if above is None:
+            if not above:
                 return counts  # every time is below s: no new join
-            candidates = _joins_with_one(s, above)
+            candidates = joins_with_one(s, set(above))
         else:
             counts = None
-            candidates = _closure(
+            candidates = closure(
                 {(e[1], e[2]) for e in hin[done:]},
                 hin,
                 hout,
@@ -391,7 +373,11 @@ class ProductReduce(OperatorCore):
         """``distinct`` / ``threshold`` of ``key`` at ``t``: input count ``c``, output count
         ``have``."""
         if c:
-            want = (1 if c > 0 else 0) if self._distinct else self._threshold(key, c)
+            if self._distinct:
+                want = 1 if c > 0 else 0
+            else:
+                assert self._threshold is not None  # the caller evaluates on counts
+                want = self._threshold(key, c)
             if type(want) is not int:
                 check_output(self, key, [((), want)])
             want -= have
@@ -407,10 +393,7 @@ class ProductReduce(OperatorCore):
     def _at_group(self, key: Any, t: Time, hin: History, hout: History, output: Output) -> None:
         """``logic`` on the group of ``key`` at ``t``; emit the difference from its output."""
         o, i = t
-        acc: Dict[Any, int] = {}
-        for v, a, b, r in hin:
-            if a <= o and b <= i:
-                acc[v] = acc.get(v, 0) + r
+        acc = accumulate_at(hin, o, i)
         group = [(v, r) for v, r in acc.items() if r]
         if group:
             if len(group) > 1:
@@ -418,24 +401,22 @@ class ProductReduce(OperatorCore):
                     group.sort()
                 except TypeError:
                     group.sort(key=repr)
-            desired = self.logic(key, group)
+            result = self.logic(key, group)
+            desired: Dict[Any, int]
             if (
-                type(desired) is list
-                and len(desired) == 1
-                and type(desired[0]) is tuple
-                and len(desired[0]) == 2
-                and type(desired[0][1]) is int
+                type(result) is list
+                and len(result) == 1
+                and type(result[0]) is tuple
+                and len(result[0]) == 2
+                and type(result[0][1]) is int
             ):
-                v, r = desired[0]  # the common shape, without a check loop
+                v, r = result[0]  # the common shape, without a check loop
                 desired = {v: r} if r else {}
             else:
-                desired = check_output(self, key, desired)
+                desired = check_output(self, key, result)
         else:
             desired = {}
-        current: Dict[Any, int] = {}
-        for v, a, b, r in hout:
-            if a <= o and b <= i:
-                current[v] = current.get(v, 0) + r
+        current = accumulate_at(hout, o, i)
         changes = []
         for v, r in current.items():
             if r:
@@ -462,7 +443,7 @@ class ProductReduce(OperatorCore):
         they have doubled since the last time (every later evaluation is at or beyond it);
         note the input history's length."""
         if n > 4 and n > 2 * self._in_sizes.get(key, 0):
-            hin = _compact_flat(hin, m0, m1)
+            hin = compact_flat(hin, m0, m1)
             n = len(hin)
             if n:
                 self.in_hist[key] = hin
@@ -476,7 +457,7 @@ class ProductReduce(OperatorCore):
             del self._seen[key]
         n = len(hout)
         if n > 4 and n > 2 * self._out_sizes.get(key, 0):
-            hout = _compact_flat(hout, m0, m1)
+            hout = compact_flat(hout, m0, m1)
             if hout:
                 self.out_hist[key] = hout
                 self._out_sizes[key] = len(hout)
@@ -496,7 +477,7 @@ class ProductReduceUpdates(ProductReduce):
     ``(record, time, diff)`` read as ``(record, ())`` and the output is ``(record, time,
     diff)``."""
 
-    def __init__(self, scope: Any, logic: Callable, name: str, keyed: bool):
+    def __init__(self, scope: "Scope", logic: Union[Logic, GroupLogic], name: str, keyed: bool):
         super().__init__(scope, None, logic, name)
         self._keyed = keyed
         self._record_out = not keyed
@@ -527,124 +508,20 @@ class ProductReduceUpdates(ProductReduce):
         return False
 
 
-def place_new_times(
-    op: Any,
-    key: Any,
-    candidates: Set[Time],
-    known: Set[Time],
-    times: List[Time],
-    rest: Optional[Set[Time]],
-    beyond: Callable[[int, int], bool],
-) -> None:
-    """Each of ``candidates`` not in ``known``: appended to ``times`` (``key``'s times to
-    evaluate now) if not ``beyond`` the frontier, else kept pending for ``key`` in ``op``
-    (``op.pending[key]``, whose set is ``rest``, and ``op.pending_times``)."""
-    for t in candidates:
-        if t in known:
-            continue
-        if not beyond(t[0], t[1]):
-            times.append(t)
-            continue
-        if rest is None:
-            op.pending[key] = rest = {t}
-        else:
-            rest.add(t)
-        op._new_time(t, key)
+def reduce_product(
+    updates: Stream, logic: Union[Logic, GroupLogic], name: str = "Reduce"
+) -> Stream:
+    """``reduce`` of a stream of ``((key, val), time, diff)`` at ``Product(int, int)`` times
+    (an iterative scope in a root scope) without an arrangement: the updates, exchanged by
+    key, go straight into the operator's per-key histories (:class:`ProductReduceUpdates`).
+    Output ``((key, out_val), time, diff)``, as ``reduce_stream`` on the collection's
+    arrangement."""
+    scope = updates.scope
+    check_product(scope, name)
+    op = ProductReduceUpdates(scope, logic, name, keyed=True)
+    updates.connect_to(op, 0, Exchange(_key_of_pair))
+    return Stream(scope, op.output_ports[0])
 
 
-def _beyond_test(frontier: List[Time]) -> Callable[[int, int], bool]:
-    """``beyond(outer, inner)``: is the time at or beyond the (sorted) antichain?"""
-    if not frontier:
-        return lambda a, b: False
-    if len(frontier) == 1:
-        f0, f1 = frontier[0]
-        return lambda a, b: f0 <= a and f1 <= b
-    f0s = [f[0] for f in frontier]
-    f1s = [f[1] for f in frontier]
-
-    def beyond(a: int, b: int) -> bool:
-        k = _bisect(f0s, a)
-        return k > 0 and f1s[k - 1] <= b
-
-    return beyond
-
-
-def _minimal(low: Dict[int, int]) -> List[Time]:
-    """The minimal elements, under the product order, of times given as ``inner -> least
-    outer``: by increasing inner, each whose outer is below every earlier one's."""
-    out = []
-    best = None
-    for b in sorted(low):
-        a = low[b]
-        if best is None or a < best:
-            out.append((a, b))
-            best = a
-    return out
-
-
-def _compact_flat(hist: History, m0: int, m1: int) -> History:
-    """``hist`` advanced to the frontier whose meet is ``(m0, m1)`` and consolidated.
-    Advancing to an antichain of ``Product(int, int)`` is the join with its meet (the product of
-    two total orders is a distributive lattice)."""
-    acc: Dict[Tuple[Any, int, int], int] = {}
-    for v, a, b, r in hist:
-        k = (v, a if a >= m0 else m0, b if b >= m1 else m1)
-        acc[k] = acc.get(k, 0) + r
-    return [(v, a, b, r) for (v, a, b), r in acc.items() if r]
-
-
-def _closure(
-    fresh: Set[Time], hist_in: History, hist_out: Optional[History], known: Set[Time]
-) -> Set[Time]:
-    """The joins of every set of times that holds a time of ``fresh`` (the new input's) and
-    otherwise times of the histories and of ``known`` (the pending ones), in O(outer values x
-    times) instead of pairwise joins.
-
-    A time below every fresh one joins nothing new, so the times are filtered first (with one
-    fresh time usually little is left). A join is ``(max outer, max inner)``, so ``(o, i)`` is
-    one exactly when some time has outer ``o`` and inner ``<= i``, some time has inner ``i`` and
-    outer ``<= o``, and some fresh time is ``<= (o, i)``."""
-    if len(fresh) == 1:
-        for s in fresh:
-            m0, m1 = s
-    else:
-        m0 = min([a for a, _ in fresh])
-        m1 = min([b for _, b in fresh])
-    above = {(a, b) for _, a, b, _ in hist_in if a > m0 or b > m1}
-    if hist_out:
-        above.update([(a, b) for _, a, b, _ in hist_out if a > m0 or b > m1])
-    above.update([t for t in known if t[0] > m0 or t[1] > m1])
-    if not above:
-        return fresh
-    if len(fresh) == 1:
-        return _joins_with_one(s, above)
-    return _joins(fresh, above)
-
-
-def _joins_with_one(s: Time, above: Set[Time]) -> Set[Time]:
-    """The joins of ``s`` with every set of times of ``above`` (none of them below ``s``).
-    When those all share ``s``'s outer (or inner) side, they are ``s`` joined with each one."""
-    s0, s1 = s
-    if all([a <= s0 for a, _ in above]):
-        candidates = {(s0, b) for _, b in above}
-    elif all([b <= s1 for _, b in above]):
-        candidates = {(a, s1) for a, _ in above}
-    else:
-        return _joins({s}, above)
-    candidates.add(s)
-    return candidates
-
-
-def _joins(fresh: Set[Time], times: Set[Time]) -> Set[Time]:
-    """The joins of every set of times of ``fresh | times`` that holds a time of ``fresh``
-    (``times`` is updated in place)."""
-    m0 = min([a for a, _ in fresh])
-    times.update(fresh)
-    candidates = set(fresh)
-    for o in {a for a, _ in times if a >= m0}:
-        lo = min([b for a, b in fresh if a <= o])
-        at_o = min([b for a, b in times if a == o])
-        if at_o > lo:
-            lo = at_o
-        candidates.update([(o, b) for a, b in times if a <= o and b >= lo])
-    return candidates
+def _key_of_pair(u: Any) -> Any:
+    return u[0][0]

@@ -1,0 +1,1 @@
+"""Plain kernels of ``timelypy.differential``: the mirror of its kernel modules."""

@@ -1,0 +1,1 @@
+"""Plain kernels of ``timelypy.differential.kernel``, one module per kernel module."""

@@ -1,0 +1,251 @@
+"""``distinct`` and ``threshold`` at ``Product(int, int)`` times, without an arrangement.
+
+:class:`ProductDistinct` is ``distinct`` on flat per-key states: an iterative reachability
+evaluates tens of thousands of keys of a large state per round, mostly waiting for memory, so
+each key has ONE flat list of ints (a *quad list*, ``[size, kind, outer, inner, diff, ...]``, read
+by the kernels of :mod:`~timelypy.differential.kernel.histories`), not five dictionaries and a
+tuple per update. ``threshold`` with a function is a :class:`~.product.ProductReduceUpdates`
+that evaluates the declared threshold on counts (:func:`threshold_product` picks).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Union
+
+from ...dataflow.channels import Exchange
+from ...dataflow.stream import Stream
+from ...order import Product
+from ..kernel.histories import (
+    compact_quads,
+    joins,
+    quad_counts_and_above,
+    quad_counts_at,
+    split_quads,
+)
+from .common import Logic, Output, Time, beyond_test, check_product, place_new_times
+from .logic import GroupLogic, distinct_logic, threshold_logic
+from .product import ProductReduceUpdates
+
+if TYPE_CHECKING:
+    from ...dataflow.scope import Scope
+
+__all__ = ["ProductDistinct", "threshold_product"]
+
+_tuple_new = tuple.__new__
+
+
+class ProductDistinct(ProductReduceUpdates):
+    """``distinct`` of records at ``Product(int, int)`` times, on flat per-key states. Each key
+    has one quad list in :attr:`state` (``size``: its length after its last compaction);
+    arriving updates wait in :attr:`fresh` (``[outer, inner, diff, ...]``) until their key is
+    evaluated. The steps are :func:`_evaluate_distinct`'s."""
+
+    def __init__(self, scope: "Scope", logic: Union[Logic, GroupLogic], name: str) -> None:
+        super().__init__(scope, logic, name, keyed=False)
+        self.state: Dict[Any, List[int]] = {}
+        self.fresh: Dict[Any, List[int]] = {}
+
+    def _ingest(self, data: List[Any], keyed: bool) -> None:
+        _ingest_distinct(self, data)
+
+    def _evaluate_keys(
+        self, ready: Dict[Any, List[Time]], frontier: List[Time], output: Output
+    ) -> None:
+        _evaluate_distinct(self, ready, frontier, output, beyond_test(frontier))
+
+    def _drop_histories(self) -> None:
+        self.state.clear()
+        self.fresh.clear()
+
+
+def threshold_product(
+    updates: Stream, f: Optional[Callable[[Any, int], int]] = None, name: str = "Threshold"
+) -> Stream:
+    """``threshold`` (``f(record, count)``; ``None``: ``distinct``) of a stream of
+    ``(record, time, diff)`` at ``Product(int, int)`` times without an arrangement; output
+    ``(record, time, diff)``."""
+    scope = updates.scope
+    check_product(scope, name)
+    if f is None:
+        op: ProductReduceUpdates = ProductDistinct(scope, distinct_logic, name)
+    else:
+        op = ProductReduceUpdates(scope, threshold_logic(f), name, keyed=False)
+    updates.connect_to(op, 0, Exchange(_record_of))
+    return Stream(scope, op.output_ports[0])
+
+
+def _record_of(u: Any) -> Any:
+    return u[0]
+
+
+def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
+    """Take ``(record, time, diff)`` updates: into ``op.fresh`` and the pending times."""
+    fresh = op.fresh
+    pending = op.pending
+    pending_times = op.pending_times
+    for key, (a, b), r in data:
+        f = fresh.get(key)
+        if f is None:
+            fresh[key] = [a, b, r]
+        else:
+            f += (a, b, r)
+        t = (a, b)
+        p = pending.get(key)
+        if p is None:
+            pending[key] = {t}
+        elif t in p:
+            continue
+        else:
+            p.add(t)
+        keys = pending_times.get(t)
+        if keys is None:
+            op.add_pending_time(t, key)
+        else:
+            keys.add(key)
+
+
+def _evaluate_distinct(
+    op: ProductDistinct,
+    ready: Dict[Any, List[Time]],
+    frontier: List[Time],
+    output: Output,
+    beyond: Callable[[int, int], bool],
+) -> None:
+    """Evaluate every key of ``ready`` at its times the (sorted) ``frontier`` has passed, and
+    at the new interesting times it has passed (the others are registered); compact.
+    ``beyond(outer, inner)`` tests a time against the frontier."""
+    pending = op.pending
+    state = op.state
+    fresh = op.fresh
+    m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
+    for key, times in ready.items():
+        p = pending[key]
+        if len(p) == len(times):
+            del pending[key]
+            rest: Optional[Set[Time]] = None
+        else:
+            rest = p
+            p.difference_update(times)
+        h = state.get(key)
+        stored = h is not None
+        if h is None:
+            h = [0]
+        new = fresh.pop(key, None)
+        if new is not None and len(new) == 3:
+            # One new update, at s: only the joins of s with the times not below it (from its
+            # history, its ready and its pending times) can be new interesting times.
+            s0, s1, r = new
+            c, have, above = quad_counts_and_above(h, s0, s1)
+            h += (0, s0, s1, r)
+            t = times[0]
+            one = len(times) == 1 and t[0] == s0 and t[1] == s1
+            if above or rest or not one:
+                _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
+            if one and len(times) == 1:
+                # The one time, the new update's, with its counts from the pass above.
+                want = (1 if c + r > 0 else 0) - have
+                if want:
+                    h += (1, s0, s1, want)
+                    bucket = output.get(t)
+                    if bucket is None:
+                        output[t] = bucket = (_tuple_new(Product, t), [])
+                    bucket[1].append((key, bucket[0], want))
+                if frontier:
+                    _keep(state, key, h, stored, m0, m1)
+                continue
+        elif new is not None:
+            _several_new(op, key, h, new, times, rest, beyond)
+        _at_times(key, h, times, output)
+        if frontier:  # (complete input: the operator drops every state)
+            _keep(state, key, h, stored, m0, m1)
+
+
+def _keep(
+    state: Dict[Any, List[int]], key: Any, h: List[int], stored: bool, m0: int, m1: int
+) -> None:
+    """Store ``key``'s state ``h`` (dropped when empty), compacted once it doubled since its
+    last compaction (every later evaluation is at or beyond the frontier, whose meet is
+    ``(m0, m1)``)."""
+    n = len(h)
+    if n > 25 and n > 2 * h[0]:
+        h = compact_quads(h, m0, m1)
+        n = len(h)
+        if stored:
+            state[key] = h
+    if n == 1:
+        if stored:
+            del state[key]
+    elif not stored:
+        state[key] = h
+
+
+def _joins_with_new(
+    op: ProductDistinct,
+    key: Any,
+    times: List[Time],
+    rest: Optional[Set[Time]],
+    above: List[Time],
+    s0: int,
+    s1: int,
+    beyond: Callable[[int, int], bool],
+) -> None:
+    """The joins of the new update's time ``s`` with the key's times not below it (``above``
+    from its history, and its ready and pending times): the passed ones are added to
+    ``times``, the others registered as pending."""
+    for t in times:
+        if t[0] > s0 or t[1] > s1:
+            above.append(t)
+    if rest:
+        for t in rest:
+            if t[0] > s0 or t[1] > s1:
+                above.append(t)
+    if not above:
+        return
+    if all([a <= s0 for a, _ in above]):
+        candidates = {(s0, b) for _, b in above}
+    elif all([b <= s1 for _, b in above]):
+        candidates = {(a, s1) for a, _ in above}
+    else:
+        candidates = joins({(s0, s1)}, set(above))
+    candidates.add((s0, s1))
+    known = set(times)
+    if rest:
+        known |= rest
+    place_new_times(op, key, candidates, known, times, rest, beyond)
+
+
+def _several_new(
+    op: ProductDistinct,
+    key: Any,
+    h: List[int],
+    new: List[int],
+    times: List[Time],
+    rest: Optional[Set[Time]],
+    beyond: Callable[[int, int], bool],
+) -> None:
+    """Several new updates of ``key``: append them to ``h`` and find the interesting times
+    they make with the general closure (``ProductReduce._new_times``)."""
+    hin, hout = split_quads(h)
+    done = len(hin)
+    it = iter(new)
+    for a, b, r in zip(it, it, it):
+        hin.append(((), a, b, r))
+        h += (0, a, b, r)
+    op._new_times(key, times, rest, hin, hout or None, done, beyond)
+
+
+def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None:
+    """Evaluate ``key`` at each of ``times``, in lexicographic order (which extends the
+    product order: every time after the times below it): ``distinct`` of its input count minus
+    its output count there, appended to ``h`` and to ``output``."""
+    if len(times) > 1:
+        times.sort()
+    for t in times:
+        c, have = quad_counts_at(h, t[0], t[1])
+        want = (1 if c > 0 else 0) - have
+        if want:
+            h += (1, t[0], t[1], want)
+            bucket = output.get(t)
+            if bucket is None:
+                output[t] = bucket = (_tuple_new(Product, t), [])
+            bucket[1].append((key, bucket[0], want))
