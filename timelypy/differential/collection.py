@@ -26,9 +26,10 @@ from typing import (
 )
 
 from ..dataflow.probe import ProbeHandle
+from ..dataflow.scope import enter_time, leave_time
 from ..dataflow.stream import Stream
 from ..errors import TimelyError
-from ..order import PathSummary, Product
+from ..order import PathSummary
 from . import join as joins
 from .agent import TraceAgent
 from .arrange import arrange_stream
@@ -220,7 +221,7 @@ class Collection:
 
         Example: in ``roots.iterate(body)``, ``body(reached)`` uses
         ``edges.enter(reached.scope)``."""
-        return Collection(child, self.inner.enter(child)).map_times(_to_inner)
+        return Collection(child, self.inner.enter(child)).map_times(enter_time)
 
     def leave(self) -> "Collection":
         """This collection in the parent scope, accumulating every iteration.
@@ -229,7 +230,7 @@ class Collection:
         parent = self.scope.parent
         if parent is None:
             raise TimelyError("leave: the collection is in a root scope")
-        return Collection(parent, self.map_times(_to_outer).inner.leave())
+        return Collection(parent, self.map_times(leave_time).inner.leave())
 
     def iterate(
         self,
@@ -689,14 +690,6 @@ def _arranged(c: Joinable, by_self: bool = False) -> Arranged:
     arranged = c.arrange_by_self() if by_self else c.arrange_by_key()
     arranged.spine.private = True
     return arranged
-
-
-def _to_inner(t: Any) -> Product:
-    return Product(t, 0)
-
-
-def _to_outer(t: Any) -> Any:
-    return t[0]
 
 
 def _first(kv: Tuple[Any, Any]) -> Any:
