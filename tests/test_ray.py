@@ -28,7 +28,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import timelypy as tp  # noqa: E402
 from timelypy.errors import WaitTimeoutError, WorkerDiedError, WorkerError  # noqa: E402
-from timelypy.workers.ray_actors import ACTOR_CLASS_NAME  # noqa: E402
+from timelypy.workers.launch.ray_actors import ACTOR_CLASS_NAME  # noqa: E402
 
 try:
     import strategies as strat

@@ -381,7 +381,7 @@ def test_watchdog_stop_ends_the_session_processes_and_leaves_the_driver():
 
 @linux_only
 def test_watchdog_finds_the_family_by_session_dir_and_parent():
-    from timelypy.workers.ray_watchdog import session_processes
+    from timelypy.workers.launch.ray_watchdog import session_processes
 
     with _fake_driver() as (driver, family, watchdog_pid, bystander, base):
         found = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any, Iterable
 
 __all__ = [
@@ -273,3 +274,21 @@ class PendingTimeWarning(UserWarning):
 
 
 __all__ += ["PendingTimeWarning"]
+
+
+# -- values in messages
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 80
+_SHORT_REPR.maxlevel = 4
+
+
+def short_repr(value: Any) -> str:
+    """A short ``repr`` of ``value`` for an error message, even for huge, deep or broken values
+    (a ``__repr__`` that raises gives ``<unprintable TYPE>``)."""
+    try:
+        return _SHORT_REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a __repr__ that raises
+        return f"<unprintable {type(value).__name__}>"
+
+
+__all__ += ["short_repr"]

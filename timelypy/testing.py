@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple, Union
 
-from .workers.session import open_session
+from .workers.sessions.session import open_session
 
 __all__ = ["run_changes", "check_against_scratch", "contents_at", "ScratchMismatch"]
 

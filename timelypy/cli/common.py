@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import typer
 
 from ..errors import did_you_mean
-from ..workers.defaults import BACKEND_ENV, RAY_ADDRESS_ENV, WORKERS_ENV
+from ..workers.launch.defaults import BACKEND_ENV, RAY_ADDRESS_ENV, WORKERS_ENV
 from .report import concise_report, full_report
 
 __all__ = [
@@ -210,7 +210,7 @@ def run_function(target: str, args: Sequence[str]) -> Any:
     from the current directory or ``sys.path``, then call ``function()`` - a program's main -
     or, when it takes one argument, run it as a ``build(worker)`` with ``execute`` and print
     every worker's result that is not None. ``sys.argv`` is ``[target, *args]`` meanwhile."""
-    from ..workers.execute import execute
+    from ..workers.launch.execute import execute
 
     match = TARGET.match(target)
     if match is None:

@@ -1,6 +1,6 @@
 """``timelypy run`` and ``timelypy examples``: run a program, list or run the bundled examples.
 
-Workers and backend reach the program through the environment (:mod:`timelypy.workers.defaults`):
+Workers and backend reach the program through the environment (:mod:`timelypy.workers.launch.defaults`):
 every ``execute`` / ``open_session`` call that leaves ``workers`` and ``backend`` unset uses them.
 """
 

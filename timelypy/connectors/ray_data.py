@@ -15,7 +15,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from ..workers.batch import show
+from ..errors import short_repr
 from .spark_columns import (
     INSTALL_HINT,
     Columns,
@@ -277,7 +277,7 @@ def _table(
             if value is None and not field.nullable:
                 raise SparkOutputError(
                     f"{where}: column {field.name!r} is not nullable, but "
-                    f"record {show(record)} has null there"
+                    f"record {short_repr(record)} has null there"
                 )
             if (
                 value is not None
@@ -289,7 +289,7 @@ def _table(
             ):
                 raise SparkOutputError(
                     f"{where}: column {field.name!r} has type {field.type}, "
-                    f"but record {show(record)} has {show(value)} of type "
+                    f"but record {short_repr(record)} has {short_repr(value)} of type "
                     f"{type(value).__name__} there"
                 )
         arrays.append(pa.array(values, type=field.type))
@@ -319,7 +319,8 @@ def records_to_arrow(
         values = columns.flatten(record)
         if count is None and n < 0:
             raise SparkOutputError(
-                f"{where}: record {show(record)} has count {n}: use count='...' for negative counts"
+                f"{where}: record {short_repr(record)} has count {n}: "
+                "use count='...' for negative counts"
             )
         copies = 1 if count is not None else n
         rows.extend([values + ((n,) if count is not None else ())] * copies)

@@ -30,7 +30,7 @@ import time as _time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ..errors import SessionInputError, WorkerError
-from ..workers.session import DataflowSession
+from ..workers.sessions.session import DataflowSession
 from .spark_columns import (
     INSTALL_HINT,
     BadRow,

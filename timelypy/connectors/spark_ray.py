@@ -22,7 +22,7 @@ from typing import (
     Union,
 )
 
-from ..workers.ray_start import ensure_ray
+from ..workers.launch.ray_start import ensure_ray
 from .ray_data import (
     RAY_TIMEOUT,
     _bounded,
@@ -199,7 +199,8 @@ def spark_on_ray(
     ``executor_cores`` CPUs and ``executor_memory`` each.
 
     Ray: the connected one, else the one at ``address`` (or ``RAY_ADDRESS``), else a new local
-    Ray started as the Ray backend starts one (:func:`~timelypy.workers.ray_start.ensure_ray`:
+    Ray started as the Ray backend starts one
+    (:func:`~timelypy.workers.launch.ray_start.ensure_ray`:
     loopback only, Ray's token authentication, ended with this process however it ends); that
     Ray stays up after Spark stops, for later calls. Settings: :data:`RAYDP_SETTINGS`, this
     interpreter as the executors' Python (``PYSPARK_PYTHON``), ``configs`` on top (extra Java
@@ -548,7 +549,7 @@ class _ShardReader:
                     f"input {shard.input!r}: worker {shard.index} got no "
                     f"batch of its shard within {self.read_timeout} s "
                     f"(read from Ray's object store: {cpu_report()})"
-                )
+                ) from None
             return None
         self.last = _time.monotonic()
         if isinstance(item, BaseException):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..errors import short_repr
 from ..order import less_equal
-from ..workers.batch import show
-from ..workers.session import DataflowSession
+from ..workers.sessions.session import DataflowSession
 from .spark_columns import INTEGER_TYPES, Columns, SparkOutputError, require_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -158,7 +158,7 @@ class CollectionView:
                 rows.append(values + (n,))
             elif n < 0:
                 raise SparkOutputError(
-                    f"view of {self.capture!r}: record {show(record)} has "
+                    f"view of {self.capture!r}: record {short_repr(record)} has "
                     f"count {n}: use count='...' for negative counts"
                 )
             else:
@@ -231,12 +231,13 @@ def _check_values(field: Any, i: int, rows: List[Tuple[Any, ...]]) -> None:
         if v is None:
             if not field.nullable:
                 raise SparkOutputError(
-                    f"column {field.name!r} is not nullable but row {show(row)} has null there"
+                    f"column {field.name!r} is not nullable but row {short_repr(row)} "
+                    "has null there"
                 )
             continue
         bad = not isinstance(v, allowed) or (kind != "boolean" and isinstance(v, bool))
         if bad:
             raise SparkOutputError(
-                f"column {field.name!r} has type {kind}, but row {show(row)} "
-                f"has {show(v)} of type {type(v).__name__} there"
+                f"column {field.name!r} has type {kind}, but row {short_repr(row)} "
+                f"has {short_repr(v)} of type {type(v).__name__} there"
             )

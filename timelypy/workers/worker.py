@@ -428,7 +428,8 @@ class Worker:
         return steps
 
     def step_until(self, probe: Any, time: Any, timeout: Optional[float] = None) -> int:
-        """Step until ``probe`` has passed every time before ``time`` (``not probe.less_than(time)``).
+        """Step until ``probe`` has passed every time before ``time``
+        (``not probe.less_than(time)``).
 
         Raises :class:`StallError` at once when an open input of this worker holds the probe
         before ``time``: nothing can advance that input while this worker waits (the classic

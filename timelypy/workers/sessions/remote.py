@@ -24,8 +24,8 @@ from multiprocessing.connection import wait as wait_for_connections
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..communication import wire
-from ..errors import (
+from ...communication import wire
+from ...errors import (
     SessionCommandError,
     SessionInputError,
     StallError,
@@ -34,8 +34,8 @@ from ..errors import (
     WorkerDiedError,
     WorkerError,
 )
+from ..launch.backends import Backend
 from . import rendezvous
-from .backends import Backend
 from .service import CLOSE, ERROR, FAILED, HELLO, WAIT, Command, error_parts, serve
 
 __all__ = ["RemoteClient", "Request", "STOP_WAIT"]

@@ -33,13 +33,13 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..communication.fabric import control_message
-from ..errors import StallError, TimelyError, WorkerDiedError
-from ..order import less_equal
-from ..stats import StatsSink, export_ray_metrics, in_ray_actor
+from ...communication.fabric import control_message
+from ...errors import StallError, TimelyError, WorkerDiedError
+from ...order import less_equal
+from ...stats import StatsSink, export_ray_metrics, in_ray_actor
+from ..worker import Worker
 from .handles import Changes, Input, Lookup, Probe, Retracting, describe_handles, find_handle
 from .rendezvous import connect_to_driver
-from .worker import Worker
 
 __all__ = [
     "HandleService",

@@ -19,14 +19,14 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Optional, Tuple
 
-from ..communication.handshake import (
+from ...communication.handshake import (
     HandshakeRefused,
     accept_claim,
     describe_address,
     greet_as_connector,
     read_claim,
 )
-from ..errors import TimelyError
+from ...errors import TimelyError
 
 __all__ = ["DRIVER", "HANDSHAKE_TIMEOUT", "DriverListener", "connect_to_driver"]
 

@@ -22,8 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from ..communication.mesh import Address, MeshFabric, MeshSettings, SocketMesh
-from ..errors import (
+from ...communication.mesh import Address, MeshFabric, MeshSettings, SocketMesh
+from ...errors import (
     WaitTimeoutError,
     WorkerDiedError,
     WorkerError,
@@ -121,14 +121,14 @@ class BuildOnMesh:
     timeout: Optional[float] = None
 
     def __call__(self, index: int, peers: int, mesh: SocketMesh) -> Any:
-        from .worker import Worker, run_worker
+        from ..worker import Worker, run_worker
 
         return run_worker(Worker(index, peers, MeshFabric(mesh)), self.build, timeout=self.timeout)
 
 
 def pickle_for_workers(obj: Any, what: str, where: str) -> bytes:
     """``cloudpickle.dumps(obj)`` keeping the file names of functions pickled by value
-    (:func:`~timelypy.workers.shipping.dumps`); a failure gets a note saying ``what`` must
+    (:func:`~timelypy.workers.launch.shipping.dumps`); a failure gets a note saying ``what`` must
     reach ``where``."""
     try:
         return ship_dumps(obj)

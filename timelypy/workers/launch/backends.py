@@ -139,7 +139,7 @@ register_backend(
 register_backend(
     Backend(
         "processes",
-        lazy_run("timelypy.workers.processes", "run_processes"),
+        lazy_run("timelypy.workers.launch.processes", "run_processes"),
         description="one local OS process per worker, joined by an authenticated TCP mesh",
         cancellable=True,
     )
@@ -147,7 +147,7 @@ register_backend(
 register_backend(
     Backend(
         "ray",
-        lazy_run("timelypy.workers.ray_actors", "run_ray"),
+        lazy_run("timelypy.workers.launch.ray_actors", "run_ray"),
         description="one Ray actor per worker, joined by an authenticated TCP mesh",
         cancellable=True,
     )

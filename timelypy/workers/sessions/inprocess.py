@@ -13,18 +13,18 @@ import threading
 import time as _time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import (
+from ...errors import (
     SessionCommandError,
     WaitTimeoutError,
     WorkerError,
     describe_exception,
     format_exception_safely,
 )
-from ..instrument import OperatorScheduled
+from ...instrument import OperatorScheduled
+from ..worker import Worker, tuned_gc
 from .handles import describe_handles
 from .remote import Request
 from .service import WAIT, Command, HandleService
-from .worker import Worker, tuned_gc
 
 __all__ = ["InProcessClient"]
 

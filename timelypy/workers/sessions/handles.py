@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Protocol, Tuple, Type, runtime_checkable
 
-from ..errors import HandleKindError, UnknownHandleError, did_you_mean
+from ...errors import HandleKindError, UnknownHandleError, did_you_mean
 
 __all__ = [
     "Input",

@@ -20,7 +20,7 @@ def run_processes(
 ) -> List[Any]:
     """Run ``build`` on ``workers`` worker processes; return their results in index order.
 
-    ``options`` go to :func:`~timelypy.workers.launcher.run_in_processes` (``start_method``,
+    ``options`` go to :func:`~timelypy.workers.launch.launcher.run_in_processes` (``start_method``,
     ``connect_timeout``, ``mesh_window``, ``mesh_send_timeout``, ``startup_timeout``, ``grace``,
     ``heartbeat_timeout`` - default 30 s,
     ``None`` disables it - and ``cancel``).
