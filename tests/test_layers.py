@@ -316,9 +316,6 @@ ALLOWED_LARGE: Dict[str, str] = {
     "timelypy.differential.collection": "#21: to be reviewed after ruff format",
     "timelypy.differential.trace.spine": "#21: the spine-private builder leaves the module",
     "timelypy.differential.trace.spine._maintain": "#21: the spine's merge is reworked",
-    "timelypy.connectors.spark_ray": "#21: becomes the connectors/spark/ package",
-    "timelypy.connectors.spark_ray.spark_on_ray": "#21: becomes the connectors/spark/ package",
-    "timelypy.workers.sessions.session": "#21: the sessions wing of workers/",
     "timelypy.io.formats": "#21: one module per file format",
     "timelypy.progress.reachability._propagate_total": "#21: the progress kernel",
 }

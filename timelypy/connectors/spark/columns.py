@@ -24,7 +24,7 @@ from typing import (
     Union,
 )
 
-from ..errors import TimelyError, short_repr
+from ...errors import TimelyError, short_repr
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame

@@ -29,9 +29,9 @@ import threading
 import time as _time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from ..errors import SessionInputError, WorkerError
-from ..workers.sessions.session import DataflowSession
-from .spark_columns import (
+from ...errors import SessionInputError, WorkerError
+from ...workers.sessions.session import DataflowSession
+from .columns import (
     INSTALL_HINT,
     BadRow,
     Columns,
@@ -42,7 +42,7 @@ from .spark_columns import (
     SparkUnavailableError,
     require_pyspark,
 )
-from .spark_view import CollectionView
+from .view import CollectionView
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame, SparkSession
@@ -63,7 +63,7 @@ __all__ = [
     "SPARK_SETTINGS",
 ]
 
-log = logging.getLogger("timelypy.connectors.spark")
+log = logging.getLogger(__name__)
 
 JAVA_OPTIONS = " ".join(
     ["-XX:+IgnoreUnrecognizedVMOptions"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..errors import short_repr
-from ..order import less_equal
-from ..workers.sessions.session import DataflowSession
-from .spark_columns import INTEGER_TYPES, Columns, SparkOutputError, require_pyspark
+from ...errors import short_repr
+from ...order import less_equal
+from ...workers.sessions.session import DataflowSession
+from .columns import INTEGER_TYPES, Columns, SparkOutputError, require_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame, SparkSession
