@@ -316,7 +316,6 @@ ALLOWED_LARGE: Dict[str, str] = {
     "timelypy.differential.collection": "#21: to be reviewed after ruff format",
     "timelypy.differential.trace.spine": "#21: the spine-private builder leaves the module",
     "timelypy.differential.trace.spine._maintain": "#21: the spine's merge is reworked",
-    "timelypy.io.formats": "#21: one module per file format",
     "timelypy.progress.reachability._propagate_total": "#21: the progress kernel",
 }
 

@@ -1,4 +1,4 @@
-"""A directory watched for new files, each loaded once as an atomic epoch (like Spark's file source).
+"""A directory watched for new files, each loaded once as an atomic epoch (as Spark's file source).
 
 :class:`DirectoryWatcher` polls a directory: a file is taken once it looks complete (its size
 and modification time unchanged for ``settle`` seconds; a writer that renames a finished file
