@@ -108,7 +108,7 @@ class Worker:
         self.control: List[Any] = []
         """Payloads of control messages (sent by a driver session), for its service loop."""
         self._retired: List[Subgraph] = []  # completed dataflows, released at the next step
-        self._idle_release: List[Any] = []  # traces nothing reads, dropped when quiet
+        self._when_quiet: List[Callable[[], None]] = []  # see defer_until_quiet
         self._scope_names: Dict[str, int] = {}  # see scope_name
         self.steps = 0
         """How many times :meth:`step` ran (input sessions tell from it whether what they
@@ -116,9 +116,9 @@ class Worker:
         self.stepping = False
         """A :meth:`step` is under way (an operator's function is running)."""
         self.pace_inputs = True
-        """Input sessions may step this worker when a producer ran far ahead of it (see
-        ``InputSession.max_pending``); a driver session, which steps it itself, turns this
-        off."""
+        """Input pacing is on: :meth:`pace_input` may step this worker when a producer ran far
+        ahead of it (see ``InputSession.max_pending``); a driver session, which steps it
+        itself, turns this off."""
 
     # ----------------------------------------------------------------- identifiers
     def new_identifier(self) -> int:
@@ -230,15 +230,39 @@ class Worker:
         retired, self._retired = self._retired, []
         for df in retired:
             df.retire()
-        if self._idle_release:  # (their retirement dropped them)
-            self._idle_release = [s for s in self._idle_release if not s.dropped]
+        if self._when_quiet and not self._dataflows:  # no dataflow left to wait for
+            self._run_deferred()
 
-    def release_when_idle(self, spine: Any) -> None:
-        """Drop the batches of ``spine``, a trace nothing reads any more (see
-        :attr:`~timelypy.differential.trace.Spine.abandoned`), at the end of the next step that
-        leaves the worker quiet (else its dataflow's retirement does): freeing is work that
-        belongs to no update, so it waits for a moment without any."""
-        self._idle_release.append(spine)
+    def defer_until_quiet(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` at the end of the next step that leaves the worker quiet, or
+        once every dataflow has completed and been released, whichever comes first. For work
+        that belongs to no update (freeing a trace nothing reads any more, say), done at a
+        moment without any instead of inside the busy step that asked for it."""
+        self._when_quiet.append(callback)
+
+    def _run_deferred(self) -> None:
+        deferred, self._when_quiet = self._when_quiet, []
+        for callback in deferred:
+            callback()
+
+    pacing_steps = 1000
+    """The most steps :meth:`pace_input` makes before it lets the producer go on."""
+
+    def pace_input(self, source: InputSource) -> bool:
+        """Input pacing, this worker's policy: ``source`` sent many updates into the dataflow
+        since the worker last stepped and moves to a later time. Flushes ``source`` and steps
+        until the worker is quiet (at most :attr:`pacing_steps` steps), so that the dataflow
+        seals, joins and compacts them before more arrive; returns whether it did. Never from
+        inside a step, while a dataflow is being built, with peers (the frontier also waits for
+        their inputs, which move when they flush), or when :attr:`pace_inputs` is off."""
+        if self.peers > 1 or self.stepping or self._building or not self.pace_inputs:
+            return False
+        source.flush()
+        for _ in range(self.pacing_steps):
+            self.step()
+            if self._quiet():
+                break
+        return True
 
     def has_dataflows(self) -> bool:
         """Some dataflow has not completed yet."""
@@ -289,10 +313,8 @@ class Worker:
             incomplete = self._step()
         finally:
             self.stepping = False
-        if self._idle_release and self._dataflows and self._quiet():
-            released, self._idle_release = self._idle_release, []
-            for spine in released:
-                spine.drop_abandoned()
+        if self._when_quiet and self._dataflows and self._quiet():
+            self._run_deferred()
         return incomplete
 
     def _step(self) -> bool:
