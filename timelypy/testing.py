@@ -1,4 +1,4 @@
-"""Testing helpers: run a collection function over given batches, check it against a from-scratch run.
+"""Testing helpers: run a collection function over given batches, check it against a rerun.
 
 Like Bytewax's ``TestingSource`` or Pathway's ``pw.debug``: no dataflow, session or probe to
 write. A *program* is a function from input collections to one output ``Collection``; a

@@ -14,7 +14,7 @@ import pathlib
 import re
 import runpy
 import sys
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type
 
 import typer
 
@@ -57,11 +57,11 @@ def suggest(name: Any, choices: Iterable[Any]) -> str:
     return f" ({hint})" if hint else ""
 
 
-def _command_line_exits() -> Tuple[type, ...]:
+def _command_line_exits() -> Tuple[Type[BaseException], ...]:
     """The exceptions by which the command line itself exits: typer's, and click's where typer
     runs on click (typer before 0.2x uses the click package; later ones carry their own copy,
     whose exceptions derive from ``typer.TyperException``, and click may not be installed)."""
-    kinds: List[type] = [typer.Exit, typer.Abort]
+    kinds: List[Type[BaseException]] = [typer.Exit, typer.Abort]
     if hasattr(typer, "TyperException"):
         kinds.append(typer.TyperException)
     try:

@@ -89,7 +89,8 @@ def graph(
 ) -> None:
     """Draw the dataflows PROGRAM.py builds.
 
-    Operators, channels with their pact (pipeline or exchange), scopes as clusters, loops. The program runs to its end on one inline worker (its own output goes to stderr):
+    Operators, channels with their pact (pipeline or exchange), scopes as clusters, loops. The
+    program runs to its end on one inline worker (its own output goes to stderr):
 
         timelypy graph examples/skip_level.py --format png -o skip_level.png --stats
     """

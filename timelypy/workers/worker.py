@@ -139,6 +139,7 @@ class Worker:
             return None
         channel = self.new_identifier()
         fabric = self.fabric
+        assert fabric is not None  # a worker with peers has one (see __init__)
         to_peers = getattr(fabric, "send_to_peers", None)
         if to_peers is None:
             others = [j for j in range(self.peers) if j != self.index]
@@ -496,7 +497,8 @@ class Worker:
             at = unadvanced() if unadvanced is not None else None
             if at is None or at != time:
                 continue
-            held = source.capability()
+            capability = getattr(source, "capability", None)
+            held = capability() if capability is not None else None
             if held is not None and not any(sg is held[0] for sg in subgraphs):
                 continue  # an input of another dataflow
             message = pending_time_message(

@@ -169,9 +169,9 @@ def spark_and_workers(
         )
     if num_cpus_per_worker is None:
         cluster = float(ray.cluster_resources().get("CPU", 0))
-        spark_cpus = executors * executor_cores if owns else _spark_cpus(spark)
+        spark_cpus = executors * executor_cores if spark is None else _spark_cpus(spark)
         num_cpus_per_worker = worker_cpus(cluster, spark_cpus, workers)
-    if owns:
+    if spark is None:
         spark = spark_on_ray(
             app_name,
             executors,

@@ -283,11 +283,11 @@ class Columns:
                     f"has type {types[name]}, which is not a record type "
                     f"({', '.join(sorted(RECORD_TYPES))}): cast it first",
                 )
-        for name, what in ((self.diff, "diff"), (self.time, "time")):
-            if name is not None and types[name] not in INTEGER_TYPES:
+        for column, what in ((self.diff, "diff"), (self.time, "time")):
+            if column is not None and types[column] not in INTEGER_TYPES:
                 raise refuse(
-                    name,
-                    f"is the {what} column but has type {types[name]}, not an "
+                    column,
+                    f"is the {what} column but has type {types[column]}, not an "
                     f"integer type ({', '.join(sorted(INTEGER_TYPES))})",
                 )
         if self.op is not None and types[self.op] != "string":
@@ -377,6 +377,7 @@ class RowReader:
                 if problem is None
                 else problem.when(condition, F.lit(i))
             )
+        assert problem is not None  # one condition per check, and there is a check
         found = (
             df.select(*[df[c] for c in self.columns.selected], problem.alias(PROBLEM))
             .where(F.col(PROBLEM).isNotNull())
@@ -456,7 +457,7 @@ class RowReader:
 
     def convert_table(
         self, table: Any, now: Optional[int] = None
-    ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
+    ) -> Tuple[List[Any], List[int], Optional[List[Optional[int]]]]:
         """Columnar :meth:`convert` of an Arrow table or batch of the :attr:`Columns.selected`
         columns: ``(records, diffs, times)`` (times None: the input's time). Checks run on whole
         columns (nulls, NaN, ops, times); a batch that fails one is converted row by row, so
@@ -508,7 +509,7 @@ class RowReader:
 
     def _convert_rows(
         self, columns: Sequence[Any], now: Optional[int]
-    ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
+    ) -> Tuple[List[Any], List[int], Optional[List[Optional[int]]]]:
         records: List[Any] = []
         diffs: List[int] = []
         times: List[Optional[int]] = []

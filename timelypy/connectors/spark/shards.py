@@ -65,7 +65,7 @@ class Shard(NamedTuple):
     ``streaming_split``) over the mapped columns, and the reader that turns rows into
     ``(record, diff, time)``. Picklable: it travels to the worker's Ray actor."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the worker's number; shadows tuple.index
     workers: int
     iterator: Any
     reader: RowReader

@@ -109,7 +109,8 @@ class CollectionView:
     def changes(self) -> List[Tuple[Any, Any, int]]:
         """The consolidated changes read so far, ``(record, time, diff)``, sorted by time
         (after :meth:`compact`, the snapshot appears at the last compacted time)."""
-        out = [(d, self._compacted - 1, r) for d, r in self._base.items()]
+        base_time = (self._compacted or 0) - 1  # (no base before a compaction)
+        out = [(d, base_time, r) for d, r in self._base.items()]
         out += [(d, t, r) for (d, t), r in self._changes.items()]
         try:
             out.sort(key=lambda u: (u[1], u[0]))
@@ -201,7 +202,7 @@ def _frame(
 ) -> "DataFrame":
     """A DataFrame of ``struct`` from ``rows`` whose values are in ``order``: every value is
     checked against its field's type first, then the rows go through pandas (and Arrow)."""
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # pandas ships no type information
 
     fields = {f.name: f for f in struct.fields}
     missing = [n for n in order if n not in fields] + [n for n in fields if n not in order]

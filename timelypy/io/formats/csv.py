@@ -83,12 +83,12 @@ class Csv(FileFormat):
                         line=line,
                         value=values,
                     )
-                try:
-                    record, diff = fast(values) if fast is not None else (None, None)
-                except (ValueError, TypeError, ArithmeticError):
-                    fast_failed = True
-                else:
-                    fast_failed = fast is None
+                fast_failed = fast is None
+                if fast is not None:
+                    try:
+                        record, diff = fast(values)
+                    except (ValueError, TypeError, ArithmeticError):
+                        fast_failed = True
                 if fast_failed:  # the checks row by row, and an error that names the column
                     record, diff = self.shape(
                         source, line, dict(zip(fields, values, strict=True)), names

@@ -75,7 +75,8 @@ class CollectStatistics:
         self.timeout = timeout
 
     def __call__(self, worker: Worker) -> Tuple[Any, Any]:
-        sink = worker.instruments.add(StatsSink(worker.index))
+        sink = StatsSink(worker.index)
+        worker.instruments.add(sink)
         try:
             result = self.build(worker)
             worker.close_inputs()

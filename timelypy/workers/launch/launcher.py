@@ -351,7 +351,7 @@ def _main_without_missing_file() -> Iterator[None]:
     The build function travels by value (cloudpickle), so the child does not need it."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    if path is None or os.path.exists(path):
+    if main is None or path is None or os.path.exists(path):
         yield
         return
     del main.__file__

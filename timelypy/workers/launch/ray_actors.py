@@ -395,7 +395,7 @@ def _gather_hellos(job: _Actors, deadline: float, limit: float) -> List[Tuple[st
         deadline,
         lambda: f"Ray workers {sorted(pending.values())} did not start within {limit} s",
     )
-    return [tuple(h["address"]) for h in job.hellos]  # type: ignore[index,misc]
+    return [tuple(h["address"]) for h in job.hellos]  # type: ignore[index]
 
 
 def _run_actors(

@@ -318,6 +318,7 @@ class Supervisor:
             if final or time.monotonic() - self.secondary_since >= SECONDARY_GRACE:
                 reporter, report = self.errors[0]
                 dead = report.died_peer
+                assert dead is not None  # the loop above raised for every root cause
                 raise WorkerDiedError(
                     f"{self.describe(dead)} died (reported by worker {reporter}: {report.message})",
                     worker=dead,

@@ -68,13 +68,13 @@ class InProcessClient:
                 results.append(None)
                 failed = failed or (i, command, exc)
         if failed is not None:
-            i, command, exc = failed
+            i, command, error = failed
             raise SessionCommandError(
                 f"session: {command[0]!r} failed on worker {i}: "
-                f"{type(exc).__name__}: {describe_exception(exc)}",
+                f"{type(error).__name__}: {describe_exception(error)}",
                 worker=i,
-                traceback_text=format_exception_safely(exc),
-            ) from exc
+                traceback_text=format_exception_safely(error),
+            ) from error
         return results
 
     def _run(self, i: int, command: Command, deadline: float, timeout: float) -> Any:

@@ -53,6 +53,11 @@ _LIVE: "weakref.WeakSet[RemoteClient]" = weakref.WeakSet()
 _registered = False
 
 
+def _ready(conns: List[Connection]) -> List[Connection]:
+    """The connections of ``conns`` with something to read, after at most :data:`_POLL` s."""
+    return [c for c in wait_for_connections(conns, _POLL) if isinstance(c, Connection)]
+
+
 def _abort_live_clients() -> None:
     """At interpreter exit: stop the workers of every session that was not closed."""
     for client in list(_LIVE):
@@ -141,16 +146,16 @@ class RemoteClient:
                     f"s ({self._listener.refused} stray connections refused)"
                 )
             with self._lock:
-                waiting = [
+                waiting: List[Connection] = [
                     c for c, h in zip(self._conns, self._hellos) if c is not None and h is None
                 ]
             if not waiting:
                 _time.sleep(0.02)
                 continue
-            for conn in wait_for_connections(waiting, _POLL):
-                i = self._conns.index(conn)  # type: ignore[arg-type]
+            for conn in _ready(waiting):
+                i = self._conns.index(conn)
                 try:
-                    kind, index, _, value = conn.recv()  # type: ignore[union-attr]
+                    kind, index, _, value = conn.recv()
                 except (OSError, EOFError) as exc:
                     raise self._lost(i, exc) from exc
                 if kind == ERROR:
@@ -166,7 +171,15 @@ class RemoteClient:
     @property
     def handles(self) -> Dict[str, Any]:
         """The handle report of worker 0 (every worker builds the same dataflow)."""
-        return self._hellos[0]["handles"]  # type: ignore[index]
+        hello = self._hellos[0]
+        assert hello is not None  # every worker said hello before the client is handed out
+        return hello["handles"]
+
+    def _conn(self, i: int) -> Connection:
+        conn = self._conns[i]
+        if conn is None:  # pragma: no cover - every worker connected before any command
+            raise TimelyError(f"session: worker {i} is not connected")
+        return conn
 
     @property
     def pids(self) -> List[int]:
@@ -207,7 +220,7 @@ class RemoteClient:
                 ) from exc
         for i, payload in payloads:
             try:
-                self._conns[i].send_bytes(payload)  # type: ignore[union-attr]
+                self._conn(i).send_bytes(payload)
             except (OSError, EOFError) as exc:
                 raise self._fail(self._lost(i, exc)) from exc
         what = ", ".join(sorted({repr(command[0]) for _, command in commands}))
@@ -221,10 +234,10 @@ class RemoteClient:
         deadline = _time.monotonic() + timeout
         while pending:
             waiting = {commands[p][0] for p in pending.values()}
-            for conn in wait_for_connections([self._conns[i] for i in waiting], _POLL):
-                i = self._conns.index(conn)  # type: ignore[arg-type]
+            for conn in _ready([self._conn(i) for i in waiting]):
+                i = self._conns.index(conn)
                 try:
-                    kind, index, reply_id, value = conn.recv()  # type: ignore[union-attr]
+                    kind, index, reply_id, value = conn.recv()
                 except (OSError, EOFError) as exc:
                     raise self._fail(self._lost(i, exc)) from exc
                 if kind == ERROR:

@@ -460,7 +460,8 @@ def _forward_commands(link: _Link, service: HandleService, backlog: _Backlog) ->
                 if kind == STAGE:  # checks against the inputs' times (read; never ahead)
                     result: Any = service.stage(command[1])
                 elif kind == DISCARD:
-                    result = service.discard()
+                    service.discard()
+                    result = None
                 elif kind == COMMIT:
                     staged, service._staged = service._staged, []
                     size = sum(len(records) for _, records, _, _, _ in staged)

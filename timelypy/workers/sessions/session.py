@@ -50,7 +50,7 @@ import logging
 import time as _time
 import warnings
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple
 
 from ...errors import (
     InputClosedError,
@@ -531,7 +531,7 @@ class DataflowSession:
     def __enter__(self) -> "DataflowSession":
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
             self.close()
         else:
