@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..dataflow.input import InputHandle
 from ..dataflow.worker_interface import AsWorker
 from ..errors import DiffTypeError, InputClosedError, TimeOrderError, UnhashableDataError
 from .collection import Collection
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
 
 __all__ = ["InputSession", "new_collection", "new_collection_from"]
 
@@ -323,7 +326,7 @@ class InputSession:
         return f"{self._name!r} at {self._time!r}" + (" (closed)" if self.closed else "")
 
 
-def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Collection]:
+def new_collection(scope: Scope, name: str = "Input") -> Tuple[InputSession, Collection]:
     """A new input collection in ``scope``: returns ``(session, collection)``. The session is
     registered with the worker (flushed at every step, closed when ``build`` returns).
 
@@ -336,7 +339,7 @@ def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Colle
 
 
 def new_collection_from(
-    scope: Any, records: Iterable[Any], name: str = "Input"
+    scope: Scope, records: Iterable[Any], name: str = "Input"
 ) -> Tuple[InputSession, Collection]:
     """Like :func:`new_collection`, with ``records`` inserted at the minimum time.
 

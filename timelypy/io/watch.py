@@ -22,10 +22,13 @@ import os
 import pathlib
 import time as _time
 from fnmatch import fnmatch
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .formats import FileFormat, FileInputError, PathLike
 from .sources import load_rows, read_rows
+
+if TYPE_CHECKING:
+    from ..workers.sessions.session import DataflowSession
 
 __all__ = ["WatchState", "DirectoryWatcher", "watch_directory", "is_temporary", "files_in"]
 
@@ -185,7 +188,7 @@ class DirectoryWatcher:
 
 
 def watch_directory(
-    session: Any,
+    session: DataflowSession,
     input: str,
     directory: PathLike,
     fmt: Optional[FileFormat] = None,

@@ -7,7 +7,7 @@ import logging
 import threading
 import time as _time
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from ..communication.fabric import CONTROL, DATA, PROGRESS, Fabric, progress_message
 from ..dataflow.worker_interface import ChannelTarget, InputSource
@@ -19,6 +19,9 @@ from ..progress.reachability import Location
 from ..progress.subgraph import Subgraph
 from .collector import maybe_collect, paused_collector
 from .display import begin_wait, end_wait, progress_enabled
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
 
 __all__ = [
     "Worker",
@@ -41,6 +44,8 @@ def pending_time_message(who: str, input: str, time: Any) -> str:
         f"for {later}."
     )
 
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +183,7 @@ class Worker:
         self._inputs.append(source)
 
     # ----------------------------------------------------------------- building
-    def dataflow(self, fn: Callable[[Any], Any], name: Optional[str] = None) -> Any:
+    def dataflow(self, fn: Callable[[Scope], T], name: Optional[str] = None) -> T:
         """Build a dataflow: calls ``fn(scope)`` on a new root scope and returns its result."""
         from ..dataflow.scope import Scope
 

@@ -42,6 +42,11 @@ from .on_ray import require_raydp
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame
 
+    from ...dataflow.scope import Scope
+    from ...differential.collection import Collection
+    from ...differential.input import InputSession
+    from ...workers.worker import Worker
+
 __all__ = [
     "dataset_shards",
     "SparkShards",
@@ -255,7 +260,7 @@ class _ShardReader:
         self.stopped.set()
 
 
-def _insert(session: Any, shard: Shard, batch: Any, sent: int) -> int:
+def _insert(session: InputSession, shard: Shard, batch: Any, sent: int) -> int:
     """Insert an Arrow batch's rows into ``session`` (an ``InputSession``); the rows used.
     A bad row raises :class:`SparkInputError`; nothing of its batch is inserted."""
     reader, at = shard.reader, shard.time
@@ -281,7 +286,9 @@ class ShardInput:
     for the rest of the shard rather than dropping it. Holds a capability at the shard's time
     until then, and reports none to stall checks (it advances by itself)."""
 
-    def __init__(self, session: Any, shard: Shard, batch_rows: int, read_timeout: float) -> None:
+    def __init__(
+        self, session: InputSession, shard: Shard, batch_rows: int, read_timeout: float
+    ) -> None:
         self.session = session
         self.shard = shard
         self.rows = 0  # rows inserted so far
@@ -328,13 +335,13 @@ def _check_batch_rows(batch_rows: int) -> None:
 
 
 def shard_collection(
-    scope: Any,
+    scope: Scope,
     shards: Sequence[Shard],
     name: Optional[str] = None,
     *,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     read_timeout: float = DEFAULT_READ_TIMEOUT,
-) -> Tuple[ShardInput, Any]:
+) -> Tuple[ShardInput, "Collection"]:
     """A collection fed by this worker's shard (``shards[scope.worker.index]``): returns
     ``(input, collection)``. Every record is inserted at the shard's time (or its ``time``
     column's); the input closes once the shard is read, so a probe downstream passes that
@@ -363,8 +370,8 @@ def shard_collection(
 
 
 def feed_shard(
-    worker: Any,
-    session: Any,
+    worker: Worker,
+    session: InputSession,
     shard: Shard,
     *,
     batch_rows: int = DEFAULT_BATCH_ROWS,

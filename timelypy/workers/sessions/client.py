@@ -9,10 +9,11 @@ otherwise (the workers run the command loop of :mod:`.service` and connect back 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Sequence
 
 from ...stats import StatsSink
 from ..launch.backends import get_backend
+from .handles import Dataflow
 from .inprocess import InProcessClient
 from .remote import RemoteClient, Request
 
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["WorkerClient", "WithStatistics", "connect", "abandoned", "Dataflow"]
 
 log = logging.getLogger(__name__)
-
-Dataflow = Callable[["Scope"], Dict[str, Any]]
-"""A session's dataflow function: builds on a scope and names its handles."""
 
 
 class WorkerClient(Protocol):

@@ -22,7 +22,7 @@ from ...errors import (
 )
 from ...instrument import OperatorScheduled
 from ..worker import Worker, tuned_gc
-from .handles import describe_handles
+from .handles import Dataflow, describe_handles
 from .remote import Request
 from .service import WAIT, Command, HandleService
 
@@ -32,7 +32,7 @@ __all__ = ["InProcessClient"]
 class InProcessClient:
     """Workers in the driver's process: commands are method calls, waiting is stepping."""
 
-    def __init__(self, workers: List[Worker], dataflow: Callable[[Any], Dict[str, Any]]) -> None:
+    def __init__(self, workers: List[Worker], dataflow: Dataflow) -> None:
         self._workers = workers
         self._services = [HandleService(w, dataflow) for w in workers]
         self._alarm = _DeadlineAlarm(workers)

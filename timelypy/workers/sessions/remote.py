@@ -36,6 +36,7 @@ from ...errors import (
 )
 from ..launch.backends import Backend
 from . import rendezvous
+from .handles import Dataflow
 from .service import CLOSE, ERROR, FAILED, HELLO, WAIT, Command, error_parts, serve
 
 __all__ = ["RemoteClient", "Request", "STOP_WAIT"]
@@ -80,7 +81,7 @@ class RemoteClient:
     def __init__(
         self,
         backend: Backend,
-        dataflow: Callable[[Any], Dict[str, Any]],
+        dataflow: Dataflow,
         workers: int,
         timeout: float,
         options: Dict[str, Any],
