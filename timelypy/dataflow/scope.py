@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import TimelyError
 from ..order import IntSummary, PathSummary, Product, ProductSummary, TimeOrder
@@ -15,6 +15,10 @@ from .input import InputHandle, InputOperator
 from .operator import GenericOperator
 from .stream import Stream
 from .worker_interface import AsWorker
+
+if TYPE_CHECKING:  # the differential facades scope.new_collection hands out
+    from ..differential.collection import Collection
+    from ..differential.input import InputSession
 
 __all__ = ["Scope"]
 
@@ -134,7 +138,7 @@ class Scope:
         handle.close()
         return stream
 
-    def new_collection(self, name: str = "Input"):
+    def new_collection(self, name: str = "Input") -> Tuple[InputSession, Collection]:
         """A new differential input: returns ``(InputSession, Collection)``.
 
         The one deliberate upward reference of the timely layer (as differential dataflow's
@@ -148,7 +152,9 @@ class Scope:
 
         return new_collection(self, name)
 
-    def new_collection_from(self, records: Iterable[Any], name: str = "Input"):
+    def new_collection_from(
+        self, records: Iterable[Any], name: str = "Input"
+    ) -> Tuple[InputSession, Collection]:
         """A new differential input holding ``records`` at the minimum time:
         returns ``(InputSession, Collection)``.
 
@@ -157,7 +163,7 @@ class Scope:
 
         return new_collection_from(self, records, name)
 
-    def import_trace(self, trace: Any, name: str = "Import"):
+    def import_trace(self, trace: Any, name: str = "Import") -> Any:
         """Bring a trace handle exported from another dataflow into this one.
 
         Example: ``arranged = scope.import_trace(trace)`` is ``trace.import_(scope)``."""
