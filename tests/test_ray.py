@@ -209,7 +209,7 @@ def test_session_ray_has_token_auth_and_refuses_clients_without_the_token(ray_te
 
 def test_starting_ray_sets_no_environment_variable(monkeypatch):
     """timelypy leaves the environment (and with it Ray's authentication) alone."""
-    from timelypy.workers import ray_actors, ray_start
+    from timelypy.workers.launch import ray_actors, ray_start
 
     seen = {}
 

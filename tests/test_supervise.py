@@ -8,7 +8,7 @@ import cloudpickle
 import pytest
 
 from timelypy.errors import WaitTimeoutError, WorkerDiedError, WorkerError
-from timelypy.workers import supervise
+from timelypy.workers.launch import supervise
 from timelypy.workers.launch.supervise import ERROR, OK, ErrorReport, Supervisor
 
 
