@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Worker",
+    "Build",
     "StallError",
     "run_worker",
     "tuned_gc",
@@ -577,6 +578,10 @@ def tuned_gc() -> Iterator[None]:
     """The collector policy while workers step (see :mod:`.collector`; paused by default)."""
     with paused_collector():
         yield
+
+
+Build = Callable[[Worker], Any]
+"""A dataflow-building function: runs once per worker, its result is that worker's."""
 
 
 def run_worker(

@@ -16,7 +16,7 @@ sessions it opened, then stops the Spark it started (never one it was given, nor
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from ...workers.launch.ray_start import ensure_ray
 from .columns import SparkConnectorError
@@ -26,6 +26,7 @@ from .on_ray import START_TIMEOUT, spark_on_ray, stop_spark_on_ray
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import SparkSession
 
+    from ...workers.sessions.handles import Dataflow
     from ...workers.sessions.session import DataflowSession
 
 __all__ = ["spark_and_workers", "SparkAndWorkers", "worker_cpus"]
@@ -80,7 +81,7 @@ class SparkAndWorkers:
 
     def open_session(
         self,
-        dataflow: Callable[[Any], Dict[str, Any]],
+        dataflow: Dataflow,
         workers: Optional[int] = None,
         **options: Any,
     ) -> "DataflowSession":

@@ -8,15 +8,16 @@ the processes, with the supervision shared with the Ray backend (:mod:`.supervis
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, List, Optional
 
+from ..worker import Build
 from .supervise import BuildOnMesh
 
 __all__ = ["run_processes"]
 
 
 def run_processes(
-    build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None, **options: Any
+    build: Build, workers: int, timeout: Optional[float] = None, **options: Any
 ) -> List[Any]:
     """Run ``build`` on ``workers`` worker processes; return their results in index order.
 

@@ -63,6 +63,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ...communication.credit import DEFAULT_WINDOW
 from ...communication.mesh import MeshSettings
 from ...errors import WaitTimeoutError
+from ..worker import Build
 from . import ray_start
 from .ray_start import ensure_ray, shutdown
 from .ray_start import import_ray as _ray
@@ -483,7 +484,7 @@ def run_on_ray_actors(
 
 
 def run_ray(
-    build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None, **options: Any
+    build: Build, workers: int, timeout: Optional[float] = None, **options: Any
 ) -> List[Any]:
     """Run ``build(worker)`` on ``workers`` Ray actors; return the results in index order.
 

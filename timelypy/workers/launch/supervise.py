@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
@@ -32,6 +32,9 @@ from ...errors import (
     format_exception_safely,
 )
 from .shipping import dumps as ship_dumps
+
+if TYPE_CHECKING:
+    from ..worker import Build
 
 __all__ = [
     "WorkerMain",
@@ -117,7 +120,7 @@ class ErrorReport:
 class BuildOnMesh:
     """The :data:`WorkerMain` that runs a dataflow ``build`` on a worker over the mesh."""
 
-    build: Callable[[Any], Any]
+    build: Build
     timeout: Optional[float] = None
 
     def __call__(self, index: int, peers: int, mesh: SocketMesh) -> Any:

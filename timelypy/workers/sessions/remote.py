@@ -22,7 +22,7 @@ import weakref
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for_connections
 from multiprocessing.reduction import ForkingPickler
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...communication import wire
 from ...errors import (
@@ -35,6 +35,7 @@ from ...errors import (
     WorkerError,
 )
 from ..launch.backends import Backend
+from ..worker import Build
 from . import rendezvous
 from .handles import Dataflow
 from .service import CLOSE, ERROR, FAILED, HELLO, WAIT, Command, error_parts, serve
@@ -119,9 +120,7 @@ class RemoteClient:
         self._listener.close()
 
     # -- start-up -------------------------------------------------------------------------
-    def _run_job(
-        self, backend: Backend, build: Callable[[Any], Any], options: Dict[str, Any]
-    ) -> None:
+    def _run_job(self, backend: Backend, build: Build, options: Dict[str, Any]) -> None:
         try:
             backend.run(build, self.workers, **options)
         except BaseException as exc:  # noqa: BLE001 - reported to the driver
