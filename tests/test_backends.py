@@ -18,8 +18,8 @@ from timelypy.workers.launch.backends import (
     register_backend,
     unregister_backend,
 )
-from timelypy.workers.sessions.handles import Changes, Input, Lookup, Probe
 from timelypy.workers.launch.inline import local_workers, run_inline, run_inline_backend
+from timelypy.workers.sessions.handles import Changes, Input, Lookup, Probe
 
 
 def degree_dataflow(scope):
