@@ -35,7 +35,7 @@ except ImportError:  # running from a checkout without installing
 
 from timelypy.communication.wire import decode, encode, pickle_records, unpickle_records
 from timelypy.order import Product
-from timelypy.workers.launcher import run_in_processes
+from timelypy.workers.launch.launcher import run_in_processes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import _profile, add_profile_argument, profile_workers, profiled  # noqa: E402

@@ -94,7 +94,7 @@ def _count_shards(shards: Any) -> Any:
     """``build`` of a Ray job: load this worker's shard, count per key; rows and seconds."""
 
     def build(worker: Any) -> Dict[str, Any]:
-        from timelypy.connectors.spark_ray import shard_collection
+        from timelypy.connectors.spark import shard_collection
 
         started = time.perf_counter()
 
@@ -112,8 +112,7 @@ def _count_shards(shards: Any) -> Any:
 def measure_load_raydp(rows: int, worker_counts: List[int]) -> List[Dict[str, Any]]:
     """Rows per second from Spark on Ray (RayDP) into Ray workers through Dataset shards:
     Spark's executors write Arrow blocks to Ray's object store, each worker reads its own."""
-    from timelypy.connectors.spark_cluster import spark_and_workers
-    from timelypy.connectors.spark_ray import dataset_shards
+    from timelypy.connectors.spark import dataset_shards, spark_and_workers
 
     out = []
     with spark_and_workers(

@@ -36,12 +36,10 @@ from timelypy.connectors.spark import (
     CollectionView,
     Columns,
     ForeachBatchSink,  # noqa: E402
-    load,
-    local_spark,
-)
-from timelypy.connectors.spark_ray import (
     dataset_shards,
     is_spark_on_ray,  # noqa: E402
+    load,
+    local_spark,
     shard_collection,
     spark_on_ray,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any, Callable, Dict, Iterable, List
 
 __all__ = [
@@ -310,3 +311,21 @@ def offending_record(
 
 
 __all__ += ["NamedStage", "offending_record"]
+
+
+# -- values in messages
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 80
+_SHORT_REPR.maxlevel = 4
+
+
+def short_repr(value: Any) -> str:
+    """A short ``repr`` of ``value`` for an error message, even for huge, deep or broken values
+    (a ``__repr__`` that raises gives ``<unprintable TYPE>``)."""
+    try:
+        return _SHORT_REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a __repr__ that raises
+        return f"<unprintable {type(value).__name__}>"
+
+
+__all__ += ["short_repr"]

@@ -1,4 +1,4 @@
-"""Testing helpers: run a collection function over given batches, check it against a from-scratch run.
+"""Testing helpers: run a collection function over batches, check it against a from-scratch run.
 
 Like Bytewax's ``TestingSource`` or Pathway's ``pw.debug``: no dataflow, session or probe to
 write. A *program* is a function from input collections to one output ``Collection``; a
@@ -20,9 +20,12 @@ differ.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Sequence, Tuple, Union
 
-from .workers.session import open_session
+from .workers.sessions.session import open_session
+
+if TYPE_CHECKING:
+    from .dataflow.scope import Scope
 
 __all__ = ["run_changes", "check_against_scratch", "contents_at", "ScratchMismatch"]
 
@@ -79,7 +82,7 @@ class _Dataflow:
         self.names = list(names)
         self.single = single
 
-    def __call__(self, scope: Any) -> Dict[str, Any]:
+    def __call__(self, scope: Scope) -> Dict[str, Any]:
         handles, collections = {}, {}
         for name in self.names:
             handles[name], collections[name] = scope.new_collection()

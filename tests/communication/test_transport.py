@@ -29,7 +29,7 @@ from timelypy.errors import (
     WorkerError,
 )
 from timelypy.order import Product
-from timelypy.workers.launcher import run_in_processes
+from timelypy.workers.launch.launcher import run_in_processes
 
 # Worker functions defined here travel by value: children need not import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -20,8 +20,6 @@ from timelypy.connectors.spark import (
     SparkConnectorError,
     SparkInputError,
     SparkOutputError,
-)
-from timelypy.connectors.spark_ray import (
     changes_to_dataset,
     dataset_shards,
     dataset_to_spark,
@@ -100,7 +98,7 @@ import ray
 
 ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
          _temp_dir=sys.argv[1])
-from timelypy.connectors.spark_ray import SparkConnectorError, spark_on_ray
+from timelypy.connectors.spark import SparkConnectorError, spark_on_ray
 
 start = time.monotonic()
 try:  # an executor of 3 CPUs on a cluster of 2: Ray never places it
@@ -363,7 +361,7 @@ def test_conversions_need_no_free_cpu_and_waits_are_bounded(spark, pairs, ray_se
     is bounded, and its error says how many CPUs the cluster has and how many are free."""
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    from timelypy.connectors.spark_ray import _bounded
+    from timelypy.connectors.spark.datasets import bounded as _bounded
 
     ray = ray_session
     groups: list = []
@@ -482,7 +480,7 @@ def test_spark_and_workers_sizes_workers_beside_a_given_spark(spark, pairs):
     """spark_and_workers with the running RayDP Spark: workers get what Spark leaves of the
     tests' 4 CPUs (1 executor core -> 1.0 each for 2 workers, capped at one), sessions opened
     through the plan close with it, the Spark given stays up."""
-    from timelypy.connectors.spark_cluster import spark_and_workers
+    from timelypy.connectors.spark import spark_and_workers
 
     small = pairs.limit(3000)
     expected = {r["k"]: r["count"] for r in small.groupBy("k").count().collect()}

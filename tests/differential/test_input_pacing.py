@@ -19,7 +19,7 @@ import pytest
 
 import timelypy as tp
 from timelypy.differential.input import InputSession
-from timelypy.workers.service import HandleService
+from timelypy.workers.sessions.service import HandleService
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -293,10 +293,6 @@ ALLOWED_LARGE: Dict[str, str] = {
     ),
     "timelypy.differential.trace.spine": "#21: the spine-private builder leaves the module",
     "timelypy.differential.trace.spine._maintain": "#21: the spine's merge is reworked",
-    "timelypy.connectors.spark_ray": "#21: becomes the connectors/spark/ package",
-    "timelypy.connectors.spark_ray.spark_on_ray": "#21: becomes the connectors/spark/ package",
-    "timelypy.workers.session": "#21: the sessions wing of workers/",
-    "timelypy.io.formats": "#21: one module per file format",
 }
 
 

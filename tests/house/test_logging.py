@@ -91,10 +91,10 @@ def test_sessions_and_workers_log_start_and_end(caplog):
         s.wait("probe")
     messages = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
     assert any(
-        n == "timelypy.workers.session" and lvl == logging.INFO and "ready" in m
+        n == "timelypy.workers.sessions.session" and lvl == logging.INFO and "ready" in m
         for n, lvl, m in messages
     ), messages
-    assert any(n == "timelypy.workers.session" and "closed" in m for n, _, m in messages)
+    assert any(n == "timelypy.workers.sessions.session" and "closed" in m for n, _, m in messages)
     assert any(n == "timelypy.workers.worker" and "built" in m for n, _, m in messages)
     assert any(n == "timelypy.progress.subgraph" for n, _, _ in messages)
 

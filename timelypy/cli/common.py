@@ -14,12 +14,12 @@ import pathlib
 import re
 import runpy
 import sys
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type
 
 import typer
 
 from ..errors import did_you_mean
-from ..workers.defaults import BACKEND_ENV, RAY_ADDRESS_ENV, WORKERS_ENV
+from ..workers.launch.defaults import BACKEND_ENV, RAY_ADDRESS_ENV, WORKERS_ENV
 from .report import concise_report, full_report
 
 __all__ = [
@@ -57,11 +57,11 @@ def suggest(name: Any, choices: Iterable[Any]) -> str:
     return f" ({hint})" if hint else ""
 
 
-def _command_line_exits() -> Tuple[type, ...]:
+def _command_line_exits() -> Tuple[Type[BaseException], ...]:
     """The exceptions by which the command line itself exits: typer's, and click's where typer
     runs on click (typer before 0.2x uses the click package; later ones carry their own copy,
     whose exceptions derive from ``typer.TyperException``, and click may not be installed)."""
-    kinds: List[type] = [typer.Exit, typer.Abort]
+    kinds: List[Type[BaseException]] = [typer.Exit, typer.Abort]
     if hasattr(typer, "TyperException"):
         kinds.append(typer.TyperException)
     try:
@@ -210,7 +210,7 @@ def run_function(target: str, args: Sequence[str]) -> Any:
     from the current directory or ``sys.path``, then call ``function()`` - a program's main -
     or, when it takes one argument, run it as a ``build(worker)`` with ``execute`` and print
     every worker's result that is not None. ``sys.argv`` is ``[target, *args]`` meanwhile."""
-    from ..workers.execute import execute
+    from ..workers.launch.execute import execute
 
     match = TARGET.match(target)
     if match is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import pathlib
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import typer
 
@@ -20,6 +20,10 @@ from ..dataflow.graph import GraphvizNotFound, render_image, to_dot, to_mermaid
 from ..stats import Statistics, StatsSink
 from ..workers.worker import observe_dataflows
 from .common import fail, reporting, run_environment, run_program, suggest
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
+    from ..workers.worker import Worker
 
 __all__ = ["graph", "collect_dataflows", "FORMATS"]
 
@@ -32,14 +36,16 @@ def collect_dataflows(
 ) -> Tuple[List[Any], Dict[Tuple[str, int], str]]:
     """Run ``program`` on one inline worker (its output goes to stderr); return the root scopes
     worker 0 built and, with ``stats``, per-operator annotations (else ``{}``)."""
-    scopes: List[Any] = []
+    scopes: List[Scope] = []
     sinks: Dict[int, StatsSink] = {}
 
-    def starting(worker: Any, name: str) -> None:
+    def starting(worker: Worker, name: str) -> None:
         if stats and worker.index == 0 and id(worker) not in sinks:
-            sinks[id(worker)] = worker.instruments.add(StatsSink(worker.index))
+            sink = StatsSink(worker.index)
+            worker.instruments.add(sink)
+            sinks[id(worker)] = sink
 
-    def built(worker: Any, scope: Any) -> None:
+    def built(worker: Worker, scope: Scope) -> None:
         if worker.index == 0:
             scopes.append(scope)
 
@@ -89,7 +95,8 @@ def graph(
 ) -> None:
     """Draw the dataflows PROGRAM.py builds.
 
-    Operators, channels with their pact (pipeline or exchange), scopes as clusters, loops. The program runs to its end on one inline worker (its own output goes to stderr):
+    Operators, channels with their pact (pipeline or exchange), scopes as clusters, loops. The
+    program runs to its end on one inline worker (its own output goes to stderr):
 
         timelypy graph examples/skip_level.py --format png -o skip_level.png --stats
     """

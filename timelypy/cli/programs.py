@@ -1,7 +1,8 @@
 """``timelypy run`` and ``timelypy examples``: run a program, list or run the bundled examples.
 
-Workers and backend reach the program through the environment (:mod:`timelypy.workers.defaults`):
-every ``execute`` / ``open_session`` call that leaves ``workers`` and ``backend`` unset uses them.
+Workers and backend reach the program through the environment
+(:mod:`timelypy.workers.launch.defaults`): every ``execute`` / ``open_session`` call that leaves
+``workers`` and ``backend`` unset uses them.
 """
 
 from __future__ import annotations
@@ -55,15 +56,19 @@ def run(
 ) -> None:
     """Run PROGRAM.py as __main__, or module:function, with the given workers and backend.
 
-    Every tp.execute(...) / tp.open_session(...) call of the program that leaves workers and backend unset uses these (as timely's execute_from_args takes them from the command line):
+    Every tp.execute(...) / tp.open_session(...) call of the program that leaves workers and
+    backend unset uses these (as timely's execute_from_args takes them from the command line):
 
         timelypy run examples/skip_level.py --workers 2 --backend processes
 
-    module:function imports the module from the current directory (or sys.path) and calls function() - or, when it takes one argument, runs it as build(worker) with execute and prints each worker's result:
+    module:function imports the module from the current directory (or sys.path) and calls
+    function() - or, when it takes one argument, runs it as build(worker) with execute and
+    prints each worker's result:
 
         timelypy run my_flows:build --workers 2 --backend processes
 
-    On an error it prints the error and the lines of your code it went through; --verbose prints the whole traceback.
+    On an error it prints the error and the lines of your code it went through; --verbose prints
+    the whole traceback.
     """
     with reporting(verbose), run_environment(workers, backend, ray_address):
         run_target(program, args or [])

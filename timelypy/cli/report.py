@@ -110,9 +110,16 @@ def user_frames(exc: BaseException) -> List[UserFrame]:
     worker's error (``WorkerError.traceback_text``), outermost call first, each once."""
     frames: List[UserFrame] = []
     for e in _chain(exc):
-        for f in traceback.extract_tb(e.__traceback__):
-            if is_user_file(f.filename):
-                frames.append(UserFrame(f.filename, f.lineno or 0, f.name, (f.line or "").strip()))
+        for summary in traceback.extract_tb(e.__traceback__):
+            if is_user_file(summary.filename):
+                frames.append(
+                    UserFrame(
+                        summary.filename,
+                        summary.lineno or 0,
+                        summary.name,
+                        (summary.line or "").strip(),
+                    )
+                )
         text = getattr(e, "traceback_text", "")
         if text and e.__cause__ is None:  # a remote worker's error: its traceback as text
             frames += _text_frames(text, getattr(e, "worker", None))

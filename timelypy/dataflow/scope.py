@@ -140,7 +140,7 @@ class Scope:
         handle.close()
         return stream
 
-    def new_collection(self, name: str = "Input") -> "Tuple[InputSession, Collection]":
+    def new_collection(self, name: str = "Input") -> Tuple[InputSession, Collection]:
         """A new differential input: returns ``(InputSession, Collection)``.
 
         The one deliberate upward reference of the timely layer (as differential dataflow's
@@ -156,7 +156,7 @@ class Scope:
 
     def new_collection_from(
         self, records: Iterable[Any], name: str = "Input"
-    ) -> "Tuple[InputSession, Collection]":
+    ) -> Tuple[InputSession, Collection]:
         """A new differential input holding ``records`` at the minimum time:
         returns ``(InputSession, Collection)``.
 

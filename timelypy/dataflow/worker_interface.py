@@ -7,7 +7,7 @@ never depends on a backend: a test can build dataflows on any object with these 
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 from ..communication.fabric import Fabric
 from ..instrument import Instruments
@@ -58,6 +58,9 @@ class AsWorker(Protocol):
     """The transport to the other workers (None on a worker without peers)."""
     instruments: Instruments
     """The worker's instrument hub: hooks emit events to its sinks when it is enabled."""
+    steps: int
+    """How many steps the worker has made (an input tells from it whether what it sent was
+    taken in since)."""
 
     def new_identifier(self) -> int:
         """A worker-wide counter, identical on every worker when construction is identical."""
@@ -71,9 +74,17 @@ class AsWorker(Protocol):
     def register_input(self, source: InputSource) -> None:
         """Flush ``source`` at every step and close it when the worker's ``build`` returns."""
 
-    def release_when_idle(self, spine: Any) -> None:
-        """Drop the batches of ``spine`` (a trace nothing reads any more) when the worker is
-        next quiet, or when its dataflow retires."""
+    def pace_input(self, source: InputSource) -> bool:
+        """Input pacing, the worker's policy: ``source`` sent many updates into the dataflow
+        since the worker last stepped and moves to a later time. The worker may take them in
+        now (flush ``source`` and step until quiet) so that a producer cannot run arbitrarily
+        far ahead of the dataflow; returns whether it did. A worker that declines (inside a
+        step, while building, with peers, or as a driver session's worker) returns False."""
+
+    def defer_until_quiet(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` at the end of the next step that leaves the worker quiet (or once
+        its dataflows have all completed): work that belongs to no update, such as freeing a
+        trace nothing reads any more, waits for a moment without any."""
 
     def scope_name(self, name: str) -> str:
         """``name`` for a new scope, made unique on this worker (``name#2``, ``name#3``, ...),

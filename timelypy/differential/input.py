@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..dataflow.input import InputHandle
+from ..dataflow.worker_interface import AsWorker
 from ..errors import DiffTypeError, InputClosedError, TimeOrderError, UnhashableDataError
 from .collection import Collection
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
 
 __all__ = ["InputSession", "new_collection", "new_collection_from"]
 
@@ -29,24 +33,22 @@ class InputSession:
     max_pending: Optional[int] = 200_000
     """Backpressure for an open-loop producer: once this many updates were sent into the
     dataflow without a worker step in between, the next :meth:`advance_to` to a later time
-    flushes and steps the worker until it is quiet (at most :attr:`PACING_STEPS` steps), so
-    the dataflow seals, joins and compacts them before more arrive instead of holding every
-    change at once. Only on a worker without peers (with peers, the frontier also waits for
-    their inputs), never from inside a step or while a dataflow is being built, nor on a
-    driver session's workers (their service steps them). ``None``: never. Read when the session is made."""
+    asks the worker to take them in (``pace_input`` of
+    :class:`~timelypy.dataflow.worker_interface.AsWorker`, the worker's policy: the
+    ``Worker`` flushes and steps until it is quiet, only without peers, never from inside a
+    step or while a dataflow is being built, nor on a driver session's workers), so the
+    dataflow seals, joins and compacts them before more arrive instead of holding every
+    change at once. ``None``: never. Read when the session is made."""
 
-    PACING_STEPS = 1000
-
-    def __init__(self, handle: InputHandle, name: str = "input", worker: Any = None):
+    def __init__(
+        self, handle: InputHandle, name: str = "input", worker: Optional[AsWorker] = None
+    ) -> None:
         self._handle = handle
         self._worker = worker
         self._sent = 0  # updates sent into the dataflow since the worker's step `_sent_step`
         self._sent_step = -1
         bound = self.max_pending
-        # With peers, a worker alone cannot take a chunk in (the frontier waits for the peers'
-        # inputs, which move when they flush): pacing would only add steps.
-        paced = bound is not None and worker is not None and worker.peers == 1
-        self._bound = bound if paced else float("inf")
+        self._bound: float = bound if bound is not None and worker is not None else float("inf")
         self._name = name
         self._time = handle.time
         self._told = self._time  # the time the handle was last advanced to
@@ -235,20 +237,16 @@ class InputSession:
             self._pace()
 
     def _pace(self) -> None:
-        """Let the worker take in what was sent (see :attr:`max_pending`)."""
+        """Ask the worker to take in what was sent (see :attr:`max_pending`): whether and how
+        is the worker's policy (:meth:`~timelypy.dataflow.worker_interface.AsWorker.pace_input`)."""
         worker = self._worker
+        assert worker is not None  # the bound is finite only with a worker
         if worker.steps != self._sent_step:  # it stepped since: taken in already
             self._sent = 0
             return
-        if worker.stepping or worker.building or not worker.pace_inputs:
-            return
-        self.flush()
-        for _ in range(self.PACING_STEPS):
-            worker.step()
-            if worker.quiet():
-                break
-        self._sent = 0
-        self._sent_step = worker.steps
+        if worker.pace_input(self):
+            self._sent = 0
+            self._sent_step = worker.steps
 
     def _send(self) -> None:
         if self._buffer:
@@ -328,7 +326,7 @@ class InputSession:
         return f"{self._name!r} at {self._time!r}" + (" (closed)" if self.closed else "")
 
 
-def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Collection]:
+def new_collection(scope: Scope, name: str = "Input") -> Tuple[InputSession, Collection]:
     """A new input collection in ``scope``: returns ``(session, collection)``. The session is
     registered with the worker (flushed at every step, closed when ``build`` returns).
 
@@ -341,7 +339,7 @@ def new_collection(scope: Any, name: str = "Input") -> Tuple[InputSession, Colle
 
 
 def new_collection_from(
-    scope: Any, records: Iterable[Any], name: str = "Input"
+    scope: Scope, records: Iterable[Any], name: str = "Input"
 ) -> Tuple[InputSession, Collection]:
     """Like :func:`new_collection`, with ``records`` inserted at the minimum time.
 

@@ -370,7 +370,7 @@ class JoinOperator(OperatorCore):
     def _let_go(self, handle: TraceAgent) -> None:
         handle.close()
         if handle.spine.abandoned:
-            self.scope.worker.release_when_idle(handle.spine)
+            self.scope.worker.defer_until_quiet(handle.spine.drop_abandoned)
 
     def _finished(self, side: int) -> bool:
         """No batch of input ``side`` waits (queued or held) or is being joined."""

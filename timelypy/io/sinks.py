@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
-from typing import IO, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 from .formats import PathLike, require_pyarrow
 
@@ -87,10 +87,14 @@ class ChangeWriter:
             raise ValueError("ChangeWriter: Parquet goes to a file, not a text stream")
         self.format = format
         self.target = target
-        self._pq = require_pyarrow() if format == "parquet" else None
+        self._pq: Any = require_pyarrow() if format == "parquet" else None
         self._stream: Any = None
         if format != "parquet":
-            self._stream = open(target, "w", newline="", encoding="utf-8") if self._owns else target
+            self._stream = (
+                open(cast(PathLike, target), "w", newline="", encoding="utf-8")
+                if self._owns
+                else target
+            )
         self._csv: Any = None
         self._parquet: Any = None
         self._schema: Any = None

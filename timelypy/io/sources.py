@@ -10,10 +10,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Union
 
 from ..errors import SessionInputError
 from .formats import FileFormat, FileInputError, Parquet, PathLike, Rows, format_for
+
+if TYPE_CHECKING:
+    from ..workers.sessions.session import DataflowSession
+    from ..workers.worker import Worker
 
 __all__ = ["read_rows", "load_rows", "load_files", "feed_files"]
 
@@ -25,7 +29,7 @@ def read_rows(path: PathLike, fmt: FormatArg = None) -> Rows:
     return (fmt or format_for(path)).read(path)
 
 
-def load_rows(session: Any, input: str, rows: Rows, advance: bool = True) -> Any:
+def load_rows(session: DataflowSession, input: str, rows: Rows, advance: bool = True) -> Any:
     """Insert ``rows`` into the session's ``input`` at its current time as one atomic epoch and
     (if ``advance``) advance the session one past it; returns the time the rows were given.
 
@@ -66,7 +70,7 @@ def _line_of(rows: Rows, record: Any) -> Optional[int]:
 
 
 def load_files(
-    session: Any,
+    session: DataflowSession,
     input: str,
     paths: Iterable[PathLike],
     fmt: FormatArg = None,
@@ -85,7 +89,7 @@ def load_files(
 
 
 def feed_files(
-    worker: Any,
+    worker: Worker,
     input: Any,
     paths: Sequence[PathLike],
     fmt: FormatArg = None,
@@ -117,7 +121,7 @@ def feed_files(
     return input.time
 
 
-def _share(worker: Any, k: int, path: PathLike, fmt: FormatArg, split: str) -> Optional[Rows]:
+def _share(worker: Worker, k: int, path: PathLike, fmt: FormatArg, split: str) -> Optional[Rows]:
     """This worker's rows of file ``k`` (None: none of it is this worker's)."""
     if split == "files":
         return read_rows(path, fmt) if k % worker.peers == worker.index else None

@@ -11,11 +11,14 @@ line is the header (unless the format says ``header=False``) and holds for every
 from __future__ import annotations
 
 import sys
-from typing import IO, Any, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
 
 from .formats import Csv, FileFormat, JsonLines, Rows
 from .sinks import ChangeWriter
 from .sources import load_rows
+
+if TYPE_CHECKING:
+    from ..workers.sessions.session import DataflowSession
 
 __all__ = ["read_batches", "feed_stdin", "write_stdout"]
 
@@ -70,7 +73,7 @@ def read_batches(
 
 
 def feed_stdin(
-    session: Any,
+    session: DataflowSession,
     input: str,
     fmt: Optional[FileFormat] = None,
     stream: Optional[IO[str]] = None,

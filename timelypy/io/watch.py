@@ -1,4 +1,4 @@
-"""A directory watched for new files, each loaded once as an atomic epoch (like Spark's file source).
+"""A directory watched for new files, each loaded once as an atomic epoch (as Spark's file source).
 
 :class:`DirectoryWatcher` polls a directory: a file is taken once it looks complete (its size
 and modification time unchanged for ``settle`` seconds; a writer that renames a finished file
@@ -22,10 +22,13 @@ import os
 import pathlib
 import time as _time
 from fnmatch import fnmatch
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .formats import FileFormat, FileInputError, PathLike
 from .sources import load_rows, read_rows
+
+if TYPE_CHECKING:
+    from ..workers.sessions.session import DataflowSession
 
 __all__ = ["WatchState", "DirectoryWatcher", "watch_directory", "is_temporary", "files_in"]
 
@@ -185,7 +188,7 @@ class DirectoryWatcher:
 
 
 def watch_directory(
-    session: Any,
+    session: DataflowSession,
     input: str,
     directory: PathLike,
     fmt: Optional[FileFormat] = None,

@@ -7,7 +7,7 @@ import logging
 import threading
 import time as _time
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from ..communication.fabric import CONTROL, DATA, PROGRESS, Fabric, progress_message
 from ..dataflow.worker_interface import ChannelTarget, InputSource
@@ -20,8 +20,12 @@ from ..progress.subgraph import Subgraph
 from .collector import maybe_collect, paused_collector
 from .display import begin_wait, end_wait, progress_enabled
 
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
+
 __all__ = [
     "Worker",
+    "Build",
     "StallError",
     "run_worker",
     "tuned_gc",
@@ -41,6 +45,8 @@ def pending_time_message(who: str, input: str, time: Any) -> str:
         f"for {later}."
     )
 
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +114,7 @@ class Worker:
         self.control: List[Any] = []
         """Payloads of control messages (sent by a driver session), for its service loop."""
         self._retired: List[Subgraph] = []  # completed dataflows, released at the next step
-        self._idle_release: List[Any] = []  # traces nothing reads, dropped when quiet
+        self._when_quiet: List[Callable[[], None]] = []  # see defer_until_quiet
         self._scope_names: Dict[str, int] = {}  # see scope_name
         self.steps = 0
         """How many times :meth:`step` ran (input sessions tell from it whether what they
@@ -116,9 +122,9 @@ class Worker:
         self.stepping = False
         """A :meth:`step` is under way (an operator's function is running)."""
         self.pace_inputs = True
-        """Input sessions may step this worker when a producer ran far ahead of it (see
-        ``InputSession.max_pending``); a driver session, which steps it itself, turns this
-        off."""
+        """Input pacing is on: :meth:`pace_input` may step this worker when a producer ran far
+        ahead of it (see ``InputSession.max_pending``); a driver session, which steps it
+        itself, turns this off."""
 
     # ----------------------------------------------------------------- identifiers
     def new_identifier(self) -> int:
@@ -139,6 +145,7 @@ class Worker:
             return None
         channel = self.new_identifier()
         fabric = self.fabric
+        assert fabric is not None  # a worker with peers has one (see __init__)
         to_peers = getattr(fabric, "send_to_peers", None)
         if to_peers is None:
             others = [j for j in range(self.peers) if j != self.index]
@@ -177,7 +184,7 @@ class Worker:
         self._inputs.append(source)
 
     # ----------------------------------------------------------------- building
-    def dataflow(self, fn: Callable[[Any], Any], name: Optional[str] = None) -> Any:
+    def dataflow(self, fn: Callable[[Scope], T], name: Optional[str] = None) -> T:
         """Build a dataflow: calls ``fn(scope)`` on a new root scope and returns its result."""
         from ..dataflow.scope import Scope
 
@@ -230,15 +237,39 @@ class Worker:
         retired, self._retired = self._retired, []
         for df in retired:
             df.retire()
-        if self._idle_release:  # (their retirement dropped them)
-            self._idle_release = [s for s in self._idle_release if not s.dropped]
+        if self._when_quiet and not self._dataflows:  # no dataflow left to wait for
+            self._run_deferred()
 
-    def release_when_idle(self, spine: Any) -> None:
-        """Drop the batches of ``spine``, a trace nothing reads any more (see
-        :attr:`~timelypy.differential.trace.Spine.abandoned`), at the end of the next step that
-        leaves the worker quiet (else its dataflow's retirement does): freeing is work that
-        belongs to no update, so it waits for a moment without any."""
-        self._idle_release.append(spine)
+    def defer_until_quiet(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` at the end of the next step that leaves the worker quiet, or
+        once every dataflow has completed and been released, whichever comes first. For work
+        that belongs to no update (freeing a trace nothing reads any more, say), done at a
+        moment without any instead of inside the busy step that asked for it."""
+        self._when_quiet.append(callback)
+
+    def _run_deferred(self) -> None:
+        deferred, self._when_quiet = self._when_quiet, []
+        for callback in deferred:
+            callback()
+
+    pacing_steps = 1000
+    """The most steps :meth:`pace_input` makes before it lets the producer go on."""
+
+    def pace_input(self, source: InputSource) -> bool:
+        """Input pacing, this worker's policy: ``source`` sent many updates into the dataflow
+        since the worker last stepped and moves to a later time. Flushes ``source`` and steps
+        until the worker is quiet (at most :attr:`pacing_steps` steps), so that the dataflow
+        seals, joins and compacts them before more arrive; returns whether it did. Never from
+        inside a step, while a dataflow is being built, with peers (the frontier also waits for
+        their inputs, which move when they flush), or when :attr:`pace_inputs` is off."""
+        if self.peers > 1 or self.stepping or self._building or not self.pace_inputs:
+            return False
+        source.flush()
+        for _ in range(self.pacing_steps):
+            self.step()
+            if self._quiet():
+                break
+        return True
 
     def has_dataflows(self) -> bool:
         """Some dataflow has not completed yet."""
@@ -289,10 +320,8 @@ class Worker:
             incomplete = self._step()
         finally:
             self.stepping = False
-        if self._idle_release and self._dataflows and self._quiet():
-            released, self._idle_release = self._idle_release, []
-            for spine in released:
-                spine.drop_abandoned()
+        if self._when_quiet and self._dataflows and self._quiet():
+            self._run_deferred()
         return incomplete
 
     def _step(self) -> bool:
@@ -428,7 +457,8 @@ class Worker:
         return steps
 
     def step_until(self, probe: Any, time: Any, timeout: Optional[float] = None) -> int:
-        """Step until ``probe`` has passed every time before ``time`` (``not probe.less_than(time)``).
+        """Step until ``probe`` has passed every time before ``time``
+        (``not probe.less_than(time)``).
 
         Raises :class:`StallError` at once when an open input of this worker holds the probe
         before ``time``: nothing can advance that input while this worker waits (the classic
@@ -473,7 +503,8 @@ class Worker:
             at = unadvanced() if unadvanced is not None else None
             if at is None or at != time:
                 continue
-            held = source.capability()
+            capability = getattr(source, "capability", None)
+            held = capability() if capability is not None else None
             if held is not None and not any(sg is held[0] for sg in subgraphs):
                 continue  # an input of another dataflow
             message = pending_time_message(
@@ -547,6 +578,10 @@ def tuned_gc() -> Iterator[None]:
     """The collector policy while workers step (see :mod:`.collector`; paused by default)."""
     with paused_collector():
         yield
+
+
+Build = Callable[[Worker], Any]
+"""A dataflow-building function: runs once per worker, its result is that worker's."""
 
 
 def run_worker(

@@ -11,15 +11,15 @@ import pytest
 
 import timelypy as tp
 from timelypy.errors import HandleKindError, SessionCommandError, TimelyError, UnknownHandleError
-from timelypy.workers.backends import (
+from timelypy.workers.launch.backends import (
     Backend,
     backend_names,
     get_backend,
     register_backend,
     unregister_backend,
 )
-from timelypy.workers.handles import Changes, Input, Lookup, Probe
-from timelypy.workers.inline import local_workers, run_inline, run_inline_backend
+from timelypy.workers.launch.inline import local_workers, run_inline, run_inline_backend
+from timelypy.workers.sessions.handles import Changes, Input, Lookup, Probe
 
 
 def degree_dataflow(scope):
@@ -108,7 +108,7 @@ def test_importing_timelypy_does_not_import_ray():
     code = (
         "import sys, timelypy as tp; tp.execute(lambda w: None); "
         "assert 'ray' not in sys.modules, 'ray imported'; "
-        "assert 'timelypy.workers.ray_actors' not in sys.modules"
+        "assert 'timelypy.workers.launch.ray_actors' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -11,7 +11,7 @@ import pytest
 import timelypy as tp
 from timelypy.progress.broadcast import Progcaster
 from timelypy.stats import Statistics
-from timelypy.workers.inline import local_workers
+from timelypy.workers.launch.inline import local_workers
 from timelypy.workers.worker import Worker
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,8 +8,8 @@ import cloudpickle
 import pytest
 
 from timelypy.errors import WaitTimeoutError, WorkerDiedError, WorkerError
-from timelypy.workers import supervise
-from timelypy.workers.supervise import ERROR, OK, ErrorReport, Supervisor
+from timelypy.workers.launch import supervise
+from timelypy.workers.launch.supervise import ERROR, OK, ErrorReport, Supervisor
 
 
 def report_of(index: int, exc: BaseException) -> ErrorReport:

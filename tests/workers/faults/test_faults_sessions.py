@@ -32,7 +32,7 @@ from timelypy.errors import (
     WorkerError,
     WorkerHungError,
 )
-from timelypy.workers import rendezvous
+from timelypy.workers.sessions import rendezvous
 
 psutil = pytest.importorskip("psutil")
 

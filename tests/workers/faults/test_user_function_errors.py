@@ -16,7 +16,7 @@ import pytest
 
 import timelypy as tp
 from timelypy.errors import OperatorError, WorkerError
-from timelypy.workers.shipping import DYNAMIC_FILENAME, dumps
+from timelypy.workers.launch.shipping import DYNAMIC_FILENAME, dumps
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -37,7 +37,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.
 
 import timelypy as tp  # noqa: E402
 from timelypy.errors import WaitTimeoutError, WorkerDiedError, WorkerError  # noqa: E402
-from timelypy.workers.ray_actors import ACTOR_CLASS_NAME  # noqa: E402
+from timelypy.workers.launch.ray_actors import ACTOR_CLASS_NAME  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180), pytest.mark.usefixtures("ray_session")]
 
@@ -195,7 +195,7 @@ def test_session_ray_has_token_auth_and_refuses_clients_without_the_token(ray_te
 
 def test_starting_ray_sets_no_environment_variable(monkeypatch):
     """timelypy leaves the environment (and with it Ray's authentication) alone."""
-    from timelypy.workers import ray_actors, ray_start
+    from timelypy.workers.launch import ray_actors, ray_start
 
     seen = {}
 

@@ -89,7 +89,7 @@ _REOPEN = """
 import json, os, sys, time
 import psutil
 import timelypy as tp
-from timelypy.workers import ray_actors
+from timelypy.workers.launch import ray_actors
 
 def dataflow(scope):
     words_in, words = scope.new_collection()
@@ -330,7 +330,7 @@ def _fake_driver() -> Iterator[Tuple[Any, List[int], int, Any, str]]:
 
 
 def _start_fake_driver(base: str):
-    from timelypy.workers import ray_watchdog
+    from timelypy.workers.launch import ray_watchdog
 
     session_dir = os.path.join(base, "session_fake")
     os.makedirs(session_dir)
@@ -381,7 +381,7 @@ def test_watchdog_stop_ends_the_session_processes_and_leaves_the_driver():
 
 @linux_only
 def test_watchdog_finds_the_family_by_session_dir_and_parent():
-    from timelypy.workers.ray_watchdog import session_processes
+    from timelypy.workers.launch.ray_watchdog import session_processes
 
     with _fake_driver() as (driver, family, watchdog_pid, bystander, base):
         found = {
@@ -397,7 +397,7 @@ def test_watchdog_finds_the_family_by_session_dir_and_parent():
 
 _THREAD_DEATH = """
 import ctypes, json, os, signal, subprocess, sys, threading, time
-from timelypy.workers import ray_start
+from timelypy.workers.launch import ray_start
 
 libc = ctypes.CDLL(None, use_errno=True)
 

@@ -21,8 +21,8 @@ import timelypy as tp
 from timelypy.communication import wire
 from timelypy.errors import SessionInputError
 from timelypy.hashing import owners, stable_hash, stable_hashes
-from timelypy.workers.batch import Batch, Update, check_update, check_updates
-from timelypy.workers.service import clean_columns, clean_updates
+from timelypy.workers.sessions.batch import Batch, Update, check_update, check_updates
+from timelypy.workers.sessions.service import clean_columns, clean_updates
 
 pytestmark = pytest.mark.timeout(300)
 

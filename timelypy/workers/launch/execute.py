@@ -6,11 +6,11 @@ import logging
 import time as _time
 from typing import Any, Callable, List, Optional, Tuple
 
-from ..stats import Statistics, StatsSink, export_ray_metrics, in_ray_actor
+from ...stats import Statistics, StatsSink, export_ray_metrics, in_ray_actor
+from ..collector import paused_collector
+from ..worker import Worker
 from .backends import get_backend
-from .collector import paused_collector
 from .defaults import resolve_run
-from .worker import Worker
 
 __all__ = ["execute", "CollectStatistics"]
 
@@ -30,12 +30,12 @@ def execute(
     After ``build`` returns, the worker's inputs are closed and it steps until every dataflow
     completes (as timely does when the closure exits).
 
-    ``backend`` names a registered backend (:mod:`timelypy.workers.backends`): ``"inline"``
+    ``backend`` names a registered backend (:mod:`timelypy.workers.launch.backends`): ``"inline"``
     (workers in this process; the default), ``"processes"`` (one OS process per worker),
     ``"ray"`` (one Ray actor per worker), or one added with ``register_backend``. ``options``
     go to the backend; an unknown backend name raises :class:`ValueError` listing the others.
     ``workers`` and ``backend`` left unset come from the environment (``TIMELYPY_WORKERS``,
-    ``TIMELYPY_BACKEND``; see :mod:`timelypy.workers.defaults`), else 1 and ``"inline"``.
+    ``TIMELYPY_BACKEND``; see :mod:`timelypy.workers.launch.defaults`), else 1 and ``"inline"``.
 
     ``statistics``: a :class:`~timelypy.stats.Statistics` to fill with every worker's
     per-operator statistics once the run completed (see ``docs/debugging.md``); on Ray they are
@@ -75,7 +75,8 @@ class CollectStatistics:
         self.timeout = timeout
 
     def __call__(self, worker: Worker) -> Tuple[Any, Any]:
-        sink = worker.instruments.add(StatsSink(worker.index))
+        sink = StatsSink(worker.index)
+        worker.instruments.add(sink)
         try:
             result = self.build(worker)
             worker.close_inputs()

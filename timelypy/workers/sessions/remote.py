@@ -22,10 +22,10 @@ import weakref
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for_connections
 from multiprocessing.reduction import ForkingPickler
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..communication import wire
-from ..errors import (
+from ...communication import wire
+from ...errors import (
     SessionCommandError,
     SessionInputError,
     StallError,
@@ -34,8 +34,10 @@ from ..errors import (
     WorkerDiedError,
     WorkerError,
 )
+from ..launch.backends import Backend
+from ..worker import Build
 from . import rendezvous
-from .backends import Backend
+from .handles import Dataflow
 from .service import CLOSE, ERROR, FAILED, HELLO, WAIT, Command, error_parts, serve
 
 __all__ = ["RemoteClient", "Request", "STOP_WAIT"]
@@ -51,6 +53,11 @@ STOP_WAIT = 5.0
 _POLL = 0.1
 _LIVE: "weakref.WeakSet[RemoteClient]" = weakref.WeakSet()
 _registered = False
+
+
+def _ready(conns: List[Connection]) -> List[Connection]:
+    """The connections of ``conns`` with something to read, after at most :data:`_POLL` s."""
+    return [c for c in wait_for_connections(conns, _POLL) if isinstance(c, Connection)]
 
 
 def _abort_live_clients() -> None:
@@ -75,7 +82,7 @@ class RemoteClient:
     def __init__(
         self,
         backend: Backend,
-        dataflow: Callable[[Any], Dict[str, Any]],
+        dataflow: Dataflow,
         workers: int,
         timeout: float,
         options: Dict[str, Any],
@@ -113,9 +120,7 @@ class RemoteClient:
         self._listener.close()
 
     # -- start-up -------------------------------------------------------------------------
-    def _run_job(
-        self, backend: Backend, build: Callable[[Any], Any], options: Dict[str, Any]
-    ) -> None:
+    def _run_job(self, backend: Backend, build: Build, options: Dict[str, Any]) -> None:
         try:
             backend.run(build, self.workers, **options)
         except BaseException as exc:  # noqa: BLE001 - reported to the driver
@@ -141,16 +146,16 @@ class RemoteClient:
                     f"s ({self._listener.refused} stray connections refused)"
                 )
             with self._lock:
-                waiting = [
+                waiting: List[Connection] = [
                     c for c, h in zip(self._conns, self._hellos) if c is not None and h is None
                 ]
             if not waiting:
                 _time.sleep(0.02)
                 continue
-            for conn in wait_for_connections(waiting, _POLL):
-                i = self._conns.index(conn)  # type: ignore[arg-type]
+            for conn in _ready(waiting):
+                i = self._conns.index(conn)
                 try:
-                    kind, index, _, value = conn.recv()  # type: ignore[union-attr]
+                    kind, index, _, value = conn.recv()
                 except (OSError, EOFError) as exc:
                     raise self._lost(i, exc) from exc
                 if kind == ERROR:
@@ -166,7 +171,15 @@ class RemoteClient:
     @property
     def handles(self) -> Dict[str, Any]:
         """The handle report of worker 0 (every worker builds the same dataflow)."""
-        return self._hellos[0]["handles"]  # type: ignore[index]
+        hello = self._hellos[0]
+        assert hello is not None  # every worker said hello before the client is handed out
+        return hello["handles"]
+
+    def _conn(self, i: int) -> Connection:
+        conn = self._conns[i]
+        if conn is None:  # pragma: no cover - every worker connected before any command
+            raise TimelyError(f"session: worker {i} is not connected")
+        return conn
 
     @property
     def pids(self) -> List[int]:
@@ -207,7 +220,7 @@ class RemoteClient:
                 ) from exc
         for i, payload in payloads:
             try:
-                self._conns[i].send_bytes(payload)  # type: ignore[union-attr]
+                self._conn(i).send_bytes(payload)
             except (OSError, EOFError) as exc:
                 raise self._fail(self._lost(i, exc)) from exc
         what = ", ".join(sorted({repr(command[0]) for _, command in commands}))
@@ -221,10 +234,10 @@ class RemoteClient:
         deadline = _time.monotonic() + timeout
         while pending:
             waiting = {commands[p][0] for p in pending.values()}
-            for conn in wait_for_connections([self._conns[i] for i in waiting], _POLL):
-                i = self._conns.index(conn)  # type: ignore[arg-type]
+            for conn in _ready([self._conn(i) for i in waiting]):
+                i = self._conns.index(conn)
                 try:
-                    kind, index, reply_id, value = conn.recv()  # type: ignore[union-attr]
+                    kind, index, reply_id, value = conn.recv()
                 except (OSError, EOFError) as exc:
                     raise self._fail(self._lost(i, exc)) from exc
                 if kind == ERROR:

@@ -24,6 +24,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
+from ..worker import Build
 from . import inline
 
 __all__ = [
@@ -42,7 +43,7 @@ class RunFunction(Protocol):
 
     def __call__(
         self,
-        build: Callable[[Any], Any],
+        build: Build,
         workers: int,
         timeout: Optional[float] = None,
         **options: Any,
@@ -118,7 +119,7 @@ def lazy_run(module: str, function: str) -> RunFunction:
     """A run function that imports ``module`` (and calls its ``function``) only when called."""
 
     def run(
-        build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None, **options: Any
+        build: Build, workers: int, timeout: Optional[float] = None, **options: Any
     ) -> List[Any]:
         target = getattr(importlib.import_module(module), function)
         return target(build, workers, timeout=timeout, **options)
@@ -139,7 +140,7 @@ register_backend(
 register_backend(
     Backend(
         "processes",
-        lazy_run("timelypy.workers.processes", "run_processes"),
+        lazy_run("timelypy.workers.launch.processes", "run_processes"),
         description="one local OS process per worker, joined by an authenticated TCP mesh",
         cancellable=True,
     )
@@ -147,7 +148,7 @@ register_backend(
 register_backend(
     Backend(
         "ray",
-        lazy_run("timelypy.workers.ray_actors", "run_ray"),
+        lazy_run("timelypy.workers.launch.ray_actors", "run_ray"),
         description="one Ray actor per worker, joined by an authenticated TCP mesh",
         cancellable=True,
     )

@@ -6,13 +6,13 @@ driver; but the raylet's own children - ``ray::DashboardAgent``, ``ray::RuntimeE
 worker processes - rename themselves (their command line no longer names the session) and, once
 the raylet is gone, are orphans that outlived a ``SIGKILL``-ed driver by more than a minute.
 
-:mod:`timelypy.workers.ray_actors` starts this file as a script (``python -I <this file>
+:mod:`timelypy.workers.launch.ray_actors` starts this file as a script (``python -I <this file>
 DRIVER_PID SESSION_DIR``, standard library only, in a session of its own so a terminal's Ctrl-C
 does not reach it) right after it started a local Ray. The watchdog
 
 * remembers, once a second, the driver's children whose command line names ``SESSION_DIR`` (the
   daemons of *that* Ray, never another one) and all their descendants, by pid and start time;
-* on ``stop`` on its stdin (a clean :func:`~timelypy.workers.ray_actors.shutdown`), on end of
+* on ``stop`` on its stdin (a clean :func:`~timelypy.workers.launch.ray_actors.shutdown`), on end of
   file (the driver's process is gone: the kernel closed the pipe) or when its parent is no longer
   the driver, signals every remembered process that still runs - ``SIGTERM``, then ``SIGKILL``
   after :data:`GRACE` seconds - and exits. A process is signalled only if its pid *and* start
@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-log = logging.getLogger("timelypy.workers.ray_watchdog")
+log = logging.getLogger("timelypy.workers.launch.ray_watchdog")
 
 __all__ = ["GRACE", "SCAN_INTERVAL", "main", "session_processes", "stop_processes"]
 

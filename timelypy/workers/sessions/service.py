@@ -33,13 +33,22 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..communication.fabric import control_message
-from ..errors import StallError, TimelyError, WorkerDiedError
-from ..order import less_equal
-from ..stats import StatsSink, export_ray_metrics, in_ray_actor
-from .handles import Changes, Input, Lookup, Probe, Retracting, describe_handles, find_handle
+from ...communication.fabric import control_message
+from ...errors import StallError, TimelyError, WorkerDiedError
+from ...order import less_equal
+from ...stats import StatsSink, export_ray_metrics, in_ray_actor
+from ..worker import Worker
+from .handles import (
+    Changes,
+    Dataflow,
+    Input,
+    Lookup,
+    Probe,
+    Retracting,
+    describe_handles,
+    find_handle,
+)
 from .rendezvous import connect_to_driver
-from .worker import Worker
 
 __all__ = [
     "HandleService",
@@ -118,7 +127,7 @@ Rejection = Tuple[str, int, str]
 class HandleService:
     """Builds a session's dataflow on one worker and runs commands against its handles."""
 
-    def __init__(self, worker: Worker, dataflow: Callable[[Any], Dict[str, Any]]) -> None:
+    def __init__(self, worker: Worker, dataflow: Dataflow) -> None:
         self.worker = worker
         worker.pace_inputs = False  # the service steps it between commands
         handles = worker.dataflow(dataflow)
@@ -409,7 +418,7 @@ class _Backlog:
 def serve(
     address: Tuple[str, int],
     authkey: bytes,
-    dataflow: Callable[[Any], Dict[str, Any]],
+    dataflow: Dataflow,
     connect_timeout: float = 30.0,
 ) -> Callable[[Worker], Any]:
     """The ``build`` each remote worker runs: serve the driver at ``address`` until CLOSE."""
@@ -460,7 +469,8 @@ def _forward_commands(link: _Link, service: HandleService, backlog: _Backlog) ->
                 if kind == STAGE:  # checks against the inputs' times (read; never ahead)
                     result: Any = service.stage(command[1])
                 elif kind == DISCARD:
-                    result = service.discard()
+                    service.discard()
+                    result = None
                 elif kind == COMMIT:
                     staged, service._staged = service._staged, []
                     size = sum(len(records) for _, records, _, _, _ in staged)

@@ -19,14 +19,14 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Optional, Tuple
 
-from ..communication.handshake import (
+from ...communication.handshake import (
     HandshakeRefused,
     accept_claim,
     describe_address,
     greet_as_connector,
     read_claim,
 )
-from ..errors import TimelyError
+from ...errors import TimelyError
 
 __all__ = ["DRIVER", "HANDSHAKE_TIMEOUT", "DriverListener", "connect_to_driver"]
 
@@ -49,7 +49,7 @@ def connect_to_driver(
     where = describe_address(address)
     deadline = time.monotonic() + timeout
     try:
-        sock = socket.create_connection(tuple(address), timeout=timeout)
+        sock = socket.create_connection((address[0], address[1]), timeout=timeout)
     except OSError as exc:
         raise TimelyError(
             f"worker {index}: cannot connect to the session driver at {where}: {exc}"
@@ -116,12 +116,12 @@ class DriverListener:
                 )
             accept_claim(sock, self.secret, DRIVER, claim)
             sock.settimeout(None)
-            conn: Optional[Connection] = Connection(sock.detach())
+            conn = Connection(sock.detach())
         except (HandshakeRefused, OSError) as exc:
             self._refuse(sock, peer, str(exc))
             return
         if not self._connected(claim.index, conn):
-            conn.close()  # type: ignore[union-attr]
+            conn.close()
             self._refuse(None, peer, f"worker {claim.index} is already connected")
 
     def _refuse(self, sock: Optional[socket.socket], peer: Any, reason: str) -> None:

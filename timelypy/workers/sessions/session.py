@@ -50,23 +50,26 @@ import logging
 import time as _time
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple
 
-from ..errors import (
+from ...errors import (
     InputClosedError,
     PendingTimeWarning,
     SessionCommandError,
     SessionInputError,
     TimelyError,
+    short_repr,
 )
-from ..stats import Statistics, StatsSink
-from .backends import get_backend
-from .batch import Batch, check_time, check_update, check_updates, rejected_error, route, show
-from .defaults import resolve_run
-from .display import begin_wait, end_wait
+from ...stats import Statistics
+from ..display import begin_wait, end_wait
+from ..launch.backends import get_backend
+from ..launch.defaults import resolve_run
+from ..worker import pending_time_message
+from .batch import Batch, check_time, check_update, check_updates, rejected_error, route
+from .client import Dataflow, WithStatistics, WorkerClient, abandoned, connect
 from .handles import Changes, HandleDirectory, Input, Lookup, Probe
 from .inprocess import InProcessClient
-from .remote import RemoteClient, Request
+from .remote import RemoteClient
 from .service import (
     ADVANCE,
     CHANGES,
@@ -80,59 +83,10 @@ from .service import (
     WAIT,
     Command,
 )
-from .worker import pending_time_message
 
 __all__ = ["open_session", "DataflowSession", "WorkerClient", "InProcessClient", "RemoteClient"]
 
 log = logging.getLogger(__name__)
-
-
-class WorkerClient(Protocol):
-    """How a session reaches its workers."""
-
-    failure: Optional[BaseException]
-    """Set once a worker failed: the session cannot go on."""
-
-    @property
-    def handles(self) -> Dict[str, Any]:
-        """The workers' report of their handles (:func:`~.handles.describe_handles`)."""
-
-    @property
-    def pids(self) -> List[int]:
-        """The process id of every worker."""
-
-    def unsendable(self, values: Sequence[Any]) -> Optional[str]:
-        """Why ``values`` cannot reach the workers (None: they can)."""
-
-    def request(self, commands: Request, timeout: float) -> List[Any]:
-        """Run every ``(worker, command)``; their results in the same order."""
-
-    def close(self, timeout: float) -> None:
-        """Close the inputs, let the dataflows complete and stop the workers."""
-
-    def abort(self) -> None:
-        """Stop at once (after an error in the driver)."""
-
-
-class WithStatistics:
-    """A session's dataflow function that first registers a
-    :class:`~timelypy.stats.StatsSink` on its worker (``open_session(..., statistics=True)``)."""
-
-    def __init__(self, dataflow: Callable[[Any], Dict[str, Any]]) -> None:
-        self.dataflow = dataflow
-
-    def __call__(self, scope: Any) -> Dict[str, Any]:
-        worker = scope.worker
-        if not any(isinstance(s, StatsSink) for s in worker.instruments.sinks):
-            worker.instruments.add(StatsSink(worker.index))
-        return self.dataflow(scope)
-
-
-def _abandoned(client: WorkerClient) -> None:
-    """A session was garbage-collected or the interpreter exits with it open: stop it."""
-    if isinstance(client, RemoteClient):
-        log.warning("a driver session was not closed; stopping its %d workers", client.workers)
-        client.abort()
 
 
 # ----------------------------------------------------------------------------- the session
@@ -141,7 +95,7 @@ class DataflowSession:
 
     def __init__(
         self,
-        dataflow: Callable[[Any], Dict[str, Any]],
+        dataflow: Dataflow,
         workers: int,
         backend: str,
         timeout: float,
@@ -165,27 +119,14 @@ class DataflowSession:
         self._time: Any = 0
         self._closed = False
         self._broken: Optional[BaseException] = None
-        runner = get_backend(backend)
-        self._client: WorkerClient
-        if runner.local_workers is not None:
-            # No connections, and the workers are this process's: no heartbeats either.
-            options = {
-                k: v for k, v in options.items() if k not in ("driver_host", "heartbeat_timeout")
-            }
-            if options:
-                raise TypeError(
-                    f"the {backend} backend's sessions take no options, got {sorted(options)}"
-                )
-            self._client = InProcessClient(runner.local_workers(workers), dataflow)
-        else:
-            self._client = RemoteClient(runner, dataflow, workers, timeout, dict(options))
+        self._client: WorkerClient = connect(backend, dataflow, workers, timeout, options)
         self._handles = HandleDirectory(self._client.handles)
         self._input_times: Dict[str, Any] = {name: 0 for name in self._handles.inputs()}
         # inputs with updates at their current time since it became their time: buffered
         # here, or sent to the workers (for the PendingTimeWarning of wait)
         self._fresh_buffered: set = set()
         self._fresh_sent: set = set()
-        self._finalizer = weakref.finalize(self, _abandoned, self._client)
+        self._finalizer = weakref.finalize(self, abandoned, self._client)
         log.info(
             "session: %d worker(s) on %s ready (pids %s), handles %s",
             workers,
@@ -531,7 +472,7 @@ class DataflowSession:
         if reason is not None:
             raise SessionInputError(
                 f"session: lookup in {arranged!r}, worker {owner}: key "
-                f"{show(key)} of type {type(key).__name__} cannot be used: "
+                f"{short_repr(key)} of type {type(key).__name__} cannot be used: "
                 f"{reason}",
                 worker=owner,
                 value=key,
@@ -590,7 +531,7 @@ class DataflowSession:
     def __enter__(self) -> "DataflowSession":
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
             self.close()
         else:
@@ -611,7 +552,7 @@ def _includes(times: Any, now: Any) -> bool:
 
 
 def open_session(
-    dataflow: Callable[[Any], Dict[str, Any]],
+    dataflow: Dataflow,
     workers: Optional[int] = None,
     backend: Optional[str] = None,
     timeout: float = 60.0,
@@ -628,8 +569,9 @@ def open_session(
     default 30 s) is how long a worker may stay silent before it is declared hung and the
     session fails with :class:`~timelypy.errors.WorkerHungError`. An unknown backend name raises
     :class:`ValueError` listing the registered ones. ``workers`` and ``backend`` left unset come
-    from the environment (:mod:`timelypy.workers.defaults`), else 1 and ``"inline"``.
-    ``statistics=True`` makes the workers collect operator statistics (:meth:`DataflowSession.stats`);
+    from the environment (:mod:`timelypy.workers.launch.defaults`), else 1 and ``"inline"``.
+    ``statistics=True`` makes the workers collect operator statistics
+    (:meth:`DataflowSession.stats`);
     ``progress`` forces the progress display of long waits on or off (default: on a terminal
     only, or as ``TIMELYPY_PROGRESS`` says; see :mod:`timelypy.workers.display`).
     """

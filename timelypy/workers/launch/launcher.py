@@ -1,4 +1,4 @@
-"""The process launcher: one function on ``peers`` local OS processes joined by a :class:`SocketMesh`.
+"""The process launcher: one function on ``peers`` local OS processes joined by a socket mesh.
 
 :func:`run_in_processes` is the process launcher of the ``processes`` backend::
 
@@ -56,9 +56,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import cloudpickle
 
-from ..communication.credit import DEFAULT_WINDOW
-from ..communication.mesh import Address, MeshSettings, SocketMesh
-from ..errors import WaitTimeoutError
+from ...communication.credit import DEFAULT_WINDOW
+from ...communication.mesh import Address, MeshSettings, SocketMesh
+from ...errors import WaitTimeoutError
 from .supervise import (
     HEARTBEAT_TIMEOUT,
     Supervisor,
@@ -351,7 +351,7 @@ def _main_without_missing_file() -> Iterator[None]:
     The build function travels by value (cloudpickle), so the child does not need it."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    if path is None or os.path.exists(path):
+    if main is None or path is None or os.path.exists(path):
         yield
         return
     del main.__file__

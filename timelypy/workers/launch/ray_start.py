@@ -2,7 +2,7 @@
 
 :func:`ensure_ray` connects the process to Ray as the ``ray`` backend does (the connected Ray;
 else ``address`` or ``RAY_ADDRESS``; else a new local Ray); :func:`shutdown` ends a Ray that it
-started. Both are also exported by :mod:`timelypy.workers.ray_actors`.
+started. Both are also exported by :mod:`timelypy.workers.launch.ray_actors`.
 
 A local Ray started here
 
@@ -11,7 +11,7 @@ A local Ray started here
   ends, and a session's job thread ends with the session. ``ray.init`` therefore runs in the
   main thread, or else in a daemon thread of this module that lives as long as the process;
 * ends with the process however it ends: beside it runs a watchdog
-  (:mod:`timelypy.workers.ray_watchdog`) that stops the processes Ray leaves behind (the
+  (:mod:`timelypy.workers.launch.ray_watchdog`) that stops the processes Ray leaves behind (the
   raylet's agents and workers get no death signal and outlived a ``SIGKILL``-ed driver by more
   than a minute);
 * stops in under a second with :func:`shutdown`, which an exit hook also runs (before Ray's
@@ -29,7 +29,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..errors import WaitTimeoutError
+from ...errors import WaitTimeoutError
 
 __all__ = ["ensure_ray", "generation", "import_ray", "shutdown"]
 
@@ -197,7 +197,7 @@ def _start_watchdog(session_dir: str) -> None:
 
     Ray kills its daemons with the driver, but not the raylet's children (the dashboard and
     runtime-env agents outlived a ``SIGKILL``-ed driver by more than a minute): see
-    :mod:`timelypy.workers.ray_watchdog`.
+    :mod:`timelypy.workers.launch.ray_watchdog`.
     """
     global _watchdog
     if not sys.platform.startswith("linux"):

@@ -1,6 +1,6 @@
 """Ray's side of Spark on Ray: bounded waits on Ray, views as Arrow tables and Ray Datasets.
 
-What it defines, :mod:`timelypy.connectors.spark_ray` re-exports.
+What it defines, :mod:`timelypy.connectors.spark` re-exports.
 
 Every call here that waits on Ray is bounded (``timeout``) and on expiry names what it waits
 for and Ray's CPUs (:func:`cpu_report`). Ray Data's task that reads a new block's metadata
@@ -15,8 +15,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from ..workers.batch import show
-from .spark_columns import (
+from ...errors import short_repr
+from .columns import (
     INSTALL_HINT,
     Columns,
     SparkConnectorError,
@@ -37,14 +37,18 @@ __all__ = [
     "changes_to_dataset",
     "dataset_to_spark",
     "RAY_TIMEOUT",
+    "require_ray",
+    "bounded",
+    "metadata_cpus",
+    "metadata_tasks_without_cpu",
 ]
 
-log = logging.getLogger("timelypy.connectors.ray_data")
+log = logging.getLogger(__name__)
 
 RAY_TIMEOUT = 120.0  # seconds a conversion between Spark, Ray Data and a view waits on Ray
 
 
-def _ray() -> Any:
+def require_ray() -> Any:
     """The ``ray`` module with Ray Data, or :class:`SparkUnavailableError`."""
     try:
         import ray
@@ -60,7 +64,7 @@ def _ray() -> Any:
 def cpu_report(ray: Any = None) -> str:
     """``"the cluster has N CPUs, F free (ray.available_resources())"``: what an error says
     when a call waits on Ray for CPUs."""
-    ray = ray or _ray()
+    ray = ray or require_ray()
     try:
         total = float(ray.cluster_resources().get("CPU", 0))
         free = float(ray.available_resources().get("CPU", 0))
@@ -69,7 +73,7 @@ def cpu_report(ray: Any = None) -> str:
     return f"the cluster has {total:g} CPUs, {free:g} free (ray.available_resources())"
 
 
-def _bounded(
+def bounded(
     what: str, waits_for: str, timeout: float, call: Any, *args: Any, option: str = "timeout"
 ) -> Any:
     """``call(*args)`` in a thread, waited for at most ``timeout`` seconds; on expiry
@@ -124,13 +128,13 @@ def _light_metadata_task() -> Optional[Tuple[Any, Any, Any]]:
     return remote_fn, key, light
 
 
-def _metadata_cpus() -> str:
+def metadata_cpus() -> str:
     """What Ray Data's metadata task asks for, for error messages."""
     return "0 CPUs asked" if _light_metadata_task() is not None else "1 CPU asked"
 
 
 @contextlib.contextmanager
-def _metadata_tasks_without_cpu() -> Iterator[None]:
+def metadata_tasks_without_cpu() -> Iterator[None]:
     """Ray Data's ``from_arrow_refs`` (behind ``from_arrow`` and RayDP's conversions) reads
     each block's metadata in a Ray task of Ray's default 1 CPU. Beside a Spark executor and
     timelypy's workers no whole CPU may be free (2 CPUs: 1 + 2 x 0.5), and the task, so the
@@ -167,15 +171,15 @@ def _metadata_tasks_without_cpu() -> Iterator[None]:
 
 def _arrow_dataset(table: "pa.Table", what: str, timeout: float) -> Any:
     """``ray.data.from_arrow(table)``, its metadata task without a CPU, bounded."""
-    ray = _ray()
+    ray = require_ray()
 
     def convert() -> Any:
-        with _metadata_tasks_without_cpu():
+        with metadata_tasks_without_cpu():
             return ray.data.from_arrow(table)
 
-    return _bounded(
+    return bounded(
         what,
-        f"Ray Data's task that reads the block's metadata ({_metadata_cpus()})",
+        f"Ray Data's task that reads the block's metadata ({metadata_cpus()})",
         timeout,
         convert,
     )
@@ -277,7 +281,7 @@ def _table(
             if value is None and not field.nullable:
                 raise SparkOutputError(
                     f"{where}: column {field.name!r} is not nullable, but "
-                    f"record {show(record)} has null there"
+                    f"record {short_repr(record)} has null there"
                 )
             if (
                 value is not None
@@ -289,7 +293,7 @@ def _table(
             ):
                 raise SparkOutputError(
                     f"{where}: column {field.name!r} has type {field.type}, "
-                    f"but record {show(record)} has {show(value)} of type "
+                    f"but record {short_repr(record)} has {short_repr(value)} of type "
                     f"{type(value).__name__} there"
                 )
         arrays.append(pa.array(values, type=field.type))
@@ -319,7 +323,8 @@ def records_to_arrow(
         values = columns.flatten(record)
         if count is None and n < 0:
             raise SparkOutputError(
-                f"{where}: record {show(record)} has count {n}: use count='...' for negative counts"
+                f"{where}: record {short_repr(record)} has count {n}: "
+                "use count='...' for negative counts"
             )
         copies = 1 if count is not None else n
         rows.extend([values + ((n,) if count is not None else ())] * copies)
@@ -385,7 +390,7 @@ def dataset_to_spark(
             "dataset_to_spark: the SparkSession does not run on Ray "
             "(RayDP): start it with spark_on_ray()"
         )
-    return _bounded(
+    return bounded(
         "dataset_to_spark",
         "RayDP's master actor (0 CPUs asked) to take the dataset's blocks",
         timeout,

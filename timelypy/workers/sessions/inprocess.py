@@ -13,18 +13,18 @@ import threading
 import time as _time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import (
+from ...errors import (
     SessionCommandError,
     WaitTimeoutError,
     WorkerError,
     describe_exception,
     format_exception_safely,
 )
-from ..instrument import OperatorScheduled
-from .handles import describe_handles
+from ...instrument import OperatorScheduled
+from ..worker import Worker, tuned_gc
+from .handles import Dataflow, describe_handles
 from .remote import Request
 from .service import WAIT, Command, HandleService
-from .worker import Worker, tuned_gc
 
 __all__ = ["InProcessClient"]
 
@@ -32,7 +32,7 @@ __all__ = ["InProcessClient"]
 class InProcessClient:
     """Workers in the driver's process: commands are method calls, waiting is stepping."""
 
-    def __init__(self, workers: List[Worker], dataflow: Callable[[Any], Dict[str, Any]]) -> None:
+    def __init__(self, workers: List[Worker], dataflow: Dataflow) -> None:
         self._workers = workers
         self._services = [HandleService(w, dataflow) for w in workers]
         self._alarm = _DeadlineAlarm(workers)
@@ -68,13 +68,13 @@ class InProcessClient:
                 results.append(None)
                 failed = failed or (i, command, exc)
         if failed is not None:
-            i, command, exc = failed
+            i, command, error = failed
             raise SessionCommandError(
                 f"session: {command[0]!r} failed on worker {i}: "
-                f"{type(exc).__name__}: {describe_exception(exc)}",
+                f"{type(error).__name__}: {describe_exception(error)}",
                 worker=i,
-                traceback_text=format_exception_safely(exc),
-            ) from exc
+                traceback_text=format_exception_safely(error),
+            ) from error
         return results
 
     def _run(self, i: int, command: Command, deadline: float, timeout: float) -> Any:

@@ -16,16 +16,18 @@ sessions it opened, then stops the Spark it started (never one it was given, nor
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from ..workers.ray_start import ensure_ray
-from .spark_columns import SparkConnectorError
-from .spark_ray import START_TIMEOUT, is_spark_on_ray, spark_on_ray, stop_spark_on_ray
+from ...workers.launch.ray_start import ensure_ray
+from .columns import SparkConnectorError
+from .datasets import is_spark_on_ray
+from .on_ray import START_TIMEOUT, spark_on_ray, stop_spark_on_ray
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import SparkSession
 
-    from ..workers.session import DataflowSession
+    from ...workers.sessions.handles import Dataflow
+    from ...workers.sessions.session import DataflowSession
 
 __all__ = ["spark_and_workers", "SparkAndWorkers", "worker_cpus"]
 
@@ -79,14 +81,14 @@ class SparkAndWorkers:
 
     def open_session(
         self,
-        dataflow: Callable[[Any], Dict[str, Any]],
+        dataflow: Dataflow,
         workers: Optional[int] = None,
         **options: Any,
     ) -> "DataflowSession":
         """A driver session of ``dataflow`` on Ray workers (default: this plan's number and
         CPUs); closed when the plan closes, if not before. ``options`` go to
         :func:`timelypy.open_session`."""
-        from ..workers.session import open_session
+        from ...workers.sessions.session import open_session
 
         merged = dict(self._options, num_cpus_per_worker=self.num_cpus_per_worker, **options)
         session = open_session(dataflow, workers=workers or self.workers, backend="ray", **merged)
@@ -141,19 +143,19 @@ def spark_and_workers(
 ) -> SparkAndWorkers:
     """Spark on Ray (RayDP) and room for ``workers`` timelypy workers beside it.
 
-    Ray: the connected one, else the one at ``address`` (or ``RAY_ADDRESS``), else a new local
-    Ray as the Ray backend starts one (:func:`~timelypy.workers.ray_start.ensure_ray`). Spark: ``spark`` if given (it must run on Ray; it is not
-    stopped here), else :func:`~timelypy.connectors.spark_ray.spark_on_ray` with
-    ``executors`` executors of ``executor_cores`` CPUs and ``executor_memory`` (and
-    ``configs``, ``log_level``; it waits at most ``start_timeout`` seconds for the executors,
-    then names the CPUs asked and free). ``num_cpus_per_worker`` defaults to
-    :func:`worker_cpus` of the cluster's CPUs and Spark's reservation, so both fit at once.
-    ``session_options`` (``timeout``, ``heartbeat_timeout``, ...) go to every
-    :meth:`SparkAndWorkers.open_session`.
+    Ray: the connected one, else the one at ``address`` (or ``RAY_ADDRESS``), else a new local Ray
+    as the Ray backend starts one (:func:`~timelypy.workers.launch.ray_start.ensure_ray`). Spark:
+    ``spark`` if given (it must run on Ray; it is not stopped here), else
+    :func:`~timelypy.connectors.spark.on_ray.spark_on_ray` with ``executors`` executors of
+    ``executor_cores`` CPUs and ``executor_memory`` (and ``configs``, ``log_level``; it waits at
+    most ``start_timeout`` seconds for the executors, then names the CPUs asked and free).
+    ``num_cpus_per_worker`` defaults to :func:`worker_cpus` of the cluster's CPUs and Spark's
+    reservation, so both fit at once. ``session_options`` (``timeout``, ``heartbeat_timeout``, ...)
+    go to every :meth:`SparkAndWorkers.open_session`.
 
     Only Spark's executors and the workers reserve CPUs: RayDP's master, the tasks that move
     blocks between Spark and Ray's object store and the Ray Data tasks of
-    :mod:`~timelypy.connectors.spark_ray`'s conversions reserve none, so the whole cluster
+    :mod:`~timelypy.connectors.spark.datasets`' conversions reserve none, so the whole cluster
     can be handed out (on 2 CPUs: 1 executor core and 2 workers of 0.5) and every
     conversion still runs.
     """
@@ -168,9 +170,9 @@ def spark_and_workers(
         )
     if num_cpus_per_worker is None:
         cluster = float(ray.cluster_resources().get("CPU", 0))
-        spark_cpus = executors * executor_cores if owns else _spark_cpus(spark)
+        spark_cpus = executors * executor_cores if spark is None else _spark_cpus(spark)
         num_cpus_per_worker = worker_cpus(cluster, spark_cpus, workers)
-    if owns:
+    if spark is None:
         spark = spark_on_ray(
             app_name,
             executors,

@@ -27,11 +27,11 @@ import shutil
 import sys
 import threading
 import time as _time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
-from ..errors import SessionInputError, WorkerError
-from ..workers.session import DataflowSession
-from .spark_columns import (
+from ...errors import SessionInputError, WorkerError
+from ...workers.sessions.session import DataflowSession
+from .columns import (
     INSTALL_HINT,
     BadRow,
     Columns,
@@ -42,7 +42,7 @@ from .spark_columns import (
     SparkUnavailableError,
     require_pyspark,
 )
-from .spark_view import CollectionView
+from .view import CollectionView
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame, SparkSession
@@ -63,7 +63,7 @@ __all__ = [
     "SPARK_SETTINGS",
 ]
 
-log = logging.getLogger("timelypy.connectors.spark")
+log = logging.getLogger(__name__)
 
 JAVA_OPTIONS = " ".join(
     ["-XX:+IgnoreUnrecognizedVMOptions"]
@@ -175,7 +175,7 @@ class _Progress:
         self.latest: Optional[int] = None
 
 
-def _to_ipc(batches: Iterator[Any]) -> Iterator[Any]:
+def _to_ipc(batches: Iterable[Any]) -> Iterator[Any]:
     """In Spark's Python workers (``mapInArrow``): each Arrow batch as one row of Arrow IPC
     bytes, so that the driver receives whole batches through ``toLocalIterator``."""
     import pyarrow as pa
@@ -253,7 +253,10 @@ def _send_part(
         raise BadRow(
             ({"record": exc.value}, reader.columns.names[0], f"refused by the session: {exc}")
         ) from exc
-    latest = max(times) if times else (time if records else None)
+    if times:
+        latest = max((t for t in times if t is not None), default=None)
+    else:
+        latest = time if records else None
     if latest is not None and (progress.latest is None or latest > progress.latest):
         progress.latest = latest
     return len(records)

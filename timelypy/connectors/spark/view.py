@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..order import less_equal
-from ..workers.batch import show
-from ..workers.session import DataflowSession
-from .spark_columns import INTEGER_TYPES, Columns, SparkOutputError, require_pyspark
+from ...errors import short_repr
+from ...order import less_equal
+from ...workers.sessions.session import DataflowSession
+from .columns import INTEGER_TYPES, Columns, SparkOutputError, require_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame, SparkSession
@@ -109,7 +109,8 @@ class CollectionView:
     def changes(self) -> List[Tuple[Any, Any, int]]:
         """The consolidated changes read so far, ``(record, time, diff)``, sorted by time
         (after :meth:`compact`, the snapshot appears at the last compacted time)."""
-        out = [(d, self._compacted - 1, r) for d, r in self._base.items()]
+        base_time = (self._compacted or 0) - 1  # (no base before a compaction)
+        out = [(d, base_time, r) for d, r in self._base.items()]
         out += [(d, t, r) for (d, t), r in self._changes.items()]
         try:
             out.sort(key=lambda u: (u[1], u[0]))
@@ -158,7 +159,7 @@ class CollectionView:
                 rows.append(values + (n,))
             elif n < 0:
                 raise SparkOutputError(
-                    f"view of {self.capture!r}: record {show(record)} has "
+                    f"view of {self.capture!r}: record {short_repr(record)} has "
                     f"count {n}: use count='...' for negative counts"
                 )
             else:
@@ -201,7 +202,7 @@ def _frame(
 ) -> "DataFrame":
     """A DataFrame of ``struct`` from ``rows`` whose values are in ``order``: every value is
     checked against its field's type first, then the rows go through pandas (and Arrow)."""
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # pandas ships no type information
 
     fields = {f.name: f for f in struct.fields}
     missing = [n for n in order if n not in fields] + [n for n in fields if n not in order]
@@ -231,12 +232,13 @@ def _check_values(field: Any, i: int, rows: List[Tuple[Any, ...]]) -> None:
         if v is None:
             if not field.nullable:
                 raise SparkOutputError(
-                    f"column {field.name!r} is not nullable but row {show(row)} has null there"
+                    f"column {field.name!r} is not nullable but row {short_repr(row)} "
+                    "has null there"
                 )
             continue
         bad = not isinstance(v, allowed) or (kind != "boolean" and isinstance(v, bool))
         if bad:
             raise SparkOutputError(
-                f"column {field.name!r} has type {kind}, but row {show(row)} "
-                f"has {show(v)} of type {type(v).__name__} there"
+                f"column {field.name!r} has type {kind}, but row {short_repr(row)} "
+                f"has {short_repr(v)} of type {type(v).__name__} there"
             )

@@ -8,19 +8,20 @@ the processes, with the supervision shared with the Ray backend (:mod:`.supervis
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, List, Optional
 
+from ..worker import Build
 from .supervise import BuildOnMesh
 
 __all__ = ["run_processes"]
 
 
 def run_processes(
-    build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None, **options: Any
+    build: Build, workers: int, timeout: Optional[float] = None, **options: Any
 ) -> List[Any]:
     """Run ``build`` on ``workers`` worker processes; return their results in index order.
 
-    ``options`` go to :func:`~timelypy.workers.launcher.run_in_processes` (``start_method``,
+    ``options`` go to :func:`~timelypy.workers.launch.launcher.run_in_processes` (``start_method``,
     ``connect_timeout``, ``mesh_window``, ``mesh_send_timeout``, ``startup_timeout``, ``grace``,
     ``heartbeat_timeout`` - default 30 s,
     ``None`` disables it - and ``cancel``).

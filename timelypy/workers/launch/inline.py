@@ -1,6 +1,7 @@
 """The inline backend: workers in this process, stepped in a fixed round-robin order.
 
-One worker runs in the calling thread. With several, each worker runs the user's ``build`` in its own thread, but only one thread runs at a time: a
+One worker runs in the calling thread. With several, each worker runs the user's ``build`` in
+its own thread, but only one thread runs at a time: a
 worker passes the turn to the next one at the end of every ``step()``. The interleaving, and so
 every output, is deterministic. Messages move between workers by reference (no serialisation).
 
@@ -13,9 +14,9 @@ import threading
 import time as _time
 from typing import Any, Callable, List, Optional, Tuple
 
-from ..communication.inline import Aborted, InlineFabric
-from ..errors import WaitTimeoutError, WorkerError, describe_exception, format_exception_safely
-from .worker import Worker, run_worker
+from ...communication.inline import Aborted, InlineFabric
+from ...errors import WaitTimeoutError, WorkerError, describe_exception, format_exception_safely
+from ..worker import Worker, run_worker
 
 __all__ = ["run_inline", "run_inline_backend", "local_workers"]
 

@@ -2,23 +2,23 @@
 
 :func:`check_update` runs when the user calls ``update`` / ``insert`` / ``remove``: the record
 must be routable to a worker (:func:`~timelypy.hashing.stable_hash` accepts it - the record
-types of the guide's "What a record can be" - and it is hashable), the diff an integer (``int`` or a numpy integer, not ``bool``), the time an integer
-(or a ``Product``) at or after the input's time. A rejected update raises
-:class:`~timelypy.errors.SessionInputError` naming the input, the worker, the value and its type,
-and is not buffered. A :class:`Batch` keeps the accepted updates in call order until the session
-flushes them (see ``DataflowSession.flush`` for the two phases that make a flush atomic).
+types of the guide's "What a record can be" - and it is hashable), the diff an integer (``int``
+or a numpy integer, not ``bool``), the time an integer (or a ``Product``) at or after the
+input's time. A rejected update raises :class:`~timelypy.errors.SessionInputError` naming the
+input, the worker, the value and its type, and is not buffered. A :class:`Batch` keeps the
+accepted updates in call order until the session flushes them (see ``DataflowSession.flush`` for
+the two phases that make a flush atomic).
 """
 
 from __future__ import annotations
 
 import numbers
-import reprlib
 from operator import itemgetter
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import SessionInputError, UnhashableDataError
-from ..hashing import owners, stable_hash, stable_hashes
-from ..order import Product, less_equal
+from ...errors import SessionInputError, UnhashableDataError, short_repr
+from ...hashing import owners, stable_hash, stable_hashes
+from ...order import Product, less_equal
 
 __all__ = [
     "Update",
@@ -29,21 +29,8 @@ __all__ = [
     "check_updates",
     "check_time",
     "route",
-    "show",
     "rejected_error",
 ]
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 80
-_REPR.maxlevel = 4
-
-
-def show(value: Any) -> str:
-    """A short ``repr`` of ``value`` (for messages), even for huge, deep or broken values."""
-    try:
-        return _REPR.repr(value)
-    except Exception:  # noqa: BLE001 - a __repr__ that raises
-        return f"<unprintable {type(value).__name__}>"
 
 
 class Update(NamedTuple):
@@ -74,7 +61,7 @@ def route(data: Any, workers: int, what: str, input: Optional[str] = None) -> in
     else:
         return h % workers if workers > 1 else 0
     raise SessionInputError(
-        f"session: {what} {show(data)} of type {type(data).__name__} cannot be routed to a "
+        f"session: {what} {short_repr(data)} of type {type(data).__name__} cannot be routed to a "
         f"worker ({reason})",
         input=input,
         value=data,
@@ -104,7 +91,7 @@ def check_time(input: Optional[str], time: Any, now: Any, what: str) -> Any:
         time = int(time)
     elif type(time) is not Product:
         raise SessionInputError(
-            f"session: {what} time {show(time)} of type {type(time).__name__} for {where} is "
+            f"session: {what} time {short_repr(time)} of type {type(time).__name__} for {where} is "
             f"not a time (an int, or a Product in a nested scope)",
             input=input,
             value=time,
@@ -113,7 +100,7 @@ def check_time(input: Optional[str], time: Any, now: Any, what: str) -> Any:
         behind = not less_equal(now, time)
     except Exception as exc:  # noqa: BLE001 - incomparable times
         raise SessionInputError(
-            f"session: {what} time {show(time)} of type {type(time).__name__} cannot be "
+            f"session: {what} time {short_repr(time)} of type {type(time).__name__} cannot be "
             f"compared with the time {now!r} of {where} ({exc})",
             input=input,
             value=time,
@@ -143,8 +130,8 @@ def check_update(
         return Update(input, data, time, diff, worker)  # the common case, no message built
     if not isinstance(diff, numbers.Integral) or isinstance(diff, bool):
         raise SessionInputError(
-            f"session: input {input!r}, worker {worker}: diff {show(diff)} of type "
-            f"{type(diff).__name__} for record {show(data)} is not an integer (int or numpy "
+            f"session: input {input!r}, worker {worker}: diff {short_repr(diff)} of type "
+            f"{type(diff).__name__} for record {short_repr(data)} is not an integer (int or numpy "
             f"integer)",
             input=input,
             worker=worker,
@@ -153,16 +140,15 @@ def check_update(
     diff = int(diff)
     if diff < 0 and not retracts:
         raise SessionInputError(
-            f"session: input {input!r}, worker {worker}: cannot retract record {show(data)} "
+            f"session: input {input!r}, worker {worker}: cannot retract record {short_repr(data)} "
             f"(diff {diff}): the input takes positive counts only (a timely input; use "
             f"scope.new_collection for a collection)",
             input=input,
             worker=worker,
             value=diff,
         )
-    time = check_time(
-        input, time, now, f"input {input!r}, worker {worker}: update of record {show(data)} at"
-    )
+    where = f"input {input!r}, worker {worker}: update of record {short_repr(data)} at"
+    time = check_time(input, time, now, where)
     return Update(input, data, time, diff, worker)
 
 
@@ -381,8 +367,9 @@ def rejected_error(rejected: Sequence[Tuple[Update, str]], kept: int) -> Session
     first, reason = rejected[0]
     more = f" (and {len(rejected) - 1} more rejected updates)" if len(rejected) > 1 else ""
     return SessionInputError(
-        f"session: input {first.input!r}, worker {first.worker}: record {show(first.data)} of "
-        f"type {type(first.data).__name__} (time {first.time!r}, diff {first.diff}) was "
+        f"session: input {first.input!r}, worker {first.worker}: record "
+        f"{short_repr(first.data)} of type {type(first.data).__name__} "
+        f"(time {first.time!r}, diff {first.diff}) was "
         f"rejected: {reason}{more}. Nothing of the batch was applied; the rejected updates were "
         f"dropped and the {kept} others stay buffered for the next flush.",
         input=first.input,

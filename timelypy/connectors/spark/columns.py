@@ -24,8 +24,7 @@ from typing import (
     Union,
 )
 
-from ..errors import TimelyError
-from ..workers.batch import show
+from ...errors import TimelyError, short_repr
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame
@@ -129,7 +128,7 @@ def _names(value: Names, what: str) -> Tuple[str, ...]:
     for name in names:
         if not isinstance(name, str) or not name:
             raise TypeError(
-                f"Columns: {what} must be column names (non-empty strings), got {show(value)}"
+                f"Columns: {what} must be column names (non-empty strings), got {short_repr(value)}"
             )
     return names
 
@@ -233,7 +232,7 @@ class Columns:
             return (record,) if len(self.record) == 1 else self._part(record, self.record)
         if not (isinstance(record, tuple) and len(record) == 2):
             raise SparkOutputError(
-                f"record {show(record)} is not a (key, value) pair, as {self!r} expects"
+                f"record {short_repr(record)} is not a (key, value) pair, as {self!r} expects"
             )
         key = (record[0],) if len(self.key) == 1 else self._part(record[0], self.key)
         value = (record[1],) if len(self.value) == 1 else self._part(record[1], self.value)
@@ -243,7 +242,7 @@ class Columns:
         if isinstance(part, tuple) and len(part) == len(names):
             return part
         raise SparkOutputError(
-            f"{show(part)} does not fill the {len(names)} columns {names!r} "
+            f"{short_repr(part)} does not fill the {len(names)} columns {names!r} "
             f"of {self!r} (a tuple of {len(names)} values is expected)"
         )
 
@@ -260,7 +259,7 @@ class Columns:
 
         def refuse(column: str, reason: str) -> SparkInputError:
             row = example() if example is not None else None
-            shown = f"; first row: {show(row)}" if row else ""
+            shown = f"; first row: {short_repr(row)}" if row else ""
             return SparkInputError(
                 f"input {input!r}: column {column!r} {reason} (the "
                 f"DataFrame's columns: {listing}){shown}",
@@ -284,11 +283,11 @@ class Columns:
                     f"has type {types[name]}, which is not a record type "
                     f"({', '.join(sorted(RECORD_TYPES))}): cast it first",
                 )
-        for name, what in ((self.diff, "diff"), (self.time, "time")):
-            if name is not None and types[name] not in INTEGER_TYPES:
+        for column, what in ((self.diff, "diff"), (self.time, "time")):
+            if column is not None and types[column] not in INTEGER_TYPES:
                 raise refuse(
-                    name,
-                    f"is the {what} column but has type {types[name]}, not an "
+                    column,
+                    f"is the {what} column but has type {types[column]}, not an "
                     f"integer type ({', '.join(sorted(INTEGER_TYPES))})",
                 )
         if self.op is not None and types[self.op] != "string":
@@ -378,6 +377,7 @@ class RowReader:
                 if problem is None
                 else problem.when(condition, F.lit(i))
             )
+        assert problem is not None  # one condition per check, and there is a check
         found = (
             df.select(*[df[c] for c in self.columns.selected], problem.alias(PROBLEM))
             .where(F.col(PROBLEM).isNotNull())
@@ -399,7 +399,7 @@ class RowReader:
         row, column, reason = bad[0]
         more = f" ({len(bad) - 1} more bad rows in .rows)" if len(bad) > 1 else ""
         return SparkInputError(
-            f"input {self.input!r}: column {column!r} of row {show(row)}: {reason}{more}. "
+            f"input {self.input!r}: column {column!r} of row {short_repr(row)}: {reason}{more}. "
             f"{outcome}",
             input=self.input,
             column=column,
@@ -457,7 +457,7 @@ class RowReader:
 
     def convert_table(
         self, table: Any, now: Optional[int] = None
-    ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
+    ) -> Tuple[List[Any], List[int], Optional[List[Optional[int]]]]:
         """Columnar :meth:`convert` of an Arrow table or batch of the :attr:`Columns.selected`
         columns: ``(records, diffs, times)`` (times None: the input's time). Checks run on whole
         columns (nulls, NaN, ops, times); a batch that fails one is converted row by row, so
@@ -509,7 +509,7 @@ class RowReader:
 
     def _convert_rows(
         self, columns: Sequence[Any], now: Optional[int]
-    ) -> Tuple[List[Any], List[int], Optional[List[int]]]:
+    ) -> Tuple[List[Any], List[int], Optional[List[Optional[int]]]]:
         records: List[Any] = []
         diffs: List[int] = []
         times: List[Optional[int]] = []

@@ -18,12 +18,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from ..communication.mesh import Address, MeshFabric, MeshSettings, SocketMesh
-from ..errors import (
+from ...communication.mesh import Address, MeshFabric, MeshSettings, SocketMesh
+from ...errors import (
     WaitTimeoutError,
     WorkerDiedError,
     WorkerError,
@@ -32,6 +32,9 @@ from ..errors import (
     format_exception_safely,
 )
 from .shipping import dumps as ship_dumps
+
+if TYPE_CHECKING:
+    from ..worker import Build
 
 __all__ = [
     "WorkerMain",
@@ -117,18 +120,18 @@ class ErrorReport:
 class BuildOnMesh:
     """The :data:`WorkerMain` that runs a dataflow ``build`` on a worker over the mesh."""
 
-    build: Callable[[Any], Any]
+    build: Build
     timeout: Optional[float] = None
 
     def __call__(self, index: int, peers: int, mesh: SocketMesh) -> Any:
-        from .worker import Worker, run_worker
+        from ..worker import Worker, run_worker
 
         return run_worker(Worker(index, peers, MeshFabric(mesh)), self.build, timeout=self.timeout)
 
 
 def pickle_for_workers(obj: Any, what: str, where: str) -> bytes:
     """``cloudpickle.dumps(obj)`` keeping the file names of functions pickled by value
-    (:func:`~timelypy.workers.shipping.dumps`); a failure gets a note saying ``what`` must
+    (:func:`~timelypy.workers.launch.shipping.dumps`); a failure gets a note saying ``what`` must
     reach ``where``."""
     try:
         return ship_dumps(obj)
@@ -318,6 +321,7 @@ class Supervisor:
             if final or time.monotonic() - self.secondary_since >= SECONDARY_GRACE:
                 reporter, report = self.errors[0]
                 dead = report.died_peer
+                assert dead is not None  # the loop above raised for every root cause
                 raise WorkerDiedError(
                     f"{self.describe(dead)} died (reported by worker {reporter}: {report.message})",
                     worker=dead,

@@ -49,7 +49,7 @@ def _code_keeping_filename(code: types.CodeType) -> Any:
     return rebuild, args
 
 
-class _FilenamePickler(cloudpickle.Pickler):  # type: ignore[misc,valid-type]
+class _FilenamePickler(cloudpickle.Pickler):
     """cloudpickle's pickler whose code objects keep their file name."""
 
     dispatch_table = ChainMap(

@@ -27,11 +27,27 @@ fails in the driver and nothing reaches the workers.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Protocol, Tuple, Type, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Protocol,
+    Tuple,
+    Type,
+    runtime_checkable,
+)
 
-from ..errors import HandleKindError, UnknownHandleError, did_you_mean
+from ...errors import HandleKindError, UnknownHandleError, did_you_mean
+
+if TYPE_CHECKING:
+    from ...dataflow.scope import Scope
 
 __all__ = [
+    "Dataflow",
     "Input",
     "Retracting",
     "Probe",
@@ -44,6 +60,9 @@ __all__ = [
     "describe_handles",
     "HandleDirectory",
 ]
+
+Dataflow = Callable[["Scope"], Dict[str, Any]]
+"""A session's dataflow function: builds on a worker's scope and names its handles."""
 
 
 @runtime_checkable

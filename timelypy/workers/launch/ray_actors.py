@@ -34,9 +34,10 @@ Lifecycle:
    ``num_cpus_per_worker=0``, no group and the ``SPREAD`` scheduling strategy.
 3. Actors start, listen, report ``(host, port)``; the driver sends everyone the addresses and
    the build; each actor forms the mesh and runs the same worker body as the processes backend
-   (:func:`~timelypy.workers.supervise.run_worker_main`).
+   (:func:`~timelypy.workers.launch.supervise.run_worker_main`).
 4. The driver waits with bounded ``ray.wait`` calls; a shared
-   :class:`~timelypy.workers.supervise.Supervisor` decides what to raise. A worker that raises ->
+   :class:`~timelypy.workers.launch.supervise.Supervisor` decides what to raise. A worker that
+   raises ->
    :class:`~timelypy.errors.WorkerError` naming it, with its traceback; an actor that dies
    (killed, crashed, node lost) -> :class:`~timelypy.errors.WorkerDiedError` naming it; its peers'
    meshes notice the closed sockets, and their reports ("worker j died") are used if Ray itself is
@@ -59,9 +60,10 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..communication.credit import DEFAULT_WINDOW
-from ..communication.mesh import MeshSettings
-from ..errors import WaitTimeoutError
+from ...communication.credit import DEFAULT_WINDOW
+from ...communication.mesh import MeshSettings
+from ...errors import WaitTimeoutError
+from ..worker import Build
 from . import ray_start
 from .ray_start import ensure_ray, shutdown
 from .ray_start import import_ray as _ray
@@ -109,7 +111,7 @@ class TimelypyWorker:
     def __init__(
         self, index: int, peers: int, secret: bytes, use_node_ip: bool, sys_path: List[str]
     ) -> None:
-        from ..communication.mesh import SocketMesh
+        from ...communication.mesh import SocketMesh
 
         # Functions pickled by reference (a test module, a script's helpers) import as in the
         # driver: add the driver's search path after the actor's own.
@@ -394,7 +396,7 @@ def _gather_hellos(job: _Actors, deadline: float, limit: float) -> List[Tuple[st
         deadline,
         lambda: f"Ray workers {sorted(pending.values())} did not start within {limit} s",
     )
-    return [tuple(h["address"]) for h in job.hellos]  # type: ignore[index,misc]
+    return [tuple(h["address"]) for h in job.hellos]  # type: ignore[index]
 
 
 def _run_actors(
@@ -438,8 +440,8 @@ def run_on_ray_actors(
 ) -> List[Any]:
     """Run ``worker_main(index, workers, mesh)`` on ``workers`` Ray actors joined by a mesh.
 
-    The Ray counterpart of :func:`~timelypy.workers.launcher.run_in_processes`; the parameters
-    are those of :func:`run_ray`.
+    The Ray counterpart of :func:`~timelypy.workers.launch.launcher.run_in_processes`; the
+    parameters are those of :func:`run_ray`.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -482,7 +484,7 @@ def run_on_ray_actors(
 
 
 def run_ray(
-    build: Callable[[Any], Any], workers: int, timeout: Optional[float] = None, **options: Any
+    build: Build, workers: int, timeout: Optional[float] = None, **options: Any
 ) -> List[Any]:
     """Run ``build(worker)`` on ``workers`` Ray actors; return the results in index order.
 
