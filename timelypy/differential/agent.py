@@ -204,7 +204,7 @@ class ImportOperator(OperatorCore):
         )
         snapshot: Dict[Any, List[Tuple[Any, Any, int]]] = {}
         for b in spine.batches:
-            for k, vals in b.data.items():
+            for k, vals in b.items():
                 snapshot.setdefault(k, []).extend(vals)
         if snapshot:
             self.queue.append(

@@ -19,7 +19,7 @@ from ..dataflow.stream import Stream
 from ..errors import unhashable_error
 from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
-from .consolidation import consolidate
+from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
 from .trace import Batch, BatchData, Spine
 
 __all__ = ["ArrangeOperator", "Batcher", "TraceWriter", "arrange_stream"]
@@ -49,11 +49,11 @@ class Batcher:
         """Remove the pending updates at times not at or beyond ``upper``; return them as
         ``key -> [(val, time, diff)]`` (consolidated) and their number."""
         if self.order.is_total and len(upper) <= 1:
-            data, keep = _group_before(self.pending, upper[0] if upper else None)
+            data, keep = group_before(self.pending, upper[0] if upper else None)
         else:
-            data, keep = _group_not_beyond(self.pending, _beyond_test(upper, self.order))
+            data, keep = group_not_beyond(self.pending, _beyond_test(upper, self.order))
         self.pending = keep
-        return data, _consolidate_groups(data)
+        return data, consolidate_groups(data)
 
     def frontier(self) -> List[Any]:
         """The minimal times of the pending updates."""
@@ -66,24 +66,6 @@ class Batcher:
         for t in dict.fromkeys([upd[1] for upd in pending]):
             times.insert(t)
         return list(times)
-
-
-def _group_before(pending: List[Update], bound: Any) -> Tuple[BatchData, List[Update]]:
-    """Totally ordered times: group the updates at times ``< bound`` (all when None)."""
-    data: BatchData = {}
-    keep = []
-    get = data.get
-    for upd in pending:
-        kv, t, r = upd
-        if bound is None or t < bound:
-            lst = get(kv[0])
-            if lst is None:
-                data[kv[0]] = [(kv[1], t, r)]
-            else:
-                lst.append((kv[1], t, r))
-        else:
-            keep.append(upd)
-    return data, keep
 
 
 def _beyond_test(upper: List[Any], order: Any) -> Any:
@@ -104,55 +86,6 @@ def _beyond_test(upper: List[Any], order: Any) -> Any:
         return beyond
     le = order.le
     return lambda t: any(le(u, t) for u in upper)
-
-
-def _group_not_beyond(pending: List[Update], test: Any) -> Tuple[BatchData, List[Update]]:
-    """Partially ordered times: group the updates at times not at or beyond the frontier
-    (``test(t)`` says whether ``t`` is)."""
-    data: BatchData = {}
-    keep = []
-    get = data.get
-    beyond: dict = {}  # per distinct time: far fewer than updates
-    for upd in pending:
-        kv, t, r = upd
-        b = beyond.get(t)
-        if b is None:
-            beyond[t] = b = test(t)
-        if not b:
-            lst = get(kv[0])
-            if lst is None:
-                data[kv[0]] = [(kv[1], t, r)]
-            else:
-                lst.append((kv[1], t, r))
-        else:
-            keep.append(upd)
-    return data, keep
-
-
-def _consolidate_groups(data: BatchData) -> int:
-    """Consolidate (in place) the keys with several updates; drop keys that cancel out.
-    Returns the number of updates left."""
-    count = 0
-    empty = []
-    for k, lst in data.items():
-        n = len(lst)
-        if n == 1:
-            count += 1
-            continue
-        if n == 2:  # the commonest case under churn: a retraction and an insertion
-            (v1, t1, r1), (v2, t2, r2) = lst
-            if (v1 != v2 or t1 != t2) and r1 and r2:
-                count += 2
-                continue
-        lst = consolidate(lst)
-        if lst:
-            data[k] = lst
-            count += len(lst)
-        else:
-            empty.append(k)
-    for k in empty:
-        del data[k]
-    return count
 
 
 class TraceWriter:
@@ -331,9 +264,9 @@ class _TotalArrange(ArrangeOperator):
             self.writer.advance(frontier)
             return
         batcher = self.batcher
-        data, keep = _group_before(batcher.pending, frontier[0] if frontier else None)
+        data, keep = group_before(batcher.pending, frontier[0] if frontier else None)
         batcher.pending = keep
-        count = _consolidate_groups(data)
+        count = consolidate_groups(data)
         batch = self.writer.write(data, frontier, count)
         if count:
             self._out.push(cap, [batch])

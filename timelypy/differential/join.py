@@ -4,7 +4,8 @@ Every pair of updates with equal keys is joined exactly once (when the later one
 output ``(f(key, v1, v2), join(t1, t2), d1 * d2)`` (differential-dataflow's ``join_core``).
 Readers acknowledge batch sequence numbers, and traces only merge batches every reader has
 acknowledged. What a matching pair produces is a *product*: :func:`pairs`,
-:func:`semijoin_pairs`, :func:`mapped` or :func:`core`.
+:func:`semijoin_pairs`, :func:`mapped` or :func:`core` (the join kernel,
+:mod:`.kernel.join`, which also walks a batch's keys against the other trace).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from ..dataflow.stream import Stream
 from ..errors import TimelyError, user_error
 from .agent import TraceAgent
 from .reduce_total import _Named
-from .trace import Batch, TraceView, wrap_items
+from .kernel.join import Kernel, core, join_keys, mapped, pairs, semijoin_pairs
+from .trace import Batch, BatchReader, TraceView
 
 __all__ = [
     "JoinOperator",
@@ -29,122 +31,9 @@ __all__ = [
     "semijoin_pairs",
 ]
 
-Vals = List[Tuple[Any, Any, int]]
-Kernel = Callable[[Any, Vals, Vals, List[Any]], None]
-"""``kernel(key, mine, theirs, out)``: append the outputs of every pair of ``mine`` (the new
-batch's updates of ``key``) and ``theirs`` (the other trace's) to ``out``."""
 JoinProduct = Callable[[Any, bool, Optional[Callable]], Kernel]
-"""``product(order, first, logic)``: the kernel for a batch of the first (or second) input."""
-
-
-# One comprehension per key and product (the hot loop of every join).
-def pairs(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
-    """``(key, (v1, v2))`` for every matching pair."""
-    tjoin = order.join
-    if order.is_total:
-        if first:
-
-            def kernel(key, vals, merged, out):
-                out.extend(
-                    [
-                        ((key, (v, v2)), t if t >= t2 else t2, r * r2)
-                        for v, t, r in vals
-                        for v2, t2, r2 in merged
-                    ]
-                )
-        else:
-
-            def kernel(key, vals, merged, out):
-                out.extend(
-                    [
-                        ((key, (v2, v)), t if t >= t2 else t2, r * r2)
-                        for v, t, r in vals
-                        for v2, t2, r2 in merged
-                    ]
-                )
-    elif first:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [
-                    ((key, (v, v2)), tjoin(t, t2), r * r2)
-                    for v, t, r in vals
-                    for v2, t2, r2 in merged
-                ]
-            )
-    else:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [
-                    ((key, (v2, v)), tjoin(t, t2), r * r2)
-                    for v, t, r in vals
-                    for v2, t2, r2 in merged
-                ]
-            )
-
-    return kernel
-
-
-def semijoin_pairs(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
-    """``(key, v1)`` for every pair of ``(key, v1)`` (first input) and a key (second input)."""
-    tjoin = order.join
-    if first:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [((key, v), tjoin(t, t2), r * r2) for v, t, r in vals for _, t2, r2 in merged]
-            )
-    else:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [((key, v2), tjoin(t, t2), r * r2) for _, t, r in vals for v2, t2, r2 in merged]
-            )
-
-    return kernel
-
-
-def mapped(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
-    """``logic(key, v1, v2)`` for every matching pair."""
-    tjoin = order.join
-    if first:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [
-                    (logic(key, v, v2), tjoin(t, t2), r * r2)
-                    for v, t, r in vals
-                    for v2, t2, r2 in merged
-                ]
-            )
-    else:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [
-                    (logic(key, v2, v), tjoin(t, t2), r * r2)
-                    for v, t, r in vals
-                    for v2, t2, r2 in merged
-                ]
-            )
-
-    return kernel
-
-
-def core(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
-    """Every record of the iterable ``logic(key, v1, v2)`` for every matching pair."""
-    tjoin = order.join
-
-    def kernel(key, vals, merged, out):
-        append = out.append
-        for v, t, r in vals:
-            for v2, t2, r2 in merged:
-                tt, rr = tjoin(t, t2), r * r2
-                for x in logic(key, v, v2) if first else logic(key, v2, v):
-                    append((x, tt, rr))
-
-    return kernel
+"""``product(order, first, logic)``: the kernel for a batch of the first (or second) input
+(see :mod:`.kernel.join`)."""
 
 
 class _JoinWork:
@@ -154,7 +43,9 @@ class _JoinWork:
 
     __slots__ = ("side", "time", "batch", "keys", "others")
 
-    def __init__(self, side: int, time: Any, batch: Batch, keys: Any, others: List[Batch]):
+    def __init__(
+        self, side: int, time: Any, batch: Batch, keys: Any, others: List[BatchReader]
+    ):
         self.side = side
         self.time = time
         self.batch = batch
@@ -298,7 +189,7 @@ class JoinOperator(OperatorCore):
         )
         spine = other.spine
         others = spine.batches_through(ack)
-        spine._pins += 1  # Spine.pin, inlined
+        spine.pin()
         self._work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
 
     def _run_work(self, fuel: int) -> int:
@@ -324,12 +215,12 @@ class JoinOperator(OperatorCore):
             return fuel
         # The batch is done: acknowledge it, release the other trace and the capability.
         self._work = None
-        if work.side == 0:  # (Spine.unpin inlined)
+        if work.side == 0:
             self.ack_a = work.batch.seq
-            self.b.spine._pins -= 1
+            self.b.spine.unpin()
         else:
             self.ack_b = work.batch.seq
-            self.a.spine._pins -= 1
+            self.a.spine.unpin()
         if not self._held:  # the last batch of its message
             internal = self._internal
             c = internal.get(work.time, 0) - 1
@@ -381,59 +272,10 @@ class JoinOperator(OperatorCore):
 
     def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""
-        others = work.others
-        out: List[Any] = []
-        if not others:
-            return out
         other = self.b if work.side == 0 else self.a
-        opred, otm = other.pred, other.time_map
-        wrapped = opred is not None or otm is not None
-        kernel = self.kernels[work.side]
-        single = others[0].data if len(others) == 1 and not wrapped else None
-        # Two batches (a large one and the small ones beside it, see the spine): inline too.
-        d0, d1 = (
-            (others[0].data, others[1].data) if len(others) == 2 and not wrapped else (None, None)
-        )
-        for key, vals in work.keys:
-            if single is not None:
-                merged = single.get(key)
-                if not merged:
-                    continue
-            elif d0 is not None:
-                merged = d0.get(key)
-                more = d1.get(key)
-                if more:
-                    merged = merged + more if merged else more
-                elif not merged:
-                    continue
-            else:
-                merged = self._other_values(key, others, opred, otm, wrapped)
-                if not merged:
-                    continue
-            kernel(key, vals, merged, out)
-            if len(out) >= fuel:
-                break
-        return out
-
-    @staticmethod
-    def _other_values(key: Any, others: List[Batch], opred: Any, otm: Any, wrapped: bool) -> Vals:
-        lists = []
-        for ob in others:
-            ov = ob.data.get(key)
-            if ov:
-                lists.append(ov)
-        if not lists:
-            return lists
-        if wrapped:
-            lists = [ov for _, ov in wrap_items([(key, values) for values in lists], opred, otm)]
-            if not lists:
-                return lists
-        if len(lists) == 1:
-            return lists[0]
-        merged = []
-        for ov in lists:
-            merged.extend(ov)
-        return merged
+        lookup = other.lookup
+        lookups = [lookup(batch) for batch in work.others]
+        return join_keys(work.keys, lookups, self.kernels[work.side], fuel)
 
 
 def join_streams(

@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from ...order import Product
-from .batch import Batch
+from .batch import BatchReader, Vals
 from .spine import Spine
 
 __all__ = ["TraceView", "wrap_items"]
-
-Vals = List[Tuple[Any, Any, int]]
 
 
 def wrap_items(
@@ -49,12 +47,30 @@ class TraceView:
         self.time_map = time_map
         self.frontier_unmap = frontier_unmap
 
-    def read_batch(self, batch: Batch) -> Iterable[Tuple[Any, Vals]]:
+    def read_batch(self, batch: BatchReader) -> Iterable[Tuple[Any, Vals]]:
         """``(key, [(val, time, diff)])`` of ``batch`` through this view's wrappers."""
         pred, tm = self.pred, self.time_map
         if pred is None and tm is None:
-            return batch.data.items()
-        return wrap_items(batch.data.items(), pred, tm)
+            return batch.items()
+        return wrap_items(batch.items(), pred, tm)
+
+    def lookup(self, batch: BatchReader) -> Callable[[Any], Optional[Vals]]:
+        """``lookup(key)``: the updates of ``key`` in ``batch`` through this view's wrappers
+        (None or empty when none are left)."""
+        pred, tm = self.pred, self.time_map
+        get = batch.get
+        if pred is None and tm is None:
+            return get
+
+        def wrapped(key: Any) -> Optional[Vals]:
+            vals = get(key)
+            if not vals:
+                return vals
+            for _, seen in wrap_items([(key, vals)], pred, tm):
+                return seen
+            return None
+
+        return wrapped
 
     def filter(self, pred: Callable[[Any, Any], bool]) -> "TraceView":
         """This view, further restricted to ``pred(key, val)``."""
