@@ -314,8 +314,6 @@ ALLOWED_LARGE: Dict[str, str] = {
     "timelypy.differential.reduce_product": "#21: becomes the differential/reduce/ package",
     "timelypy.differential.reduce._evaluate_distinct": "#21: split with the reduce package",
     "timelypy.differential.collection": "#21: to be reviewed after ruff format",
-    "timelypy.differential.trace.spine": "#21: the spine-private builder leaves the module",
-    "timelypy.differential.trace.spine._maintain": "#21: the spine's merge is reworked",
     "timelypy.connectors.spark_ray": "#21: becomes the connectors/spark/ package",
     "timelypy.connectors.spark_ray.spark_on_ray": "#21: becomes the connectors/spark/ package",
     "timelypy.workers.session": "#21: the sessions wing of workers/",

@@ -70,7 +70,7 @@ def test_product_compaction_keeps_accumulations_and_consolidates(seed):
     m1 = min(f[1] for f in since)
     for b in spine.batches:
         assert isinstance(b, BatchBuilder) and b.compacted == b.since
-        for key, vals in b.items():
+        for _, vals in b.items():
             if len(vals) > 1:
                 assert len({(v, t) for v, t, _ in vals}) == len(vals)
                 assert all(t[0] >= m0 and t[1] >= m1 for _, t, _ in vals)

@@ -10,7 +10,7 @@ of the :class:`~.trace.Spine`, and the batch is sent downstream (as differential
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
@@ -21,6 +21,10 @@ from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
 from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
 from .trace import Batch, BatchData, Spine
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
+    from ..order import TimeOrder
 
 __all__ = ["ArrangeOperator", "Batcher", "TraceWriter", "arrange_stream"]
 
@@ -68,13 +72,14 @@ class Batcher:
         return list(times)
 
 
-def _beyond_test(upper: List[Any], order: Any) -> Any:
+def _beyond_test(upper: List[Any], order: "TimeOrder") -> Callable[[Any], bool]:
     """``test(t)``: is ``t`` at or beyond the antichain ``upper``? For ``Product(int, int)``,
     one bisection: sorted by the outer coordinate, an antichain's inner coordinates decrease,
     so the last element at or below ``t``'s outer time has the least inner time of those."""
     if not upper:
         return lambda t: False
-    if order.depth == 1 and order.outer.is_total:
+    outer = order.outer
+    if order.depth == 1 and outer is not None and outer.is_total:
         ordered = sorted(upper)
         outers = [u[0] for u in ordered]
         inners = [u[1] for u in ordered]
@@ -122,7 +127,7 @@ class ArrangeOperator(OperatorCore):
     and sent at that capability.
     """
 
-    def __init__(self, scope: Any, name: str, keep_trace: bool = True):
+    def __init__(self, scope: "Scope", name: str, keep_trace: bool = True):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         worker = scope.worker
         self.spine = Spine(self.order, name, instruments=worker.instruments, worker=worker.index)
@@ -212,7 +217,7 @@ class _TotalArrange(ArrangeOperator):
     """:class:`ArrangeOperator` for totally ordered times: its one capability (at the least
     pending time) is held as a time, without capability objects."""
 
-    def __init__(self, scope: Any, name: str, keep_trace: bool = True):
+    def __init__(self, scope: "Scope", name: str, keep_trace: bool = True):
         super().__init__(scope, name, keep_trace)
         self._cap: Any = None
         self._internal = self.shared.internals[0]
@@ -292,7 +297,7 @@ def _as_keys(data: List[Tuple[Any, Any, int]]) -> List[Update]:
 
 
 def arrange_stream(
-    updates: Stream, scope: Any, name: str, by_self: bool = False, keep_trace: bool = True
+    updates: Stream, scope: "Scope", name: str, by_self: bool = False, keep_trace: bool = True
 ) -> Tuple[Stream, Spine]:
     """Arrange a stream of ``((key, val), time, diff)`` (of ``(data, time, diff)`` when
     ``by_self``: keys with the value ``()``): returns the stream of batches and the spine.

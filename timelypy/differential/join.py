@@ -11,15 +11,18 @@ acknowledged. What a matching pair produces is a *product*: :func:`pairs`,
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import TimelyError, user_error
 from .agent import TraceAgent
-from .reduce_total import _Named
 from .kernel.join import Kernel, core, join_keys, mapped, pairs, semijoin_pairs
+from .reduce_total import _Named
 from .trace import Batch, BatchReader, TraceView
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
 
 __all__ = [
     "JoinOperator",
@@ -43,9 +46,7 @@ class _JoinWork:
 
     __slots__ = ("side", "time", "batch", "keys", "others")
 
-    def __init__(
-        self, side: int, time: Any, batch: Batch, keys: Any, others: List[BatchReader]
-    ):
+    def __init__(self, side: int, time: Any, batch: Batch, keys: Any, others: List[BatchReader]):
         self.side = side
         self.time = time
         self.batch = batch
@@ -74,7 +75,7 @@ class JoinOperator(OperatorCore):
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         a: TraceView,
         b: TraceView,
         product: JoinProduct,
@@ -131,9 +132,10 @@ class JoinOperator(OperatorCore):
         acked = False
         try:
             while fuel > 0:
-                if self._work is None and not self._start_next():
+                work = self._work or self._start_next()
+                if work is None:
                     break
-                fuel = self._run_work(fuel)
+                fuel = self._run_work(work, fuel)
                 if self._work is None:
                     acked = True
         finally:  # (also when the logic fails: what was made is sent in this activation)
@@ -149,8 +151,9 @@ class JoinOperator(OperatorCore):
             self._release()
         return False
 
-    def _start_next(self) -> bool:
-        """Begin the next arrived batch (input 0's before input 1's); False if none waits."""
+    def _start_next(self) -> Optional[_JoinWork]:
+        """Begin the next arrived batch (input 0's before input 1's) and return its work; None
+        if none waits."""
         held = self._held
         while not held:
             q0, q1 = self._queues
@@ -159,7 +162,7 @@ class JoinOperator(OperatorCore):
             elif q1:
                 side, q = 1, q1
             else:
-                return False
+                return None
             time, batches = q.popleft()
             if batches:
                 # ChangeBatch.update inlined: consumed, and a capability until all are joined.
@@ -172,17 +175,15 @@ class JoinOperator(OperatorCore):
                 else:
                     del internal[time]
                 if len(batches) == 1:  # the common case: nothing to hold for later
-                    self._begin(side, time, batches[0])
-                    return True
+                    return self._begin(side, time, batches[0])
                 held.append((side, time, list(batches)))
         side, time, batches = held[0]
         batch = batches.pop(0)
         if not batches:
             held.pop(0)
-        self._begin(side, time, batch)
-        return True
+        return self._begin(side, time, batch)
 
-    def _begin(self, side: int, time: Any, batch: Batch) -> None:
+    def _begin(self, side: int, time: Any, batch: Batch) -> _JoinWork:
         """Make ``batch`` (of input ``side``, at ``time``) the current work."""
         mine, other, ack = (
             (self.a, self.b, self.ack_b) if side == 0 else (self.b, self.a, self.ack_a)
@@ -190,12 +191,12 @@ class JoinOperator(OperatorCore):
         spine = other.spine
         others = spine.batches_through(ack)
         spine.pin()
-        self._work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
+        work = self._work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
+        return work
 
-    def _run_work(self, fuel: int) -> int:
-        """Join keys of the current batch until about ``fuel`` outputs are made; send them.
-        Returns the fuel left (0 or less when the batch is not finished)."""
-        work = self._work
+    def _run_work(self, work: _JoinWork, fuel: int) -> int:
+        """Join keys of the current batch (``work``) until about ``fuel`` outputs are made;
+        send them. Returns the fuel left (0 or less when the batch is not finished)."""
         try:
             out = self._join_keys(work, fuel)
         except TimelyError:

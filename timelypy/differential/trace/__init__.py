@@ -6,8 +6,8 @@ Nothing here knows about operators, trace agents or collections (as differential
 
 from .batch import Batch, BatchData, BatchReader, Vals
 from .builder import BatchBuilder
-from .lifecycle import SpineState
 from .cursor import Cursor
+from .lifecycle import SpineState
 from .spine import Spine
 from .view import TraceView, wrap_items
 

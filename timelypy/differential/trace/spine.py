@@ -17,7 +17,18 @@ away from it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ...instrument import SpineMerged
 from ...progress.frontier import MutableAntichain
@@ -32,7 +43,7 @@ if TYPE_CHECKING:
     from ...instrument import Instruments
     from ...order import TimeOrder
 
-__all__ = ["Spine"]
+__all__ = ["Listener", "Reader", "Spine"]
 
 _INF = float("inf")
 _COMPACTION_THRESHOLD = 1024
@@ -41,6 +52,23 @@ _OWNED_RATIO = 16
 """A new run of batches merges into a predecessor the spine has merged into (a builder it
 updates in place) when that predecessor holds at most this many times the run's updates (else
 only at half its size)."""
+
+
+class Reader(Protocol):
+    """A physical hold on a spine (a trace agent): the batches after ``through_seq`` are the
+    ones it has not seen yet, which are never merged away from it."""
+
+    through_seq: float
+
+
+class Listener(Protocol):
+    """Told of every new batch and of every region sealed without updates (an import)."""
+
+    def notify(self, batch: Batch) -> None:
+        """A new batch."""
+
+    def notify_upper(self, upper: List[Any]) -> None:
+        """A new upper frontier over a region without updates."""
 
 
 class _LeastHold:
@@ -114,8 +142,8 @@ class Spine:
         )
         self._since.update_iter([(order.minimum, 1)])  # the writer's own hold, see `advance_writer`
         self._writer_since: List[Any] = [order.minimum]
-        self.readers: List[Any] = []
-        self.listeners: List[Any] = []
+        self.readers: List[Reader] = []
+        self.listeners: List[Listener] = []
         self._inserted = 0
         self._force_compaction = False
         self._pins = 0
@@ -222,11 +250,11 @@ class Spine:
         else:
             since.update_iter(changes)
 
-    def add_reader(self, reader: Any) -> None:
+    def add_reader(self, reader: Reader) -> None:
         """Register a physical hold: batches after ``reader.through_seq`` are not merged."""
         self.readers.append(reader)
 
-    def remove_reader(self, reader: Any) -> None:
+    def remove_reader(self, reader: Reader) -> None:
         """Release ``reader``'s physical hold (a no-op if it is not registered); the last
         reader of a retired spine takes its batches with it, the last reader of a private
         spine leaves it :attr:`abandoned`."""
@@ -267,12 +295,12 @@ class Spine:
         self.batches = []
         self.listeners = []
 
-    def add_listener(self, listener: Any) -> None:
+    def add_listener(self, listener: Listener) -> None:
         """Call ``listener.notify(batch)`` per new batch and ``listener.notify_upper(upper)``
         per sealed region."""
         self.listeners.append(listener)
 
-    def remove_listener(self, listener: Any) -> None:
+    def remove_listener(self, listener: Listener) -> None:
         """Stop notifying ``listener`` (a no-op if it is not registered)."""
         if listener in self.listeners:
             self.listeners.remove(listener)
@@ -466,8 +494,17 @@ class Spine:
         since = list(self._since.frontier)
         order = self.order
         data = target.data
-        if since and not order.is_total and order.depth == 1 and order.outer.is_total:
-            target.count = merge_product(data, b.items(), target.count, since, order, target.several)
+        outer = order.outer
+        if (
+            since
+            and not order.is_total
+            and order.depth == 1
+            and outer is not None
+            and outer.is_total
+        ):
+            target.count = merge_product(
+                data, b.items(), target.count, since, order, target.several
+            )
         else:
             target.count = merge_consolidating(data, b.items(), target.count, since, order)
             if not order.is_total:

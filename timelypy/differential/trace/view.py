@@ -85,8 +85,11 @@ class TraceView:
             time_map = _to_inner
             unmap = _to_outer
         else:
-            time_map = lambda t: Product(old_map(t), 0)  # noqa: E731
-            unmap = lambda t: old_unmap(t[0])  # noqa: E731
+            if old_unmap is None:
+                raise ValueError(f"trace {self.spine.name!r}: a time map without its inverse")
+            inner_map, inner_unmap = old_map, old_unmap
+            time_map = lambda t: Product(inner_map(t), 0)  # noqa: E731
+            unmap = lambda t: inner_unmap(t[0])  # noqa: E731
         return TraceView(self.spine, self.pred, time_map, unmap)
 
     def unmap_frontier(self, frontier: Iterable[Any]) -> List[Any]:

@@ -1,0 +1,1 @@
+"""Plain twins of the kernel modules of ``timelypy.differential``."""

@@ -1,0 +1,1 @@
+"""Plain twins of ``timelypy.differential.kernel``: the same names and contracts, plainly."""
