@@ -17,7 +17,6 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Tuple
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.kernels.differential.kernel import consolidation as plain_consolidation
@@ -234,7 +233,6 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-x", "-m", "not slow",
 """
 
 
-@pytest.mark.slow
 def test_the_property_suite_runs_on_the_plain_kernels() -> None:
     """A slice of the property suite (one worker, a few dozen examples) with every kernel of
     ``timelypy.differential.kernel`` taken from its twin."""
