@@ -62,13 +62,24 @@ class TraceView:
         if pred is None and tm is None:
             return get
 
+        if pred is None and tm is not None:  # entered into a nested scope: re-timed only
+            time_map = tm
+
+            def retimed(key: Any) -> Optional[Vals]:
+                vals = get(key)
+                return [(v, time_map(t), r) for v, t, r in vals] if vals else vals
+
+            return retimed
+
         def wrapped(key: Any) -> Optional[Vals]:
             vals = get(key)
             if not vals:
                 return vals
-            for _, seen in wrap_items([(key, vals)], pred, tm):
-                return seen
-            return None
+            if pred is not None:
+                vals = [(v, t, r) for v, t, r in vals if pred(key, v)]
+            if tm is not None:
+                vals = [(v, tm(t), r) for v, t, r in vals]
+            return vals
 
         return wrapped
 
