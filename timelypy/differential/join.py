@@ -274,8 +274,11 @@ class JoinOperator(OperatorCore):
     def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""
         other = self.b if work.side == 0 else self.a
-        lookup = other.lookup
-        lookups = [lookup(batch) for batch in work.others]
+        if other.pred is None and other.time_map is None:  # the common case: no wrapper
+            lookups = [batch.get for batch in work.others]
+        else:
+            lookup = other.lookup
+            lookups = [lookup(batch) for batch in work.others]
         return join_keys(work.keys, lookups, self.kernels[work.side], fuel)
 
 

@@ -18,9 +18,9 @@ after being abandoned). Every other move raises.
 from __future__ import annotations
 
 import enum
-from typing import Dict, FrozenSet
+from typing import Dict, FrozenSet, Tuple
 
-__all__ = ["SpineState", "TRANSITIONS", "check_transition"]
+__all__ = ["MAINTAINED", "SpineState", "TRANSITIONS", "check_transition"]
 
 
 class SpineState(enum.Enum):
@@ -42,11 +42,10 @@ class SpineState(enum.Enum):
         """The batches are gone."""
         return self is SpineState.DROPPED or self is SpineState.ABANDONED_DROPPED
 
-    @property
-    def maintained(self) -> bool:
-        """New batches are stored, merged and compacted."""
-        return self is SpineState.LIVE or self is SpineState.RETIRED
 
+MAINTAINED: Tuple[SpineState, ...] = (SpineState.LIVE, SpineState.RETIRED)
+"""The states in which new batches are stored, merged and compacted (``state in MAINTAINED``:
+identity tests, as cheap as a test can be on the spine's per-batch path)."""
 
 TRANSITIONS: Dict[SpineState, FrozenSet[SpineState]] = {
     SpineState.LIVE: frozenset({SpineState.RETIRED, SpineState.ABANDONED, SpineState.DROPPED}),

@@ -37,7 +37,7 @@ from ..kernel.merge import compact_keys, compact_total, merge_consolidating, mer
 from .batch import Batch, BatchData, BatchReader, Vals
 from .builder import BatchBuilder
 from .cursor import Cursor
-from .lifecycle import SpineState, check_transition
+from .lifecycle import MAINTAINED, SpineState, check_transition
 
 if TYPE_CHECKING:
     from ...instrument import Instruments
@@ -187,7 +187,7 @@ class Spine:
         """Make the next batch (up to ``upper``) and insert it; with ``store=False`` (a batcher
         nobody reads as a trace) only number it and advance the spine's upper."""
         self.seq += 1
-        if not store or not self.state.maintained:
+        if not store or self.state not in MAINTAINED:
             batch = Batch(data, self.upper, list(upper), self.seq, count, since=self._minimum)
             self.upper = batch.upper
             return batch
@@ -387,7 +387,7 @@ class Spine:
     def _maintain(self) -> None:
         """Merge the run of batches every reader has seen that geometric sizes call for, then
         compact when enough arrived since the last pass (or a reader asked)."""
-        if self._pins or not self._since.frontier or not self.state.maintained:
+        if self._pins or self.state not in MAINTAINED or not self._since.frontier:
             # Pinned, or nothing may be read at any time any more (an empty since, or no
             # reader of a private spine left): merging is wasted work.
             return
@@ -421,7 +421,16 @@ class Spine:
         if j < i:
             self._merge_run(j, i)
             m -= i - j
-        self._maybe_compact(m)
+        # Amortised full compaction, once as many updates arrived as half of what is stored
+        # (``inserted * 2 >= stored > threshold`` needs ``inserted * 2`` above the threshold
+        # and at least the first batch's count: the stored count is only summed when a pass
+        # may be due), or after a reader advanced its logical compaction explicitly.
+        inserted2 = self._inserted * 2
+        if m and (
+            self._force_compaction
+            or (inserted2 > _COMPACTION_THRESHOLD and inserted2 >= batches[0].count)
+        ):
+            self._maybe_compact(m, inserted2)
 
     def _merge_run(self, j: int, i: int) -> None:
         """Merge batches ``j + 1 .. i`` into batch ``j``, in time order, reporting each merge
@@ -448,24 +457,14 @@ class Spine:
                 )
         batches[j : i + 1] = [target]
 
-    def _maybe_compact(self, m: int) -> None:
-        """Amortised full compaction of the first ``m`` batches: once as many updates arrived
-        as half of what is stored (each update pays for O(1) compaction work), or after a
-        reader advanced its logical compaction explicitly."""
-        # (``inserted * 2 >= stored > threshold`` needs ``inserted * 2`` above the threshold
-        # and at least the first batch's count: the stored count is only summed when a pass
-        # may be due.)
-        batches = self.batches
-        inserted2 = self._inserted * 2
-        if m and (
-            self._force_compaction
-            or (inserted2 > _COMPACTION_THRESHOLD and inserted2 >= batches[0].count)
-        ):
-            stored = 0
-            for b in batches[:m]:
-                stored += b.count
-            if stored > _COMPACTION_THRESHOLD and (inserted2 >= stored or self._force_compaction):
-                self._compact_prefix(m)
+    def _maybe_compact(self, m: int, inserted2: int) -> None:
+        """Compact the first ``m`` batches if they store more than the threshold and at most
+        twice the updates inserted since the last pass (``inserted2``), or if a reader asked."""
+        stored = 0
+        for b in self.batches[:m]:
+            stored += b.count
+        if stored > _COMPACTION_THRESHOLD and (inserted2 >= stored or self._force_compaction):
+            self._compact_prefix(m)
 
     def _compact_prefix(self, m: int) -> None:
         """Compact (advance to since, consolidate) every batch of the first ``m``."""
