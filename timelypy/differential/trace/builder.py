@@ -27,7 +27,7 @@ class BatchBuilder(BatchReader):
     update, the only ones a compaction pass has work for; None if unknown.
     """
 
-    __slots__ = ("compacted", "several")
+    __slots__ = ("compacted", "several", "data")
 
     def __init__(self, batch: BatchReader):
         data = {k: list(v) for k, v in batch.items()}  # the lists, not the updates
@@ -40,8 +40,5 @@ class BatchBuilder(BatchReader):
         self.count = batch.count
         self.compacted: Optional[List[Any]] = None
         self.several: Optional[Set[Any]] = None
-
-    @property
-    def data(self) -> BatchData:
+        self.data: BatchData = data
         """The dictionary the spine's kernels change (the spine's, not a reader's)."""
-        return self._data

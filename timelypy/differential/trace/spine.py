@@ -437,7 +437,8 @@ class Spine:
         when instruments listen."""
         batches = self.batches
         instruments = self.instruments
-        target = self._builder(batches[j])
+        first = batches[j]
+        target = first if isinstance(first, BatchBuilder) else BatchBuilder(first)
         if instruments is None or not instruments.enabled:
             for k in range(j + 1, i + 1):
                 self._merge(target, batches[k])
