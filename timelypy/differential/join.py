@@ -11,6 +11,7 @@ acknowledged. What a matching pair produces is a *product*: :func:`pairs`,
 from __future__ import annotations
 
 from collections import deque
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ..dataflow.operator import OperatorCore
@@ -37,6 +38,10 @@ __all__ = [
 JoinProduct = Callable[[Any, bool, Optional[Callable]], Kernel]
 """``product(order, first, logic)``: the kernel for a batch of the first (or second) input
 (see :mod:`.kernel.join`)."""
+
+
+_GET = attrgetter("get")
+"""A batch's own look-up."""
 
 
 class _JoinWork:
@@ -275,7 +280,7 @@ class JoinOperator(OperatorCore):
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""
         other = self.b if work.side == 0 else self.a
         if other.pred is None and other.time_map is None:  # the common case: no wrapper
-            lookups = [batch.get for batch in work.others]
+            lookups = list(map(_GET, work.others))
         else:
             lookup = other.lookup
             lookups = [lookup(batch) for batch in work.others]

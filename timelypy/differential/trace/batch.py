@@ -27,24 +27,22 @@ class BatchReader:
     advanced to: accumulations are exact at times at or beyond ``since``. ``seq`` numbers the
     spine's batches; ``count`` is the number of updates.
 
-    ``get(key)`` returns the key's ``[(val, time, diff), ...]`` or None (it is the dictionary's
-    own look-up, so it costs what a dictionary look-up costs in a hot loop). The lists returned
-    by ``get`` and ``items`` belong to the batch: read them, do not change them.
+    ``get(key)`` returns the key's ``[(val, time, diff), ...]`` or None, and ``items()`` every
+    ``(key, [(val, time, diff), ...])``: they are the dictionary's own methods, so they cost
+    what a dictionary look-up costs in a hot loop. The lists they return belong to the batch:
+    read them, do not change them.
     """
 
-    __slots__ = ("_data", "get", "lower", "upper", "since", "seq", "count")
+    __slots__ = ("_data", "get", "items", "lower", "upper", "since", "seq", "count")
 
     _data: BatchData
     get: Callable[[Any], Optional[Vals]]
+    items: Callable[[], ItemsView[Any, Vals]]
     lower: List[Any]
     upper: List[Any]
     since: List[Any]
     seq: int
     count: int
-
-    def items(self) -> ItemsView[Any, Vals]:
-        """Every ``(key, [(val, time, diff), ...])``."""
-        return self._data.items()
 
     def keys(self) -> KeysView[Any]:
         """Every key."""
@@ -97,6 +95,7 @@ class Batch(BatchReader):
     ):
         self._data = data
         self.get = data.get
+        self.items = data.items
         self.lower = lower
         self.upper = upper
         self.since = lower if since is None else since

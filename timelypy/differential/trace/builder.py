@@ -33,6 +33,7 @@ class BatchBuilder(BatchReader):
         data = {k: list(v) for k, v in batch.items()}  # the lists, not the updates
         self._data = data
         self.get = data.get
+        self.items = data.items
         self.lower = batch.lower
         self.upper = batch.upper
         self.since = batch.since
