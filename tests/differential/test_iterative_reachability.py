@@ -14,7 +14,7 @@ from oracle.graphs import reachable
 
 import timelypy as tp
 from timelypy.differential.agent import TraceAgent
-from timelypy.differential.trace import Spine
+from timelypy.differential.trace import BatchBuilder, Spine
 from timelypy.order import Product, order_for
 
 PRODUCT = order_for(Product(0, 0))
@@ -58,7 +58,7 @@ def test_product_compaction_keeps_accumulations_and_consolidates(seed):
         ]
         history.extend(ups)
         _insert(spine, ups, Product(rnd + 1, 0))
-    before = {k: list(vals) for b in spine.batches for k, vals in b.data.items()}
+    before = {k: list(vals) for b in spine.batches for k, vals in b.items()}
     since = sorted({Product(rng.randrange(1, 6), rng.randrange(4)) for _ in range(3)})
     since = [f for f in since if not any(PRODUCT.le(g, f) and g != f for g in since)]
     agent = TraceAgent(spine, since=since, through_seq=float("inf"), explicit=True)
@@ -70,14 +70,14 @@ def test_product_compaction_keeps_accumulations_and_consolidates(seed):
     m0 = min(f[0] for f in since)
     m1 = min(f[1] for f in since)
     for b in spine.batches:
-        assert b.compacted == b.since
-        for vals in b.data.values():
+        assert isinstance(b, BatchBuilder) and b.compacted == b.since
+        for _, vals in b.items():
             if len(vals) > 1:
                 assert len({(v, t) for v, t, _ in vals}) == len(vals)
                 assert all(t[0] >= m0 and t[1] >= m1 for _, t, _ in vals)
             assert all(r for _, _, r in vals)
     if len(spine.batches) == 1:
-        for key, vals in spine.batches[0].data.items():
+        for key, vals in spine.batches[0].items():
             if len(vals) == 1 and len(before.get(key, ())) == 1:
                 assert vals == before[key]
     for a in range(0, 8):
@@ -160,10 +160,10 @@ def test_product_merge_consolidates_one_update_each_side():
     spine.maintain()
     spine._check()
     (batch,) = spine.batches
-    assert 1 not in batch.data  # cancelled at (1, 2)
-    assert batch.data[2] == [((), Product(1, 2), 2)]  # consolidated at (1, 2)
-    assert sorted(batch.data[3]) == [("a", Product(0, 0), 1), ("b", Product(1, 2), 1)]
-    assert batch.data[4] == [((), Product(0, 3), 1), ((), Product(1, 2), 1)]  # (1, 3) != (1, 2)
+    assert 1 not in batch  # cancelled at (1, 2)
+    assert batch.get(2) == [((), Product(1, 2), 2)]  # consolidated at (1, 2)
+    assert sorted(batch.get(3)) == [("a", Product(0, 0), 1), ("b", Product(1, 2), 1)]
+    assert batch.get(4) == [((), Product(0, 3), 1), ((), Product(1, 2), 1)]  # (1, 3) != (1, 2)
     assert spine.accumulate(4, Product(1, 3)) == {(): 2}
     assert spine.accumulate(4, Product(1, 2)) == {(): 1}
     agent.close()
@@ -356,15 +356,15 @@ def test_compaction_tracks_the_keys_with_several_updates(seed):
         if rng.random() < 0.3:
             spine.compact()
             for b in spine.batches:
-                if b.owned:
-                    scan = {k for k, vals in b.data.items() if len(vals) != 1}
+                if isinstance(b, BatchBuilder):
+                    scan = {k for k, vals in b.items() if len(vals) != 1}
                     assert b.several == scan
                     for k in scan:
-                        vals = b.data[k]
+                        vals = b.get(k)
                         assert len({(v, t) for v, t, _ in vals}) == len(vals)
         for b in spine.batches:
-            if b.several is not None:
-                assert b.several == {k for k, vals in b.data.items() if len(vals) != 1}
+            if isinstance(b, BatchBuilder) and b.several is not None:
+                assert b.several == {k for k, vals in b.items() if len(vals) != 1}
         spine._check()
         s = Product(rnd + 1, 0)
         _assert_reads(spine, history, range(60), s)
@@ -388,7 +388,7 @@ def test_small_batches_wait_beside_a_much_larger_owned_batch():
     spine.maintain()
     spine.compact()
     (big,) = spine.batches
-    assert big.owned
+    assert isinstance(big, BatchBuilder)
     kept_apart = merged_back = 0
     for rnd in range(1, 41):
         ups = [(n + rnd * 8 + j, (), Product(rnd, 0), 1) for j in range(8)]

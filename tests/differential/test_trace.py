@@ -56,7 +56,7 @@ def test_compaction_keeps_accumulations_at_and_beyond_since(rounds, since):
             assert spine.accumulate(key, s) == expected
     # Stored times are at or beyond since (they were advanced).
     for b in spine.batches:
-        for vals in b.data.values():
+        for vals in (vals for _, vals in b.items()):
             for _, t, _ in vals:
                 assert t >= min(since, t)
     handle.close()
@@ -199,7 +199,7 @@ def test_batches_carry_their_description():
     spine.advance_writer([4])
     spine.compact()
     assert spine.batches[0].since == [2]
-    assert spine.batches[0].data == {1: [("a", 2, 1)], 2: [("b", 3, 1)]}
+    assert dict(spine.batches[0].items()) == {1: [("a", 2, 1)], 2: [("b", 3, 1)]}
     spine._check()
 
 

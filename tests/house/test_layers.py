@@ -291,8 +291,6 @@ ALLOWED_LARGE: Dict[str, str] = {
         "Variable (a Collection), so the three share a module (a split would be an import "
         "cycle); it is public methods, each with its docstring and example"
     ),
-    "timelypy.differential.trace.spine": "#21: the spine-private builder leaves the module",
-    "timelypy.differential.trace.spine._maintain": "#21: the spine's merge is reworked",
 }
 
 

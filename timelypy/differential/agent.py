@@ -10,7 +10,7 @@ from it). :func:`import_stream` replays a trace in another dataflow on the same 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..dataflow.capability import Capability
 from ..dataflow.operator import OperatorCore
@@ -18,6 +18,9 @@ from ..dataflow.stream import Stream
 from ..errors import TimelyError
 from ..progress.frontier import Antichain
 from .trace import Batch, Cursor, Spine
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
 
 __all__ = ["ImportOperator", "TraceAgent", "TraceHandle", "import_stream"]
 
@@ -116,7 +119,7 @@ class TraceAgent:
         if seq > self.through_seq:
             self.through_seq = seq
 
-    def import_(self, scope: Any, name: str = "Import") -> Any:
+    def import_(self, scope: "Scope", name: str = "Import") -> Any:
         """This trace as an arrangement in ``scope``, another dataflow on the same worker (the
         Differential Dataflow book's "sharing arrangements across dataflows").
 
@@ -194,7 +197,7 @@ class ImportOperator(OperatorCore):
     """Replays a trace from another dataflow: a snapshot of its current contents, then every
     new batch, downgrading its capability as the trace's upper frontier advances."""
 
-    def __init__(self, scope: Any, agent: TraceAgent, name: str):
+    def __init__(self, scope: "Scope", agent: TraceAgent, name: str):
         super().__init__(scope, name, 0, 1)
         self.agent = agent
         spine = agent.spine
@@ -204,7 +207,7 @@ class ImportOperator(OperatorCore):
         )
         snapshot: Dict[Any, List[Tuple[Any, Any, int]]] = {}
         for b in spine.batches:
-            for k, vals in b.data.items():
+            for k, vals in b.items():
                 snapshot.setdefault(k, []).extend(vals)
         if snapshot:
             self.queue.append(
@@ -245,7 +248,7 @@ class ImportOperator(OperatorCore):
         return False
 
 
-def import_stream(agent: TraceAgent, scope: Any, name: str = "Import") -> Stream:
+def import_stream(agent: TraceAgent, scope: "Scope", name: str = "Import") -> Stream:
     """The stream of ``agent``'s trace's batches in ``scope`` (another dataflow on the same
     worker): a snapshot of the trace, then every new batch.
 

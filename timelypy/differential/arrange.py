@@ -10,7 +10,7 @@ of the :class:`~.trace.Spine`, and the batch is sent downstream (as differential
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
@@ -19,8 +19,12 @@ from ..dataflow.stream import Stream
 from ..errors import unhashable_error
 from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
-from .consolidation import consolidate
+from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
 from .trace import Batch, BatchData, Spine
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
+    from ..order import TimeOrder
 
 __all__ = ["ArrangeOperator", "Batcher", "TraceWriter", "arrange_stream"]
 
@@ -49,11 +53,11 @@ class Batcher:
         """Remove the pending updates at times not at or beyond ``upper``; return them as
         ``key -> [(val, time, diff)]`` (consolidated) and their number."""
         if self.order.is_total and len(upper) <= 1:
-            data, keep = _group_before(self.pending, upper[0] if upper else None)
+            data, keep = group_before(self.pending, upper[0] if upper else None)
         else:
-            data, keep = _group_not_beyond(self.pending, _beyond_test(upper, self.order))
+            data, keep = group_not_beyond(self.pending, _beyond_test(upper, self.order))
         self.pending = keep
-        return data, _consolidate_groups(data)
+        return data, consolidate_groups(data)
 
     def frontier(self) -> List[Any]:
         """The minimal times of the pending updates."""
@@ -68,31 +72,14 @@ class Batcher:
         return list(times)
 
 
-def _group_before(pending: List[Update], bound: Any) -> Tuple[BatchData, List[Update]]:
-    """Totally ordered times: group the updates at times ``< bound`` (all when None)."""
-    data: BatchData = {}
-    keep = []
-    get = data.get
-    for upd in pending:
-        kv, t, r = upd
-        if bound is None or t < bound:
-            lst = get(kv[0])
-            if lst is None:
-                data[kv[0]] = [(kv[1], t, r)]
-            else:
-                lst.append((kv[1], t, r))
-        else:
-            keep.append(upd)
-    return data, keep
-
-
-def _beyond_test(upper: List[Any], order: Any) -> Any:
+def _beyond_test(upper: List[Any], order: "TimeOrder") -> Callable[[Any], bool]:
     """``test(t)``: is ``t`` at or beyond the antichain ``upper``? For ``Product(int, int)``,
     one bisection: sorted by the outer coordinate, an antichain's inner coordinates decrease,
     so the last element at or below ``t``'s outer time has the least inner time of those."""
     if not upper:
         return lambda t: False
-    if order.depth == 1 and order.outer.is_total:
+    outer = order.outer
+    if order.depth == 1 and outer is not None and outer.is_total:
         ordered = sorted(upper)
         outers = [u[0] for u in ordered]
         inners = [u[1] for u in ordered]
@@ -104,55 +91,6 @@ def _beyond_test(upper: List[Any], order: Any) -> Any:
         return beyond
     le = order.le
     return lambda t: any(le(u, t) for u in upper)
-
-
-def _group_not_beyond(pending: List[Update], test: Any) -> Tuple[BatchData, List[Update]]:
-    """Partially ordered times: group the updates at times not at or beyond the frontier
-    (``test(t)`` says whether ``t`` is)."""
-    data: BatchData = {}
-    keep = []
-    get = data.get
-    beyond: dict = {}  # per distinct time: far fewer than updates
-    for upd in pending:
-        kv, t, r = upd
-        b = beyond.get(t)
-        if b is None:
-            beyond[t] = b = test(t)
-        if not b:
-            lst = get(kv[0])
-            if lst is None:
-                data[kv[0]] = [(kv[1], t, r)]
-            else:
-                lst.append((kv[1], t, r))
-        else:
-            keep.append(upd)
-    return data, keep
-
-
-def _consolidate_groups(data: BatchData) -> int:
-    """Consolidate (in place) the keys with several updates; drop keys that cancel out.
-    Returns the number of updates left."""
-    count = 0
-    empty = []
-    for k, lst in data.items():
-        n = len(lst)
-        if n == 1:
-            count += 1
-            continue
-        if n == 2:  # the commonest case under churn: a retraction and an insertion
-            (v1, t1, r1), (v2, t2, r2) = lst
-            if (v1 != v2 or t1 != t2) and r1 and r2:
-                count += 2
-                continue
-        lst = consolidate(lst)
-        if lst:
-            data[k] = lst
-            count += len(lst)
-        else:
-            empty.append(k)
-    for k in empty:
-        del data[k]
-    return count
 
 
 class TraceWriter:
@@ -189,7 +127,7 @@ class ArrangeOperator(OperatorCore):
     and sent at that capability.
     """
 
-    def __init__(self, scope: Any, name: str, keep_trace: bool = True):
+    def __init__(self, scope: "Scope", name: str, keep_trace: bool = True):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         worker = scope.worker
         self.spine = Spine(self.order, name, instruments=worker.instruments, worker=worker.index)
@@ -279,7 +217,7 @@ class _TotalArrange(ArrangeOperator):
     """:class:`ArrangeOperator` for totally ordered times: its one capability (at the least
     pending time) is held as a time, without capability objects."""
 
-    def __init__(self, scope: Any, name: str, keep_trace: bool = True):
+    def __init__(self, scope: "Scope", name: str, keep_trace: bool = True):
         super().__init__(scope, name, keep_trace)
         self._cap: Any = None
         self._internal = self.shared.internals[0]
@@ -331,9 +269,9 @@ class _TotalArrange(ArrangeOperator):
             self.writer.advance(frontier)
             return
         batcher = self.batcher
-        data, keep = _group_before(batcher.pending, frontier[0] if frontier else None)
+        data, keep = group_before(batcher.pending, frontier[0] if frontier else None)
         batcher.pending = keep
-        count = _consolidate_groups(data)
+        count = consolidate_groups(data)
         batch = self.writer.write(data, frontier, count)
         if count:
             self._out.push(cap, [batch])
@@ -359,7 +297,7 @@ def _as_keys(data: List[Tuple[Any, Any, int]]) -> List[Update]:
 
 
 def arrange_stream(
-    updates: Stream, scope: Any, name: str, by_self: bool = False, keep_trace: bool = True
+    updates: Stream, scope: "Scope", name: str, by_self: bool = False, keep_trace: bool = True
 ) -> Tuple[Stream, Spine]:
     """Arrange a stream of ``((key, val), time, diff)`` (of ``(data, time, diff)`` when
     ``by_self``: keys with the value ``()``): returns the stream of batches and the spine.

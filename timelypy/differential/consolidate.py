@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
@@ -11,6 +11,9 @@ from ..dataflow.stream import Stream
 from ..errors import unhashable_error
 from ..progress.frontier import Antichain
 from .consolidation import accumulate_into
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
 
 __all__ = ["ConsolidateOperator", "consolidate_stream"]
 
@@ -23,7 +26,7 @@ class ConsolidateOperator(OperatorCore):
     """Buffers updates (exchanged by record) and, when the input frontier passes a held
     capability, emits the consolidated updates it covers at that capability."""
 
-    def __init__(self, scope: Any, name: str):
+    def __init__(self, scope: "Scope", name: str):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         self._pending: Dict[Tuple[Any, Any], int] = {}
         self._caps = CapabilitySet(self.order.le)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from ..dataflow.feedback import LoopHandle
 from ..dataflow.stream import Stream
 from ..errors import TimelyError
 from ..order import IntSummary, PathSummary, ProductSummary
 
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
+
 __all__ = ["loop_variable"]
 
 
 def loop_variable(
-    scope: Any, max_iterations: Optional[int] = None, summary: Optional[PathSummary] = None
+    scope: "Scope", max_iterations: Optional[int] = None, summary: Optional[PathSummary] = None
 ) -> Tuple[LoopHandle, Stream, PathSummary]:
     """A feedback edge in the iterative ``scope``: returns ``(handle, stream, summary)``.
 

@@ -4,19 +4,25 @@ Every pair of updates with equal keys is joined exactly once (when the later one
 output ``(f(key, v1, v2), join(t1, t2), d1 * d2)`` (differential-dataflow's ``join_core``).
 Readers acknowledge batch sequence numbers, and traces only merge batches every reader has
 acknowledged. What a matching pair produces is a *product*: :func:`pairs`,
-:func:`semijoin_pairs`, :func:`mapped` or :func:`core`.
+:func:`semijoin_pairs`, :func:`mapped` or :func:`core` (the join kernel,
+:mod:`.kernel.join`, which also walks a batch's keys against the other trace).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, List, Optional, Tuple
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import NamedStage, TimelyError, user_error
 from .agent import TraceAgent
-from .trace import Batch, TraceView, wrap_items
+from .kernel.join import Kernel, core, join_keys, mapped, pairs, semijoin_pairs
+from .trace import Batch, BatchReader, TraceView
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import Scope
 
 __all__ = [
     "JoinOperator",
@@ -28,122 +34,13 @@ __all__ = [
     "semijoin_pairs",
 ]
 
-Vals = List[Tuple[Any, Any, int]]
-Kernel = Callable[[Any, Vals, Vals, List[Any]], None]
-"""``kernel(key, mine, theirs, out)``: append the outputs of every pair of ``mine`` (the new
-batch's updates of ``key``) and ``theirs`` (the other trace's) to ``out``."""
 JoinProduct = Callable[[Any, bool, Optional[Callable]], Kernel]
-"""``product(order, first, logic)``: the kernel for a batch of the first (or second) input."""
+"""``product(order, first, logic)``: the kernel for a batch of the first (or second) input
+(see :mod:`.kernel.join`)."""
 
 
-# One comprehension per key and product (the hot loop of every join).
-def pairs(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
-    """``(key, (v1, v2))`` for every matching pair."""
-    tjoin = order.join
-    if order.is_total:
-        if first:
-
-            def kernel(key, vals, merged, out):
-                out.extend(
-                    [
-                        ((key, (v, v2)), t if t >= t2 else t2, r * r2)
-                        for v, t, r in vals
-                        for v2, t2, r2 in merged
-                    ]
-                )
-        else:
-
-            def kernel(key, vals, merged, out):
-                out.extend(
-                    [
-                        ((key, (v2, v)), t if t >= t2 else t2, r * r2)
-                        for v, t, r in vals
-                        for v2, t2, r2 in merged
-                    ]
-                )
-    elif first:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [
-                    ((key, (v, v2)), tjoin(t, t2), r * r2)
-                    for v, t, r in vals
-                    for v2, t2, r2 in merged
-                ]
-            )
-    else:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [
-                    ((key, (v2, v)), tjoin(t, t2), r * r2)
-                    for v, t, r in vals
-                    for v2, t2, r2 in merged
-                ]
-            )
-
-    return kernel
-
-
-def semijoin_pairs(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
-    """``(key, v1)`` for every pair of ``(key, v1)`` (first input) and a key (second input)."""
-    tjoin = order.join
-    if first:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [((key, v), tjoin(t, t2), r * r2) for v, t, r in vals for _, t2, r2 in merged]
-            )
-    else:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [((key, v2), tjoin(t, t2), r * r2) for _, t, r in vals for v2, t2, r2 in merged]
-            )
-
-    return kernel
-
-
-def mapped(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
-    """``logic(key, v1, v2)`` for every matching pair."""
-    tjoin = order.join
-    if first:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [
-                    (logic(key, v, v2), tjoin(t, t2), r * r2)
-                    for v, t, r in vals
-                    for v2, t2, r2 in merged
-                ]
-            )
-    else:
-
-        def kernel(key, vals, merged, out):
-            out.extend(
-                [
-                    (logic(key, v2, v), tjoin(t, t2), r * r2)
-                    for v, t, r in vals
-                    for v2, t2, r2 in merged
-                ]
-            )
-
-    return kernel
-
-
-def core(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
-    """Every record of the iterable ``logic(key, v1, v2)`` for every matching pair."""
-    tjoin = order.join
-
-    def kernel(key, vals, merged, out):
-        append = out.append
-        for v, t, r in vals:
-            for v2, t2, r2 in merged:
-                tt, rr = tjoin(t, t2), r * r2
-                for x in logic(key, v, v2) if first else logic(key, v2, v):
-                    append((x, tt, rr))
-
-    return kernel
+_GET = attrgetter("get")
+"""A batch's own look-up."""
 
 
 class _JoinWork:
@@ -153,7 +50,7 @@ class _JoinWork:
 
     __slots__ = ("side", "time", "batch", "keys", "others")
 
-    def __init__(self, side: int, time: Any, batch: Batch, keys: Any, others: List[Batch]):
+    def __init__(self, side: int, time: Any, batch: Batch, keys: Any, others: List[BatchReader]):
         self.side = side
         self.time = time
         self.batch = batch
@@ -182,7 +79,7 @@ class JoinOperator(OperatorCore):
 
     def __init__(
         self,
-        scope: Any,
+        scope: "Scope",
         a: TraceView,
         b: TraceView,
         product: JoinProduct,
@@ -241,9 +138,10 @@ class JoinOperator(OperatorCore):
         acked = False
         try:
             while fuel > 0:
-                if self._work is None and not self._start_next():
+                work = self._work or self._start_next()
+                if work is None:
                     break
-                fuel = self._run_work(fuel)
+                fuel = self._run_work(work, fuel)
                 if self._work is None:
                     acked = True
         finally:  # (also when the logic fails: what was made is sent in this activation)
@@ -259,8 +157,9 @@ class JoinOperator(OperatorCore):
             self._release()
         return False
 
-    def _start_next(self) -> bool:
-        """Begin the next arrived batch (input 0's before input 1's); False if none waits."""
+    def _start_next(self) -> Optional[_JoinWork]:
+        """Begin the next arrived batch (input 0's before input 1's) and return its work; None
+        if none waits."""
         held = self._held
         while not held:
             q0, q1 = self._queues
@@ -269,7 +168,7 @@ class JoinOperator(OperatorCore):
             elif q1:
                 side, q = 1, q1
             else:
-                return False
+                return None
             time, batches = q.popleft()
             if batches:
                 # The count-table contract (progress.kernel): consumed, and a capability until all
@@ -283,30 +182,28 @@ class JoinOperator(OperatorCore):
                 else:
                     del internal[time]
                 if len(batches) == 1:  # the common case: nothing to hold for later
-                    self._begin(side, time, batches[0])
-                    return True
+                    return self._begin(side, time, batches[0])
                 held.append((side, time, list(batches)))
         side, time, batches = held[0]
         batch = batches.pop(0)
         if not batches:
             held.pop(0)
-        self._begin(side, time, batch)
-        return True
+        return self._begin(side, time, batch)
 
-    def _begin(self, side: int, time: Any, batch: Batch) -> None:
+    def _begin(self, side: int, time: Any, batch: Batch) -> _JoinWork:
         """Make ``batch`` (of input ``side``, at ``time``) the current work."""
         mine, other, ack = (
             (self.a, self.b, self.ack_b) if side == 0 else (self.b, self.a, self.ack_a)
         )
         spine = other.spine
         others = spine.batches_through(ack)
-        spine._pins += 1  # Spine.pin, inlined
-        self._work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
+        spine.pin()
+        work = self._work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
+        return work
 
-    def _run_work(self, fuel: int) -> int:
-        """Join keys of the current batch until about ``fuel`` outputs are made; send them.
-        Returns the fuel left (0 or less when the batch is not finished)."""
-        work = self._work
+    def _run_work(self, work: _JoinWork, fuel: int) -> int:
+        """Join keys of the current batch (``work``) until about ``fuel`` outputs are made;
+        send them. Returns the fuel left (0 or less when the batch is not finished)."""
         try:
             out = self._join_keys(work, fuel)
         except TimelyError:
@@ -326,12 +223,12 @@ class JoinOperator(OperatorCore):
             return fuel
         # The batch is done: acknowledge it, release the other trace and the capability.
         self._work = None
-        if work.side == 0:  # (Spine.unpin inlined)
+        if work.side == 0:
             self.ack_a = work.batch.seq
-            self.b.spine._pins -= 1
+            self.b.spine.unpin()
         else:
             self.ack_b = work.batch.seq
-            self.a.spine._pins -= 1
+            self.a.spine.unpin()
         if not self._held:  # the last batch of its message
             internal = self._internal
             c = internal.get(work.time, 0) - 1
@@ -383,59 +280,13 @@ class JoinOperator(OperatorCore):
 
     def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""
-        others = work.others
-        out: List[Any] = []
-        if not others:
-            return out
         other = self.b if work.side == 0 else self.a
-        opred, otm = other.pred, other.time_map
-        wrapped = opred is not None or otm is not None
-        kernel = self.kernels[work.side]
-        single = others[0].data if len(others) == 1 and not wrapped else None
-        # Two batches (a large one and the small ones beside it, see the spine): inline too.
-        d0, d1 = (
-            (others[0].data, others[1].data) if len(others) == 2 and not wrapped else (None, None)
-        )
-        for key, vals in work.keys:
-            if single is not None:
-                merged = single.get(key)
-                if not merged:
-                    continue
-            elif d0 is not None:
-                merged = d0.get(key)
-                more = d1.get(key)
-                if more:
-                    merged = merged + more if merged else more
-                elif not merged:
-                    continue
-            else:
-                merged = self._other_values(key, others, opred, otm, wrapped)
-                if not merged:
-                    continue
-            kernel(key, vals, merged, out)
-            if len(out) >= fuel:
-                break
-        return out
-
-    @staticmethod
-    def _other_values(key: Any, others: List[Batch], opred: Any, otm: Any, wrapped: bool) -> Vals:
-        lists = []
-        for ob in others:
-            ov = ob.data.get(key)
-            if ov:
-                lists.append(ov)
-        if not lists:
-            return lists
-        if wrapped:
-            lists = [ov for _, ov in wrap_items([(key, values) for values in lists], opred, otm)]
-            if not lists:
-                return lists
-        if len(lists) == 1:
-            return lists[0]
-        merged = []
-        for ov in lists:
-            merged.extend(ov)
-        return merged
+        if other.pred is None and other.time_map is None:  # the common case: no wrapper
+            lookups = list(map(_GET, work.others))
+        else:
+            lookup = other.lookup
+            lookups = [lookup(batch) for batch in work.others]
+        return join_keys(work.keys, lookups, self.kernels[work.side], fuel)
 
 
 def join_streams(

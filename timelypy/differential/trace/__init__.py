@@ -4,9 +4,22 @@ Nothing here knows about operators, trace agents or collections (as differential
 ``trace`` module below its ``operators``).
 """
 
-from .batch import Batch, BatchData
+from .batch import Batch, BatchData, BatchReader, Vals
+from .builder import BatchBuilder
 from .cursor import Cursor
+from .lifecycle import SpineState
 from .spine import Spine
 from .view import TraceView, wrap_items
 
-__all__ = ["Batch", "BatchData", "Cursor", "Spine", "TraceView", "wrap_items"]
+__all__ = [
+    "Batch",
+    "BatchBuilder",
+    "BatchData",
+    "BatchReader",
+    "Cursor",
+    "Spine",
+    "SpineState",
+    "TraceView",
+    "Vals",
+    "wrap_items",
+]

@@ -1,42 +1,88 @@
-"""Batches: immutable sets of updates grouped by key, with a description of their times."""
+"""Batches: sets of updates grouped by key, with a description of their times, read by key.
+
+Operators read a batch only through :class:`BatchReader`'s methods (``get``, ``items``,
+``keys``, ``sorted_keys``, ``updates``, ``len``); the dictionary behind them is the trace
+layer's own. A :class:`Batch` never changes once made (sealed); the spine's merges build their
+results in a :class:`~.builder.BatchBuilder`, which only the spine changes.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, ItemsView, KeysView, List, Optional, Tuple
 
-__all__ = ["Batch", "BatchData"]
+__all__ = ["Batch", "BatchData", "BatchReader", "Vals"]
 
-BatchData = Dict[Any, List[Tuple[Any, Any, int]]]
-"""``key -> [(val, time, diff), ...]``."""
+Vals = List[Tuple[Any, Any, int]]
+"""A key's updates ``[(val, time, diff), ...]``."""
+BatchData = Dict[Any, Vals]
+"""``key -> [(val, time, diff), ...]``: what a batch is made of."""
 
 
-class Batch:
-    """An immutable (once sent) set of updates grouped by key, with its description.
+class BatchReader:
+    """What readers may do with a batch: look keys up and walk them, never change them.
 
-    ``data[key]`` is a list of ``(val, time, diff)``. As in differential-dataflow's
-    ``Description``, ``lower`` and ``upper`` are the frontiers (lists) of the times the batch
-    covers (before compaction every time ``t`` of it has ``lower <= t`` and not
-    ``upper <= t``), and ``since`` is the frontier its times may have been advanced to:
-    accumulations are exact at times at or beyond ``since`` (the spine gives fresh batches the
-    minimum time; by default it is ``lower``, where advancing changes no time of a fresh
-    batch). ``seq`` numbers the spine's batches; ``count`` is the number of updates.
-    ``owned`` batches were made by a spine merge, were never sent as messages, and may be
-    updated in place by later merges.
+    As in differential-dataflow's ``Description``, ``lower`` and ``upper`` are the frontiers
+    (lists) of the times the batch covers (before compaction every time ``t`` of it has
+    ``lower <= t`` and not ``upper <= t``), and ``since`` is the frontier its times may have been
+    advanced to: accumulations are exact at times at or beyond ``since``. ``seq`` numbers the
+    spine's batches; ``count`` is the number of updates.
+
+    ``get(key)`` returns the key's ``[(val, time, diff), ...]`` or None, and ``items()`` every
+    ``(key, [(val, time, diff), ...])``: they are the dictionary's own methods, so they cost
+    what a dictionary look-up costs in a hot loop. The lists they return belong to the batch:
+    read them, do not change them.
     """
 
-    __slots__ = (
-        "data",
-        "lower",
-        "upper",
-        "since",
-        "seq",
-        "count",
-        "owned",
-        "compacted",
-        "several",
-        "_sorted",
-        "_sorted_len",
-    )
+    __slots__ = ("_data", "get", "items", "lower", "upper", "since", "seq", "count")
+
+    _data: BatchData
+    get: Callable[[Any], Optional[Vals]]
+    items: Callable[[], ItemsView[Any, Vals]]
+    lower: List[Any]
+    upper: List[Any]
+    since: List[Any]
+    seq: int
+    count: int
+
+    def keys(self) -> KeysView[Any]:
+        """Every key."""
+        return self._data.keys()
+
+    def key_count(self) -> int:
+        """The number of keys."""
+        return len(self._data)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._data
+
+    def sorted_keys(self) -> List[Any]:
+        """The keys in sorted order (keys must be mutually comparable)."""
+        return sorted(self._data)
+
+    def updates(self) -> List[Tuple[Any, Any, Any, int]]:
+        """Every ``(key, val, time, diff)``."""
+        return [(k, v, t, r) for k, vals in self._data.items() for v, t, r in vals]
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(seq={self.seq}, keys={len(self._data)}, "
+            f"updates={self.count}, lower={self.lower}, upper={self.upper}, since={self.since})"
+        )
+
+
+class Batch(BatchReader):
+    """A sealed batch: made once (by the arrange operator's trace writer, or as a snapshot) and
+    never changed; it may be sent as a message and read by any number of operators.
+
+    ``data`` maps each key to its ``[(val, time, diff), ...]`` and is handed over (not copied):
+    the maker must not change it afterwards. ``since`` defaults to ``lower``, where advancing
+    changes no time of a fresh batch.
+    """
+
+    __slots__ = ("_sorted",)
 
     def __init__(
         self,
@@ -45,58 +91,20 @@ class Batch:
         upper: List[Any],
         seq: int = 0,
         count: Optional[int] = None,
-        owned: bool = False,
         since: Optional[List[Any]] = None,
     ):
-        self.data = data
+        self._data = data
+        self.get = data.get
+        self.items = data.items
         self.lower = lower
         self.upper = upper
         self.since = lower if since is None else since
         self.seq = seq
         self.count = sum(map(len, data.values())) if count is None else count
-        self.owned = owned
-        self.compacted: Optional[List[Any]] = None
-        """The since frontier every time of the batch was last advanced to (by the spine's
-        full compaction pass; None after a merge, which advances only some keys)."""
-        self.several: Optional[set] = None
-        """For an owned batch whose spine tracks them (partially ordered times): the keys with
-        other than one update, the only ones a compaction pass has work for; None if
-        unknown."""
         self._sorted: Optional[List[Any]] = None
-        self._sorted_len = -1
-
-    def owned_copy(self) -> "Batch":
-        """A copy the spine may update in place (the lists are copied, not the updates)."""
-        copy = Batch(
-            {k: list(v) for k, v in self.data.items()},
-            self.lower,
-            self.upper,
-            self.seq,
-            self.count,
-            owned=True,
-            since=self.since,
-        )
-        copy.compacted = self.compacted
-        if self.several is not None:
-            copy.several = set(self.several)
-        return copy
 
     def sorted_keys(self) -> List[Any]:
-        """The keys in sorted order (cached; recomputed if an owned batch changed)."""
-        if self._sorted is None or self._sorted_len != len(self.data) or self.owned:
-            self._sorted = sorted(self.data)
-            self._sorted_len = len(self.data)
+        """The keys in sorted order (computed once: the batch does not change)."""
+        if self._sorted is None:
+            self._sorted = sorted(self._data)
         return self._sorted
-
-    def updates(self) -> List[Tuple[Any, Any, Any, int]]:
-        """Every ``(key, val, time, diff)``."""
-        return [(k, v, t, r) for k, vals in self.data.items() for v, t, r in vals]
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __repr__(self) -> str:
-        return (
-            f"Batch(seq={self.seq}, keys={len(self.data)}, updates={self.count}, "
-            f"lower={self.lower}, upper={self.upper}, since={self.since})"
-        )

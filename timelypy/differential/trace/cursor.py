@@ -5,8 +5,8 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
-from ..consolidation import accumulate
-from .batch import Batch
+from ..kernel.consolidation import accumulate
+from .batch import BatchReader
 
 __all__ = ["Cursor"]
 
@@ -34,7 +34,7 @@ class Cursor:
 
     __slots__ = ("_batches", "_keys", "_key_index", "_vals", "_val_index")
 
-    def __init__(self, batches: Sequence[Batch]):
+    def __init__(self, batches: Sequence[BatchReader]):
         self._batches = list(batches)
         keys: List[Any] = []
         previous = object()
@@ -120,7 +120,7 @@ class Cursor:
         keys, batches = self._keys, self._batches
         while self._key_index < len(keys):
             key = keys[self._key_index]
-            totals = accumulate(((v, t), r) for b in batches for v, t, r in b.data.get(key, ()))
+            totals = accumulate(((v, t), r) for b in batches for v, t, r in b.get(key) or ())
             by_val: Dict[Any, List[Tuple[Any, int]]] = {}
             for (v, t), r in totals.items():
                 by_val.setdefault(v, []).append((t, r))

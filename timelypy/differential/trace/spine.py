@@ -2,8 +2,9 @@
 
 A :class:`Spine` is the list of batches of one arrangement on one worker. Batches tile time
 (each one's ``lower`` is the previous one's ``upper``). A batch is merged into its predecessor
-while it is at least half its size, or at once into a predecessor the spine owns and updates in
-place, once every reader has seen both. Merging advances times to the readers' common *since*
+while it is at least half its size, or at once into a predecessor the spine has already merged
+into (a :class:`~.builder.BatchBuilder` it updates in place; sealed batches never change), once
+every reader has seen both. Merging advances times to the readers' common *since*
 frontier (logical compaction) and consolidates, so under steady churn the stored update count
 stays proportional to the live data, not to the history.
 
@@ -16,22 +17,58 @@ away from it).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ...instrument import SpineMerged
 from ...progress.frontier import MutableAntichain
-from ..consolidation import accumulate, advance_and_consolidate
-from .batch import Batch, BatchData
+from ..kernel.consolidation import accumulate
+from ..kernel.merge import compact_keys, compact_total, merge_consolidating, merge_product
+from .batch import Batch, BatchData, BatchReader, Vals
+from .builder import BatchBuilder
 from .cursor import Cursor
+from .lifecycle import MAINTAINED, SpineState, check_transition
 
-__all__ = ["Spine"]
+if TYPE_CHECKING:
+    from ...instrument import Instruments
+    from ...order import TimeOrder
+
+__all__ = ["Listener", "Reader", "Spine"]
 
 _INF = float("inf")
 _COMPACTION_THRESHOLD = 1024
 """Stored updates below which no full compaction pass runs."""
 _OWNED_RATIO = 16
-"""A new run of batches merges into a predecessor the spine owns (updated in place) when that
-predecessor holds at most this many times the run's updates (else only at half its size)."""
+"""A new run of batches merges into a predecessor the spine has merged into (a builder it
+updates in place) when that predecessor holds at most this many times the run's updates (else
+only at half its size)."""
+
+
+class Reader(Protocol):
+    """A physical hold on a spine (a trace agent): the batches after ``through_seq`` are the
+    ones it has not seen yet, which are never merged away from it."""
+
+    through_seq: float
+
+
+class Listener(Protocol):
+    """Told of every new batch and of every region sealed without updates (an import)."""
+
+    def notify(self, batch: Batch) -> None:
+        """A new batch."""
+
+    def notify_upper(self, upper: List[Any]) -> None:
+        """A new upper frontier over a region without updates."""
 
 
 class _LeastHold:
@@ -75,46 +112,73 @@ class Spine:
     ``instruments`` (a worker's :class:`~timelypy.instrument.Instruments`, or None) receives a
     :class:`~timelypy.instrument.SpineMerged` event per merge when a sink listens.
 
+    Its life is one :class:`~.lifecycle.SpineState` (:attr:`state`), moved only along the
+    legal transitions of :mod:`.lifecycle`.
+
     Costs: :meth:`insert` is amortised O(batch size) plus the merge work it triggers; merging a
-    batch into an owned predecessor costs O(size of the newer batch) (in place), so each update
-    is copied O(1) times after its first merge. A full compaction pass runs when the stored
-    count doubles since the last one.
+    batch into a builder costs O(size of the newer batch) (in place), so each update is copied
+    O(1) times after its first merge. A full compaction pass runs when the stored count doubles
+    since the last one.
     """
 
-    def __init__(self, order: Any, name: str = "trace", instruments: Any = None, worker: int = 0):
+    def __init__(
+        self,
+        order: "TimeOrder",
+        name: str = "trace",
+        instruments: "Optional[Instruments]" = None,
+        worker: int = 0,
+    ):
         self.order = order
         self.name = name
         self.instruments = instruments
         self.worker = worker
-        self.batches: List[Batch] = []
+        self.batches: List[BatchReader] = []
+        """Sealed :class:`~.batch.Batch` es and the spine's own builders, in time order."""
         self.seq = 0
         self.upper: List[Any] = [order.minimum]
         self._minimum = [order.minimum]
-        self._since = _LeastHold() if order.is_total else MutableAntichain(order.le)
+        self._since: Union[_LeastHold, MutableAntichain] = (
+            _LeastHold() if order.is_total else MutableAntichain(order.le)
+        )
         self._since.update_iter([(order.minimum, 1)])  # the writer's own hold, see `advance_writer`
         self._writer_since: List[Any] = [order.minimum]
-        self.readers: List[Any] = []
-        self.listeners: List[Any] = []
+        self.readers: List[Reader] = []
+        self.listeners: List[Listener] = []
         self._inserted = 0
         self._force_compaction = False
         self._pins = 0
-        self.complete = False
-        self.retired = False
-        """The dataflow that writes the spine completed (see :meth:`retire`)."""
-        self.dropped = False
-        """The batches were dropped: retired, and no reader was left."""
+        self.state = SpineState.LIVE
+        """Where the spine is in its life (see :mod:`.lifecycle`)."""
         self.dropped_sizes: Optional[Dict[str, int]] = None
         """Updates, batches and keys when dropped (kept only when instruments listen)."""
         self.private = False
         """Made by an operator for its own use (``Collection.join`` arranging its inputs): no
         :class:`~timelypy.differential.collection.Arranged` was handed out, so its readers are
-        all the readers it will ever have (see :attr:`abandoned`)."""
-        self.abandoned = False
-        """Private, and its last reader closed while its dataflow runs: nothing reads it again,
+        all the readers it will ever have (see :attr:`abandoned`). A declaration of its maker,
+        not a state."""
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def retired(self) -> bool:
+        """The dataflow that writes the spine completed (see :meth:`retire`)."""
+        return self.state is SpineState.RETIRED or self.state is SpineState.DROPPED
+
+    @property
+    def dropped(self) -> bool:
+        """The batches were dropped (retired, or abandoned, and no reader was left)."""
+        return self.state.dropped
+
+    @property
+    def abandoned(self) -> bool:
+        """Private, and its last reader closed while its dataflow ran: nothing reads it again,
         so it is no longer maintained nor extended (new batches are only numbered and sent on).
         Differential-dataflow frees a trace with its last handle; here the batches go at the
         end of the worker's next quiet step (:meth:`drop_abandoned`) or when the dataflow
         retires, not inside the busy step that abandons it."""
+        return self.state.abandoned
+
+    def _move(self, new: SpineState) -> None:
+        self.state = check_transition(self.name, self.state, new)
 
     # ------------------------------------------------------------------ writing
     def new_batch(
@@ -123,7 +187,7 @@ class Spine:
         """Make the next batch (up to ``upper``) and insert it; with ``store=False`` (a batcher
         nobody reads as a trace) only number it and advance the spine's upper."""
         self.seq += 1
-        if not store or self.abandoned:
+        if not store or self.state not in MAINTAINED:
             batch = Batch(data, self.upper, list(upper), self.seq, count, since=self._minimum)
             self.upper = batch.upper
             return batch
@@ -152,8 +216,6 @@ class Spine:
     def seal(self, upper: List[Any]) -> None:
         """Advance the upper frontier over a region without updates."""
         self.upper = list(upper)
-        if not upper:
-            self.complete = True
         for listener in self.listeners:
             listener.notify_upper(self.upper)
 
@@ -188,36 +250,42 @@ class Spine:
         else:
             since.update_iter(changes)
 
-    def add_reader(self, reader: Any) -> None:
+    def add_reader(self, reader: Reader) -> None:
         """Register a physical hold: batches after ``reader.through_seq`` are not merged."""
         self.readers.append(reader)
 
-    def remove_reader(self, reader: Any) -> None:
+    def remove_reader(self, reader: Reader) -> None:
         """Release ``reader``'s physical hold (a no-op if it is not registered); the last
         reader of a retired spine takes its batches with it, the last reader of a private
         spine leaves it :attr:`abandoned`."""
         if reader in self.readers:
             self.readers.remove(reader)
-            if not self.readers and self.private and not self.retired:
-                self.abandoned = True
-        if self.retired and not self.readers:
-            self._drop()
+            if not self.readers and self.private and self.state is SpineState.LIVE:
+                self._move(SpineState.ABANDONED)
+        if self.state is SpineState.RETIRED and not self.readers:
+            self._drop(SpineState.DROPPED)
 
     def retire(self) -> None:
         """The dataflow writing this spine completed, so none of its operators reads it
         again: drop the batches now if no reader (an exported or imported handle) holds them,
         else when the last one closes, as a differential-dataflow trace goes with its last
         handle."""
-        self.retired = True
-        if not self.readers:
-            self._drop()
+        state = self.state
+        if state is SpineState.ABANDONED:
+            self._drop(SpineState.ABANDONED_DROPPED)
+        elif state is SpineState.LIVE:
+            if self.readers:
+                self._move(SpineState.RETIRED)
+            else:
+                self._drop(SpineState.DROPPED)
 
     def drop_abandoned(self) -> None:
         """Drop the batches of an :attr:`abandoned` spine (a no-op otherwise)."""
-        if self.abandoned and not self.readers and not self.dropped:
-            self._drop()
+        if self.state is SpineState.ABANDONED and not self.readers:
+            self._drop(SpineState.ABANDONED_DROPPED)
 
-    def _drop(self) -> None:
+    def _drop(self, state: SpineState) -> None:
+        self._move(state)
         if self.instruments is not None and self.instruments.enabled:  # for the statistics
             self.dropped_sizes = {
                 "updates": self.stored_updates(),
@@ -226,14 +294,13 @@ class Spine:
             }
         self.batches = []
         self.listeners = []
-        self.dropped = True
 
-    def add_listener(self, listener: Any) -> None:
+    def add_listener(self, listener: Listener) -> None:
         """Call ``listener.notify(batch)`` per new batch and ``listener.notify_upper(upper)``
         per sealed region."""
         self.listeners.append(listener)
 
-    def remove_listener(self, listener: Any) -> None:
+    def remove_listener(self, listener: Listener) -> None:
         """Stop notifying ``listener`` (a no-op if it is not registered)."""
         if listener in self.listeners:
             self.listeners.remove(listener)
@@ -245,7 +312,7 @@ class Spine:
         return min(h.through_seq for h in self.readers)
 
     # ------------------------------------------------------------------ reading
-    def batches_through(self, seq: float) -> List[Batch]:
+    def batches_through(self, seq: float) -> List[BatchReader]:
         """Batches with sequence number ``<= seq`` (a prefix of the spine)."""
         out = []
         for b in self.batches:
@@ -254,13 +321,13 @@ class Spine:
             out.append(b)
         return out
 
-    def get(self, key: Any, seq: float = _INF) -> List[Tuple[Any, Any, int]]:
+    def get(self, key: Any, seq: float = _INF) -> Vals:
         """Every ``(val, time, diff)`` of ``key`` in batches through ``seq``."""
-        out: List[Tuple[Any, Any, int]] = []
+        out: Vals = []
         for b in self.batches:
             if b.seq > seq:
                 break
-            vals = b.data.get(key)
+            vals = b.get(key)
             if vals:
                 out.extend(vals)
         return out
@@ -279,7 +346,7 @@ class Spine:
         """Every key with updates stored."""
         out: set = set()
         for b in self.batches:
-            out.update(b.data.keys())
+            out.update(b.keys())
         return out
 
     def stored_updates(self) -> int:
@@ -318,7 +385,9 @@ class Spine:
         self._pins -= 1
 
     def _maintain(self) -> None:
-        if self._pins or not self._since.frontier or self.abandoned:
+        """Merge the run of batches every reader has seen that geometric sizes call for, then
+        compact when enough arrived since the last pass (or a reader asked)."""
+        if self._pins or self.state not in MAINTAINED or not self._since.frontier:
             # Pinned, or nothing may be read at any time any more (an empty since, or no
             # reader of a private spine left): merging is wasted work.
             return
@@ -335,62 +404,68 @@ class Spine:
             m -= 1
         i = m - 1
         # Geometric merging (a batch joins its predecessor once it is at least half its size);
-        # a predecessor the spine owns is updated in place at O(size of the newer batch), so
-        # merging into it directly copies each update once instead of O(log n) times.
+        # a predecessor the spine already merged into is a builder updated in place at
+        # O(size of the newer batch), so merging into it directly copies each update once
+        # instead of O(log n) times.
         # The run of batches that merge into one (with the merged sizes bounded by their sums)
         # is merged in time order into its first batch, so each update of the run is merged
         # once: a large batch behind small ones is not merged into each of them in turn.
         j = i
         size = batches[i].count if i >= 0 else 0
         while j >= 1 and (
-            (batches[j - 1].owned and batches[j - 1].count <= _OWNED_RATIO * size)
+            (type(batches[j - 1]) is BatchBuilder and batches[j - 1].count <= _OWNED_RATIO * size)
             or size * 2 >= batches[j - 1].count
         ):
             j -= 1
             size += batches[j].count
         if j < i:
-            instruments = self.instruments
-            reported = instruments is not None and instruments.enabled
-            target = batches[j]
-            for k in range(j + 1, i + 1):
-                if reported:
-                    sizes = (target.count, batches[k].count)
-                    target = self._merge(target, batches[k])
-                    stored = (
-                        target.count
-                        + sum(b.count for b in batches[:j])
-                        + sum(b.count for b in batches[k + 1 :])
-                    )
-                    instruments.emit(
-                        SpineMerged(
-                            self.worker,
-                            self.name,
-                            sizes,
-                            target.count,
-                            len(batches) - (k - j),
-                            stored,
-                        )
-                    )
-                else:
-                    target = self._merge(target, batches[k])
-            batches[j : i + 1] = [target]
+            self._merge_run(j, i)
             m -= i - j
-        # Amortised full compaction: once as many updates arrived as half of what is stored
-        # (each update pays for O(1) compaction work), or after a reader advanced its
-        # logical compaction explicitly.
+        # Amortised full compaction, once as many updates arrived as half of what is stored
         # (``inserted * 2 >= stored > threshold`` needs ``inserted * 2`` above the threshold
         # and at least the first batch's count: the stored count is only summed when a pass
-        # may be due.)
+        # may be due), or after a reader advanced its logical compaction explicitly.
         inserted2 = self._inserted * 2
         if m and (
             self._force_compaction
             or (inserted2 > _COMPACTION_THRESHOLD and inserted2 >= batches[0].count)
         ):
-            stored = 0
-            for b in batches[:m]:
-                stored += b.count
-            if stored > _COMPACTION_THRESHOLD and (inserted2 >= stored or self._force_compaction):
-                self._compact_prefix(m)
+            self._maybe_compact(m, inserted2)
+
+    def _merge_run(self, j: int, i: int) -> None:
+        """Merge batches ``j + 1 .. i`` into batch ``j``, in time order, reporting each merge
+        when instruments listen."""
+        batches = self.batches
+        instruments = self.instruments
+        first = batches[j]
+        target = first if isinstance(first, BatchBuilder) else BatchBuilder(first)
+        if instruments is None or not instruments.enabled:
+            for k in range(j + 1, i + 1):
+                self._merge(target, batches[k])
+        else:
+            for k in range(j + 1, i + 1):
+                sizes = (target.count, batches[k].count)
+                self._merge(target, batches[k])
+                stored = (
+                    target.count
+                    + sum(b.count for b in batches[:j])
+                    + sum(b.count for b in batches[k + 1 :])
+                )
+                instruments.emit(
+                    SpineMerged(
+                        self.worker, self.name, sizes, target.count, len(batches) - (k - j), stored
+                    )
+                )
+        batches[j : i + 1] = [target]
+
+    def _maybe_compact(self, m: int, inserted2: int) -> None:
+        """Compact the first ``m`` batches if they store more than the threshold and at most
+        twice the updates inserted since the last pass (``inserted2``), or if a reader asked."""
+        stored = 0
+        for b in self.batches[:m]:
+            stored += b.count
+        if stored > _COMPACTION_THRESHOLD and (inserted2 >= stored or self._force_compaction):
+            self._compact_prefix(m)
 
     def _compact_prefix(self, m: int) -> None:
         """Compact (advance to since, consolidate) every batch of the first ``m``."""
@@ -400,47 +475,55 @@ class Spine:
             b = self.batches[idx]
             if unmoved is not None and b.lower and unmoved <= b.lower[0]:
                 continue  # no time of b is before since, and batches are consolidated per key
-            if b.compacted is not None and b.compacted == since:
+            if type(b) is BatchBuilder and b.compacted is not None and b.compacted == since:
                 continue  # compacted at this since already
-            if not b.owned:
-                b = b.owned_copy()
-                self.batches[idx] = b
-            self._compact(b)
+            builder = self._builder(b)
+            self.batches[idx] = builder
+            self._compact(builder)
         self._inserted = 0
         self._force_compaction = False
 
-    def _merge(self, a: Batch, b: Batch) -> Batch:
-        """``b`` merged into ``a`` (in place when the spine owns ``a``): the keys present in
-        both are advanced to since and consolidated. O(size of ``b``)."""
+    @staticmethod
+    def _builder(batch: BatchReader) -> BatchBuilder:
+        """``batch`` itself if the spine builds it, else a builder copied from it."""
+        return batch if type(batch) is BatchBuilder else BatchBuilder(batch)
+
+    def _merge(self, target: BatchBuilder, b: BatchReader) -> None:
+        """Merge ``b`` into ``target`` in place: the keys present in both are advanced to since
+        and consolidated. O(size of ``b``)."""
         since = list(self._since.frontier)
         order = self.order
-        target = a if a.owned else a.owned_copy()
         data = target.data
-        if order.is_total:
-            single = since[0] if len(since) == 1 else None
-            target.count = _merge_consolidating(data, b.data, target.count, since, order, single)
-        elif since and order.depth == 1 and order.outer.is_total:
-            target.count = _merge_consolidating_product(
-                data, b.data, target.count, since, order, target.several
+        outer = order.outer
+        if (
+            since
+            and not order.is_total
+            and order.depth == 1
+            and outer is not None
+            and outer.is_total
+        ):
+            target.count = merge_product(
+                data, b.items(), target.count, since, order, target.several
             )
         else:
-            target.count = _merge_consolidating(data, b.data, target.count, since, order, None)
-            target.several = None
+            target.count = merge_consolidating(data, b.items(), target.count, since, order)
+            if not order.is_total:
+                target.several = None
         target.upper = b.upper
         target.seq = b.seq
         target.since = since
         target.compacted = None
-        return target
 
-    def _compact(self, batch: Batch) -> None:
+    def _compact(self, batch: BatchBuilder) -> None:
         """Advance every time of ``batch`` to since and consolidate (O(batch size))."""
         since = list(self._since.frontier)
         order = self.order
         if order.is_total and not since:
             return  # nothing will be read any more: leave the batch as it is
         data = batch.data
-        count = 0
-        if not order.is_total:
+        if order.is_total:
+            batch.count = compact_total(data, since, order)
+        else:
             # Partially ordered times (an iterative scope): a key with one update has nothing
             # to consolidate with, and its time compares with every time at or beyond since
             # exactly as its advanced time does (that is what advancing preserves), so it is
@@ -455,38 +538,10 @@ class Spine:
                 if tracked is None
                 else list(tracked)
             )
-            count = len(data) - len(several)
-            still = set()
-            for key in several:
-                new = advance_and_consolidate(data[key], since, order)
-                if new:
-                    data[key] = new
-                    count += len(new)
-                    if len(new) != 1:
-                        still.add(key)
-                else:
-                    del data[key]
+            single = len(data) - len(several)  # keys with one update, left as they are
+            kept, still = compact_keys(data, several, since, order)
             batch.several = still
-            batch.count = count
-            batch.since = since
-            batch.compacted = since
-            return
-        single = since[0] if len(since) == 1 else None
-        for key in list(data):
-            vals = data[key]
-            if single is not None and len(vals) == 1:
-                v, t, r = vals[0]
-                if t < single:
-                    vals[0] = (v, single, r)
-                count += 1
-                continue
-            new = advance_and_consolidate(vals, since, order)
-            if new:
-                data[key] = new
-                count += len(new)
-            else:
-                del data[key]
-        batch.count = count
+            batch.count = single + kept
         batch.since = since
         batch.compacted = since
 
@@ -500,142 +555,10 @@ class Spine:
             prev_seq = b.seq
             assert list(b.lower) == list(prev_upper), (b, prev_upper)
             prev_upper = b.upper
-            assert b.count == sum(map(len, b.data.values())), b
+            assert b.count == sum(len(vals) for _, vals in b.items()), b
 
     def __repr__(self) -> str:
         return (
             f"Spine({self.name!r}, batches={len(self.batches)}, "
             f"updates={self.stored_updates()}, since={self.since})"
         )
-
-
-def _merge_consolidating(
-    data: BatchData, newer: BatchData, count: int, since: List[Any], order: Any, single: Any
-) -> int:
-    """Merge ``newer`` into ``data`` (owned), advancing the times of the keys present in both
-    to ``since`` and consolidating them; returns the new count."""
-    for key, vals in newer.items():
-        existing = data.get(key)
-        if existing is None:
-            data[key] = list(vals)
-            count += len(vals)
-            continue
-        if single is not None and len(existing) == 1 and len(vals) == 1:
-            # The commonest case under churn, inline: one update on each side.
-            v1, t1, r1 = existing[0]
-            v2, t2, r2 = vals[0]
-            if t1 < single:
-                t1 = single
-            if t2 < single:
-                t2 = single
-            if v1 == v2 and t1 == t2:
-                r = r1 + r2
-                if r:
-                    data[key] = [(v1, t1, r)]
-                else:
-                    del data[key]
-                    count -= 1
-            else:
-                data[key] = [(v1, t1, r1), (v2, t2, r2)]
-                count += 1
-            continue
-        new = advance_and_consolidate(existing + vals, since, order)
-        count += len(new) - len(existing)
-        if new:
-            data[key] = new
-        else:
-            del data[key]
-    return count
-
-
-def _merge_consolidating_product(
-    data: BatchData,
-    newer: BatchData,
-    count: int,
-    since: List[Any],
-    order: Any,
-    several: Optional[set] = None,
-) -> int:
-    """:func:`_merge_consolidating` at ``Product(int, int)`` times (``since`` not empty).
-    Advancing to the antichain is the join with its meet ``(m0, m1)`` (a product of total
-    orders is a distributive lattice). ``several``, if not None, is kept the set of the keys
-    of ``data`` with other than one update."""
-    m0, m1 = since[0]
-    for f0, f1 in since:
-        if f0 < m0:
-            m0 = f0
-        if f1 < m1:
-            m1 = f1
-    for key, vals in newer.items():
-        existing = data.get(key)
-        if existing is None:
-            data[key] = list(vals)
-            count += len(vals)
-            if several is not None and len(vals) != 1:
-                several.add(key)
-            continue
-        if len(vals) == 1:
-            # One new update (the commonest case): summed into the update of its value and
-            # advanced time, if there is one, else appended as it is (an unadvanced time
-            # compares with every time at or beyond since as its advanced time does). The
-            # others are not advanced again here: consolidating them with each other is left
-            # to the compaction pass (amortised), which visits the keys with several updates.
-            count += _merge_one(existing, vals[0], m0, m1)
-            if not existing:
-                del data[key]
-                if several is not None:
-                    several.discard(key)
-            elif several is not None:
-                if len(existing) != 1:
-                    several.add(key)
-                else:
-                    several.discard(key)
-            continue
-        new = advance_and_consolidate(existing + vals, since, order)
-        count += len(new) - len(existing)
-        if new:
-            data[key] = new
-            if several is not None:
-                if len(new) != 1:
-                    several.add(key)
-                else:
-                    several.discard(key)
-        else:
-            del data[key]
-            if several is not None:
-                several.discard(key)
-    return count
-
-
-def _merge_one(
-    existing: List[Tuple[Any, Any, int]], upd: Tuple[Any, Any, int], m0: int, m1: int
-) -> int:
-    """Merge the update ``upd`` into the (owned) updates of its key at ``Product(int, int)``
-    times, in place: summed into the update of its value whose time advanced to the meet
-    ``(m0, m1)`` equals its own advanced time, else appended. Returns the change in count."""
-    v2, t2, r2 = upd
-    a2, b2 = t2
-    if a2 < m0:
-        a2 = m0
-    if b2 < m1:
-        b2 = m1
-    for idx in range(len(existing)):
-        v1, t1, r1 = existing[idx]
-        if v1 != v2:
-            continue
-        a1, b1 = t1
-        if a1 < m0:
-            a1 = m0
-        if b1 < m1:
-            b1 = m1
-        if a1 == a2 and b1 == b2:
-            r = r1 + r2
-            if r:
-                if t1[0] != a1 or t1[1] != b1:
-                    t1 = tuple.__new__(type(t1), (a1, b1))
-                existing[idx] = (v1, t1, r)
-                return 0
-            del existing[idx]
-            return -1
-    existing.append(upd)
-    return 1

@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from ...order import Product
-from .batch import Batch
+from .batch import BatchReader, Vals
 from .spine import Spine
 
 __all__ = ["TraceView", "wrap_items"]
-
-Vals = List[Tuple[Any, Any, int]]
 
 
 def wrap_items(
@@ -49,12 +47,41 @@ class TraceView:
         self.time_map = time_map
         self.frontier_unmap = frontier_unmap
 
-    def read_batch(self, batch: Batch) -> Iterable[Tuple[Any, Vals]]:
+    def read_batch(self, batch: BatchReader) -> Iterable[Tuple[Any, Vals]]:
         """``(key, [(val, time, diff)])`` of ``batch`` through this view's wrappers."""
         pred, tm = self.pred, self.time_map
         if pred is None and tm is None:
-            return batch.data.items()
-        return wrap_items(batch.data.items(), pred, tm)
+            return batch.items()
+        return wrap_items(batch.items(), pred, tm)
+
+    def lookup(self, batch: BatchReader) -> Callable[[Any], Optional[Vals]]:
+        """``lookup(key)``: the updates of ``key`` in ``batch`` through this view's wrappers
+        (None or empty when none are left)."""
+        pred, tm = self.pred, self.time_map
+        get = batch.get
+        if pred is None and tm is None:
+            return get
+
+        if pred is None and tm is not None:  # entered into a nested scope: re-timed only
+            time_map = tm
+
+            def retimed(key: Any) -> Optional[Vals]:
+                vals = get(key)
+                return [(v, time_map(t), r) for v, t, r in vals] if vals else vals
+
+            return retimed
+
+        def wrapped(key: Any) -> Optional[Vals]:
+            vals = get(key)
+            if not vals:
+                return vals
+            if pred is not None:
+                vals = [(v, t, r) for v, t, r in vals if pred(key, v)]
+            if tm is not None:
+                vals = [(v, tm(t), r) for v, t, r in vals]
+            return vals
+
+        return wrapped
 
     def filter(self, pred: Callable[[Any, Any], bool]) -> "TraceView":
         """This view, further restricted to ``pred(key, val)``."""
@@ -69,8 +96,11 @@ class TraceView:
             time_map = _to_inner
             unmap = _to_outer
         else:
-            time_map = lambda t: Product(old_map(t), 0)  # noqa: E731
-            unmap = lambda t: old_unmap(t[0])  # noqa: E731
+            if old_unmap is None:
+                raise ValueError(f"trace {self.spine.name!r}: a time map without its inverse")
+            inner_map, inner_unmap = old_map, old_unmap
+            time_map = lambda t: Product(inner_map(t), 0)  # noqa: E731
+            unmap = lambda t: inner_unmap(t[0])  # noqa: E731
         return TraceView(self.spine, self.pred, time_map, unmap)
 
     def unmap_frontier(self, frontier: Iterable[Any]) -> List[Any]:

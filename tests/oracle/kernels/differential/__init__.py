@@ -1,1 +1,1 @@
-"""Plain kernels of ``timelypy.differential``: the mirror of its kernel modules."""
+"""Plain twins of the kernel modules of ``timelypy.differential``."""

@@ -1,1 +1,1 @@
-"""Plain kernels of ``timelypy.differential.kernel``, one module per kernel module."""
+"""Plain twins of ``timelypy.differential.kernel``: the same names and contracts, plainly."""
