@@ -168,11 +168,11 @@ class TraceAgent:
         self.spine.maintain()
 
     def __repr__(self) -> str:
-        return f"TraceHandle({self.spine.name!r}, since={self.since})"
+        return f"TraceAgent({self.spine.name!r}, since={self.since})"
 
 
 TraceHandle = TraceAgent
-"""The older name of :class:`TraceAgent` (the name ``timelypy`` exports)."""
+"""The older name of :class:`TraceAgent` (both are exported by ``timelypy``)."""
 
 
 class _ImportListener:
