@@ -26,6 +26,7 @@ __all__ = [
     "check_product",
     "is_product_order",
     "place_new_times",
+    "sorted_group",
 ]
 
 Group = List[Tuple[Any, int]]
@@ -53,6 +54,18 @@ class PendingTimes(Protocol):
     pending: Dict[Any, Set[Time]]
 
     def add_pending_time(self, t: Time, key: Any) -> None: ...
+
+
+def sorted_group(accumulated: Dict[Any, int]) -> Group:
+    """A key's group for a logic: the values of ``accumulated`` with non-zero counts, sorted by
+    value (by ``repr`` where values do not compare)."""
+    group = [(v, r) for v, r in accumulated.items() if r]
+    if len(group) > 1:
+        try:
+            group.sort()
+        except TypeError:
+            group.sort(key=repr)
+    return group
 
 
 def is_product_order(order: Any) -> bool:

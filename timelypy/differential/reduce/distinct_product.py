@@ -89,6 +89,7 @@ def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
             fresh[key] = [a, b, r]
         else:
             f += (a, b, r)
+        # Written out as in ProductReduceUpdates' ingest (not a call): one call fewer per update.
         t = (a, b)
         p = pending.get(key)
         if p is None:

@@ -20,7 +20,7 @@ from ...errors import TimelyError, user_error
 from ...progress.frontier import Antichain
 from ..consolidation import advance_and_consolidate
 from ..kernel.histories import accumulate, close_under_joins
-from .common import Logic, check_output, is_product_order
+from .common import Logic, check_output, is_product_order, sorted_group
 from .logic import GroupLogic, as_group_logic
 from .product import ProductReduce
 
@@ -187,13 +187,8 @@ class ReduceOperator(OperatorCore):
         le = self.order.le
         acc = accumulate(hist_in, t, le)
         current = accumulate(out_hist, t, le)
-        group = [(v, r) for v, r in acc.items() if r]
+        group = sorted_group(acc)
         if group:
-            if len(group) > 1:
-                try:
-                    group.sort()
-                except TypeError:
-                    group.sort(key=repr)
             desired = self._check_output(key, self.logic(key, group))
         else:
             desired = {}
