@@ -41,6 +41,7 @@ ORDER = [
     "communication",
     "dataflow",
     "differential",
+    "recovery",
     "workers",
     "connectors",
     "io",
