@@ -329,3 +329,22 @@ def short_repr(value: Any) -> str:
 
 
 __all__ += ["short_repr"]
+
+
+# -- durable jobs: the checkpoint store
+class CheckpointError(TimelyError):
+    """A checkpoint cannot be written or read: a file is missing, truncated or corrupt (its
+    checksum differs), of another format version, unsigned or badly signed (pickled chunks), or
+    the checkpoint is unfinished (no manifest, a part missing). ``path`` names the file and
+    ``reason`` says why; the message says both."""
+
+    def __init__(self, message: str, path: str = "", reason: str = ""):
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.path, self.reason))
+
+
+__all__ += ["CheckpointError"]

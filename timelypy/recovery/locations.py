@@ -1,0 +1,258 @@
+"""Where checkpoints live: a local directory, or any fsspec / ``pyarrow.fs`` URL.
+
+A :class:`Location` is the handful of file operations the store needs, on paths relative to the
+checkpoint root. :func:`open_location` picks one: a plain path (or ``file://`` without fsspec) is
+a local directory handled with ``os``; a URL (``s3://``, ``gs://``, ``memory://``, ...) goes to
+fsspec when it is installed, else to ``pyarrow.fs``. Both are imported only for a URL.
+
+``put_atomic`` is what makes a manifest visible at once: on a local directory a write to a
+temporary name then ``os.replace``; on an object store a single put (readers see the whole
+object or none).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from typing import Any, List, Optional, Protocol
+
+__all__ = ["Location", "LocalLocation", "FsspecLocation", "ArrowLocation", "open_location"]
+
+
+class Location(Protocol):
+    """File operations on paths relative to a checkpoint root (``"manifests/x.json"``)."""
+
+    url: str
+
+    def read(self, path: str) -> bytes:
+        """The file's bytes; ``FileNotFoundError`` when there is none."""
+        ...
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write a file that is not visible before it is whole (temporary name, or one put)."""
+        ...
+
+    def put_atomic(self, path: str, data: bytes) -> None:
+        """Write a file that appears at once, whole, or not at all."""
+        ...
+
+    def size(self, path: str) -> Optional[int]:
+        """The file's size, or None when it does not exist."""
+        ...
+
+    def mtime(self, path: str) -> float:
+        """The file's modification time (seconds since the epoch)."""
+        ...
+
+    def touch(self, path: str) -> None:
+        """Mark an existing file as in use now (a reused chunk), where the store can."""
+        ...
+
+    def list(self, directory: str) -> List[str]:
+        """The names of the files under ``directory`` (relative to the root), recursively."""
+        ...
+
+    def delete(self, path: str) -> None:
+        """Remove a file; no error when it is already gone."""
+        ...
+
+
+class LocalLocation:
+    """A checkpoint root in a local (or mounted shared) directory."""
+
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+        self.url = self.root
+
+    def _path(self, path: str) -> str:
+        return os.path.join(self.root, *path.split("/"))
+
+    def read(self, path: str) -> bytes:
+        with open(self._path(path), "rb") as f:
+            return f.read()
+
+    def put(self, path: str, data: bytes) -> None:
+        self.put_atomic(path, data)
+
+    def put_atomic(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f"{target}.tmp-{secrets.token_hex(4)}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+
+    def size(self, path: str) -> Optional[int]:
+        try:
+            return os.stat(self._path(path)).st_size
+        except FileNotFoundError:
+            return None
+
+    def mtime(self, path: str) -> float:
+        return os.stat(self._path(path)).st_mtime
+
+    def touch(self, path: str) -> None:
+        try:
+            os.utime(self._path(path))
+        except FileNotFoundError:
+            pass
+
+    def list(self, directory: str) -> List[str]:
+        base = self._path(directory)
+        found = []
+        for dirpath, _dirs, files in os.walk(base):
+            rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            found += [f"{rel}/{name}" for name in files]
+        return sorted(found)
+
+    def delete(self, path: str) -> None:
+        try:
+            os.remove(self._path(path))
+        except FileNotFoundError:
+            pass
+
+
+class FsspecLocation:
+    """A checkpoint root at an fsspec URL (``s3://bucket/jobs/x``, ``memory://x``, ...)."""
+
+    def __init__(self, url: str):
+        import fsspec  # type: ignore[import-untyped]  # fsspec ships no type information
+
+        self.url = url
+        self.fs, root = fsspec.core.url_to_fs(url)
+        self.root = root.rstrip("/")
+
+    def _path(self, path: str) -> str:
+        return f"{self.root}/{path}"
+
+    def read(self, path: str) -> bytes:
+        return bytes(self.fs.cat_file(self._path(path)))
+
+    def put(self, path: str, data: bytes) -> None:
+        self.put_atomic(path, data)
+
+    def put_atomic(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        if getattr(self.fs, "protocol", None) in ("file", ("file", "local")):
+            tmp = f"{target}.tmp-{secrets.token_hex(4)}"
+            self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+            self.fs.pipe_file(tmp, data)
+            self.fs.mv(tmp, target)
+        else:  # an object store: one put is atomic
+            self.fs.pipe_file(target, data)
+
+    def size(self, path: str) -> Optional[int]:
+        try:
+            return int(self.fs.info(self._path(path))["size"])
+        except FileNotFoundError:
+            return None
+
+    def mtime(self, path: str) -> float:
+        modified: Any = self.fs.modified(self._path(path))
+        return float(modified.timestamp())
+
+    def touch(self, path: str) -> None:
+        try:
+            self.fs.touch(self._path(path), truncate=False)
+        except (NotImplementedError, ValueError, FileNotFoundError):
+            pass  # an object store cannot touch: the store keeps a grace period instead
+
+    def list(self, directory: str) -> List[str]:
+        try:
+            found = self.fs.find(self._path(directory))
+        except FileNotFoundError:
+            return []
+        root = self.root.strip("/")
+        names = []
+        for path in found:
+            rel = path.strip("/")
+            if not root:
+                names.append(rel)
+            elif rel.startswith(root + "/"):
+                names.append(rel[len(root) + 1 :])
+        return sorted(names)
+
+    def delete(self, path: str) -> None:
+        try:
+            self.fs.rm_file(self._path(path))
+        except FileNotFoundError:
+            pass
+
+
+class ArrowLocation:
+    """A checkpoint root at a ``pyarrow.fs`` URL (used when fsspec is not installed)."""
+
+    def __init__(self, url: str):
+        from pyarrow import fs
+
+        self.url = url
+        self.fs, root = fs.FileSystem.from_uri(url)
+        self.root = root.rstrip("/")
+        self._fs_module = fs
+
+    def _path(self, path: str) -> str:
+        return f"{self.root}/{path}"
+
+    def read(self, path: str) -> bytes:
+        with self.fs.open_input_stream(self._path(path)) as f:
+            return bytes(f.read())
+
+    def put(self, path: str, data: bytes) -> None:
+        self.put_atomic(path, data)
+
+    def put_atomic(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        self.fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        if self.fs.type_name == "local":
+            tmp = f"{target}.tmp-{secrets.token_hex(4)}"
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(data)
+            self.fs.move(tmp, target)
+        else:
+            with self.fs.open_output_stream(target) as f:
+                f.write(data)
+
+    def _info(self, path: str) -> Any:
+        info = self.fs.get_file_info(self._path(path))
+        return None if info.type == self._fs_module.FileType.NotFound else info
+
+    def size(self, path: str) -> Optional[int]:
+        info = self._info(path)
+        return None if info is None else int(info.size)
+
+    def mtime(self, path: str) -> float:
+        info = self._info(path)
+        if info is None or info.mtime is None:
+            return time.time()
+        return float(info.mtime.timestamp())
+
+    def touch(self, path: str) -> None:
+        if self.fs.type_name == "local":
+            LocalLocation(self.root).touch(path)
+
+    def list(self, directory: str) -> List[str]:
+        selector = self._fs_module.FileSelector(
+            self._path(directory), recursive=True, allow_not_found=True
+        )
+        infos = self.fs.get_file_info(selector)
+        files = [i.path for i in infos if i.type == self._fs_module.FileType.File]
+        return sorted(p[len(self.root) + 1 :] for p in files)
+
+    def delete(self, path: str) -> None:
+        if self._info(path) is not None:
+            self.fs.delete_file(self._path(path))
+
+
+def open_location(location: str) -> Location:
+    """The :class:`Location` of ``location``: a local directory for a plain path, else fsspec
+    (when installed) or ``pyarrow.fs`` for a URL."""
+    if "://" not in location:
+        return LocalLocation(location)
+    try:
+        import fsspec  # noqa: F401
+    except ImportError:
+        return ArrowLocation(location)
+    return FsspecLocation(location)

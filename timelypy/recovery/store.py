@@ -1,0 +1,386 @@
+"""The checkpoint store: operator states in content-named chunk files, made visible by a manifest.
+
+Layout under the store's location (a local directory, or an fsspec / ``pyarrow.fs`` URL)::
+
+    chunks/<2 hex>/<sha256>.chunk    chunk files (see :mod:`.format`): operator state, and one
+                                     part index per worker and checkpoint
+    manifests/<checkpoint_id>.json   one per published checkpoint (see :mod:`.manifest`)
+
+Writing a checkpoint (:class:`CheckpointStore`):
+
+1. Each worker, in its own process, calls :meth:`~CheckpointStore.write_part` with its
+   operators' states. For every operator, its keyed pieces are sorted by routing hash and cut
+   into chunks where the (mixed) routing hash says so, so the cuts depend on the keys, not on
+   positions: a key that changes, appears or goes changes its own chunk only. The shared part is
+   a chunk of its own. A chunk file is named by the SHA-256 of its content; one that already
+   exists (an earlier checkpoint wrote the same bytes) is referenced, not written again. Last, the
+   worker writes its *part index* (a chunk naming, per operator, its version, piece count,
+   shared chunk and keyed chunks) and returns a small description of it to the driver.
+2. The driver calls :meth:`~CheckpointStore.publish`: the manifest (the time, the parts, the
+   program's fingerprint, ``extra``) is written in one atomic step. Before that the checkpoint
+   does not exist: a crash at any moment leaves the previous checkpoint the latest.
+3. Publishing then prunes: the manifests beyond the newest ``keep`` are deleted, then every chunk
+   that no kept manifest references and that is older than the oldest kept manifest (so never a
+   chunk of a checkpoint still being written; a reused chunk is touched when it is referenced).
+
+Reading: :meth:`~CheckpointStore.latest` returns the newest checkpoint whose manifest and part
+indexes verify and whose chunks all exist with their recorded sizes, skipping (with a logged
+warning naming the file and the reason) a newer one that is truncated, corrupt, of another format
+version or unfinished. :meth:`~CheckpointStore.read_states` reads every worker's states, each
+file verified (length, SHA-256, and for pickled chunks the HMAC) before it is decoded;
+:meth:`~CheckpointStore.load_latest` does both and falls back past a checkpoint whose chunks fail.
+Every refusal is a :class:`~timelypy.errors.CheckpointError` naming the file and the reason.
+
+Not in this format version: Arrow IPC / Parquet columns for records (every chunk is msgpack, or
+signed cloudpickle for records msgpack cannot carry), and reading only the chunks a restoring
+worker owns (chunks are cut by key, not by owner: a restore reads the whole checkpoint).
+Checkpoints of one store are taken one at a time (a session serialises them).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time as _time
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from ..dataflow.state import OperatorState
+from ..errors import CheckpointError
+from .format import content_name, decode_chunk, encode_chunk
+from .locations import Location, open_location
+from .manifest import Manifest
+
+__all__ = ["CheckpointStore", "Manifest", "CHUNK_PIECES"]
+
+log = logging.getLogger(__name__)
+
+CHUNK_PIECES = 1024
+"""The mean number of keyed pieces in a chunk (a chunk holds at most 8 times as many)."""
+_MIX = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+
+
+def _chunk_path(name: str) -> str:
+    return f"chunks/{name[:2]}/{name}.chunk"
+
+
+def _cut_keyed(keyed: List[Tuple[int, Any]], target: int) -> List[List[Tuple[int, Any]]]:
+    """The pieces sorted by routing hash (stably), cut after a hash whose mix falls on a
+    boundary (about one in ``target``), never between two pieces of one hash, and at the latest
+    after ``8 * target`` pieces."""
+    pieces = sorted(keyed, key=lambda p: p[0])
+    chunks: List[List[Tuple[int, Any]]] = []
+    current: List[Tuple[int, Any]] = []
+    for i, piece in enumerate(pieces):
+        current.append(piece)
+        h = piece[0]
+        last_of_hash = i + 1 == len(pieces) or pieces[i + 1][0] != h
+        boundary = (((h * _MIX) & _MASK) >> 32) % target == 0
+        if last_of_hash and (boundary or len(current) >= 8 * target):
+            chunks.append(current)
+            current = []
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class CheckpointStore:
+    """Checkpoints of one job at ``location``: a local directory (the default) or a URL (fsspec
+    when installed, else ``pyarrow.fs``; imported only then).
+
+    ``keep``: how many published checkpoints to keep (older ones and the chunks only they use
+    are deleted after each publish). ``signing_key``: the key pickled chunks are signed and
+    checked with (required to write or read state msgpack cannot carry; see :mod:`.format`).
+    ``chunk_pieces``: the mean number of keyed pieces per chunk file.
+    """
+
+    def __init__(
+        self,
+        location: str,
+        keep: int = 3,
+        signing_key: Optional[bytes] = None,
+        *,
+        chunk_pieces: int = CHUNK_PIECES,
+    ):
+        if keep < 1:
+            raise ValueError(f"CheckpointStore keep={keep!r}: keep at least one checkpoint")
+        if signing_key is not None and not isinstance(signing_key, bytes):
+            raise TypeError(f"signing_key must be bytes, not {type(signing_key).__name__}")
+        self.location = location
+        self.keep = keep
+        self.signing_key = signing_key
+        self.chunk_pieces = max(1, chunk_pieces)
+        self.files: Location = open_location(location)
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({self.files.url!r}, keep={self.keep})"
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # travels to worker processes / actors as its settings; each opens its own location
+        return {
+            "location": self.location,
+            "keep": self.keep,
+            "signing_key": self.signing_key,
+            "chunk_pieces": self.chunk_pieces,
+        }
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]  # rebuilding from the settings __getstate__ kept
+            state["location"],
+            state["keep"],
+            state["signing_key"],
+            chunk_pieces=state["chunk_pieces"],
+        )
+
+    def new_checkpoint_id(self) -> str:
+        """A fresh id; ids sort in the order they were made."""
+        return f"{_time.time_ns():020d}-{secrets.token_hex(3)}"
+
+    # -- writing (in the workers)
+    def _put_chunk(self, value: Any, what: str, counts: Dict[str, int]) -> List[Any]:
+        """Write ``value`` as a chunk unless an identical one exists; its reference
+        ``[name, size]``."""
+        data, _encoding = encode_chunk(value, self.signing_key, what)
+        name = content_name(data)
+        path = _chunk_path(name)
+        if self.files.size(path) == len(data):
+            self.files.touch(path)
+        else:
+            self.files.put(path, data)
+            counts["files_written"] += 1
+            counts["bytes_written"] += len(data)
+        counts["chunks"] += 1
+        counts["bytes"] += len(data)
+        return [name, len(data)]
+
+    def write_part(
+        self, checkpoint_id: str, worker_index: int, states: Dict[str, OperatorState]
+    ) -> Dict[str, Any]:
+        """Write one worker's operator states for ``checkpoint_id``; the description of the
+        part for the manifest (its index file, sizes, and what was written anew)."""
+        counts = {"chunks": 0, "files_written": 0, "bytes_written": 0, "bytes": 0}
+        operators: Dict[str, Any] = {}
+        for op_id in sorted(states):
+            state = states[op_id]
+            what = f"operator {op_id!r} on worker {worker_index}"
+            keyed_refs = [
+                self._put_chunk(
+                    {"h": [h for h, _ in chunk], "p": [p for _, p in chunk]}, what, counts
+                )
+                for chunk in _cut_keyed(list(state.keyed), self.chunk_pieces)
+            ]
+            shared = None
+            if state.shared is not None:
+                shared = self._put_chunk({"shared": state.shared}, what, counts)
+            operators[op_id] = {
+                "version": state.version,
+                "pieces": len(state.keyed),
+                "keyed": keyed_refs,
+                "shared": shared,
+            }
+        index = {"checkpoint_id": checkpoint_id, "worker": worker_index, "operators": operators}
+        ref = self._put_chunk(index, f"the part index of worker {worker_index}", counts)
+        return {"worker": worker_index, "index": ref[0], "size": ref[1], **counts}
+
+    # -- publishing (on the driver)
+    def publish(
+        self,
+        checkpoint_id: str,
+        time: Any,
+        peers: int,
+        parts: List[Dict[str, Any]],
+        fingerprint: Dict[str, str],
+        extra: Optional[Dict[str, Any]] = None,
+    ) -> Manifest:
+        """Make the checkpoint visible: check its parts are all there, write its manifest in one
+        atomic step, then prune to the newest ``keep``."""
+        parts = sorted(parts, key=lambda p: p["worker"])
+        manifest = Manifest(
+            checkpoint_id=checkpoint_id,
+            time=time,
+            peers=peers,
+            fingerprint=dict(fingerprint),
+            extra=dict(extra or {}),
+            created=_time.time(),
+            parts=parts,
+            path=f"manifests/{checkpoint_id}.json",
+        )
+        self._check_complete(manifest)
+        self.files.put_atomic(manifest.path, manifest.to_bytes())
+        log.info(
+            "checkpoint %s published at time %r: %d workers, %d bytes written of %d",
+            checkpoint_id,
+            time,
+            peers,
+            sum(p.get("bytes_written", 0) for p in parts),
+            sum(p.get("bytes", 0) for p in parts),
+        )
+        self.prune()
+        return manifest
+
+    def _check_complete(self, manifest: Manifest) -> None:
+        """Refuse an unfinished checkpoint: a worker's part missing, or its index file."""
+        workers = [p.get("worker") for p in manifest.parts]
+        if workers != list(range(manifest.peers)):
+            missing = sorted(set(range(manifest.peers)) - set(workers))
+            reason = (
+                f"unfinished: parts of {manifest.peers} workers expected, found workers "
+                f"{workers} (missing {missing})"
+            )
+            raise CheckpointError(f"checkpoint {manifest.path}: {reason}", manifest.path, reason)
+        for part in manifest.parts:
+            path = _chunk_path(part["index"])
+            size = self.files.size(path)
+            if size != part["size"]:
+                reason = f"unfinished or damaged: the part index of worker {part['worker']} is " + (
+                    "missing" if size is None else f"{size} bytes, {part['size']} expected"
+                )
+                raise CheckpointError(f"checkpoint file {path}: {reason}", path, reason)
+
+    # -- reading
+    def _manifest_names(self) -> List[str]:
+        names = [n for n in self.files.list("manifests") if n.endswith(".json")]
+        return sorted(names, reverse=True)
+
+    def manifest(self, checkpoint_id: str) -> Manifest:
+        """The manifest of ``checkpoint_id``, checked (format, checksum, complete parts); a
+        checkpoint without a manifest is unfinished and refused."""
+        path = f"manifests/{checkpoint_id}.json"
+        try:
+            data = self.files.read(path)
+        except FileNotFoundError:
+            reason = (
+                "unfinished: no manifest (the checkpoint is still being written, or its "
+                "writer stopped before publishing it)"
+            )
+            raise CheckpointError(f"checkpoint {path}: {reason}", path, reason) from None
+        manifest = Manifest.from_bytes(data, path)
+        self._check_complete(manifest)
+        return manifest
+
+    def checkpoints(self) -> List[str]:
+        """The ids of the published checkpoints (valid or not), newest first."""
+        return [n.rsplit("/", 1)[-1][: -len(".json")] for n in self._manifest_names()]
+
+    def _read_chunk(self, ref: List[Any], cache: Optional[Dict[str, Any]] = None) -> Any:
+        name, size = ref
+        if cache is not None and name in cache:
+            return cache[name]
+        path = _chunk_path(name)
+        try:
+            data = self.files.read(path)
+        except FileNotFoundError:
+            reason = "missing (deleted, or never written)"
+            raise CheckpointError(f"checkpoint file {path}: {reason}", path, reason) from None
+        if len(data) != size:
+            reason = f"truncated or altered: {len(data)} bytes, the checkpoint recorded {size}"
+            raise CheckpointError(f"checkpoint file {path}: {reason}", path, reason)
+        value = decode_chunk(data, path, self.signing_key)
+        if content_name(data) != name:
+            reason = "corrupt: its content does not match its name (SHA-256)"
+            raise CheckpointError(f"checkpoint file {path}: {reason}", path, reason)
+        if cache is not None:
+            cache[name] = value
+        return value
+
+    def _part_indexes(self, manifest: Manifest) -> List[Dict[str, Any]]:
+        return [self._read_chunk([p["index"], p["size"]]) for p in manifest.parts]
+
+    def _verify(self, manifest: Manifest) -> None:
+        """The manifest's part indexes verify and every chunk exists with its recorded size."""
+        for index in self._part_indexes(manifest):
+            for entry in index["operators"].values():
+                refs = entry["keyed"] + ([entry["shared"]] if entry["shared"] else [])
+                for name, size in refs:
+                    path = _chunk_path(name)
+                    found = self.files.size(path)
+                    if found != size:
+                        reason = (
+                            "missing"
+                            if found is None
+                            else f"truncated or altered: {found} bytes, {size} recorded"
+                        )
+                        raise CheckpointError(f"checkpoint file {path}: {reason}", path, reason)
+
+    def _valid_manifests(self, verify: bool) -> Iterable[Manifest]:
+        """The published checkpoints newest first, skipping (with a warning) invalid ones."""
+        for name in self._manifest_names():
+            try:
+                manifest = self.manifest(name.rsplit("/", 1)[-1][: -len(".json")])
+                if verify:
+                    self._verify(manifest)
+            except CheckpointError as exc:
+                log.warning("checkpoint store %s: skipping %s: %s", self.files.url, name, exc)
+                continue
+            yield manifest
+
+    def latest(self) -> Optional[Manifest]:
+        """The newest valid checkpoint, or None when there is none."""
+        return next(iter(self._valid_manifests(verify=True)), None)
+
+    def read_states(self, manifest: Manifest) -> List[Dict[str, OperatorState]]:
+        """Every worker's operator states of ``manifest``, in worker order; each file verified."""
+        cache: Dict[str, Any] = {}
+        workers = []
+        for index in self._part_indexes(manifest):
+            states = {}
+            for op_id, entry in index["operators"].items():
+                keyed: List[Tuple[int, Any]] = []
+                for ref in entry["keyed"]:
+                    chunk = self._read_chunk(ref, cache)
+                    keyed.extend(zip(chunk["h"], chunk["p"]))
+                shared = None
+                if entry["shared"] is not None:
+                    shared = self._read_chunk(entry["shared"], cache)["shared"]
+                states[op_id] = OperatorState(keyed=keyed, shared=shared, version=entry["version"])
+            workers.append(states)
+        return workers
+
+    def load_latest(self) -> Optional[Tuple[Manifest, List[Dict[str, OperatorState]]]]:
+        """The newest checkpoint whose every file reads and verifies, and its states; a newer
+        one that fails is skipped with a logged warning. None when there is none."""
+        for manifest in self._valid_manifests(verify=False):
+            try:
+                return manifest, self.read_states(manifest)
+            except CheckpointError as exc:
+                log.warning(
+                    "checkpoint store %s: skipping %s: %s", self.files.url, manifest.path, exc
+                )
+        return None
+
+    # -- pruning
+    def prune(self) -> None:
+        """Delete the manifests beyond the newest ``keep`` valid ones, then every chunk no kept
+        checkpoint references that is older than the oldest kept manifest."""
+        kept: List[Manifest] = []
+        referenced: Set[str] = set()
+        names = self._manifest_names()
+        for position, name in enumerate(names):
+            if len(kept) == self.keep:
+                for old in names[position:]:
+                    self.files.delete(old)
+                break
+            try:
+                manifest = self.manifest(name.rsplit("/", 1)[-1][: -len(".json")])
+                indexes = self._part_indexes(manifest)
+            except CheckpointError:
+                continue  # an invalid manifest is skipped by readers, and not counted
+            kept.append(manifest)
+            referenced |= _referenced_chunks(manifest, indexes)
+        if not kept:
+            return
+        cutoff = min(self.files.mtime(m.path) for m in kept)
+        for path in self.files.list("chunks"):
+            stem = path.rsplit("/", 1)[-1].split(".", 1)[0]
+            if stem not in referenced and self.files.mtime(path) < cutoff:
+                self.files.delete(path)
+
+
+def _referenced_chunks(manifest: Manifest, indexes: List[Dict[str, Any]]) -> Set[str]:
+    names = {p["index"] for p in manifest.parts}
+    for index in indexes:
+        for entry in index["operators"].values():
+            names.update(name for name, _size in entry["keyed"])
+            if entry["shared"]:
+                names.add(entry["shared"][0])
+    return names
