@@ -45,10 +45,6 @@ class Location(Protocol):
         """The file's modification time (seconds since the epoch)."""
         ...
 
-    def touch(self, path: str) -> None:
-        """Mark an existing file as in use now (a reused chunk), where the store can."""
-        ...
-
     def list(self, directory: str) -> List[str]:
         """The names of the files under ``directory`` (relative to the root), recursively."""
         ...
@@ -93,12 +89,6 @@ class LocalLocation:
 
     def mtime(self, path: str) -> float:
         return os.stat(self._path(path)).st_mtime
-
-    def touch(self, path: str) -> None:
-        try:
-            os.utime(self._path(path))
-        except FileNotFoundError:
-            pass
 
     def list(self, directory: str) -> List[str]:
         base = self._path(directory)
@@ -153,12 +143,6 @@ class FsspecLocation:
     def mtime(self, path: str) -> float:
         modified: Any = self.fs.modified(self._path(path))
         return float(modified.timestamp())
-
-    def touch(self, path: str) -> None:
-        try:
-            self.fs.touch(self._path(path), truncate=False)
-        except (NotImplementedError, ValueError, FileNotFoundError):
-            pass  # an object store cannot touch: the store keeps a grace period instead
 
     def list(self, directory: str) -> List[str]:
         try:
@@ -228,10 +212,6 @@ class ArrowLocation:
         if info is None or info.mtime is None:
             return time.time()
         return float(info.mtime.timestamp())
-
-    def touch(self, path: str) -> None:
-        if self.fs.type_name == "local":
-            LocalLocation(self.root).touch(path)
 
     def list(self, directory: str) -> List[str]:
         selector = self._fs_module.FileSelector(

@@ -20,8 +20,10 @@ Writing a checkpoint (:class:`CheckpointStore`):
    program's fingerprint, ``extra``) is written in one atomic step. Before that the checkpoint
    does not exist: a crash at any moment leaves the previous checkpoint the latest.
 3. Publishing then prunes: the manifests beyond the newest ``keep`` are deleted, then every chunk
-   that no kept manifest references and that is older than the oldest kept manifest (so never a
-   chunk of a checkpoint still being written; a reused chunk is touched when it is referenced).
+   that no kept manifest references and that is older than the oldest kept manifest. Chunks are
+   deleted only while no other checkpoint is being written (each worker leaves a marker under
+   ``pending/`` while it writes its part, removed on publish; a marker older than
+   ``pending_grace`` is of a writer that died), since a checkpoint in flight may reuse any chunk.
 
 Reading: :meth:`~CheckpointStore.latest` returns the newest checkpoint whose manifest and part
 indexes verify and whose chunks all exist with their recorded sizes, skipping (with a logged
@@ -34,7 +36,6 @@ Every refusal is a :class:`~timelypy.errors.CheckpointError` naming the file and
 Not in this format version: Arrow IPC / Parquet columns for records (every chunk is msgpack, or
 signed cloudpickle for records msgpack cannot carry), and reading only the chunks a restoring
 worker owns (chunks are cut by key, not by owner: a restore reads the whole checkpoint).
-Checkpoints of one store are taken one at a time (a session serialises them).
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class CheckpointStore:
     ``keep``: how many published checkpoints to keep (older ones and the chunks only they use
     are deleted after each publish). ``signing_key``: the key pickled chunks are signed and
     checked with (required to write or read state msgpack cannot carry; see :mod:`.format`).
-    ``chunk_pieces``: the mean number of keyed pieces per chunk file.
+    ``chunk_pieces``: the mean number of keyed pieces per chunk file. ``pending_grace``: after
+    how many seconds an unpublished checkpoint's writer is taken for dead (see :meth:`prune`).
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class CheckpointStore:
         signing_key: Optional[bytes] = None,
         *,
         chunk_pieces: int = CHUNK_PIECES,
+        pending_grace: float = 3600.0,
     ):
         if keep < 1:
             raise ValueError(f"CheckpointStore keep={keep!r}: keep at least one checkpoint")
@@ -110,6 +113,7 @@ class CheckpointStore:
         self.keep = keep
         self.signing_key = signing_key
         self.chunk_pieces = max(1, chunk_pieces)
+        self.pending_grace = pending_grace
         self.files: Location = open_location(location)
 
     def __repr__(self) -> str:
@@ -122,6 +126,7 @@ class CheckpointStore:
             "keep": self.keep,
             "signing_key": self.signing_key,
             "chunk_pieces": self.chunk_pieces,
+            "pending_grace": self.pending_grace,
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
@@ -143,9 +148,7 @@ class CheckpointStore:
         data, _encoding = encode_chunk(value, self.signing_key, what)
         name = content_name(data)
         path = _chunk_path(name)
-        if self.files.size(path) == len(data):
-            self.files.touch(path)
-        else:
+        if self.files.size(path) != len(data):  # else an earlier checkpoint wrote it
             self.files.put(path, data)
             counts["files_written"] += 1
             counts["bytes_written"] += len(data)
@@ -158,6 +161,8 @@ class CheckpointStore:
     ) -> Dict[str, Any]:
         """Write one worker's operator states for ``checkpoint_id``; the description of the
         part for the manifest (its index file, sizes, and what was written anew)."""
+        # the marker tells a concurrent prune that chunks are being written (or reused)
+        self.files.put(f"pending/{checkpoint_id}.{worker_index}", b"")
         counts = {"chunks": 0, "files_written": 0, "bytes_written": 0, "bytes": 0}
         operators: Dict[str, Any] = {}
         for op_id in sorted(states):
@@ -207,6 +212,8 @@ class CheckpointStore:
         )
         self._check_complete(manifest)
         self.files.put_atomic(manifest.path, manifest.to_bytes())
+        for part in parts:
+            self.files.delete(f"pending/{checkpoint_id}.{part['worker']}")
         log.info(
             "checkpoint %s published at time %r: %d workers, %d bytes written of %d",
             checkpoint_id,
@@ -349,9 +356,22 @@ class CheckpointStore:
         return None
 
     # -- pruning
+    def _writing(self) -> bool:
+        """Whether a checkpoint is being written: a worker's pending marker younger than
+        ``pending_grace`` (older ones are of writers that died, and are removed)."""
+        writing = False
+        now = _time.time()
+        for path in self.files.list("pending"):
+            if now - self.files.mtime(path) < self.pending_grace:
+                writing = True
+            else:
+                self.files.delete(path)
+        return writing
+
     def prune(self) -> None:
         """Delete the manifests beyond the newest ``keep`` valid ones, then every chunk no kept
-        checkpoint references that is older than the oldest kept manifest."""
+        checkpoint references that is older than the oldest kept manifest; chunks only when no
+        other checkpoint is being written (it may reuse any chunk)."""
         kept: List[Manifest] = []
         referenced: Set[str] = set()
         names = self._manifest_names()
@@ -367,7 +387,7 @@ class CheckpointStore:
                 continue  # an invalid manifest is skipped by readers, and not counted
             kept.append(manifest)
             referenced |= _referenced_chunks(manifest, indexes)
-        if not kept:
+        if not kept or self._writing():
             return
         cutoff = min(self.files.mtime(m.path) for m in kept)
         for path in self.files.list("chunks"):

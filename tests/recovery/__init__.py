@@ -1,0 +1,1 @@
+"""timelypy.recovery: the checkpoint store, snapshots of operator state, restore in sessions."""
