@@ -52,6 +52,7 @@ from .differential import (
 )
 from .errors import (
     AuthenticationError,
+    CheckpointError,
     CycleError,
     DataEncodingError,
     DiffTypeError,
@@ -171,6 +172,7 @@ __all__ = [
     "PendingTimeWarning",
     "StallError",
     "AuthenticationError",
+    "CheckpointError",
     "DataEncodingError",
     "DiffTypeError",
     "SessionInputError",
