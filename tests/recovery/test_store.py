@@ -399,3 +399,14 @@ def test_bad_settings_are_refused(tmp_path):
         CheckpointStore(str(tmp_path), keep=0)
     with pytest.raises(TypeError, match="signing_key must be bytes"):
         CheckpointStore(str(tmp_path), signing_key="text")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", ".hidden", ""])
+def test_a_checkpoint_id_is_a_plain_file_name(tmp_path, bad):
+    store = CheckpointStore(str(tmp_path))
+    with pytest.raises(ValueError, match="checkpoint id"):
+        store.write_part(bad, 0, {})
+    with pytest.raises(ValueError, match="checkpoint id"):
+        store.manifest(bad)
+    with pytest.raises(ValueError, match="checkpoint id"):
+        store.publish(bad, 1, 0, [], {})

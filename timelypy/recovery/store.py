@@ -41,6 +41,7 @@ worker owns (chunks are cut by key, not by owner: a restore reads the whole chec
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time as _time
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
@@ -59,6 +60,17 @@ CHUNK_PIECES = 1024
 """The mean number of keyed pieces in a chunk (a chunk holds at most 8 times as many)."""
 _MIX = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
+_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def _checked_id(checkpoint_id: str) -> str:
+    """``checkpoint_id`` when it is a plain file name (no directory, no dot first)."""
+    if not isinstance(checkpoint_id, str) or not _ID.fullmatch(checkpoint_id):
+        raise ValueError(
+            f"checkpoint id {checkpoint_id!r}: letters, digits, '-', '_' and '.' only, "
+            "not starting with '.'"
+        )
+    return checkpoint_id
 
 
 def _chunk_path(name: str) -> str:
@@ -162,7 +174,7 @@ class CheckpointStore:
         """Write one worker's operator states for ``checkpoint_id``; the description of the
         part for the manifest (its index file, sizes, and what was written anew)."""
         # the marker tells a concurrent prune that chunks are being written (or reused)
-        self.files.put(f"pending/{checkpoint_id}.{worker_index}", b"")
+        self.files.put(f"pending/{_checked_id(checkpoint_id)}.{worker_index}", b"")
         counts = {"chunks": 0, "files_written": 0, "bytes_written": 0, "bytes": 0}
         operators: Dict[str, Any] = {}
         for op_id in sorted(states):
@@ -199,6 +211,7 @@ class CheckpointStore:
     ) -> Manifest:
         """Make the checkpoint visible: check its parts are all there, write its manifest in one
         atomic step, then prune to the newest ``keep``."""
+        _checked_id(checkpoint_id)
         parts = sorted(parts, key=lambda p: p["worker"])
         manifest = Manifest(
             checkpoint_id=checkpoint_id,
@@ -252,7 +265,7 @@ class CheckpointStore:
     def manifest(self, checkpoint_id: str) -> Manifest:
         """The manifest of ``checkpoint_id``, checked (format, checksum, complete parts); a
         checkpoint without a manifest is unfinished and refused."""
-        path = f"manifests/{checkpoint_id}.json"
+        path = f"manifests/{_checked_id(checkpoint_id)}.json"
         try:
             data = self.files.read(path)
         except FileNotFoundError:
