@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import pickle
 from decimal import Decimal
 from fractions import Fraction
@@ -410,3 +411,54 @@ def test_a_checkpoint_id_is_a_plain_file_name(tmp_path, bad):
         store.manifest(bad)
     with pytest.raises(ValueError, match="checkpoint id"):
         store.publish(bad, 1, 0, [], {})
+
+
+def test_a_crash_while_the_manifest_is_written_leaves_the_previous_checkpoint(
+    tmp_path, monkeypatch
+):
+    store = CheckpointStore(str(tmp_path))
+    first, _ = _write(store, [{"root/1": _state(10)}])
+    cid = store.new_checkpoint_id()
+    parts = [store.write_part(cid, 0, {"root/1": _state(10, "x")})]
+
+    def crash(src, dst):
+        raise KeyboardInterrupt("killed between the manifest's write and its rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        store.publish(cid, 9, 1, parts, FINGERPRINT)
+    monkeypatch.undo()
+    # the half-published manifest is there, under its temporary name
+    assert [".tmp-" in p.name for p in (tmp_path / "manifests").iterdir()].count(True) == 1
+    assert store.latest().checkpoint_id == first.checkpoint_id
+    with pytest.raises(CheckpointError, match="unfinished: no manifest"):
+        store.manifest(cid)
+    later, _ = _write(store, [{"root/1": _state(10, "y")}])
+    assert store.latest().checkpoint_id == later.checkpoint_id  # the store goes on
+    # once the dead publisher's pending marker is past its grace, its leftovers go
+    _write(CheckpointStore(str(tmp_path), keep=1, pending_grace=0.0), [{"root/1": _state(1)}])
+    later = store.latest()
+    assert [p.name for p in (tmp_path / "manifests").iterdir()] == [f"{later.checkpoint_id}.json"]
+
+
+def _write_in_a_process(args):
+    location, cid, worker, states = args
+    return CheckpointStore(location).write_part(cid, worker, states)
+
+
+@pytest.mark.processes
+def test_workers_write_their_parts_in_their_own_processes(tmp_path):
+    import concurrent.futures
+    import multiprocessing
+
+    store = CheckpointStore(str(tmp_path))
+    cid = store.new_checkpoint_id()
+    states = [{"root/1": _state(300, str(w)), "root/2": OperatorState(shared=w)} for w in range(3)]
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+        jobs = [(str(tmp_path), cid, w, s) for w, s in enumerate(states)]
+        parts = list(pool.map(_write_in_a_process, jobs))
+    store.publish(cid, Product(2, 0), 3, parts, FINGERPRINT)
+    read = store.read_states(store.latest())
+    assert [r["root/1"].keyed for r in read] == [s["root/1"].keyed for s in states]
+    assert [r["root/2"].shared for r in read] == [0, 1, 2]

@@ -403,6 +403,9 @@ class CheckpointStore:
         if not kept or self._writing():
             return
         cutoff = min(self.files.mtime(m.path) for m in kept)
+        for path in self.files.list("manifests"):  # a manifest half written by a crash
+            if not path.endswith(".json") and self.files.mtime(path) < cutoff:
+                self.files.delete(path)
         for path in self.files.list("chunks"):
             stem = path.rsplit("/", 1)[-1].split(".", 1)[0]
             if stem not in referenced and self.files.mtime(path) < cutoff:
