@@ -389,9 +389,11 @@ def test_fingerprint_difference_says_what_differs():
 
 
 def test_the_store_travels_to_a_worker_as_its_settings(tmp_path):
-    store = CheckpointStore(str(tmp_path), keep=4, signing_key=b"k", chunk_pieces=7)
+    store = CheckpointStore(
+        str(tmp_path), keep=4, signing_key=b"k", chunk_pieces=7, pending_grace=5.0
+    )
     copy = pickle.loads(pickle.dumps(store))
-    assert (copy.keep, copy.signing_key, copy.chunk_pieces) == (4, b"k", 7)
+    assert (copy.keep, copy.signing_key, copy.chunk_pieces, copy.pending_grace) == (4, b"k", 7, 5)
     assert copy.files.url == store.files.url
 
 

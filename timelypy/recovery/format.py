@@ -194,7 +194,6 @@ def encode_chunk(value: Any, signing_key: Optional[bytes], what: str) -> Tuple[b
                 "chunk is written with cloudpickle, and that needs a signing_key (loading "
                 "pickle executes code: the key proves the chunk is one this job wrote; keep "
                 "checkpoints on trusted storage)",
-                path=what,
                 reason="pickle needs a signing_key",
             ) from None
         payload, encoding = cloudpickle.dumps(value, protocol=5), PICKLE

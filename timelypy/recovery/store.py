@@ -147,6 +147,7 @@ class CheckpointStore:
             state["keep"],
             state["signing_key"],
             chunk_pieces=state["chunk_pieces"],
+            pending_grace=state["pending_grace"],
         )
 
     def new_checkpoint_id(self) -> str:
