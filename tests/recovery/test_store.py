@@ -16,7 +16,7 @@ import pytest
 from timelypy.dataflow.state import OperatorState
 from timelypy.errors import CheckpointError
 from timelypy.order import Product
-from timelypy.recovery.format import HEADER_SIZE, encode_chunk
+from timelypy.recovery.format import HEADER_SIZE, decode_chunk, encode_chunk
 from timelypy.recovery.manifest import fingerprint_difference
 from timelypy.recovery.store import CheckpointStore
 
@@ -267,7 +267,7 @@ def _corrupt_latest_chunk(tmp_path, manifest, how: str) -> str:
     "how, reason",
     [
         ("truncate", r"truncated"),
-        ("flip", r"corrupt: the SHA-256 of its payload differs"),
+        ("flip", r"corrupt: its SHA-256 differs from its name"),
         ("version", r"format version 99; this timelypy reads version 1"),
         ("delete", r"missing"),
     ],
@@ -370,6 +370,12 @@ def test_a_forged_pickle_is_never_loaded(tmp_path, monkeypatch):
     with pytest.raises(CheckpointError):
         store.read_states(manifest)
     assert loads == []
+
+
+def test_a_chunk_whose_payload_and_header_disagree_is_refused():
+    data, _ = encode_chunk({"p": [1, 2, 3]}, None, "x")
+    with pytest.raises(CheckpointError, match=r"chunks/ab: corrupt: the SHA-256 of its payload"):
+        decode_chunk(data[:-1] + bytes([data[-1] ^ 1]), "chunks/ab", None)
 
 
 def test_the_header_is_documented_size():

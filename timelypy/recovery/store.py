@@ -48,7 +48,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..dataflow.state import OperatorState
 from ..errors import CheckpointError
-from .format import content_name, decode_chunk, encode_chunk
+from .format import content_name, decode_chunk, encode_chunk, read_header
 from .locations import Location, open_location
 from .manifest import Manifest
 
@@ -296,10 +296,11 @@ class CheckpointStore:
         if len(data) != size:
             reason = f"truncated or altered: {len(data)} bytes, the checkpoint recorded {size}"
             raise CheckpointError(f"checkpoint file {path}: {reason}", path, reason)
-        value = decode_chunk(data, path, self.signing_key)
+        read_header(data, path)  # a truncated file, another version: say so first
         if content_name(data) != name:
-            reason = "corrupt: its content does not match its name (SHA-256)"
+            reason = "corrupt: its SHA-256 differs from its name"
             raise CheckpointError(f"checkpoint file {path}: {reason}", path, reason)
+        value = decode_chunk(data, path, self.signing_key)
         if cache is not None:
             cache[name] = value
         return value
