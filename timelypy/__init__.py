@@ -86,6 +86,7 @@ from .order import (
     less_than,
 )
 from .progress import Antichain, ChangeBatch, MutableAntichain
+from .recovery.session import Checkpoints
 from .stats import Statistics, StatsSink
 from .workers import (
     Backend,
@@ -113,6 +114,7 @@ __all__ = [
     "Backend",
     "open_session",
     "DataflowSession",
+    "Checkpoints",
     "Worker",
     "Scope",
     "Stream",
