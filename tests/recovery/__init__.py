@@ -1,0 +1,1 @@
+"""Durable jobs: operator state, the checkpoint store, sessions that checkpoint and restore."""
