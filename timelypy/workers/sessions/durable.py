@@ -185,8 +185,15 @@ class CheckpointingSession:
     _ahead: Set[Any]
     _durable: Durability
     _handles: HandleDirectory
-    _call: Call
-    _everyone: List[int]
+
+    def _call(
+        self, targets: Sequence[int], command: Command, timeout: Optional[float] = None
+    ) -> List[Any]:  # pragma: no cover - the session's
+        raise NotImplementedError
+
+    @property
+    def _everyone(self) -> List[int]:  # pragma: no cover - the session's
+        raise NotImplementedError
 
     def _check_usable(self) -> None:  # pragma: no cover - the session's
         raise NotImplementedError
@@ -242,4 +249,6 @@ class CheckpointingSession:
         was not restored). :meth:`changes` never returns these again."""
         self._check_usable()
         self._handles.require(capture, Changes)
-        return [item for part in self._call(self._everyone, (RESTORED, capture)) for item in part]
+        return [
+            item for part in self._call(self._everyone, (RESTORED, capture), None) for item in part
+        ]

@@ -36,13 +36,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ...communication.fabric import control_message
 from ...errors import StallError, TimelyError, WorkerDiedError
 from ...order import less_equal
-from ...recovery.session import (
-    Checkpoints,
-    restore_worker_from,
-    worker_closed_at,
-    worker_fingerprint,
-    write_worker_part,
-)
 from ...stats import StatsSink, export_ray_metrics, in_ray_actor
 from ..worker import Worker
 from .handles import (
@@ -55,6 +48,7 @@ from .handles import (
     describe_handles,
     find_handle,
 )
+from .recovering import RecoveryCommands
 from .rendezvous import connect_to_driver
 
 __all__ = [
@@ -154,7 +148,7 @@ Rejection = Tuple[str, int, str]
 """``(input, position in that input's updates, reason)``."""
 
 
-class HandleService:
+class HandleService(RecoveryCommands):
     """Builds a session's dataflow on one worker and runs commands against its handles."""
 
     def __init__(self, worker: Worker, dataflow: Dataflow) -> None:
@@ -293,34 +287,6 @@ class HandleService:
         raise TimelyError(
             "session: statistics are off; open the session with open_session(..., statistics=True)"
         )
-
-    def closed_at(self, time: Any) -> bool:
-        """No operator of this worker can still receive or hold work before ``time``."""
-        return worker_closed_at(self.worker, time)
-
-    def checkpoint(self, checkpoints: Checkpoints, checkpoint_id: str, time: Any) -> Any:
-        """Write this worker's part of checkpoint ``checkpoint_id`` at the closed ``time``."""
-        return write_worker_part(self.worker, checkpoints, checkpoint_id, time)
-
-    def fingerprint(self) -> Dict[str, str]:
-        """The program's shape on this worker."""
-        return worker_fingerprint(self.worker)
-
-    def restore(self, checkpoints: Checkpoints, manifest: Any) -> None:
-        """Restore this worker from the checkpoint ``manifest`` of ``checkpoints``."""
-        restore_worker_from(self.worker, checkpoints, manifest)
-
-    def mark_restored(self) -> None:
-        """Keep what every capture holds now (the restored state) apart: ``CHANGES`` returns
-        only what comes after it, ``RESTORED`` returns it."""
-        for name, handle in self.handles.items():
-            if isinstance(handle, Changes):
-                self._restored[name], self._read[name] = handle.changes_from(0)
-
-    def restored(self, name: str) -> List[Any]:
-        """What the capture ``name`` held when the session was restored (empty otherwise)."""
-        find_handle(self.handles, name, Changes)
-        return list(self._restored.get(name, []))
 
     def settled(self, command: Command) -> bool:
         """The condition a ``WAIT`` or ``CLOSED_AT`` waits for holds."""
