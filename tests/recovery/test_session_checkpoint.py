@@ -140,6 +140,16 @@ def test_automatic_checkpoints_every_k_times_and_every_s_seconds(tmp_path, recov
         time.sleep(0.3)
         feed(s, 1, 2)
         assert s.last_checkpoint is not None and s.last_checkpoint.time == 2
+    # one that cannot be taken (an update made ahead) is put off to the next advance
+    ahead = tp.Checkpoints(str(tmp_path / "a"), every_times=1)
+    with caplog.at_level("INFO", logger="timelypy.workers.sessions"):
+        with tp.open_session(dataflow, checkpoint=ahead) as s:
+            s.update_at("edges", (1, 2), time=2, diff=1)
+            s.advance_to(1)
+            assert s.last_checkpoint is None
+            s.advance_to(3)
+            assert s.last_checkpoint is not None and s.last_checkpoint.time == 3
+    assert "automatic checkpoint at 1 put off" in caplog.text
     # a restore with the Checkpoints themselves goes on checkpointing there
     with tp.open_session(dataflow, restore=every) as s:
         assert s.time == 6

@@ -222,6 +222,24 @@ class CheckpointingSession:
         extra = {"backend": self.backend, "inputs": sorted(self._input_times)}
         return self._durable.checkpoint(self._call, time, extra)
 
+    def _checkpoint_if_due(self, time: Any) -> None:
+        """After an ``advance_to`` of every input: the automatic checkpoint, if one is due. One
+        that cannot be taken now (updates made ahead, with ``update_at``) is put off to the
+        next advance, with a warning."""
+        reason = self._durable.due()
+        if reason is None:
+            return
+        fresh = sorted(self._fresh_buffered | self._fresh_sent)
+        try:
+            check_closed_inputs(
+                self._input_times, len(self._batch), fresh, sorted(self._ahead, key=repr), time
+            )
+        except TimelyError as exc:
+            log.warning("session: automatic checkpoint at %r put off: %s", time, exc)
+            return
+        log.info("session: automatic checkpoint at %r (%s)", time, reason)
+        self.checkpoint()
+
     def _restore(self, source: Union[str, Checkpoints]) -> None:
         try:
             manifest = self._durable.restore(self._call, source)

@@ -407,10 +407,8 @@ class DataflowSession(CheckpointingSession):
             self._fresh_sent.discard(name)
         if self._ahead:
             self._ahead = {t for t in self._ahead if t == time or not less_equal(t, time)}
-        reason = self._durable.due() if input is None else None
-        if reason is not None:
-            log.info("session: automatic checkpoint at %r (%s)", time, reason)
-            self.checkpoint()
+        if input is None:
+            self._checkpoint_if_due(time)
 
     def wait(self, probe: str, time: Any = None, timeout: Optional[float] = None) -> None:
         """Step until the named probe has passed every time before ``time`` (default: the
