@@ -87,6 +87,7 @@ from .order import (
     less_than,
 )
 from .progress import Antichain, ChangeBatch, MutableAntichain
+from .recovery.session import Checkpoints
 from .stats import Statistics, StatsSink
 from .workers import (
     Backend,
@@ -114,6 +115,7 @@ __all__ = [
     "Backend",
     "open_session",
     "DataflowSession",
+    "Checkpoints",
     "Worker",
     "Scope",
     "Stream",

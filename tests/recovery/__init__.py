@@ -1,1 +1,1 @@
-"""timelypy.recovery: the checkpoint store, snapshots of operator state, restore in sessions."""
+"""Durable jobs: operator state, the checkpoint store, sessions that checkpoint and restore."""

@@ -24,7 +24,7 @@ from ...instrument import OperatorScheduled
 from ..worker import Worker, tuned_gc
 from .handles import Dataflow, describe_handles
 from .remote import Request
-from .service import WAIT, Command, HandleService
+from .service import CLOSED_AT, WAIT, Command, HandleService
 
 __all__ = ["InProcessClient"]
 
@@ -78,10 +78,17 @@ class InProcessClient:
         return results
 
     def _run(self, i: int, command: Command, deadline: float, timeout: float) -> Any:
-        if command[0] != WAIT:
-            return self._services[i].handle(command)
-        _, probe, t = command
         service = self._services[i]
+        if command[0] == CLOSED_AT:
+            self._step_until(
+                lambda: service.closed_at(command[1]),
+                deadline,
+                f"worker {i} was not closed at {command[1]!r} within {timeout} s",
+            )
+            return None
+        if command[0] != WAIT:
+            return service.handle(command)
+        _, probe, t = command
         service.probe_passed(probe, t)  # a bad time fails here, before any step
         service.check_wait(probe, t)
         self._step_until(

@@ -48,6 +48,7 @@ from .handles import (
     describe_handles,
     find_handle,
 )
+from .recovering import RecoveryCommands
 from .rendezvous import connect_to_driver
 
 __all__ = [
@@ -65,6 +66,12 @@ __all__ = [
     "STATS",
     "WAIT",
     "CLOSE",
+    "CLOSED_AT",
+    "CHECKPOINT",
+    "FINGERPRINT",
+    "RESTORE",
+    "RESTORED",
+    "MARK_RESTORED",
     "HELLO",
     "OK",
     "FAILED",
@@ -108,6 +115,23 @@ WAIT = "wait"
 """``(WAIT, probe, time)``: answered once the probe has passed every time before ``time``."""
 CLOSE = "close"
 """``(CLOSE,)``: close the inputs; the worker then runs its dataflows to completion."""
+CLOSED_AT = "closed_at"
+"""``(CLOSED_AT, time)``: answered once no operator can still receive or hold work before
+``time`` (:func:`~timelypy.recovery.snapshot.closed_at`): a checkpoint at ``time`` is exact."""
+CHECKPOINT = "checkpoint"
+"""``(CHECKPOINT, checkpoints, checkpoint_id, time)``: write this worker's part of a checkpoint
+to the store (from this process); the reply is the part's description."""
+FINGERPRINT = "fingerprint"
+"""``(FINGERPRINT,)``: the program's shape, ``{operator id: description}``."""
+RESTORE = "restore"
+"""``(RESTORE, checkpoints, manifest)``: read the checkpoint from the store and restore this
+worker's operators (before any update); the inputs end at the checkpoint's time."""
+MARK_RESTORED = "mark_restored"
+"""``(MARK_RESTORED,)``: after a restore, once closed at its time: keep what every capture holds
+(the restored state) apart from the changes that follow."""
+RESTORED = "restored"
+"""``(RESTORED, capture)``: what the capture held when the session was restored (its state at
+the checkpoint's time), which ``CHANGES`` does not return."""
 
 HELLO = "hello"
 """Reply kind: the worker built the dataflow and serves commands."""
@@ -124,7 +148,7 @@ Rejection = Tuple[str, int, str]
 """``(input, position in that input's updates, reason)``."""
 
 
-class HandleService:
+class HandleService(RecoveryCommands):
     """Builds a session's dataflow on one worker and runs commands against its handles."""
 
     def __init__(self, worker: Worker, dataflow: Dataflow) -> None:
@@ -138,6 +162,7 @@ class HandleService:
             )
         self.handles: Dict[str, Any] = handles
         self._read: Dict[str, int] = {}
+        self._restored: Dict[str, List[Any]] = {}
         self._staged: List[Tuple[Any, Any, Any, Any, bool]] = []
         self._commands: Dict[str, Callable[..., Any]] = {
             UPDATE: self.update,
@@ -150,6 +175,11 @@ class HandleService:
             LOOKUP: self.lookup,
             FRONTIER: self.frontier,
             STATS: self.stats,
+            CHECKPOINT: self.checkpoint,
+            FINGERPRINT: self.fingerprint,
+            RESTORE: self.restore,
+            RESTORED: self.restored,
+            MARK_RESTORED: self.mark_restored,
         }
 
     def handle(self, command: Command) -> Any:
@@ -257,6 +287,12 @@ class HandleService:
         raise TimelyError(
             "session: statistics are off; open the session with open_session(..., statistics=True)"
         )
+
+    def settled(self, command: Command) -> bool:
+        """The condition a ``WAIT`` or ``CLOSED_AT`` waits for holds."""
+        if command[0] == WAIT:
+            return self.probe_passed(command[1], command[2])
+        return self.closed_at(command[1])
 
     def probe_passed(self, name: str, time: Any) -> bool:
         """The probe ``name`` has passed every time before ``time``."""
@@ -509,7 +545,7 @@ def _command_loop(link: _Link, service: HandleService, backlog: _Backlog) -> Non
     fail: if one does, the worker fails (the driver learns of it at its next call)."""
     worker = service.worker
     index = worker.index
-    waiting: Optional[Tuple[Any, str, Any]] = None  # (id, probe, time) of a pending WAIT
+    waiting: Optional[Tuple[Any, Command]] = None  # (id, command) of a pending WAIT/CLOSED_AT
     while True:
         while worker.control:
             msg_id, command = worker.control.pop(0)
@@ -536,7 +572,9 @@ def _command_loop(link: _Link, service: HandleService, backlog: _Backlog) -> Non
             try:
                 if command[0] == WAIT:
                     service.check_wait(command[1], command[2])  # a bad name fails here too
-                    waiting = (msg_id, command[1], command[2])
+                    waiting = (msg_id, command)
+                elif command[0] == CLOSED_AT:
+                    waiting = (msg_id, command)
                 else:
                     result = service.handle(command)
             except Exception:  # the command failed; the dataflow is intact
@@ -544,13 +582,13 @@ def _command_loop(link: _Link, service: HandleService, backlog: _Backlog) -> Non
                 link.reply((FAILED, index, msg_id, traceback.format_exc()))
                 continue
             try:
-                if command[0] != WAIT:
+                if command[0] not in (WAIT, CLOSED_AT):
                     link.send((OK, index, msg_id, result))
             except (OSError, EOFError):
                 return  # the driver is gone: the reader thread queues a CLOSE as well
             except Exception:  # the command failed; the dataflow is intact
                 link.reply((FAILED, index, msg_id, traceback.format_exc()))
-        if waiting is not None and service.probe_passed(waiting[1], waiting[2]):
+        if waiting is not None and service.settled(waiting[1]):
             link.reply((OK, index, waiting[0], None))
             waiting = None
             continue

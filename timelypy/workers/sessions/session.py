@@ -50,7 +50,7 @@ import logging
 import time as _time
 import warnings
 import weakref
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Literal, Optional, Sequence, Set, Tuple, Union
 
 from ...errors import (
     InputClosedError,
@@ -60,6 +60,8 @@ from ...errors import (
     TimelyError,
     short_repr,
 )
+from ...order import less_equal
+from ...recovery.session import Checkpoints
 from ...stats import Statistics
 from ..display import begin_wait, end_wait
 from ..launch.backends import get_backend
@@ -67,6 +69,7 @@ from ..launch.defaults import resolve_run
 from ..worker import pending_time_message
 from .batch import Batch, check_time, check_update, check_updates, rejected_error, route
 from .client import Dataflow, WithStatistics, WorkerClient, abandoned, connect
+from .durable import CheckpointingSession, Durability
 from .handles import Changes, HandleDirectory, Input, Lookup, Probe
 from .inprocess import InProcessClient
 from .remote import RemoteClient
@@ -90,7 +93,7 @@ log = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------- the session
-class DataflowSession:
+class DataflowSession(CheckpointingSession):
     """A running dataflow, driven from the caller's process. See :func:`open_session`."""
 
     def __init__(
@@ -102,6 +105,8 @@ class DataflowSession:
         options: Dict[str, Any],
         statistics: bool = False,
         progress: Optional[bool] = None,
+        checkpoint: Optional[Checkpoints] = None,
+        restore: Union[None, str, Checkpoints] = None,
     ) -> None:
         self.workers = workers
         self.backend = backend
@@ -126,7 +131,13 @@ class DataflowSession:
         # here, or sent to the workers (for the PendingTimeWarning of wait)
         self._fresh_buffered: set = set()
         self._fresh_sent: set = set()
+        self._ahead: Set[Any] = set()  # times after the session's of updates made (update_at)
         self._finalizer = weakref.finalize(self, abandoned, self._client)
+        if checkpoint is None and isinstance(restore, Checkpoints):
+            checkpoint = restore  # the restored job goes on checkpointing where it was
+        self._durable = Durability(checkpoint, workers, timeout)
+        if restore is not None:
+            self._restore(restore)
         log.info(
             "session: %d worker(s) on %s ready (pids %s), handles %s",
             workers,
@@ -194,6 +205,8 @@ class DataflowSession:
         )
         if time is None or time == now:
             self._fresh_buffered.add(input)
+        else:
+            self._ahead.add(time)
 
     def update_many(
         self, input: str, records: Sequence[Any], diffs: Any = 1, times: Any = None
@@ -223,6 +236,8 @@ class DataflowSession:
         )
         if len(records) and _includes(times, now):
             self._fresh_buffered.add(input)
+        if len(records) and times is not None and self._durable.checkpoints is not None:
+            self._ahead |= _times_after(times, now)
 
     def insert(self, input: str, data: Any) -> None:
         """Add one copy of ``data`` to the named input at the input's current time.
@@ -390,6 +405,10 @@ class DataflowSession:
             self._input_times[name] = time
             self._fresh_buffered.discard(name)
             self._fresh_sent.discard(name)
+        if self._ahead:
+            self._ahead = {t for t in self._ahead if t == time or not less_equal(t, time)}
+        if input is None:
+            self._checkpoint_if_due(time)
 
     def wait(self, probe: str, time: Any = None, timeout: Optional[float] = None) -> None:
         """Step until the named probe has passed every time before ``time`` (default: the
@@ -551,6 +570,16 @@ def _includes(times: Any, now: Any) -> bool:
         return bool(times == now)
 
 
+def _times_after(times: Any, now: Any) -> Set[Any]:
+    """The distinct times of ``times`` (one time, or one per record) other than ``now``."""
+    try:
+        found = set(times) if isinstance(times, (list, tuple, range)) else {times}
+    except TypeError:
+        found = {times}
+    found.discard(now)
+    return found
+
+
 def open_session(
     dataflow: Dataflow,
     workers: Optional[int] = None,
@@ -558,6 +587,8 @@ def open_session(
     timeout: float = 60.0,
     statistics: bool = False,
     progress: Optional[bool] = None,
+    checkpoint: Optional[Checkpoints] = None,
+    restore: Union[None, str, Checkpoints] = None,
     **options: Any,
 ) -> DataflowSession:
     """Build ``dataflow`` on ``workers`` workers of ``backend`` and return a driver session.
@@ -574,9 +605,24 @@ def open_session(
     (:meth:`DataflowSession.stats`);
     ``progress`` forces the progress display of long waits on or off (default: on a terminal
     only, or as ``TIMELYPY_PROGRESS`` says; see :mod:`timelypy.workers.display`).
+
+    ``checkpoint=Checkpoints(location, ...)`` lets the session take checkpoints
+    (:meth:`DataflowSession.checkpoint`; automatically too if the
+    :class:`~timelypy.recovery.session.Checkpoints` say so). ``restore=location`` (or a
+    ``Checkpoints``, which then also serves as ``checkpoint``) restores the newest valid
+    checkpoint there onto the new workers, any number of them: the session continues at the
+    checkpoint's time (:attr:`DataflowSession.restored_at`). See ``docs/recovery.md``.
     """
     workers, backend, options = resolve_run(workers, backend, options)
     get_backend(backend)  # fail early and clearly on an unknown name
     return DataflowSession(
-        dataflow, workers, backend, timeout, dict(options), statistics=statistics, progress=progress
+        dataflow,
+        workers,
+        backend,
+        timeout,
+        dict(options),
+        statistics=statistics,
+        progress=progress,
+        checkpoint=checkpoint,
+        restore=restore,
     )
