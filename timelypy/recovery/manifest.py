@@ -22,7 +22,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ..errors import CheckpointError
 from ..order import Product
@@ -155,7 +155,7 @@ def fingerprint_difference(saved: Dict[str, str], current: Dict[str, str]) -> Li
     """What differs between the fingerprint of a checkpoint and of the program restoring it,
     one line per operator (missing, new, or changed), in operator order; empty when equal."""
     lines = []
-    for op in sorted(set(saved) | set(current)):
+    for op in sorted(set(saved) | set(current), key=_natural):
         before, now = saved.get(op), current.get(op)
         if before == now:
             continue
@@ -166,3 +166,8 @@ def fingerprint_difference(saved: Dict[str, str], current: Dict[str, str]) -> Li
         else:
             lines.append(f"{op}: {before} in the checkpoint, {now} in this program")
     return lines
+
+
+def _natural(op: str) -> Tuple[Tuple[int, int, str], ...]:
+    """Sort ``scope/10`` after ``scope/9``."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in op.split("/"))

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+
+from .manifest import fingerprint_difference
 
 if TYPE_CHECKING:
     from ..workers.worker import Worker
@@ -172,22 +174,3 @@ def restore_worker_from(worker: "Worker", checkpoints: Checkpoints, manifest: "M
 
     states = open_store(checkpoints).read_states(manifest)
     restore_worker(worker, states, manifest.time)
-
-
-def fingerprint_difference(saved: Dict[str, str], now: Dict[str, str]) -> List[str]:
-    """How the program ``now`` differs from the checkpoint's (``saved``), one line per
-    operator: missing, new, or of another kind. Empty: the same program."""
-    lines: List[str] = []
-    for op in sorted(set(saved) | set(now), key=_natural):
-        if op not in now:
-            lines.append(f"{op}: {saved[op]} in the checkpoint, absent from this program")
-        elif op not in saved:
-            lines.append(f"{op}: {now[op]} in this program, absent from the checkpoint")
-        elif saved[op] != now[op]:
-            lines.append(f"{op}: {saved[op]} in the checkpoint, {now[op]} in this program")
-    return lines
-
-
-def _natural(op: str) -> Tuple[Tuple[int, int, str], ...]:
-    """Sort ``scope/10`` after ``scope/9``."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in op.split("/"))
