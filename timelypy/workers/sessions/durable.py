@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time as _time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Union
 
 from ...errors import TimelyError, WaitTimeoutError
 from ...recovery.session import (
@@ -23,6 +23,7 @@ from ...recovery.session import (
     fingerprint_difference,
     open_store,
 )
+from ...recovery.store import Manifest
 from .batch import Batch
 from .handles import Changes, HandleDirectory
 from .service import (
@@ -34,9 +35,6 @@ from .service import (
     RESTORED,
     Command,
 )
-
-if TYPE_CHECKING:
-    from ...recovery.store import Manifest
 
 __all__ = ["Durability", "CheckpointingSession", "Call", "check_closed_inputs"]
 
