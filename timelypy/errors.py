@@ -329,3 +329,17 @@ def short_repr(value: Any) -> str:
 
 
 __all__ += ["short_repr"]
+
+
+# -- durable jobs: checkpoints and restores
+class RecoveryError(TimelyError):
+    """A restore cannot proceed: the program's stateful operators differ from the snapshot's,
+    or a state was taken at a time that was not closed. The message names the operator."""
+
+
+class CheckpointError(TimelyError):
+    """A checkpoint cannot be read or written: a missing, truncated or corrupt file, another
+    format version, a checkpoint still being written. The message names the file and reason."""
+
+
+__all__ += ["RecoveryError", "CheckpointError"]

@@ -19,9 +19,20 @@ in it (:func:`operator_id`), the same in every run of the same program.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Protocol, Tuple, runtime_checkable
+from ..errors import RecoveryError
+from ..hashing import stable_hash
 
-__all__ = ["OperatorState", "Stateful", "operator_id"]
+from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+
+__all__ = [
+    "OperatorState",
+    "KeyedState",
+    "Stateful",
+    "copy_piece",
+    "keyed_restore",
+    "keyed_snapshot",
+    "operator_id",
+]
 
 
 @dataclass
@@ -59,3 +70,79 @@ class Stateful(Protocol):
 def operator_id(scope_name: str, index: int) -> str:
     """The stable identity of the operator at ``index`` in the scope named ``scope_name``."""
     return f"{scope_name}/{index}"
+
+
+def copy_piece(value: Any) -> Any:
+    """A copy of a piece of state deep enough that the operator's later changes do not reach
+    it: lists, sets and dicts are copied one level (their items are tuples and numbers)."""
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, set):
+        return set(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def keyed_snapshot(
+    owner: str, stores: Dict[str, Dict[Any, Any]], empty: Dict[str, Any]
+) -> OperatorState:
+    """The state of an operator made of per-key dictionaries (``stores``, by attribute name):
+    one piece ``(key, {name: value})`` per key, routed by ``stable_hash(key)``.
+
+    ``empty``: containers that must be empty at a closed time (pending work); a non-empty one
+    means the time is not closed, and :class:`~timelypy.errors.RecoveryError` names ``owner``.
+    """
+    for name, container in empty.items():
+        if container:
+            raise RecoveryError(
+                f"operator {owner}: {name} holds {len(container)} entries: the time is not "
+                "closed (a snapshot needs a quiet worker at a closed time)"
+            )
+    keys: Dict[Any, Dict[str, Any]] = {}
+    for name, store in stores.items():
+        for key, value in store.items():
+            keys.setdefault(key, {})[name] = copy_piece(value)
+    return OperatorState(keyed=[(stable_hash(key), (key, parts)) for key, parts in keys.items()])
+
+
+def keyed_restore(owner: str, state: OperatorState, stores: Dict[str, Dict[Any, Any]]) -> None:
+    """Put the pieces of :func:`keyed_snapshot` back into ``stores`` (by attribute name)."""
+    for _, piece in state.keyed:
+        key, parts = piece
+        for name, value in parts.items():
+            store = stores.get(name)
+            if store is None:
+                raise RecoveryError(f"operator {owner}: unknown state {name!r} for key {key!r}")
+            store[key] = copy_piece(value)
+
+
+class KeyedState:
+    """A mixin making an operator :class:`Stateful` whose state is per-key dictionaries.
+
+    ``state_keyed``: the names of its ``key -> value`` dictionaries (histories, counts),
+    snapshotted one piece per key. ``state_closed``: the names of containers of pending work
+    (times not yet evaluated) that are empty at a closed time; a snapshot refuses a non-empty
+    one. The operator's exchange must route by the same key (``stable_hash(key) % peers``).
+    """
+
+    state_keyed: Tuple[str, ...] = ()
+    state_closed: Tuple[str, ...] = ()
+
+    def _state_owner(self) -> str:
+        scope = getattr(getattr(self, "subgraph", None), "name", "?")
+        return f"{scope}/{getattr(self, 'index', '?')} ({getattr(self, 'name', '?')!r})"
+
+    def snapshot_state(self) -> OperatorState:
+        """One piece per key of the ``state_keyed`` dictionaries (see :func:`keyed_snapshot`)."""
+        return keyed_snapshot(
+            self._state_owner(),
+            {name: getattr(self, name) for name in self.state_keyed},
+            {name: getattr(self, name) for name in self.state_closed},
+        )
+
+    def restore_state(self, state: OperatorState) -> None:
+        """Put this worker's pieces back (see :func:`keyed_restore`)."""
+        keyed_restore(
+            self._state_owner(), state, {name: getattr(self, name) for name in self.state_keyed}
+        )
