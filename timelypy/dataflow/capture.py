@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
 from .operator import OperatorCore
+from .state import OperatorState
 
 if TYPE_CHECKING:
     from .scope import Scope

@@ -63,16 +63,20 @@ def _sources(worker: "Worker") -> Dict[int, Any]:
     return out
 
 
-def _stateful(worker: "Worker") -> Iterator[Tuple[str, Any]]:
-    """``(operator_id, holder)`` for every holder of state: stateful operators, and inputs
-    under their input operator's id."""
+def _stateful(worker: "Worker") -> Iterator[Tuple[str, Any, Any]]:
+    """``(operator_id, holder, operator)`` for every holder of state: stateful operators, and
+    inputs under their input operator. The index in the id counts the holders of the scope
+    only: fusing stateless stages into their consumer (which one worker does, several do not)
+    changes the other operators' indices, not these."""
     sources = _sources(worker)
-    for oid, _, _, op in _operators(worker):
-        source = sources.get(id(op))
-        if source is not None:
-            yield oid, source
-        elif isinstance(op, Stateful):
-            yield oid, op
+    counts: Dict[str, int] = {}
+    for _, scope, _, op in _operators(worker):
+        holder = sources.get(id(op))
+        if holder is None and isinstance(op, Stateful):
+            holder = op
+        if holder is not None:
+            k = counts[scope.name] = counts.get(scope.name, 0) + 1
+            yield operator_id(scope.name, k), holder, op
 
 
 def _outer(time: Any, depth: int) -> Any:
@@ -116,17 +120,21 @@ def snapshot_worker(worker: "Worker") -> Dict[str, OperatorState]:
     (differential input sessions, timely input handles) too: their position. Call it on a
     quiet worker at a closed time (see :func:`closed_at`); a reduce or arrangement still
     holding work raises :class:`~timelypy.errors.RecoveryError` naming it."""
-    return {oid: holder.snapshot_state() for oid, holder in _stateful(worker)}
+    return {oid: holder.snapshot_state() for oid, holder, _ in _stateful(worker)}
 
 
 def _describe(op: Any) -> str:
-    return f"{type(op).__name__}[{getattr(op, 'name', '?')}]"
+    name = str(getattr(op, "name", "?")).rsplit(">", 1)[-1]  # without fused stages
+    return f"{type(op).__name__}[{name}]"
 
 
 def program_fingerprint(worker: "Worker") -> Dict[str, str]:
-    """``operator_id -> "ClassName[name]"`` for every operator of every dataflow on the worker
-    (nested scopes too): the program's shape, compared on restore."""
-    return {oid: _describe(op) for oid, _, _, op in _operators(worker)}
+    """``operator_id -> "ClassName[name]"`` for every stateful operator and input of every
+    dataflow on the worker (nested scopes too): the program's shape as far as its state goes,
+    compared on restore. Stateless operators are left out: one worker fuses stateless stages
+    into their consumer where several do not, and a restore onto another number of workers
+    is the same program."""
+    return {oid: _describe(op) for oid, _, op in _stateful(worker)}
 
 
 def restore_worker(
@@ -142,7 +150,8 @@ def restore_worker(
     :class:`~timelypy.errors.RecoveryError` names the operator when the program's stateful
     operators differ from the snapshots' (one missing on either side, or another kind of
     state)."""
-    holders = dict(_stateful(worker))
+    holders = {oid: holder for oid, holder, _ in _stateful(worker)}
+    ops = {oid: op for oid, _, op in _stateful(worker)}
     if snapshots:
         known = set().union(*(s.keys() for s in snapshots))
         extra = sorted(known - holders.keys())
@@ -155,7 +164,7 @@ def restore_worker(
         if missing:
             oid = missing[0]
             raise RecoveryError(
-                f"worker {worker.index}: operator {oid!r} ({_describe(holders[oid])}) has no "
+                f"worker {worker.index}: operator {oid!r} ({_describe(ops[oid])}) has no "
                 f"state in the checkpoint ({len(missing)} such): another program"
             )
     peers, index = worker.peers, worker.index
@@ -183,7 +192,7 @@ def restore_worker(
             raise
         except Exception as exc:
             raise RecoveryError(
-                f"operator {oid!r} ({_describe(holder)}): cannot restore its state: {exc}"
+                f"operator {oid!r} ({_describe(ops[oid])}): cannot restore its state: {exc}"
             ) from exc
     for source in worker.inputs():
         if not source.closed:

@@ -1,0 +1,1 @@
+"""Durable jobs: operator state, checkpoint stores, sessions that checkpoint and restore."""
