@@ -188,8 +188,14 @@ class ArrangeOperator(OperatorCore):
             for key, vals in batch.items():
                 grouped.setdefault(key, []).extend(vals)
         keyed = []
+        total = self.order.is_total and len(since) == 1
+        s0 = since[0] if total else None
         for key, vals in grouped.items():
-            kept = advance_and_consolidate(vals, since, self.order)
+            if total and len(vals) == 1:  # the common case: nothing to consolidate with
+                v, t, r = vals[0]
+                kept = [(v, t if t >= s0 else s0, r)]
+            else:
+                kept = advance_and_consolidate(vals, since, self.order)
             if kept:
                 keyed.append((stable_hash(key), (key, kept)))
         return OperatorState(keyed=keyed, shared={"upper": list(spine.upper), "since": since})

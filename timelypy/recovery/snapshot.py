@@ -24,6 +24,8 @@ Which operators keep state at a closed time, and which do not:
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Sequence, Tuple
 
 from ..dataflow.state import OperatorState, Stateful, operator_id
@@ -79,6 +81,20 @@ def _stateful(worker: "Worker") -> Iterator[Tuple[str, Any, Any]]:
             yield operator_id(scope.name, k), holder, op
 
 
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Collect no garbage meanwhile: a snapshot or restore makes millions of containers and
+    frees none, so the generational collector would only rescan them (several times the
+    cost of the copy itself)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _outer(time: Any, depth: int) -> Any:
     for _ in range(depth):
         time = time[0]
@@ -120,7 +136,8 @@ def snapshot_worker(worker: "Worker") -> Dict[str, OperatorState]:
     (differential input sessions, timely input handles) too: their position. Call it on a
     quiet worker at a closed time (see :func:`closed_at`); a reduce or arrangement still
     holding work raises :class:`~timelypy.errors.RecoveryError` naming it."""
-    return {oid: holder.snapshot_state() for oid, holder, _ in _stateful(worker)}
+    with _no_gc():
+        return {oid: holder.snapshot_state() for oid, holder, _ in _stateful(worker)}
 
 
 def _describe(op: Any) -> str:
@@ -167,6 +184,27 @@ def restore_worker(
                 f"worker {worker.index}: operator {oid!r} ({_describe(ops[oid])}) has no "
                 f"state in the checkpoint ({len(missing)} such): another program"
             )
+    with _no_gc():
+        _restore(worker, holders, ops, snapshots)
+    for source in worker.inputs():
+        if not source.closed:
+            source_time = getattr(source, "time", None)
+            if source_time is not None and source_time != time:
+                source.advance_to(time)
+                source.flush()
+    for _, _, _, op in _operators(worker):
+        after = getattr(op, "after_restore", None)
+        if after is not None:
+            after()
+
+
+def _restore(
+    worker: "Worker",
+    holders: Dict[str, Any],
+    ops: Dict[str, Any],
+    snapshots: Sequence[Dict[str, OperatorState]],
+) -> None:
+    """Hand every holder the pieces this worker owns (see :func:`restore_worker`)."""
     peers, index = worker.peers, worker.index
     for oid, holder in holders.items():
         keyed: List[Tuple[int, Any]] = []
@@ -182,7 +220,10 @@ def restore_worker(
                 raise RecoveryError(
                     f"operator {oid!r}: states of versions {version} and {state.version}"
                 )
-            keyed.extend(p for p in state.keyed if p[0] % peers == index)
+            if peers == 1:
+                keyed.extend(state.keyed)
+            else:
+                keyed.extend(p for p in state.keyed if p[0] % peers == index)
             if shared is None:
                 shared = state.shared
         piece = OperatorState(keyed=keyed, shared=shared, version=version or 1)
@@ -194,13 +235,3 @@ def restore_worker(
             raise RecoveryError(
                 f"operator {oid!r} ({_describe(ops[oid])}): cannot restore its state: {exc}"
             ) from exc
-    for source in worker.inputs():
-        if not source.closed:
-            source_time = getattr(source, "time", None)
-            if source_time is not None and source_time != time:
-                source.advance_to(time)
-                source.flush()
-    for _, _, _, op in _operators(worker):
-        after = getattr(op, "after_restore", None)
-        if after is not None:
-            after()
