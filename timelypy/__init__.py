@@ -52,6 +52,7 @@ from .differential import (
 )
 from .errors import (
     AuthenticationError,
+    CheckpointError,
     CycleError,
     DataEncodingError,
     DiffTypeError,
@@ -60,6 +61,7 @@ from .errors import (
     NotConvergedError,
     OperatorError,
     PendingTimeWarning,
+    RecoveryError,
     ReduceOutputError,
     SessionCommandError,
     SessionInputError,
@@ -177,5 +179,7 @@ __all__ = [
     "SessionCommandError",
     "UnknownHandleError",
     "HandleKindError",
+    "RecoveryError",
+    "CheckpointError",
     "__version__",
 ]

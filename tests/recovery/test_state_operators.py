@@ -114,9 +114,13 @@ def reach(scope: Any) -> Tuple[Any, Any]:
 
     def body(inner: Any) -> Any:
         e = edges.enter(inner.scope)
-        return inner.map(lambda n: (n, ())).join(e).map(lambda kv: kv[1][1]).concat(
-            roots.enter(inner.scope)
-        ).distinct()
+        return (
+            inner.map(lambda n: (n, ()))
+            .join(e)
+            .map(lambda kv: kv[1][1])
+            .concat(roots.enter(inner.scope))
+            .distinct()
+        )
 
     return session, roots.iterate(body).capture()
 

@@ -25,8 +25,8 @@ from support import strategies as strat
 from support.strategies import program_and_script
 
 from timelypy.dataflow.state import OperatorState
-from timelypy.workers.launch.inline import local_workers
 from timelypy.recovery.snapshot import closed_at, restore_worker, snapshot_worker
+from timelypy.workers.launch.inline import local_workers
 
 EXAMPLES = int(os.environ.get("TIMELYPY_EXAMPLES", "200"))
 
@@ -56,7 +56,7 @@ class Run:
         run until ``t + 1`` is closed on every worker."""
         peers = len(self.workers)
         for i, ups in updates.items():
-            for k, (rec, time, diff) in enumerate(u for u in ups if u[1] == t):
+            for k, (rec, _, diff) in enumerate(u for u in ups if u[1] == t):
                 self.built[k % peers][0][i].update(rec, diff)
         for sessions, _ in self.built:
             for s in sessions:

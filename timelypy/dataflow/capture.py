@@ -128,9 +128,7 @@ class CaptureOperator(OperatorCore):
         anywhere)."""
         released = self._captured.released
         return OperatorState(
-            keyed=[
-                (released + i, (t, list(d))) for i, (t, d) in enumerate(self._captured.messages)
-            ]
+            keyed=[(released + i, (t, list(d))) for i, (t, d) in enumerate(self._captured.messages)]
         )
 
     def restore_state(self, state: OperatorState) -> None:

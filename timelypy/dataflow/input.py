@@ -65,9 +65,7 @@ class InputHandle:
         """The input operator this handle feeds (its ``index`` names it in its scope)."""
         return self._op
 
-    def discard_before(
-        self, time: Any, record_time: Optional[Callable[[Any], Any]] = None
-    ) -> int:
+    def discard_before(self, time: Any, record_time: Optional[Callable[[Any], Any]] = None) -> int:
         """Drop the records held (buffered, or held while the dataflow is being built) that
         belong before ``time``: the records of messages at earlier times, or, with
         ``record_time``, the records whose ``record_time(record)`` is not at or after ``time``

@@ -19,10 +19,10 @@ in it (:func:`operator_id`), the same in every run of the same program.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+
 from ..errors import RecoveryError
 from ..hashing import stable_hash
-
-from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
 
 __all__ = [
     "OperatorState",

@@ -263,17 +263,24 @@ class InputSession:
 
     @property
     def handle(self) -> InputHandle:
-        """The timely input handle the session sends through."""
+        """The timely input handle the session sends through.
+
+        Example: ``session.handle.operator.index`` is the input operator's index."""
         return self._handle
 
     def snapshot_state(self) -> OperatorState:
-        """The session's position: ``shared`` is ``{"time": ..., "closed": ...}``."""
+        """The session's position: ``shared`` is ``{"time": ..., "closed": ...}``.
+
+        Example: ``session.snapshot_state().shared["time"]`` is ``3`` at time 3."""
         return OperatorState(shared={"time": self._time, "closed": self._closed})
 
     def restore_state(self, state: OperatorState) -> None:
         """Continue at the snapshot's time: the changes the build made at earlier times (as
         ``new_collection_from`` does) are in the restored state already and are dropped; the
-        session and its handle advance to the time."""
+        session and its handle advance to the time.
+
+        Example: ``session.restore_state(OperatorState(shared={"time": 3}))``; then
+        ``session.time`` is ``3``."""
         time = (state.shared or {}).get("time", self._time)
         le = self._le
         self._buffer = [u for u in self._buffer if le(time, u[1])]

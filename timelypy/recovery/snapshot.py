@@ -187,11 +187,10 @@ def restore_worker(
     with _no_gc():
         _restore(worker, holders, ops, snapshots)
     for source in worker.inputs():
-        if not source.closed:
-            source_time = getattr(source, "time", None)
-            if source_time is not None and source_time != time:
-                source.advance_to(time)
-                source.flush()
+        advance = getattr(source, "advance_to", None)  # (every input of the engine has it)
+        if advance is not None and not source.closed and getattr(source, "time", time) != time:
+            advance(time)
+            source.flush()
     for _, _, _, op in _operators(worker):
         after = getattr(op, "after_restore", None)
         if after is not None:

@@ -72,8 +72,8 @@ class ProductReduce(KeyedState, OperatorCore):
 
     Stateful: its histories per key (pending times are empty at a closed time)."""
 
-    state_keyed = ("in_hist", "out_hist", "_in_sizes", "_out_sizes", "_seen")
-    state_closed = ("pending", "pending_times", "_outers")
+    state_keyed: Tuple[str, ...] = ("in_hist", "out_hist", "_in_sizes", "_out_sizes", "_seen")
+    state_closed: Tuple[str, ...] = ("pending", "pending_times", "_outers")
 
     def __init__(
         self,

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 
 from ...dataflow.channels import Exchange, InputPort
 from ...dataflow.operator import OperatorCore
-from ...dataflow.state import KeyedState
 from ...dataflow.probe import ProbeOperator
+from ...dataflow.state import KeyedState
 from ...dataflow.stream import Stream
 from ...errors import (
     NamedStage,
