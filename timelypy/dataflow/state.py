@@ -12,8 +12,23 @@ Keyed state is what makes rescaling possible: each piece carries the routing has
 restoring onto another number of workers keeps exactly the pieces it owns. State that is not
 split by key (the same on every worker, or none) goes in ``shared``.
 
+Which operators implement it: the arrangement (its trace compacted to the closed time), every
+reduce (general, on product times, distinct on product times, count / distinct / threshold at
+total times: per-key histories and counts), consolidate (empty at a closed time, checked), the
+inputs (differential ``InputSession`` and timely ``InputHandle``: their time) and ``capture``
+(the captured messages). The others keep nothing at a closed time: map, filter, flat_map,
+concat, inspect, exchange, enter / leave, feedback and the loop variables built on it (inside a
+loop only its arrangements and reduces hold state, walked with the nested scope), join (no batch
+waits; it acknowledges the restored traces in ``after_restore``), probe and an imported trace
+(its spine is the exporter's). A timely operator written by the user (``unary``, ``binary``,
+``sink``, ``scope.operator`` with closures) cannot be checkpointed: its state lives in its
+closures, out of reach; a program whose closures keep state between times is not restored
+exactly.
+
 Operators are named by their stable identity: the unique name of their scope and their index
-in it (:func:`operator_id`), the same in every run of the same program.
+among the scope's holders of state (:func:`operator_id`; the inputs count as holders), the same
+in every run of the same program on any number of workers (the index among all the scope's
+operators is not: one worker fuses stateless stages into their consumer, several do not).
 """
 
 from __future__ import annotations
@@ -68,7 +83,8 @@ class Stateful(Protocol):
 
 
 def operator_id(scope_name: str, index: int) -> str:
-    """The stable identity of the operator at ``index`` in the scope named ``scope_name``."""
+    """The stable identity of the ``index``-th holder of state (counted from 1, in the order
+    the operators were built) in the scope named ``scope_name``."""
     return f"{scope_name}/{index}"
 
 
