@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import reference as ref
 from support import strategies as strat
-from support.strategies import program_and_script
 
 from timelypy.dataflow.state import OperatorState
 from timelypy.recovery.snapshot import closed_at, restore_worker, snapshot_worker
@@ -117,6 +116,15 @@ def check_restore(
         if whole.at(t) != got:
             return f"at time {t}: the uninterrupted run has {whole.at(t)}, restored {got}"
     return None
+
+
+@st.composite
+def program_and_script(draw: Any, programs: Optional[st.SearchStrategy] = None) -> tuple:
+    """A random program and a long update stream (long enough that most programs hold state
+    at the checkpoint)."""
+    program = draw(programs if programs is not None else strat.programs(max_depth=4))
+    script = draw(strat.update_streams(program.n_inputs, max_actions=60))
+    return program, script, program.n_inputs
 
 
 SETTINGS = settings(
