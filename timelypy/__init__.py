@@ -61,6 +61,7 @@ from .errors import (
     NotConvergedError,
     OperatorError,
     PendingTimeWarning,
+    RecoveryError,
     ReduceOutputError,
     SessionCommandError,
     SessionInputError,
@@ -181,5 +182,6 @@ __all__ = [
     "SessionCommandError",
     "UnknownHandleError",
     "HandleKindError",
+    "RecoveryError",
     "__version__",
 ]

@@ -331,7 +331,12 @@ def short_repr(value: Any) -> str:
 __all__ += ["short_repr"]
 
 
-# -- durable jobs: the checkpoint store
+# -- durable jobs: checkpoints and restores
+class RecoveryError(TimelyError):
+    """A restore cannot proceed: the program's stateful operators differ from the snapshot's,
+    or a state was taken at a time that was not closed. The message names the operator."""
+
+
 class CheckpointError(TimelyError):
     """A checkpoint cannot be written or read: a file is missing, truncated or corrupt (its
     checksum differs), of another format version, unsigned or badly signed (pickled chunks), or
@@ -347,4 +352,4 @@ class CheckpointError(TimelyError):
         return (type(self), (str(self), self.path, self.reason))
 
 
-__all__ += ["CheckpointError"]
+__all__ += ["RecoveryError", "CheckpointError"]

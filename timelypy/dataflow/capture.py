@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
 from .operator import OperatorCore
+from .state import OperatorState
 
 if TYPE_CHECKING:
     from .scope import Scope
@@ -119,6 +120,21 @@ class CaptureOperator(OperatorCore):
         self._captured = captured
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
+
+    def snapshot_state(self) -> OperatorState:
+        """The captured messages not yet released to a poller, one keyed piece each
+        (``(time, records)``; the routing is only a spread: a capture's contents are the
+        union over the workers, so a restore onto another number of workers may place them
+        anywhere)."""
+        released = self._captured.released
+        return OperatorState(
+            keyed=[(released + i, (t, list(d))) for i, (t, d) in enumerate(self._captured.messages)]
+        )
+
+    def restore_state(self, state: OperatorState) -> None:
+        """Put this worker's share of the captured messages back (in their order)."""
+        for _, (t, d) in sorted(state.keyed, key=lambda p: p[0]):
+            self._captured.messages.append((t, list(d)))
 
     def schedule(self) -> bool:
         """Append queued messages to the captured ones and report them consumed; returns False."""

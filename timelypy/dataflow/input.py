@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple
 
 from ..errors import InputClosedError, TimeOrderError
 from ..progress.kernel import move
 from ..progress.reachability import Location
 from .operator import OperatorCore
+from .state import OperatorState
 
 if TYPE_CHECKING:
     from .scope import Scope
@@ -58,6 +59,44 @@ class InputHandle:
 
         Example: ``0`` at first; ``3`` after ``handle.advance_to(3)``."""
         return self._now
+
+    @property
+    def operator(self) -> InputOperator:
+        """The input operator this handle feeds (its ``index`` names it in its scope)."""
+        return self._op
+
+    def discard_before(self, time: Any, record_time: Optional[Callable[[Any], Any]] = None) -> int:
+        """Drop the records held (buffered, or held while the dataflow is being built) that
+        belong before ``time``: the records of messages at earlier times, or, with
+        ``record_time``, the records whose ``record_time(record)`` is not at or after ``time``
+        (what a restore at ``time`` does with what the build sent). Returns how many."""
+        le = self._le
+        if record_time is None:
+
+            def keep(t: Any, r: Any) -> bool:
+                return bool(le(time, t))
+
+        else:
+
+            def keep(t: Any, r: Any) -> bool:
+                return bool(le(time, record_time(r)))
+
+        before = len(self._buffer) + sum(len(d) for _, d in self._early)
+        self._buffer = [r for r in self._buffer if keep(self._now, r)]
+        early = [(t, [r for r in d if keep(t, r)]) for t, d in self._early]
+        self._early = [(t, d) for t, d in early if d]
+        return before - len(self._buffer) - sum(len(d) for _, d in self._early)
+
+    def snapshot_state(self) -> OperatorState:
+        """The input's position: ``shared`` is ``{"time": ..., "closed": ...}``."""
+        return OperatorState(shared={"time": self._now, "closed": self._closed})
+
+    def restore_state(self, state: OperatorState) -> None:
+        """Continue at the snapshot's time: drop what the build sent before it, advance."""
+        time = (state.shared or {}).get("time", self._now)
+        self.discard_before(time)
+        if not self._closed and time != self._now:
+            self.advance_to(time)
 
     @property
     def order(self) -> Any:

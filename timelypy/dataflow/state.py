@@ -12,16 +12,42 @@ Keyed state is what makes rescaling possible: each piece carries the routing has
 restoring onto another number of workers keeps exactly the pieces it owns. State that is not
 split by key (the same on every worker, or none) goes in ``shared``.
 
+Which operators implement it: the arrangement (its trace compacted to the closed time), every
+reduce (general, on product times, distinct on product times, count / distinct / threshold at
+total times: per-key histories and counts), consolidate (empty at a closed time, checked), the
+inputs (differential ``InputSession`` and timely ``InputHandle``: their time) and ``capture``
+(the captured messages). The others keep nothing at a closed time: map, filter, flat_map,
+concat, inspect, exchange, enter / leave, feedback and the loop variables built on it (inside a
+loop only its arrangements and reduces hold state, walked with the nested scope), join (no batch
+waits; it acknowledges the restored traces in ``after_restore``), probe and an imported trace
+(its spine is the exporter's). A timely operator written by the user (``unary``, ``binary``,
+``sink``, ``scope.operator`` with closures) cannot be checkpointed: its state lives in its
+closures, out of reach; a program whose closures keep state between times is not restored
+exactly.
+
 Operators are named by their stable identity: the unique name of their scope and their index
-in it (:func:`operator_id`), the same in every run of the same program.
+among the scope's holders of state (:func:`operator_id`; the inputs count as holders), the same
+in every run of the same program on any number of workers (the index among all the scope's
+operators is not: one worker fuses stateless stages into their consumer, several do not).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
 
-__all__ = ["OperatorState", "Stateful", "operator_id"]
+from ..errors import RecoveryError
+from ..hashing import stable_hash
+
+__all__ = [
+    "OperatorState",
+    "KeyedState",
+    "Stateful",
+    "copy_piece",
+    "keyed_restore",
+    "keyed_snapshot",
+    "operator_id",
+]
 
 
 @dataclass
@@ -57,5 +83,82 @@ class Stateful(Protocol):
 
 
 def operator_id(scope_name: str, index: int) -> str:
-    """The stable identity of the operator at ``index`` in the scope named ``scope_name``."""
+    """The stable identity of the ``index``-th holder of state (counted from 1, in the order
+    the operators were built) in the scope named ``scope_name``."""
     return f"{scope_name}/{index}"
+
+
+def copy_piece(value: Any) -> Any:
+    """A copy of a piece of state deep enough that the operator's later changes do not reach
+    it: lists, sets and dicts are copied one level (their items are tuples and numbers)."""
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, set):
+        return set(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def keyed_snapshot(
+    owner: str, stores: Dict[str, Dict[Any, Any]], empty: Dict[str, Any]
+) -> OperatorState:
+    """The state of an operator made of per-key dictionaries (``stores``, by attribute name):
+    one piece ``(key, {name: value})`` per key, routed by ``stable_hash(key)``.
+
+    ``empty``: containers that must be empty at a closed time (pending work); a non-empty one
+    means the time is not closed, and :class:`~timelypy.errors.RecoveryError` names ``owner``.
+    """
+    for name, container in empty.items():
+        if container:
+            raise RecoveryError(
+                f"operator {owner}: {name} holds {len(container)} entries: the time is not "
+                "closed (a snapshot needs a quiet worker at a closed time)"
+            )
+    keys: Dict[Any, Dict[str, Any]] = {}
+    for name, store in stores.items():
+        for key, value in store.items():
+            keys.setdefault(key, {})[name] = copy_piece(value)
+    return OperatorState(keyed=[(stable_hash(key), (key, parts)) for key, parts in keys.items()])
+
+
+def keyed_restore(owner: str, state: OperatorState, stores: Dict[str, Dict[Any, Any]]) -> None:
+    """Put the pieces of :func:`keyed_snapshot` back into ``stores`` (by attribute name)."""
+    for _, piece in state.keyed:
+        key, parts = piece
+        for name, value in parts.items():
+            store = stores.get(name)
+            if store is None:
+                raise RecoveryError(f"operator {owner}: unknown state {name!r} for key {key!r}")
+            store[key] = copy_piece(value)
+
+
+class KeyedState:
+    """A mixin making an operator :class:`Stateful` whose state is per-key dictionaries.
+
+    ``state_keyed``: the names of its ``key -> value`` dictionaries (histories, counts),
+    snapshotted one piece per key. ``state_closed``: the names of containers of pending work
+    (times not yet evaluated) that are empty at a closed time; a snapshot refuses a non-empty
+    one. The operator's exchange must route by the same key (``stable_hash(key) % peers``).
+    """
+
+    state_keyed: Tuple[str, ...] = ()
+    state_closed: Tuple[str, ...] = ()
+
+    def _state_owner(self) -> str:
+        scope = getattr(getattr(self, "subgraph", None), "name", "?")
+        return f"{scope}/{getattr(self, 'index', '?')} ({getattr(self, 'name', '?')!r})"
+
+    def snapshot_state(self) -> OperatorState:
+        """One piece per key of the ``state_keyed`` dictionaries (see :func:`keyed_snapshot`)."""
+        return keyed_snapshot(
+            self._state_owner(),
+            {name: getattr(self, name) for name in self.state_keyed},
+            {name: getattr(self, name) for name in self.state_closed},
+        )
+
+    def restore_state(self, state: OperatorState) -> None:
+        """Put this worker's pieces back (see :func:`keyed_restore`)."""
+        keyed_restore(
+            self._state_owner(), state, {name: getattr(self, name) for name in self.state_keyed}
+        )

@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable, List, Tuple
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
+from ..dataflow.state import OperatorState
 from ..dataflow.stream import Stream
-from ..errors import unhashable_error
+from ..errors import RecoveryError, unhashable_error
+from ..hashing import stable_hash
 from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
+from .kernel.consolidation import advance_and_consolidate
 from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
 from .trace import Batch, BatchData, Spine
 
@@ -166,6 +169,57 @@ class ArrangeOperator(OperatorCore):
     def retire(self) -> None:
         """The dataflow completed: the spine drops its batches once no handle reads them."""
         self.spine.retire()
+
+    def snapshot_state(self) -> OperatorState:
+        """The trace at a closed time: per key, its updates with times advanced to the
+        spine's logical compaction frontier and consolidated (one keyed piece per key, routed
+        as the arrange exchange routes it); ``shared``: the spine's upper and since.
+        :class:`~timelypy.errors.RecoveryError` if updates still wait in the batcher (the
+        time is not closed)."""
+        if self.batcher.pending:
+            raise RecoveryError(
+                f"operator {self.subgraph.name}/{self.index} ({self.name!r}): "
+                f"{len(self.batcher.pending)} updates wait in the batcher: the time is not closed"
+            )
+        spine = self.spine
+        since = list(spine.since)
+        grouped: dict = {}
+        for batch in spine.batches:
+            for key, vals in batch.items():
+                grouped.setdefault(key, []).extend(vals)
+        keyed = []
+        total = self.order.is_total and len(since) == 1
+        s0 = since[0] if total else None
+        for key, vals in grouped.items():
+            if total and len(vals) == 1:  # the common case: nothing to consolidate with
+                v, t, r = vals[0]
+                kept = [(v, t if t >= s0 else s0, r)]
+            else:
+                kept = advance_and_consolidate(vals, since, self.order)
+            if kept:
+                keyed.append((stable_hash(key), (key, kept)))
+        return OperatorState(keyed=keyed, shared={"upper": list(spine.upper), "since": since})
+
+    def restore_state(self, state: OperatorState) -> None:
+        """Rebuild the trace as one sealed batch (lower: the minimum, upper and since: the
+        snapshot's) holding the pieces this worker owns. Readers built with the dataflow see
+        it as already delivered: the operators reading the stream of batches restore their own
+        state, and a join acknowledges it (``after_restore``)."""
+        spine = self.spine
+        if spine.batches or spine.seq:
+            raise RecoveryError(
+                f"operator {self.subgraph.name}/{self.index} ({self.name!r}): restore on an "
+                "arrangement that already holds batches (restore before any update)"
+            )
+        shared = state.shared or {}
+        upper = list(shared.get("upper", spine.upper))
+        since = list(shared.get("since", upper))
+        data = {key: list(vals) for _, (key, vals) in state.keyed}
+        spine.seq = 1
+        if self.writer.store:
+            lower = [self.order.minimum]
+            spine.batches.append(Batch(data, lower, upper, 1, since=since))
+        spine.upper = upper
 
     def _seal(self) -> None:
         """Seal a batch per held capability the input frontier has passed."""

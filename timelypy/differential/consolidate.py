@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
+from ..dataflow.state import KeyedState
 from ..dataflow.stream import Stream
 from ..errors import unhashable_error
 from ..progress.frontier import Antichain
@@ -22,9 +23,14 @@ def _data_of(u: Tuple[Any, Any, int]) -> Any:
     return u[0]
 
 
-class ConsolidateOperator(OperatorCore):
+class ConsolidateOperator(KeyedState, OperatorCore):
     """Buffers updates (exchanged by record) and, when the input frontier passes a held
-    capability, emits the consolidated updates it covers at that capability."""
+    capability, emits the consolidated updates it covers at that capability.
+
+    Keeps nothing at a closed time (every held time has been emitted); its snapshot is empty
+    and refuses a time that is not closed."""
+
+    state_closed = ("_pending",)
 
     def __init__(self, scope: "Scope", name: str):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)

@@ -6,6 +6,7 @@ import numbers
 from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..dataflow.input import InputHandle
+from ..dataflow.state import OperatorState
 from ..dataflow.worker_interface import AsWorker
 from ..errors import DiffTypeError, InputClosedError, TimeOrderError, UnhashableDataError
 from .collection import Collection
@@ -260,6 +261,34 @@ class InputSession:
                     self._sent = 0
                 self._sent += len(data)
 
+    @property
+    def handle(self) -> InputHandle:
+        """The timely input handle the session sends through.
+
+        Example: ``session.handle.operator.index`` is the input operator's index."""
+        return self._handle
+
+    def snapshot_state(self) -> OperatorState:
+        """The session's position: ``shared`` is ``{"time": ..., "closed": ...}``.
+
+        Example: ``session.snapshot_state().shared["time"]`` is ``3`` at time 3."""
+        return OperatorState(shared={"time": self._time, "closed": self._closed})
+
+    def restore_state(self, state: OperatorState) -> None:
+        """Continue at the snapshot's time: the changes the build made at earlier times (as
+        ``new_collection_from`` does) are in the restored state already and are dropped; the
+        session and its handle advance to the time.
+
+        Example: ``session.restore_state(OperatorState(shared={"time": 3}))``; then
+        ``session.time`` is ``3``."""
+        time = (state.shared or {}).get("time", self._time)
+        le = self._le
+        self._buffer = [u for u in self._buffer if le(time, u[1])]
+        self._handle.discard_before(time, record_time=_time_of)
+        if not self._closed and time != self._time:
+            self.advance_to(time)
+            self.flush()
+
     def flush(self) -> None:
         """Send buffered changes and let the dataflow know the session's time.
 
@@ -324,6 +353,10 @@ class InputSession:
 
         Example: ``"'edges' at 3"``, or ``"'edges' at 3 (closed)"``."""
         return f"{self._name!r} at {self._time!r}" + (" (closed)" if self.closed else "")
+
+
+def _time_of(update: Tuple[Any, Any, int]) -> Any:
+    return update[1]
 
 
 def new_collection(scope: Scope, name: str = "Input") -> Tuple[InputSession, Collection]:

@@ -238,6 +238,15 @@ class JoinOperator(OperatorCore):
                 del internal[work.time]
         return fuel
 
+    def after_restore(self) -> None:
+        """The traces were restored (each as one batch nobody sent): count them as joined,
+        as they were in the checkpointed run. A join keeps no state of its own at a closed
+        time (no batch waits, no work is under way), so it is not :class:`Stateful`."""
+        self.ack_a = self.a.spine.seq
+        self.ack_b = self.b.spine.seq
+        self.ha.acknowledge(self.ack_a)
+        self.hb.acknowledge(self.ack_b)
+
     def retire(self) -> None:
         """The dataflow completed: release both traces (the join is not woken by frontier
         moves alone, so it may not have seen its inputs close)."""

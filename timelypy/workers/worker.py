@@ -183,6 +183,11 @@ class Worker:
         """Flush ``source`` at every step and close it in :meth:`close_inputs`."""
         self._inputs.append(source)
 
+    def inputs(self) -> List[InputSource]:
+        """The registered inputs (timely input handles and differential input sessions), in
+        the order they were made."""
+        return list(self._inputs)
+
     # ----------------------------------------------------------------- building
     def dataflow(self, fn: Callable[[Scope], T], name: Optional[str] = None) -> T:
         """Build a dataflow: calls ``fn(scope)`` on a new root scope and returns its result."""

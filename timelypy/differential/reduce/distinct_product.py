@@ -40,6 +40,8 @@ class ProductDistinct(ProductReduceUpdates):
     arriving updates wait in :attr:`fresh` (``[outer, inner, diff, ...]``) until their key is
     evaluated. The steps are :func:`_evaluate_distinct`'s."""
 
+    state_keyed = ProductReduceUpdates.state_keyed + ("state", "fresh")
+
     def __init__(self, scope: "Scope", logic: Union[Logic, GroupLogic], name: str) -> None:
         super().__init__(scope, logic, name, keyed=False)
         self.state: Dict[Any, List[int]] = {}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 
 from ...dataflow.capability import CapabilitySet
 from ...dataflow.operator import OperatorCore
+from ...dataflow.state import KeyedState
 from ...dataflow.stream import Stream
 from ...errors import TimelyError, user_error
 from ...progress.frontier import Antichain
@@ -36,8 +37,14 @@ TimedOutput = Dict[Any, List[Any]]
 """Per capability time, the output updates ``((key, val), time, diff)`` to send at it."""
 
 
-class ReduceOperator(OperatorCore):
-    """Input: batches of an arrangement by key. Output: ``((key, out_val), time, diff)``."""
+class ReduceOperator(KeyedState, OperatorCore):
+    """Input: batches of an arrangement by key. Output: ``((key, out_val), time, diff)``.
+
+    Stateful: its input and output histories per key (pending times are empty at a closed
+    time)."""
+
+    state_keyed = ("in_hist", "out_hist", "_in_sizes", "_out_sizes")
+    state_closed = ("pending", "pending_times")
 
     def __init__(
         self, scope: "Scope", view: "TraceView", logic: Union[Logic, GroupLogic], name: str

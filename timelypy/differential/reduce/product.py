@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 from ...dataflow.capability import CapabilitySet
 from ...dataflow.channels import Exchange
 from ...dataflow.operator import OperatorCore
+from ...dataflow.state import KeyedState
 from ...dataflow.stream import Stream
 from ...errors import TimelyError, unhashable_error, user_error
 from ...order import Product
@@ -65,9 +66,14 @@ __all__ = ["ProductReduce", "ProductReduceUpdates", "reduce_product"]
 _tuple_new = tuple.__new__
 
 
-class ProductReduce(OperatorCore):
+class ProductReduce(KeyedState, OperatorCore):
     """Input: batches of an arrangement by key (read through ``view``). Output:
-    ``((key, out_val), time, diff)``."""
+    ``((key, out_val), time, diff)``.
+
+    Stateful: its histories per key (pending times are empty at a closed time)."""
+
+    state_keyed: Tuple[str, ...] = ("in_hist", "out_hist", "_in_sizes", "_out_sizes", "_seen")
+    state_closed: Tuple[str, ...] = ("pending", "pending_times", "_outers")
 
     def __init__(
         self,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 from ...dataflow.channels import Exchange, InputPort
 from ...dataflow.operator import OperatorCore
 from ...dataflow.probe import ProbeOperator
+from ...dataflow.state import KeyedState
 from ...dataflow.stream import Stream
 from ...errors import (
     NamedStage,
@@ -50,12 +51,14 @@ def _data_of(u: Any) -> Any:
     return u[0]
 
 
-class _TotalReduce(OperatorCore):
+class _TotalReduce(KeyedState, OperatorCore):
     """Shared plumbing: sum arrived updates per time and record; when the input frontier
     passes a time, turn its sums into output changes (in time order).
 
     ``stages``: ``(kind, function)`` linear stages applied to every input update first (see
     the module notes); empty for updates that arrive as they are to be counted."""
+
+    state_closed = ("pending",)
 
     def __init__(self, scope: "Scope", name: str, stages: Sequence[Tuple[str, Any]] = ()):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
@@ -229,6 +232,8 @@ class CountTotal(_TotalReduce):
     ``pairs`` keeps each record's current ``(record, count)`` tuple: it is both the state and
     the record a later change retracts, so a change builds one pair, not two."""
 
+    state_keyed = ("pairs",)
+
     def __init__(self, scope: "Scope", name: str, stages: Sequence[Tuple[str, Any]] = ()):
         super().__init__(scope, name, stages)
         self.pairs: Dict[Any, Any] = {}
@@ -260,6 +265,8 @@ class CountTotal(_TotalReduce):
 class ThresholdTotal(_TotalReduce):
     """Every record with the count ``f(record, count)`` (``f`` is called for non-zero
     counts); ``f=None`` is distinct (1 for a positive count, else 0) without a call."""
+
+    state_keyed = ("counts",)
 
     def __init__(self, scope: "Scope", f: Optional[Callable[[Any, int], int]], name: str):
         super().__init__(scope, name)
