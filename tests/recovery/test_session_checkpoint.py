@@ -78,14 +78,14 @@ def reference():
         return contents(s.changes("degrees")), answers(s)
 
 
-def checkpoint_then_restore(location, reference, before, after, options, split=4):
+def checkpoint_then_restore(location, reference, before, after, split=4):
     """Run ``before`` to time ``split``, checkpoint, close; restore with ``after``, feed the
     rest: contents and lookups equal the uninterrupted run's."""
     with tp.open_session(dataflow, checkpoint=tp.Checkpoints(str(location)), **before) as s:
         feed(s, 0, split)
         manifest = s.checkpoint()
         assert manifest.time == split and manifest.peers == s.workers
-    with tp.open_session(dataflow, restore=str(location), **after, **options) as s:
+    with tp.open_session(dataflow, restore=str(location), **after) as s:
         assert s.time == split and s.restored_at == split
         state = s.restored("degrees")
         feed(s, split, TIMES)
@@ -98,34 +98,30 @@ def checkpoint_then_restore(location, reference, before, after, options, split=4
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("before,after", [(1, 1), (2, 2), (2, 3), (3, 1)])
-def test_inline_checkpoint_and_restore(tmp_path, reference, recovery, before, after):
-    checkpoint_then_restore(tmp_path, reference, {"workers": before}, {"workers": after}, {})
+def test_inline_checkpoint_and_restore(tmp_path, reference, before, after):
+    checkpoint_then_restore(tmp_path, reference, {"workers": before}, {"workers": after})
 
 
 @pytest.mark.processes
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("before,after", [(2, 3), (3, 1)])
-def test_processes_checkpoint_and_restore_rescaled(tmp_path, reference, recovery, before, after):
+def test_processes_checkpoint_and_restore_rescaled(tmp_path, reference, before, after):
     run = {"backend": "processes"}
     checkpoint_then_restore(
-        tmp_path,
-        reference,
-        {"workers": before, **run, **recovery},
-        {"workers": after, **run},
-        recovery,
+        tmp_path, reference, {"workers": before, **run}, {"workers": after, **run}
     )
 
 
 @pytest.mark.processes
 @pytest.mark.timeout(240)
-def test_inline_checkpoint_restored_on_processes(tmp_path, reference, recovery):
+def test_inline_checkpoint_restored_on_processes(tmp_path, reference):
     checkpoint_then_restore(
-        tmp_path, reference, {"workers": 2}, {"workers": 2, "backend": "processes"}, recovery
+        tmp_path, reference, {"workers": 2}, {"workers": 2, "backend": "processes"}
     )
 
 
 @pytest.mark.timeout(120)
-def test_automatic_checkpoints_every_k_times_and_every_s_seconds(tmp_path, recovery, caplog):
+def test_automatic_checkpoints_every_k_times_and_every_s_seconds(tmp_path, caplog):
     every = tp.Checkpoints(str(tmp_path / "k"), every_times=3, keep=2)
     with caplog.at_level("INFO", logger="timelypy.workers.sessions"):
         with tp.open_session(dataflow, workers=2, checkpoint=every) as s:
@@ -158,7 +154,7 @@ def test_automatic_checkpoints_every_k_times_and_every_s_seconds(tmp_path, recov
 
 
 @pytest.mark.timeout(120)
-def test_checkpoints_are_refused_when_the_time_is_not_closed(tmp_path, recovery):
+def test_checkpoints_are_refused_when_the_time_is_not_closed(tmp_path):
     with tp.open_session(dataflow) as s:
         with pytest.raises(TimelyError, match=r"checkpoint\(\) needs a location"):
             s.checkpoint()
@@ -195,7 +191,7 @@ def two_inputs(scope):
 
 
 @pytest.mark.timeout(120)
-def test_restore_errors_name_the_location_and_the_differences(tmp_path, recovery):
+def test_restore_errors_name_the_location_and_the_differences(tmp_path):
     from timelypy import errors
 
     with pytest.raises(errors.CheckpointError, match=f"no valid checkpoint.*{tmp_path.name}"):
@@ -220,43 +216,45 @@ import timelypy as tp
 sys.path.insert(0, {here!r})
 from test_session_checkpoint import dataflow, updates_at, answers, contents, TIMES, NODES
 
-location, mode, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
-every = tp.Checkpoints(location, every_times=2)
-options = dict(workers=workers, backend="processes", timeout=120)
-{options}
-if mode == "first":
-    s = tp.open_session(dataflow, checkpoint=every, **options)
-    start = 0
-else:
-    s = tp.open_session(dataflow, restore=every, **options)
-    start = s.time
-    state = s.restored("degrees")
-for t in range(start, TIMES):
-    for edge, diff in updates_at(t):
-        s.update("edges", edge, diff)
-    s.advance_to(t + 1)
-    print("advanced", t + 1, flush=True)
-s.wait("probe"); s.wait("degree_probe")
-if mode != "first":
-    later = s.changes("degrees")
-    assert all(t >= start for _, t, _ in later)
-    result = {{"start": start, "degrees": sorted(contents(state + later).items()),
-              "two_hops": sorted((n, sorted(v.items())) for n, v in answers(s).items())}}
-    print("RESULT " + json.dumps(result), flush=True)
-s.close()
+
+
+def main():
+    location, mode, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    every = tp.Checkpoints(location, every_times=2)
+    options = dict(workers=workers, backend="processes", timeout=120)
+    if mode == "first":
+        s = tp.open_session(dataflow, checkpoint=every, **options)
+        start = 0
+    else:
+        s = tp.open_session(dataflow, restore=every, **options)
+        start = s.time
+        state = s.restored("degrees")
+    for t in range(start, TIMES):
+        for edge, diff in updates_at(t):
+            s.update("edges", edge, diff)
+        s.advance_to(t + 1)
+        print("advanced", t + 1, flush=True)
+    s.wait("probe"); s.wait("degree_probe")
+    if mode != "first":
+        later = s.changes("degrees")
+        assert all(t >= start for _, t, _ in later)
+        result = {{"start": start, "degrees": sorted(contents(state + later).items()),
+                  "two_hops": sorted((n, sorted(v.items())) for n, v in answers(s).items())}}
+        print("RESULT " + json.dumps(result), flush=True)
+    s.close()
+
+
+if __name__ == "__main__":  # worker processes import this script
+    main()
 """
 
 
 @pytest.mark.processes
 @pytest.mark.timeout(300)
-def test_a_killed_driver_is_restored_from_its_last_checkpoint(tmp_path, reference, recovery):
-    extra = "options['start_method'] = 'fork'" if recovery else ""
-    if recovery:  # the stand-ins must be installed in the driver scripts too
-        extra += "\nfrom conftest_standins import install_without_pytest; install_without_pytest()"
-        Path(tmp_path / "conftest_standins.py").write_text(STANDIN_DRIVER)
+def test_a_killed_driver_is_restored_from_its_last_checkpoint(tmp_path, reference):
     script = tmp_path / "driver.py"
     here = str(Path(__file__).parent)
-    script.write_text(DRIVER.format(here=here, options=extra))
+    script.write_text(DRIVER.format(here=here))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), here, *sys.path])}
     location = str(tmp_path / "checkpoints")
     first = subprocess.Popen(
@@ -292,21 +290,3 @@ def test_a_killed_driver_is_restored_from_its_last_checkpoint(tmp_path, referenc
     assert result["start"] % 2 == 0 and result["start"] >= 2
     assert {tuple(k) if isinstance(k, list) else k: v for k, v in result["degrees"]} == degrees
     assert {n: dict(v) for n, v in result["two_hops"]} == {n: dict(v) for n, v in two_hops.items()}
-
-
-STANDIN_DRIVER = """
-import sys
-from tests.recovery import standins
-
-
-class _Patch:
-    def setattr(self, target, name, value, raising=True):
-        setattr(target, name, value)
-
-    def setitem(self, mapping, key, value):
-        mapping[key] = value
-
-
-def install_without_pytest():
-    standins.install(_Patch())
-"""

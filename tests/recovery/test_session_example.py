@@ -8,8 +8,6 @@ import importlib.util
 import pytest
 from support.paths import ROOT
 
-from .conftest import REAL
-
 
 def load():
     path = ROOT / "examples" / "recovery.py"
@@ -27,13 +25,12 @@ EXPECTED = [
 
 
 @pytest.mark.timeout(120)
-def test_the_recovery_example_restores_a_crashed_session(recovery):
+def test_the_recovery_example_restores_a_crashed_session():
     assert load().main() == EXPECTED
 
 
 @pytest.mark.processes
 @pytest.mark.timeout(240)
-@pytest.mark.skipif(not REAL, reason="worker processes need the real snapshot and store")
 def test_the_recovery_example_on_worker_processes():
     lines = load().main("processes", 2, 1)
     assert lines[1] == "restored on 1 worker(s) at time 6"
