@@ -66,17 +66,13 @@ def test_plain_values_round_trip_with_their_types(value):
 @SETTINGS
 @given(st.sets(hashables, max_size=6))
 def test_equal_sets_give_equal_bytes(items):
-    # a set built in another order (another process's string hashes) writes the same chunk
-    # when its elements compare
+    # a set built in another order (another process's string hashes) writes the same chunk,
+    # whether or not its elements compare (frozensets compare only as subsets)
     forward, backward = set(), set()
     for v in sorted(items, key=repr):
         forward.add(v)
     for v in sorted(items, key=repr, reverse=True):
         backward.add(v)
-    try:
-        sorted(items)
-    except TypeError:
-        return
     assert pack(forward) == pack(backward)
 
 

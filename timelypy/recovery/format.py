@@ -23,8 +23,8 @@ to one an earlier checkpoint wrote has the same name and is referenced, not writ
 ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``, ``list`` (stays a list), ``dict``
 (any keys), and, as msgpack extensions: ``tuple`` (stays a tuple), :class:`~timelypy.order.Product`,
 ``set``, ``frozenset``, ints beyond 64 bits, numpy scalars (dtype and bytes), ``date``,
-naive ``datetime`` and ``time``, ``timedelta``, ``Decimal``, ``Fraction`` and ``UUID``. Sets
-are written sorted when their elements compare, so that equal states give equal bytes.
+naive ``datetime`` and ``time``, ``timedelta``, ``Decimal``, ``Fraction`` and ``UUID``. A set
+is written with its elements sorted by their encoding, so that equal states give equal bytes.
 
 **cloudpickle** (encoding 1) is the fallback for a chunk holding anything else (a user's record
 class, a ``datetime`` with a time zone): loading pickle executes code, so a pickled chunk is
@@ -90,13 +90,6 @@ class NeedsPickle(TypeError):
         self.value_type = value_type
 
 
-def _sorted_if_possible(items: Any) -> list:
-    try:
-        return sorted(items)
-    except TypeError:
-        return list(items)
-
-
 def _default(obj: Any) -> Any:
     cls = type(obj)
     if cls is tuple:
@@ -108,7 +101,7 @@ def _default(obj: Any) -> Any:
         return msgpack.ExtType(_EXT_BIGINT, obj.to_bytes(size, "little", signed=True))
     if cls is set or cls is frozenset:
         code = _EXT_SET if cls is set else _EXT_FROZENSET
-        return msgpack.ExtType(code, pack(_sorted_if_possible(obj)))
+        return msgpack.ExtType(code, pack(sorted(obj, key=pack)))  # canonical: by encoding
     if cls in _PLAIN_STDLIB or (cls in (datetime, time) and obj.tzinfo is None):
         return msgpack.ExtType(_EXT_STDLIB, pack(STDLIB_FIELDS[cls](obj)))
     if cls.__module__ == "numpy" and hasattr(obj, "dtype") and obj.shape == ():
