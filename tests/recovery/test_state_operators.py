@@ -257,8 +257,8 @@ def measure(build: Build, n: int) -> Tuple[float, float]:
 
 
 def test_restore_costs_less_than_recompute() -> None:
-    compute, restore = measure(reach, 2000)
-    assert restore < compute, (compute, restore)
+    compute, restore = measure(reach, 2000)  # measured: restore about 1.5% of compute
+    assert restore <= compute / 3, (compute, restore)
 
 
 def test_imported_trace_is_restored_with_its_exporter() -> None:
