@@ -41,10 +41,13 @@ ORDER = [
     "communication",
     "dataflow",
     "differential",
+    "plan",
     "recovery",
     "workers",
     "connectors",
     "io",
+    "frontends",
+    "datalog",
     "testing",
     "cli",
 ]

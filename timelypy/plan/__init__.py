@@ -1,0 +1,63 @@
+"""The plan layer: a logical plan of relational operators, lowered onto collections.
+
+Front-ends (Datalog, :mod:`timelypy.frontends`) produce plans (:mod:`.nodes`, with the
+expressions of :mod:`.expressions`); :func:`lower` builds them out of a dataflow's input
+collections. The test suite's from-scratch oracle evaluates the same plans, so every
+front-end is checked against one reference.
+"""
+
+from .expressions import And, Arith, Column, Compare, Const, Expression, Row
+from .nodes import (
+    Aggregate,
+    Antijoin,
+    Consolidate,
+    Count,
+    Distinct,
+    Filter,
+    Fixpoint,
+    FlatMap,
+    Fn,
+    Join,
+    Map,
+    Negate,
+    Plan,
+    Project,
+    Recur,
+    Reduce,
+    Scan,
+    Select,
+    Semijoin,
+    Threshold,
+    Union,
+)
+
+__all__ = [
+    "Aggregate",
+    "And",
+    "Antijoin",
+    "Arith",
+    "Column",
+    "Compare",
+    "Const",
+    "Consolidate",
+    "Count",
+    "Distinct",
+    "Expression",
+    "Filter",
+    "FlatMap",
+    "Fixpoint",
+    "Fn",
+    "Join",
+    "Map",
+    "Negate",
+    "Plan",
+    "Project",
+    "Recur",
+    "Reduce",
+    "Row",
+    "Scan",
+    "Select",
+    "Semijoin",
+    "Threshold",
+    "Union",
+]
