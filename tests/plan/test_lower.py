@@ -204,6 +204,18 @@ def test_nested_fixpoint_reads_the_outer_relation() -> None:
     check_every_time({"outer": outer, "inner_of_edges": Project(outer, (Column(1),))}, EDGES)
 
 
+def test_aggregate_inside_a_loop_connected_components() -> None:
+    # label(x, min l) over label(x, l) and label(y, l) for edge(y, x): the least node id that
+    # reaches x (a reduce at Product times inside the loop, on its own arrangement)
+    nodes = Union((Project(E, (Column(0), Column(0))), Project(E, (Column(1), Column(1)))))
+    spread = Join(Recur("label"), E, (0,), (0,), (Column(3), Column(1)))
+    body = Aggregate(Union((Recur("label"), spread)), (0,), "min", Column(1))
+    labels = Fixpoint(("label",), (Aggregate(nodes, (0,), "min", Column(1)),), (body,), "label")
+    got = check_every_time({"labels": labels}, EDGES)["labels"]
+    assert set(contents_at(got, 0)) == {(1, 1), (2, 1), (3, 1), (4, 1)}
+    assert set(contents_at(got, 1)) == {(1, 1), (2, 1), (3, 3), (4, 3)}
+
+
 def test_aggregates_of_every_kind() -> None:
     value = Arith("*", Column(1), Const(10))
     plans = {
