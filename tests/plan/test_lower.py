@@ -324,3 +324,18 @@ def test_errors_name_what_is_wrong() -> None:
     assert "defined twice" in lowering_error(Fixpoint(("p", "p"), (E, E), (E, E), "p"))
     assert "no input collections" in lowering_error(E, lambda e: {})
     assert "not a Collection" in lowering_error(E, lambda e: {"edge": [(1, 2)]})
+
+
+def test_plans_sharing_sub_plans_as_a_dag_lower_and_evaluate() -> None:
+    # stratum i reads stratum i-1 twice (its initial and its rule): as a tree the last plan has
+    # 2**30 nodes, as objects a few hundred; lowering and evaluating visit each object once
+    previous: Any = E
+    plans = {}
+    for i in range(30):
+        name = f"s{i}"
+        step = Join(Recur(name), previous, (1,), (0,), (Column(0), Column(3)))
+        stratum = Fixpoint((name,), (previous,), (Distinct(Union((Recur(name), step))),), name)
+        plans[name] = stratum
+        previous = Select(stratum, Compare("<", Column(0), Const(3)))
+    got = check_every_time(plans, [[(1, 2), (2, 3), (3, 1)], {(3, 1): -1}])
+    assert set(contents_at(got["s29"], 1)) == {(1, 2), (1, 3), (2, 3)}
