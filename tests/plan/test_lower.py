@@ -339,3 +339,34 @@ def test_plans_sharing_sub_plans_as_a_dag_lower_and_evaluate() -> None:
         previous = Select(stratum, Compare("<", Column(0), Const(3)))
     got = check_every_time(plans, [[(1, 2), (2, 3), (3, 1)], {(3, 1): -1}])
     assert set(contents_at(got["s29"], 1)) == {(1, 2), (1, 3), (2, 3)}
+
+
+@pytest.mark.parametrize(
+    "plan, message",
+    [
+        (
+            Project(E, (Arith("/", Column(0), Column(1)),)),
+            "ExpressionError: Project: (_divide(r[0], r[1]), ) on the row (1, 0): "
+            "ZeroDivisionError",
+        ),
+        (
+            Join(E, E, (0,), (0,), (Column(5),)),
+            "ExpressionError: Join: (r[5], ) over r = a + b on the row ((1, 0), (1, 0)): "
+            "IndexError",
+        ),
+        (
+            Select(E, Compare("<", Column(0), Const("a"))),
+            "ExpressionError: Select: (r[0] < 'a') on the row (1, 0): TypeError",
+        ),
+        (
+            Aggregate(E, (0,), "sum", Column(2)),
+            "ExpressionError: Aggregate[sum]: r[2] on the row (1, 0): IndexError",
+        ),
+    ],
+)
+def test_expression_errors_name_the_node_the_expression_and_the_row(
+    plan: Any, message: str
+) -> None:
+    with pytest.raises(tp.TimelyError) as info:
+        run(plan, [[(1, 0)]])
+    assert message in str(info.value)

@@ -34,16 +34,12 @@ from .compiler import (
     compile_row,
     key_function,
 )
+from .errors import PlanError
 
 if TYPE_CHECKING:
     from ..dataflow.scope import Scope
 
 __all__ = ["PlanError", "lower", "lower_one", "free_recurs"]
-
-
-class PlanError(ValueError):
-    """A plan that cannot be built: an unknown input name, a :class:`~.nodes.Recur` outside
-    the fixpoints that define it, a malformed node."""
 
 
 def lower(plans: Mapping[str, n.Plan], inputs: Mapping[str, Collection]) -> Dict[str, Collection]:
@@ -246,7 +242,7 @@ class _Lowering:
         _same_arity(plan, plan.left_key, plan.right_key)
         left = self.arranged(plan.left, plan.left_key, ctx)
         right = self.arranged(plan.right, plan.right_key, ctx)
-        return left.join_core(right, compile_join_output(plan.output), name="Join")
+        return left.join_core(right, compile_join_output(plan.output, "Join"), name="Join")
 
     def semijoin(self, plan: n.Semijoin, ctx: _Context) -> Collection:
         _same_arity(plan, plan.left_key, plan.right_key)
@@ -262,7 +258,8 @@ class _Lowering:
         return self.build(plan.left, ctx).concat(matched.negate())
 
     def aggregate(self, plan: n.Aggregate, ctx: _Context) -> Collection:
-        value = None if plan.value is None else compile_expression(plan.value)
+        what = f"Aggregate[{plan.kind}]"
+        value = None if plan.value is None else compile_expression(plan.value, what)
         logic = _aggregate_logic(plan.kind, value)
         arranged = self.arranged(plan.input, plan.group, ctx)
         reduced = arranged.reduce(logic, name=f"Aggregate[{plan.kind}]")
@@ -303,7 +300,7 @@ def _project(self: _Lowering, plan: n.Project, ctx: _Context) -> Collection:
 
 
 def _select(self: _Lowering, plan: n.Select, ctx: _Context) -> Collection:
-    return self.build(plan.input, ctx).filter(compile_predicate(plan.predicate))
+    return self.build(plan.input, ctx).filter(compile_predicate(plan.predicate, "Select"))
 
 
 def _unary(method: str, with_fn: bool) -> Callable[[_Lowering, Any, _Context], Collection]:
