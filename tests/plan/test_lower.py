@@ -370,3 +370,10 @@ def test_expression_errors_name_the_node_the_expression_and_the_row(
     with pytest.raises(tp.TimelyError) as info:
         run(plan, [[(1, 0)]])
     assert message in str(info.value)
+
+
+def test_nodes_visits_each_object_once_in_pre_order() -> None:
+    shared = Distinct(E)
+    plan = Union((shared, Project(shared, (Column(0),)), E))
+    assert list(plan.nodes()) == [plan, shared, E, Project(shared, (Column(0),))]
+    assert len(list(plan.walk())) == 7
