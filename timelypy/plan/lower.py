@@ -233,8 +233,8 @@ class _Lowering:
             ) from None
 
     def union(self, plan: n.Union, ctx: _Context) -> Collection:
-        if not plan.inputs:
-            raise PlanError("Union(()): a union needs at least one input")
+        if not plan.inputs:  # the empty relation: any input, nothing of it
+            return next(iter(self.inputs.values())).filter(_nothing)
         first, *rest = [self.build(p, ctx) for p in plan.inputs]
         return first.concat(*rest)
 
@@ -346,6 +346,10 @@ def _keyed(key: Callable[[Any], Any]) -> Callable[[Any], Tuple[Any, Any]]:
         return (key(row), row)
 
     return keyed
+
+
+def _nothing(_record: Any) -> bool:
+    return False
 
 
 def _value(kv: Tuple[Any, Any]) -> Any:

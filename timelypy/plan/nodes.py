@@ -17,7 +17,7 @@ may be any nonzero int; the Differential Dataflow book, "Collections"):
                        results add
 ``Select(i, pred)``    the rows for which ``pred`` holds
 ``Map/Filter/FlatMap`` ``fn`` per record (``Collection.map/filter/flat_map``)
-``Union(inputs)``      weights add (``concat``)
+``Union(inputs)``      weights add (``concat``); ``Union(())`` is the empty relation
 ``Negate(i)``          weights times -1
 ``Consolidate(i)``     the same collection (``consolidate``)
 ``Distinct(i)``        weight > 0 becomes 1, the rest disappears
