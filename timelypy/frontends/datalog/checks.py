@@ -41,7 +41,8 @@ def check(program: s.Program) -> Checked:
     relations = ctx.declarations()
     facts: Dict[str, List[Tuple[Any, ...]]] = {name: [] for name in relations}
     for fact in program.facts:
-        facts[fact.atom.relation].append(ctx.fact(fact, relations))
+        row = ctx.fact(fact, relations)
+        facts[fact.atom.relation].append(row)
     rules = [ctx.rule(rule, relations) for rule in program.rules]
     return Checked(program, relations, {k: v for k, v in facts.items() if v}, rules)
 
@@ -54,7 +55,14 @@ class _Context:
         self.fresh = 0
 
     def error(self, message: str, node: Any = None, rule: str = "", relation: str = "") -> NoReturn:
-        raise DatalogError(
+        """Raise :meth:`failure`."""
+        raise self.failure(message, node, rule, relation)
+
+    def failure(
+        self, message: str, node: Any = None, rule: str = "", relation: str = ""
+    ) -> DatalogError:
+        """The error at ``node`` (its line and column)."""
+        return DatalogError(
             message,
             source=self.program.source,
             line=getattr(node, "line", 0),

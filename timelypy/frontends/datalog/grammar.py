@@ -28,7 +28,7 @@ attribute: NAME ":" NAME
 
 directive: DIRECTIVE NAME ("," NAME)* [parameters]
 parameters: "(" [parameter ("," parameter)*] ")"
-parameter: NAME "=" (STRING | NAME | INT)
+parameter: NAME COMPARE (STRING | NAME | INT)
 
 clause: heads "."                      -> fact
       | heads ":-" body "."            -> rule
@@ -88,4 +88,10 @@ BLOCK_COMMENT: /\/\*(.|\n)*?\*\//
 @functools.lru_cache(maxsize=1)
 def parser() -> lark.Lark:
     """The LALR parser of :data:`GRAMMAR`, built once (with line and column on every node)."""
-    return lark.Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    return lark.Lark(
+        GRAMMAR,
+        parser="lalr",
+        lexer="basic",  # ".decl" is one token everywhere: a missing "." is reported before it
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )

@@ -61,7 +61,8 @@ def parse(text: str, source: str = "<program>") -> s.Program:
     except lark.UnexpectedToken as e:
         found = "end of the program" if e.token.type == "$END" else repr(str(e.token))
         rest = text[e.token.end_pos :] if e.token.end_pos is not None else ""
-        word = rest.split("(", 1)[0].split(None, 1)[0] if rest.strip() else ""
+        words = rest.split("(", 1)[0].split(None, 1)
+        word = words[0] if words and not rest[:1].isspace() else ""
         if str(e.token) == "." and word.isidentifier():
             expected = f"(the directive .{word} is not supported; .decl, .input, .output are)"
         else:
@@ -160,7 +161,14 @@ class _Build(Transformer):
         return tuple(p for p in items if p is not None)
 
     def parameter(self, meta: Any, items: List[Any]) -> Tuple[str, Any]:
-        key, value = items
+        key, sign, value = items
+        if str(sign) != "=":
+            raise DatalogError(
+                f"a directive's parameter is key=value, got {str(sign)!r}",
+                source=self.source,
+                line=sign.line,
+                column=sign.column,
+            )
         if value.type == "STRING":
             return (str(key), python_ast.literal_eval(str(value)))
         if value.type == "INT":

@@ -70,7 +70,8 @@ def unify(a: Optional[str], b: Optional[str]) -> Tuple[bool, Optional[str]]:
     return False, None
 
 
-Fail = Callable[[str, Any], NoReturn]
+Fail = Callable[..., NoReturn]
+"""``fail(message, node[, relation])`` raises the error at ``node``."""
 
 
 def expression_type(term: s.Term, env: Dict[str, str], fail: Fail) -> Optional[str]:
@@ -124,8 +125,8 @@ def infer_types(ctx: Any, normal: NormalRule, relations: Dict[str, Relation]) ->
     """The type of every variable of ``normal`` (raising through ``ctx`` on a conflict)."""
     text, rel_name = normal.rule.text, normal.relation
 
-    def fail(message: str, node: Any) -> NoReturn:
-        raise ctx.failure(message, node, rule=text, relation=rel_name)
+    def fail(message: str, node: Any, relation: str = rel_name) -> NoReturn:
+        raise ctx.failure(message, node, rule=text, relation=relation)
 
     env: Dict[str, str] = {}
     for atom in _atoms(normal.body):
@@ -164,7 +165,7 @@ def _atom_types(atom: s.Atom, rel: Relation, env: Dict[str, str], fail: Fail) ->
         elif isinstance(arg, s.Const):
             problem = check_value(arg.value, col, literal_type=arg.type)
             if problem:
-                fail(f"{rel.name}: argument {i + 1} ({attr}: {col}) {problem}", arg)
+                fail(f"{rel.name}: argument {i + 1} ({attr}: {col}) {problem}", arg, rel.name)
 
 
 def _derived(lit: NormalLiteral, env: Dict[str, str], fail: Fail) -> List[Tuple[str, Any]]:
