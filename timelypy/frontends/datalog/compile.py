@@ -219,9 +219,9 @@ class _RuleCompiler:
             return self.aggregate(lit, chain, keep)
         assert chain is not None
         if kind == "filter":
-            return _Chain(p.Select(chain.plan, self.expr(lit, chain.layout, lit)), chain.layout)
+            return _Chain(_select(chain.plan, self.expr(lit, chain.layout, lit)), chain.layout)
         if kind == "antijoin":
-            right, variables = self.atom(lit.atom, True)
+            right, variables = self.atom(lit.atom, False)
             lk = tuple(chain.layout.index(v) for v in variables)
             rk = tuple(_first(lit.atom, v) for v in variables)
             return _Chain(p.Antijoin(chain.plan, right, lk, rk), chain.layout)
@@ -352,6 +352,14 @@ def _expression(term: s.Term, layout: List[str], is_float: bool) -> p.Expression
         zero = p.Const(0.0 if is_float else 0)
         return p.Arith("-", zero, _expression(term.term, layout, is_float))
     raise DatalogError(f"cannot compile the term {term!r}")
+
+
+def _select(plan: p.Plan, predicate: p.Expression) -> p.Plan:
+    """``Select(plan, predicate)``, one Select with both predicates if ``plan`` is a Select."""
+    if isinstance(plan, p.Select):
+        old = plan.predicate.terms if isinstance(plan.predicate, p.And) else (plan.predicate,)
+        return p.Select(plan.input, p.And(old + (predicate,)))
+    return p.Select(plan, predicate)
 
 
 def _project(plan: p.Plan, columns: Tuple[p.Expression, ...], width: int) -> p.Plan:
