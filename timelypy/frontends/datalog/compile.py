@@ -36,7 +36,8 @@ from .typing_rules import check_value, expression_type
 __all__ = ["Compiled", "compile_program", "compile_checked", "EMPTY"]
 
 EMPTY = p.Union(())
-"""The empty relation (a union of nothing)."""
+"""The empty relation (a union of nothing); see :func:`_empty_like` for the plan a recursive
+stratum starts an empty relation with."""
 
 
 @dataclass
@@ -146,12 +147,27 @@ def _stratum_plans(
         (name,) = stratum.relations
         return {name: _distinct_union(parts(name, None, outer))}
     names = stratum.relations
-    initial = tuple(_distinct_union(parts(n, False, outer)) for n in names)
+    starts = [_distinct_union(parts(n, False, outer)) for n in names]
     bodies = tuple(
-        p.Distinct(p.Union((init,) + tuple(parts(n, True, inner))))
-        for n, init in zip(names, initial)
+        _distinct_union(([start] if start != EMPTY else []) + parts(n, True, inner))
+        for n, start in zip(names, starts)
     )
+    empty = _empty_like(starts, [r for r in checked.rules if r.relation in members], outer)
+    initial = tuple(empty if start == EMPTY else start for start in starts)
     return {n: p.Fixpoint(names, initial, bodies, n) for n in names}
+
+
+def _empty_like(starts: List[p.Plan], rules: List[NormalRule], outer: _Ref) -> p.Plan:
+    """A plan with no rows, for the start of a relation with no rule outside the recursion:
+    ``Select(x, false)`` of a plan ``x`` the stratum builds anyway (an initial, or a relation
+    its rules read from earlier strata), so every lowering can build it; :data:`EMPTY` if the
+    stratum reads nothing from outside (then all its relations are empty)."""
+    base = next((start for start in starts if start != EMPTY), None)
+    if base is None:
+        names = {r.relation for r in rules}
+        outside = [d for r in rules for d, _ in _deps(r) if d not in names]
+        base = outer(outside[0], False) if outside else None
+    return EMPTY if base is None else p.Select(base, p.Const(False))
 
 
 def _deps(rule: NormalRule) -> List[Tuple[str, bool]]:
