@@ -141,3 +141,38 @@ def test_aggregates_in_heads_and_ungrouped_and_nested_bodies():
     local(x, s) :- node(x), s = sum y : { e(x, y), y > x }.
     """
     assert_plans_match(text, {"e": [(1, 2), (1, 3), (2, 3), (3, 1), (3, 4), (1, 1)]})
+
+
+def test_aggregates_grouped_by_a_comparison_nested_and_combined():
+    text = """
+    .decl e(x: number, y: number)
+    .input e
+    .decl n(x: number)
+    n(x) :- e(x, _).
+    .decl above(x: number, c: number)
+    above(x, c) :- n(x), c = count : { e(y, _), y > x }.
+    .decl nested(x: number, c: number)
+    nested(x, c) :- n(x), c = sum k : { e(x, y), k = count : { e(y, _) } }.
+    .decl spread(x: number, d: number)
+    spread(x, d) :- n(x), d = max a : { e(x, a) } - min b : { e(x, b) }.
+    .decl two(x: number)
+    two(x) :- n(x), count : { e(x, _) } = 2.
+    .decl no_next(x: number)
+    no_next(x) :- n(x), !e(x, x + 1).
+    """
+    assert_plans_match(text, {"e": [(1, 2), (1, 3), (2, 3), (3, 1), (3, 4), (5, 5), (5, 6)]})
+
+
+def test_an_ungrouped_count_of_nothing_is_zero():
+    text = """
+    .decl e(x: number)
+    .input e
+    .decl total(c: number, s: number)
+    total(c, s) :- c = count : { e(_) }, s = sum x : { e(x) }.
+    .decl least(m: number)
+    least(m) :- m = min x : { e(x) }.
+    """
+    assert_plans_match(text, {"e": []})
+    assert_plans_match(text, {"e": [(3,), (4,)]})
+    compiled = compile_program(text)
+    assert compiled.facts["$unit"] == [()] and "$unit" in compiled.inputs

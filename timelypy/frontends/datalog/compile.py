@@ -16,7 +16,8 @@ Each derived relation gets a plan over ``Scan(input)`` nodes:
 
 Set semantics: derived relations are distinct; ``count`` and ``sum`` count every binding of
 their body's variables (``_`` included), as Soufflé does, and give 0 for a group of the outer
-variables with none (``min`` and ``max`` then give nothing).
+variables with none (``min`` and ``max`` then give nothing); an ungrouped one in a rule with
+no positive atom gives its 0 on the one row of the hidden input :data:`UNIT`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from .parser import parse
 from .stratify import Stratum, dependencies, stratify
 from .typing_rules import check_value, expression_type
 
-__all__ = ["Compiled", "compile_program", "compile_checked", "EMPTY"]
+__all__ = ["Compiled", "compile_program", "compile_checked", "EMPTY", "UNIT"]
+
+UNIT = "$unit"
+"""A hidden input relation holding one empty tuple, which the program's ``facts`` include: the
+row an ungrouped ``count``/``sum`` of nothing gives its 0 on (``n = count : { r(_) }``, in a
+rule with no positive atom). Present in ``relations``, ``inputs`` and ``facts`` only when a
+rule needs it; no Soufflé name can clash with it."""
 
 EMPTY = p.Union(())
 """The empty relation (a union of nothing); see :func:`_empty_like` for the plan a recursive
@@ -108,11 +115,16 @@ def compile_checked(checked: Checked) -> Compiled:
     plans: Dict[str, p.Plan] = {}
     for stratum in strata:
         plans.update(_stratum_plans(stratum, checked, plans, set(inputs)))
+    facts = dict(checked.facts)
+    if _scans(list(plans.values()), UNIT):
+        relations = {**relations, UNIT: Relation(UNIT, [])}
+        inputs.append(UNIT)
+        facts[UNIT] = [()]
     return Compiled(
         relations=relations,
         inputs=inputs,
         outputs=[name for name, rel in relations.items() if rel.is_output],
-        facts=checked.facts,
+        facts=facts,
         plans=plans,
         strata=[list(st.relations) for st in strata],
         source=source,
@@ -311,8 +323,10 @@ class _RuleCompiler:
         value = None if agg.value is None else p.Column(len(group))
         agg_input = _project(inner.plan, cols, len(inner.layout))
         result = p.Aggregate(agg_input, tuple(range(len(group))), agg.kind, value)
-        if chain is None:
+        if chain is None and agg.kind in ("min", "max"):
             return _Chain(result, [agg.var])
+        if chain is None:  # count or sum of nothing is 0: one row to hang it on
+            chain = _Chain(p.Scan(UNIT), [])
         kept = [v for v in chain.layout if v in keep]
         lk = tuple(chain.layout.index(v) for v in group)
         rk = tuple(range(len(group)))
@@ -368,6 +382,21 @@ def _expression(term: s.Term, layout: List[str], is_float: bool) -> p.Expression
         zero = p.Const(0.0 if is_float else 0)
         return p.Arith("-", zero, _expression(term.term, layout, is_float))
     raise DatalogError(f"cannot compile the term {term!r}")
+
+
+def _scans(plans: List[p.Plan], name: str) -> bool:
+    """Whether a ``Scan(name)`` is in ``plans`` (each shared sub-plan visited once)."""
+    seen: Set[int] = set()
+    todo = list(plans)
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node == p.Scan(name):
+            return True
+        todo.extend(node.children())
+    return False
 
 
 def _select(plan: p.Plan, predicate: p.Expression) -> p.Plan:
