@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Set, Tuple
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from oracle.datalog import evaluate
-from support.datalog_programs import CLASSIC
+from support.datalog_programs import CLASSIC, fact_changes, random_programs
 
 import timelypy as tp
 from timelypy.frontends.datalog import compile_program
@@ -109,3 +111,10 @@ def test_ungrouped_aggregates_of_nothing_and_of_something():
     least(m) :- m = min x : { e(x) }.
     """
     run(text, [[], [("e", (3,), 1), ("e", (5,), 1)], [("e", (3,), -1)], [("e", (5,), -1)]])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_random_programs_on_inline(data):
+    program = data.draw(random_programs())
+    run(program.text, data.draw(fact_changes(program)))
