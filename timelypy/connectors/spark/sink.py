@@ -61,7 +61,9 @@ class ForeachBatchSink:
     checkpoint, applies the journal's later entries again (same records, same times, advancing
     as before: :attr:`replayed`), and ignores Spark's replay of them: restart the query with
     the same ``checkpointLocation``. A fresh (not restored) session refuses a journal that
-    already holds entries (they belong to an earlier run). Every micro-batch is held on the
+    already holds entries (an earlier run's), unless ``recover=True`` and the location holds no
+    checkpoint (that run crashed before its first: all of it is applied again from the
+    journal). Every micro-batch is held on the
     driver while it is written (bound it with ``maxFilesPerTrigger`` or
     ``maxOffsetsPerTrigger``).
 
@@ -133,8 +135,9 @@ class ForeachBatchSink:
                     f"foreachBatch sink {self.name!r}: the input journal at "
                     f"{self.journal.url(found[0])} (and {len(found) - 1} more) holds batches "
                     f"{found[0]}..{found[-1]} of an earlier run, and this session was not "
-                    "restored: restore it (open_session(..., restore=Checkpoints(location))) to "
-                    "go on with that run, or use a new checkpoint location for a new one"
+                    "restored: restore it (open_session(..., restore=Checkpoints(location))) "
+                    "to go on with that run (recover=True when it crashed before its first "
+                    "checkpoint), or use a new checkpoint location for a new run"
                 )
 
     @property
@@ -165,11 +168,23 @@ class ForeachBatchSink:
     def _recover(self, restored: bool) -> None:
         """Take the last batch id from the restored checkpoint and apply the journal's later
         entries again, in order, at their times."""
-        if self.journal is None or not restored:
+        if self.journal is None:
             raise ValueError(
-                f"foreachBatch sink {self.name!r}: recover=True needs a restored session that "
-                "takes checkpoints: open_session(dataflow, restore=Checkpoints(location))"
+                f"foreachBatch sink {self.name!r}: recover=True needs a session that takes "
+                "checkpoints: open_session(dataflow, restore=Checkpoints(location))"
             )
+        if not restored:
+            # a run that crashed before its first checkpoint: the journal holds all of it
+            checkpoints = self.session.checkpoints
+            published = open_store(checkpoints).checkpoints() if checkpoints else []
+            if published:
+                raise RecoveryError(
+                    f"foreachBatch sink {self.name!r}: recover=True on a session that was not "
+                    f"restored, but {checkpoints.location if checkpoints else ''!s} holds "
+                    f"checkpoints ({len(published)}): restore the session from them "
+                    "(open_session(dataflow, restore=Checkpoints(location))); the journal "
+                    "holds only the batches after them"
+                )
         manifest = self.session.last_checkpoint
         mark = manifest.extra.get(self.extra_key) if manifest is not None else None
         covered = mark.get("last_batch_id") if isinstance(mark, dict) else None
