@@ -255,6 +255,9 @@ def test_every_micro_batch_applied_exactly_once_across_killed_drivers(tmp_path):
     report = f"seed {seed}, kills {kills}\n" + "\n".join(outputs)
     assert result is not None, f"no run finished:\n{report}"
     assert len(kills) >= 3, f"the kill points were not reached ({kills}):\n{report}"
+    starts = [x for x in report.splitlines() if x.startswith("START ")]
+    assert any("restored_at=None" not in x for x in starts), f"never restored:\n{report}"
+    assert any("replayed=[]" not in x for x in starts), f"nothing from the journal:\n{report}"
     out = {tuple(k): v for k, v in result["out"]}
     assert out == dict(expected), f"rows lost or applied twice:\n{report}"
     per_key: Counter = Counter()
