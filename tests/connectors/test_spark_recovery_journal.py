@@ -176,3 +176,17 @@ def test_a_session_s_contributions_to_its_checkpoints_come_back_after_a_restore(
     Path(tmp_path, "manifests", sorted(os.listdir(tmp_path / "manifests"))[-1]).unlink()
     with tp.open_session(dataflow, restore=str(tmp_path)) as s:  # the one before
         assert s.time == 4 and s.last_checkpoint.extra["source"] == {"offset": 4}
+
+
+def test_a_journal_at_an_object_store_url():
+    pytest.importorskip("fsspec")
+    import secrets
+
+    url = f"memory://timelypy-journal-{secrets.token_hex(4)}/job"
+    journal = InputJournal(url, "edges")
+    for b in range(3):
+        journal.write(entry(b))
+    assert journal.batch_ids() == [0, 1, 2]
+    assert journal.read(1) == entry(1)
+    assert journal.url(1) == f"{url}/journal/edges/{1:020d}.chunk"
+    assert journal.prune(1) == [0, 1] and journal.batch_ids() == [2]
