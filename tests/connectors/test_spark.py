@@ -155,7 +155,7 @@ class _SpySession:
 def test_load_holds_about_one_batch(spark, monkeypatch):
     """Rows come from Spark in Arrow tables of about one partition; the session never holds
     more than ``batch_rows`` of them unflushed."""
-    from timelypy.connectors.spark import driver as connector
+    from timelypy.connectors.spark import loading as connector
 
     rows, batch = 10_000, 1_000
     df = spark.range(rows).selectExpr("id % 10 as src", "id as dst").repartition(4)

@@ -2,9 +2,11 @@
 
 - :mod:`.columns`: which columns make a record (:class:`Columns`), checked on the schema and per
   row; the connector's errors.
-- :mod:`.driver`: DataFrames into driver sessions through the driver (:func:`load`,
-  :func:`apply_changes`, the :class:`ForeachBatchSink` of Structured Streaming) and a local
-  Spark with this machine's settings (:func:`local_spark`).
+- :mod:`.driver`: a local Spark with this machine's settings (:func:`local_spark`).
+- :mod:`.loading`: DataFrames into driver sessions through the driver (:func:`load`,
+  :func:`apply_changes`, :func:`arrow_batches`).
+- :mod:`.sink`: the :class:`ForeachBatchSink` of Structured Streaming, exactly once per
+  micro-batch, across driver restarts too (an input journal beside the session's checkpoints).
 - :mod:`.view`: a session capture accumulated on the driver and handed back to Spark
   (:class:`CollectionView`).
 - :mod:`.on_ray`: starting and stopping Spark on Ray (:func:`spark_on_ray`).

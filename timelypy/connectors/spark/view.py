@@ -42,7 +42,9 @@ class CollectionView:
     :meth:`contents` is the collection at a closed time, :meth:`changes` the consolidated
     changes; :meth:`to_spark` and :meth:`changes_to_spark` return them as Spark DataFrames.
     The view keeps every change (consolidated per record and time); :meth:`compact` folds the
-    closed history into one snapshot when only the latest contents matter.
+    closed history into one snapshot when only the latest contents matter. On a restored
+    session the view starts from what the capture held at the checkpoint's time
+    (``session.restored(capture)``), closed before it.
     """
 
     def __init__(
@@ -56,6 +58,9 @@ class CollectionView:
         self._changes: Dict[Tuple[Any, Any], int] = {}
         self._base: Dict[Any, int] = {}
         self._compacted: Optional[int] = None
+        if session.restored_at is not None:  # start from the capture's restored state
+            self._add(session.restored(capture))
+            self.closed = session.restored_at
 
     def refresh(self, timeout: Optional[float] = None) -> int:
         """Wait until the capture passed the session's time, then read its new changes;
@@ -63,15 +68,18 @@ class CollectionView:
         target = self.session.time
         self.session.wait(self.capture, target, timeout=timeout or self.timeout)
         new = self.session.changes(self.capture)
-        for data, t, diff in new:
+        self._add(new)
+        self.closed = target
+        return len(new)
+
+    def _add(self, changes: List[Tuple[Any, Any, int]]) -> None:
+        for data, t, diff in changes:
             key = (data, t)
             total = self._changes.get(key, 0) + diff
             if total:
                 self._changes[key] = total
             else:
                 self._changes.pop(key, None)
-        self.closed = target
-        return len(new)
 
     def _included(self, at: Any) -> Any:
         """A test for the times counted in the contents at ``at`` (None: the latest closed)."""

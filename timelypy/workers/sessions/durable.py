@@ -40,6 +40,8 @@ __all__ = ["Durability", "CheckpointingSession", "Call", "check_closed_inputs"]
 
 log = logging.getLogger(__name__)
 
+_RESERVED_EXTRA = frozenset({"backend", "inputs"})
+
 Call = Callable[[Sequence[int], Command, Optional[float]], List[Any]]
 """The session's ``_call``: run a command on the given workers, with a timeout (None: the
 session's)."""
@@ -59,6 +61,8 @@ class Durability:
         )
         self.restored_at: Any = None
         self.last: Optional["Manifest"] = None
+        self.extras: Dict[str, Callable[[], Any]] = {}
+        """Contributions to every checkpoint's manifest ``extra``: name -> function."""
 
     @property
     def everyone(self) -> List[int]:
@@ -218,6 +222,8 @@ class CheckpointingSession:
             self._input_times, len(self._batch), fresh, sorted(self._ahead, key=repr), time
         )
         extra = {"backend": self.backend, "inputs": sorted(self._input_times)}
+        for name, contribute in self._durable.extras.items():
+            extra[name] = contribute()
         return self._durable.checkpoint(self._call, time, extra)
 
     def _checkpoint_if_due(self, time: Any) -> None:
@@ -246,6 +252,37 @@ class CheckpointingSession:
             raise
         self._time = manifest.time
         self._input_times = {name: manifest.time for name in self._input_times}
+
+    def add_checkpoint_extra(self, name: str, contribute: Callable[[], Any]) -> None:
+        """Let ``contribute()`` add to every checkpoint this session takes: its value (plain
+        data: None, bool, int, float, str, bytes, list, tuple, dict, ``Product``) is stored
+        under ``name`` in the manifest's ``extra``, taken at the checkpoint's closed time. After
+        a restore, ``session.last_checkpoint.extra[name]`` gives it back (absent when the
+        checkpoint was taken before it was added). A source that feeds the session from outside
+        records its position this way, in the same checkpoint as the state it produced (the
+        :class:`~timelypy.connectors.spark.ForeachBatchSink` stores its last batch id). A second
+        contribution under the same name replaces the first.
+        """
+        if not isinstance(name, str) or not name or name in _RESERVED_EXTRA:
+            raise ValueError(
+                f"session: add_checkpoint_extra: name {name!r} must be a non-empty str other "
+                f"than {sorted(_RESERVED_EXTRA)}"
+            )
+        if not callable(contribute):
+            raise TypeError(
+                f"session: add_checkpoint_extra({name!r}, ...): contribute must be callable, "
+                f"not {type(contribute).__name__}"
+            )
+        self._durable.extras[name] = contribute
+
+    def remove_checkpoint_extra(self, name: str) -> None:
+        """Stop the contribution ``name`` (no error when there is none)."""
+        self._durable.extras.pop(name, None)
+
+    @property
+    def checkpoints(self) -> "Optional[Checkpoints]":
+        """Where and when this session takes checkpoints (None: it takes none)."""
+        return self._durable.checkpoints
 
     @property
     def restored_at(self) -> Any:

@@ -1,0 +1,352 @@
+"""DataFrames into driver sessions, through the driver: loads and atomic epochs.
+
+- :func:`load`: stream a DataFrame into an input, ``batch_rows`` at a time (the driver holds
+  about one batch), flushing per batch.
+- :func:`apply_changes`: a change DataFrame as one atomic epoch: validated in Spark first, then
+  applied and the session advanced; a bad row refuses the whole DataFrame.
+- :func:`arrow_batches`: a DataFrame's rows streamed to the driver as Arrow tables.
+
+pyspark is imported inside the functions that need it: importing this module works without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from ...errors import SessionInputError, WorkerError
+from ...workers.sessions.session import DataflowSession
+from .columns import (
+    BadRow,
+    Columns,
+    RowReader,
+    SparkConnectorError,
+    SparkInputError,
+    require_pyspark,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from pyspark.sql import DataFrame
+
+__all__ = ["load", "apply_changes", "arrow_batches", "DEFAULT_BATCH_ROWS"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_ROWS = 50_000
+"""How many rows a load or a change DataFrame sends per flush, by default."""
+
+
+# ----------------------------------------------------------------------------- into sessions
+def _reader(df: "DataFrame", columns: Columns, input: str) -> RowReader:
+    """Check ``columns`` against ``df``'s schema (naming the first row in an error)."""
+    require_pyspark()
+    if not isinstance(columns, Columns):
+        raise TypeError(f"columns must be a Columns mapping, got {type(columns).__name__}")
+
+    def example() -> Optional[Dict[str, Any]]:
+        first = df.limit(1).collect()
+        return first[0].asDict() if first else None
+
+    return columns.reader(df.schema, input, example)
+
+
+class _Progress:
+    """How many rows a stream sent (flushed) so far, and the latest time it used."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.latest: Optional[int] = None
+
+
+def _to_ipc(batches: Iterable[Any]) -> Iterator[Any]:
+    """In Spark's Python workers (``mapInArrow``): each Arrow batch as one row of Arrow IPC
+    bytes, so that the driver receives whole batches through ``toLocalIterator``."""
+    import pyarrow as pa
+
+    for batch in batches:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        yield pa.RecordBatch.from_pydict({"ipc": [sink.getvalue().to_pybytes()]})
+
+
+def arrow_batches(df: "DataFrame") -> Iterator[Any]:
+    """The rows of ``df`` as Arrow tables, streamed to the driver one partition at a time
+    (``mapInArrow`` packs Spark's Arrow batches, ``toLocalIterator`` fetches them): the driver
+    holds about one partition, Spark's JVM one more. The public road from Spark's executors to
+    the driver in Arrow (``toPandas`` and ``toArrow`` collect the whole DataFrame)."""
+    import pyarrow as pa
+
+    packed = df.mapInArrow(_to_ipc, "ipc binary")
+    for (blob,) in packed.toLocalIterator(prefetchPartitions=False):
+        yield pa.ipc.open_stream(blob).read_all()
+
+
+def _stream(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    rows: "DataFrame",
+    batch_rows: int,
+    time: Optional[int],
+    progress: _Progress,
+    sign: int = 1,
+    limit: Optional[int] = None,
+) -> None:
+    """Send the rows of ``rows`` to ``input`` (diffs times ``sign``) from Arrow batches
+    (:func:`arrow_batches`), flushing every ``batch_rows`` rows (the session holds at most
+    that many); stop after ``limit`` rows. Raises :class:`BadRow` or the session's errors."""
+    buffered = 0
+    for table in arrow_batches(rows):
+        offset = 0
+        while offset < table.num_rows:
+            room = batch_rows - buffered
+            if limit is not None:
+                room = min(room, limit - progress.sent - buffered)
+                if room <= 0:
+                    break
+            part = table.slice(offset, room)
+            offset += part.num_rows
+            buffered += _send_part(session, input, reader, part, time, progress, sign)
+            if buffered >= batch_rows:
+                session.flush()
+                progress.sent += buffered
+                buffered = 0
+    if buffered:
+        session.flush()
+        progress.sent += buffered
+
+
+def _send_part(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    part: Any,
+    time: Optional[int],
+    progress: _Progress,
+    sign: int,
+) -> int:
+    """Buffer one Arrow slice's rows in the session; the number of updates buffered."""
+    records, diffs, times = reader.convert_table(part)
+    if sign != 1:
+        diffs = [sign * d for d in diffs]
+    try:
+        session.update_many(input, records, diffs, time if times is None else times)
+    except SessionInputError as exc:
+        raise BadRow(
+            ({"record": exc.value}, reader.columns.names[0], f"refused by the session: {exc}")
+        ) from exc
+    if times:
+        latest = max((t for t in times if t is not None), default=None)
+    else:
+        latest = time if records else None
+    if latest is not None and (progress.latest is None or latest > progress.latest):
+        progress.latest = latest
+    return len(records)
+
+
+def _check_batch_rows(batch_rows: int) -> None:
+    if not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
+
+
+def load(
+    session: DataflowSession,
+    input: str,
+    df: "DataFrame",
+    columns: Columns,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    time: Optional[int] = None,
+) -> int:
+    """Stream ``df``'s rows into the session's ``input`` as records per ``columns``, at
+    ``time`` (default: the input's time; a ``time`` column of ``columns`` wins), ``batch_rows``
+    rows per flush; returns the number of rows sent. The driver holds about one batch at a
+    time. The session is not advanced. Not atomic: a bad row raises
+    :class:`SparkInputError` saying how many rows before it were applied (use
+    :func:`apply_changes` for all or nothing). Updates already buffered in the session are
+    flushed with the first batch."""
+    _check_batch_rows(batch_rows)
+    reader = _reader(df, columns, input)
+    progress = _Progress()
+    try:
+        _stream(session, input, reader, reader.select(df), batch_rows, time, progress)
+    except BadRow as exc:
+        session.discard()
+        raise reader.refused(
+            [exc.bad],
+            f"load stopped there: the {progress.sent} rows before "
+            f"its batch were applied, the rest not.",
+        ) from exc
+    log.info("load: %d rows into input %r", progress.sent, input)
+    return progress.sent
+
+
+def apply_changes(
+    session: DataflowSession,
+    input: str,
+    df: "DataFrame",
+    columns: Columns,
+    *,
+    advance: bool = True,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    persist: bool = True,
+    max_errors: int = 5,
+) -> int:
+    """Apply a change DataFrame to ``input`` as one atomic epoch; returns the number of rows.
+
+    Every row is checked before anything is sent: null keys (unless ``null_keys="drop"``), NaN
+    in a record column, null diff, unknown op, null time, a time behind the session's time. If
+    any row is bad, :class:`SparkInputError` names the column, the row and the reason (up to
+    ``max_errors`` bad rows in ``.rows``) and nothing is applied. Otherwise the rows are applied
+    (all at the session's time, or each at its ``time`` column's) and, if ``advance``, the
+    session advances to one past the latest time used, so the changes form one epoch.
+
+    A DataFrame of at most ``batch_rows`` rows is read with one Spark job and checked on the
+    driver. A larger one is checked by one Spark query (collecting only the bad rows), then
+    streamed ``batch_rows`` per flush; ``persist`` caches its mapped columns in Spark meanwhile
+    so both passes see the same rows. Should the session refuse a row while streaming, the rows
+    already sent are retracted at the same times (nothing of the DataFrame remains) and the
+    error is raised. Updates already buffered in the session are flushed first, on their own.
+    """
+    _check_batch_rows(batch_rows)
+    reader = _reader(df, columns, input)
+    if session.pending:
+        session.flush()
+    now = session.time
+    if not isinstance(now, int):
+        raise SparkInputError(
+            f"input {input!r}: apply_changes needs integer session times, the "
+            f"session is at {now!r}",
+            input=input,
+            value=now,
+        )
+    rows = reader.select(df)
+    small = rows.limit(batch_rows + 1).collect()
+    if len(small) <= batch_rows:
+        latest = _apply_collected(session, input, reader, small, now, max_errors)
+        sent = len(small)
+    else:
+        sent, latest = _apply_streamed(
+            session, input, reader, rows, now, batch_rows, persist, max_errors
+        )
+    if advance:
+        session.advance_to(max(now, latest if latest is not None else now) + 1)
+    return sent
+
+
+def _apply_collected(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    rows: List[Any],
+    now: int,
+    max_errors: int,
+) -> Optional[int]:
+    """Check every collected row, then send them all in one flush; the latest time used."""
+    items, bad = [], []
+    for row in rows:
+        try:
+            item = reader.convert(row, now)
+        except BadRow as exc:
+            bad.append(exc.bad)
+            if len(bad) >= max_errors:
+                break
+            continue
+        if item is not None:
+            items.append((item, row))
+    if bad:
+        raise reader.refused(bad)
+    latest = None
+    for (record, diff, t), row in items:
+        try:
+            session.update(input, record, diff, t)
+        except SessionInputError as exc:
+            session.discard()
+            raise reader.refused(
+                [(reader.row_dict(row), reader.columns.names[0], f"refused by the session: {exc}")]
+            ) from exc
+        latest = t if t is not None and (latest is None or t > latest) else latest
+    try:
+        session.flush()  # atomic: a refusal leaves nothing of it applied
+    except SessionInputError as exc:
+        session.discard()
+        raise reader.refused(
+            [({"record": exc.value}, reader.columns.names[0], f"refused by the session: {exc}")]
+        ) from exc
+    return latest
+
+
+def _apply_streamed(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    rows: "DataFrame",
+    now: int,
+    batch_rows: int,
+    persist: bool,
+    max_errors: int,
+) -> Tuple[int, Optional[int]]:
+    """Check the rows in Spark, then stream them (retracting them again on a failure)."""
+    if persist:
+        rows = rows.persist()
+    try:
+        bad = reader.bad_rows(rows, now, max_errors)
+        if bad:
+            raise reader.refused(bad)
+        progress = _Progress()
+        try:
+            _stream(session, input, reader, rows, batch_rows, None, progress)
+        except BaseException as exc:
+            _roll_back(session, input, reader, rows, batch_rows, progress, exc)
+            if isinstance(exc, BadRow):
+                raise reader.refused(
+                    [exc.bad],
+                    f"The whole DataFrame was refused: the "
+                    f"{progress.sent} rows sent before it were "
+                    f"retracted.",
+                ) from exc
+            raise
+    finally:
+        if persist:
+            rows.unpersist()
+    return progress.sent, progress.latest
+
+
+def _roll_back(
+    session: DataflowSession,
+    input: str,
+    reader: RowReader,
+    rows: "DataFrame",
+    batch_rows: int,
+    progress: _Progress,
+    cause: BaseException,
+) -> None:
+    """Retract the ``progress.sent`` rows already applied (same records, same times, negated
+    diffs), so that nothing of the DataFrame remains. Impossible once a worker failed."""
+    session.discard()
+    if not progress.sent:
+        return
+    if isinstance(cause, WorkerError):
+        log.error(
+            "apply_changes: input %r: a worker failed after %d rows; the session cannot go on",
+            input,
+            progress.sent,
+        )
+        return
+    undo = _Progress()
+    try:
+        _stream(session, input, reader, rows, batch_rows, None, undo, sign=-1, limit=progress.sent)
+    except Exception as exc:
+        session.discard()
+        raise SparkConnectorError(
+            f"apply_changes: input {input!r}: {progress.sent} rows were applied before "
+            f"{type(cause).__name__}: {cause}; retracting them failed after {undo.sent} rows "
+            f"({type(exc).__name__}: {exc}): the input holds part of the DataFrame"
+        ) from exc
+    log.warning(
+        "apply_changes: input %r: retracted the %d rows sent before %s",
+        input,
+        undo.sent,
+        type(cause).__name__,
+    )
