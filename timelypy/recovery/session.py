@@ -17,13 +17,15 @@ manifest that makes the checkpoint visible.
 
 from __future__ import annotations
 
+import logging
 import time as _time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
 
 from .manifest import fingerprint_difference
 
 if TYPE_CHECKING:
+    from ..errors import CheckpointError
     from ..workers.worker import Worker
     from .store import CheckpointStore, Manifest
 
@@ -35,8 +37,11 @@ __all__ = [
     "write_worker_part",
     "worker_fingerprint",
     "restore_worker_from",
+    "restore_candidates",
     "fingerprint_difference",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -166,11 +171,36 @@ def worker_fingerprint(worker: "Worker") -> Dict[str, str]:
     return program_fingerprint(worker)
 
 
-def restore_worker_from(worker: "Worker", checkpoints: Checkpoints, manifest: "Manifest") -> None:
+def restore_candidates(checkpoints: Checkpoints) -> Iterator["Manifest"]:
+    """The published checkpoints of ``checkpoints``' location, newest first, whose manifest
+    reads and verifies; one that does not is skipped with a warning naming the file and why
+    (its chunks are verified when the workers read them: :func:`restore_worker_from`)."""
+    from ..errors import CheckpointError
+
+    store = open_store(checkpoints)
+    for checkpoint_id in store.checkpoints():
+        try:
+            manifest = store.manifest(checkpoint_id)
+        except CheckpointError as exc:
+            log.warning("checkpoint store %s: skipping %s: %s", checkpoints.location, exc.path, exc)
+            continue
+        yield manifest
+
+
+def restore_worker_from(
+    worker: "Worker", checkpoints: Checkpoints, manifest: "Manifest"
+) -> "Optional[CheckpointError]":
     """Read every part of the checkpoint ``manifest`` from the store (each file verified) and
     restore this worker's operators from the pieces it owns; its inputs end at the
-    checkpoint's time."""
+    checkpoint's time. Returns None once restored, or the
+    :class:`~timelypy.errors.CheckpointError` naming the file that cannot be read: then
+    nothing is restored, and the driver may try an older checkpoint."""
+    from ..errors import CheckpointError
     from .snapshot import restore_worker
 
-    states = open_store(checkpoints).read_states(manifest)
+    try:
+        states = open_store(checkpoints).read_states(manifest)
+    except CheckpointError as exc:
+        return exc
     restore_worker(worker, states, manifest.time)
+    return None

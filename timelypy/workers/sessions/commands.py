@@ -78,7 +78,8 @@ FINGERPRINT = "fingerprint"
 """``(FINGERPRINT,)``: the program's shape, ``{operator id: description}``."""
 RESTORE = "restore"
 """``(RESTORE, checkpoints, manifest)``: read the checkpoint from the store and restore this
-worker's operators (before any update); the inputs end at the checkpoint's time."""
+worker's operators (before any update); the inputs end at the checkpoint's time. The reply is
+None, or the ``CheckpointError`` of a file that cannot be read (then nothing is restored)."""
 MARK_RESTORED = "mark_restored"
 """``(MARK_RESTORED,)``: after a restore, once closed at its time: keep what every capture holds
 (the restored state) apart from the changes that follow."""
