@@ -259,6 +259,14 @@ KILL_RUNS = [
         "processes", 2, "processes", 3, marks=pytest.mark.processes, id="processes-2-then-3"
     ),
     pytest.param("ray", 2, "ray", 3, marks=pytest.mark.ray, id="ray-2-then-ray-3"),
+    pytest.param(
+        "ray",
+        2,
+        "processes",
+        2,
+        marks=[pytest.mark.ray, pytest.mark.processes],
+        id="ray-2-then-processes-2",
+    ),
 ]
 
 
