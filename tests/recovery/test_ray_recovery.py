@@ -21,7 +21,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from recovery.test_session_checkpoint import checkpoint_then_restore, reference  # noqa: F401 - a fixture
+from recovery.test_session_checkpoint import (  # noqa: F401 - reference is a fixture
+    checkpoint_then_restore,
+    dataflow,
+    feed,
+    reference,
+)
 from support.paths import ROOT
 from support.ray_cluster import (
     RAY_AUTH_VARIABLES,
@@ -29,6 +34,8 @@ from support.ray_cluster import (
     ray_token_environment,
     stop_processes_under,
 )
+
+import timelypy as tp
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
@@ -152,3 +159,16 @@ def test_checkpoint_and_restore_with_actors_on_two_nodes(tmp_path):
     assert len(set(report["second"])) == 2, f"both actors on one node: {report['second']}"
     assert report["equal"], "the restored run differs from the uninterrupted one"
     assert not leftover, f"processes of the test cluster outlived it: {leftover}"
+
+
+def test_a_relative_location_means_the_drivers_directory(tmp_path, monkeypatch, reference):  # noqa: F811
+    """Ray actors run in directories of Ray's: a relative location is the driver's, taken when
+    the ``Checkpoints`` are made, on every actor."""
+    monkeypatch.chdir(tmp_path)
+    every = tp.Checkpoints("checkpoints")
+    assert every.location == str(tmp_path / "checkpoints")
+    checkpoint_then_restore(every.location, reference, {"workers": 2, **RAY}, {"workers": 1})
+    with tp.open_session(dataflow, workers=2, checkpoint=tp.Checkpoints("relative"), **RAY) as s:
+        feed(s, 0, 2)
+        s.checkpoint()
+    assert (tmp_path / "relative" / "manifests").is_dir()

@@ -18,6 +18,7 @@ manifest that makes the checkpoint visible.
 from __future__ import annotations
 
 import logging
+import os
 import time as _time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
@@ -48,7 +49,9 @@ log = logging.getLogger(__name__)
 class Checkpoints:
     """Where a session's checkpoints live and when they are taken.
 
-    ``location``: a local directory, or a URL of any file system fsspec or ``pyarrow.fs`` knows
+    ``location``: a local directory (a relative path is made absolute here, in the process
+    that makes the ``Checkpoints``: workers elsewhere, such as Ray actors, run in other
+    directories), or a URL of any file system fsspec or ``pyarrow.fs`` knows
     (``s3://bucket/job``, ``gs://...``, ``hdfs://...``); every worker writes its part there
     directly. ``every_seconds``: take one at the first ``advance_to`` at least this many seconds
     after the previous one (or after the start). ``every_times``: take one at every
@@ -83,6 +86,10 @@ class Checkpoints:
             )
         if not isinstance(self.keep, int) or self.keep < 1:
             raise ValueError(f"Checkpoints: keep must be an int >= 1, got {self.keep!r}")
+        if "://" not in self.location and not os.path.isabs(self.location):
+            # the workers resolve the path in their own directories (a Ray actor's is Ray's):
+            # a relative path means the one of the process that makes the Checkpoints
+            object.__setattr__(self, "location", os.path.abspath(self.location))
 
     def __repr__(self) -> str:  # the signing key stays out of logs and tracebacks
         return (
