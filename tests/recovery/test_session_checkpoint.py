@@ -177,6 +177,14 @@ def test_checkpoints_are_refused_when_the_time_is_not_closed(tmp_path):
         assert s.checkpoint().time == 6
 
 
+def test_a_memory_location_is_refused_for_workers_of_other_processes():
+    for backend in ("processes", "ray"):
+        with pytest.raises(ValueError, match=f"'memory://job'.*the '{backend}' backend"):
+            tp.open_session(dataflow, backend=backend, checkpoint=tp.Checkpoints("memory://job"))
+        with pytest.raises(ValueError, match="cannot reach"):
+            tp.open_session(dataflow, backend=backend, restore="memory://job")
+
+
 def test_checkpoints_settings_are_checked():
     with pytest.raises(ValueError, match="every_times must be an int >= 1"):
         tp.Checkpoints("/tmp/x", every_times=0)

@@ -255,7 +255,15 @@ def open_session(
     checkpoint's time (:attr:`DataflowSession.restored_at`). See ``docs/recovery.md``.
     """
     workers, backend, options = resolve_run(workers, backend, options)
-    get_backend(backend)  # fail early and clearly on an unknown name
+    runner = get_backend(backend)  # fail early and clearly on an unknown name
+    for where in (checkpoint, restore):
+        location = where.location if isinstance(where, Checkpoints) else where
+        if runner.local_workers is None and str(location).startswith("memory://"):
+            raise ValueError(
+                f"open_session: checkpoint location {location!r} is a memory file system of "
+                f"this process, which the workers of the {backend!r} backend (other processes) "
+                f"cannot reach: use a directory or an object store URL"
+            )
     return DataflowSession(
         dataflow,
         workers,
