@@ -13,6 +13,7 @@ Run it::
 
     python examples/recovery.py                     # 2 workers, then 3, on inline
     python examples/recovery.py processes 2 1       # on worker processes, 2 then 1
+    python examples/recovery.py ray 2 3             # on Ray actors (a local Ray, started)
 """
 
 from __future__ import annotations

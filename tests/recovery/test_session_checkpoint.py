@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -175,6 +177,14 @@ def test_checkpoints_are_refused_when_the_time_is_not_closed(tmp_path):
         assert s.checkpoint().time == 6
 
 
+def test_a_memory_location_is_refused_for_workers_of_other_processes():
+    for backend in ("processes", "ray"):
+        with pytest.raises(ValueError, match=f"'memory://job'.*the '{backend}' backend"):
+            tp.open_session(dataflow, backend=backend, checkpoint=tp.Checkpoints("memory://job"))
+        with pytest.raises(ValueError, match="cannot reach"):
+            tp.open_session(dataflow, backend=backend, restore="memory://job")
+
+
 def test_checkpoints_settings_are_checked():
     with pytest.raises(ValueError, match="every_times must be an int >= 1"):
         tp.Checkpoints("/tmp/x", every_times=0)
@@ -208,7 +218,7 @@ def test_restore_errors_name_the_location_and_the_differences(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
-# a driver killed at a random moment, restored by another
+# a driver killed at a random moment, restored by another: inline, processes and ray
 
 DRIVER = r"""
 import json, sys
@@ -219,9 +229,11 @@ from test_session_checkpoint import dataflow, updates_at, answers, contents, TIM
 
 
 def main():
-    location, mode, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    location, mode, backend, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     every = tp.Checkpoints(location, every_times=2)
-    options = dict(workers=workers, backend="processes", timeout=120)
+    options = dict(workers=workers, backend=backend, timeout=120)
+    if backend == "ray":
+        options["num_cpus_per_worker"] = 0.25
     if mode == "first":
         s = tp.open_session(dataflow, checkpoint=every, **options)
         start = 0
@@ -229,6 +241,7 @@ def main():
         s = tp.open_session(dataflow, restore=every, **options)
         start = s.time
         state = s.restored("degrees")
+    print("opened", start, flush=True)
     for t in range(start, TIMES):
         for edge, diff in updates_at(t):
             s.update("edges", edge, diff)
@@ -248,45 +261,207 @@ if __name__ == "__main__":  # worker processes import this script
     main()
 """
 
+KILL_RUNS = [
+    pytest.param("inline", 1, "inline", 2, id="inline-1-then-inline-2"),
+    pytest.param(
+        "processes", 2, "processes", 3, marks=pytest.mark.processes, id="processes-2-then-3"
+    ),
+    pytest.param("ray", 2, "ray", 3, marks=pytest.mark.ray, id="ray-2-then-ray-3"),
+    pytest.param(
+        "ray",
+        2,
+        "processes",
+        2,
+        marks=[pytest.mark.ray, pytest.mark.processes],
+        id="ray-2-then-processes-2",
+    ),
+]
 
-@pytest.mark.processes
-@pytest.mark.timeout(300)
-def test_a_killed_driver_is_restored_from_its_last_checkpoint(tmp_path, reference):
+
+def read_until(proc: subprocess.Popen, done: Any, limit: float) -> List[str]:
+    """The lines ``proc`` prints until ``done(line)``; fails after ``limit`` seconds or if it
+    ends first (with what it printed)."""
+    assert proc.stdout is not None
+    lines: List[str] = []
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if not ready:
+            continue
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if done(line):
+            return lines
+    proc.kill()
+    pytest.fail(f"the driver ended or stalled before the moment to kill it: {lines[-20:]}")
+
+
+def driver_environment(tmp_path: Path, here: str, backend: str, token: str) -> Dict[str, str]:
+    """The drivers' environment: this checkout and the test module importable; on Ray, a Ray
+    of its own that timelypy starts (no address to connect to, token authentication with this
+    run's token, its files under ``tmp_path``'s base dir)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), here, *sys.path])}
+    if backend == "ray":
+        from support.ray_cluster import RAY_AUTH_VARIABLES, ray_token_environment
+
+        for name in (*RAY_AUTH_VARIABLES, "RAY_ADDRESS", "TIMELYPY_RAY_ADDRESS"):
+            env.pop(name, None)
+        env.update(ray_token_environment(token))
+    return env
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("backend,workers,then_backend,then_workers", KILL_RUNS)
+def test_a_killed_driver_is_restored_from_its_last_checkpoint(
+    tmp_path, reference, request, backend, workers, then_backend, then_workers
+):
+    """A driver with checkpoints every 2 times is SIGKILLed at a random moment after its first
+    one; a second driver restores the last (onto another number of workers), feeds the rest,
+    and its contents and lookups equal the uninterrupted run's. On Ray the killed driver's Ray
+    (started by timelypy in it) is gone within seconds: its watchdog stops what is left."""
+    rays = any(b == "ray" for b in (backend, then_backend))
+    token = request.getfixturevalue("ray_test_token") if rays else ""
     script = tmp_path / "driver.py"
     here = str(Path(__file__).parent)
     script.write_text(DRIVER.format(here=here))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), here, *sys.path])}
     location = str(tmp_path / "checkpoints")
-    first = subprocess.Popen(
-        [sys.executable, str(script), location, "first", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    # kill it at a random moment after its first automatic checkpoint (time 2)
-    kill_after = random.Random().randrange(3, TIMES)
-    assert first.stdout is not None
-    for line in first.stdout:
-        if line.startswith("advanced") and int(line.split()[1]) >= kill_after:
-            break
+    bases: List[str] = []
+
+    def start(mode: str, run_backend: str, run_workers: int) -> subprocess.Popen:
+        env = driver_environment(tmp_path, here, run_backend, token)
+        if run_backend == "ray":
+            from support.ray_cluster import new_ray_base_dir
+
+            bases.append(new_ray_base_dir())
+            env["RAY_TMPDIR"] = bases[-1]
+        errors = open(tmp_path / f"{mode}.err", "w")  # a file: a full pipe would block it
+        return subprocess.Popen(
+            [sys.executable, "-u", str(script), location, mode, run_backend, str(run_workers)],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+
+    def tail(mode: str) -> str:
+        return (tmp_path / f"{mode}.err").read_text(errors="replace")[-3000:]
+
+    rng = random.Random()
+    kill_after = rng.randrange(3, TIMES)
     try:
-        os.killpg(first.pid, signal.SIGKILL)  # the driver and its workers, as a lost machine
-    except ProcessLookupError:
-        pass
-    first.wait(30)
-    second = subprocess.run(
-        [sys.executable, str(script), location, "restore", "3"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-    )
-    assert second.returncode == 0, second.stderr[-3000:]
-    line = [x for x in second.stdout.splitlines() if x.startswith("RESULT ")][-1]
+        first = start("first", backend, workers)
+        read_until(
+            first, lambda x: x.startswith("advanced") and int(x.split()[1]) >= kill_after, 300
+        )
+        time.sleep(rng.uniform(0, 0.2))  # at a random moment: between advances, or in one
+        if backend == "ray":
+            os.kill(first.pid, signal.SIGKILL)  # the driver alone: its Ray must follow it
+        else:
+            os.killpg(first.pid, signal.SIGKILL)  # the driver and its workers: a lost machine
+        first.wait(30)
+        if backend == "ray":
+            assert_ray_gone(bases[-1])
+        second = start("restore", then_backend, then_workers)
+        try:
+            out, _ = second.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            second.kill()
+            second.communicate(timeout=30)
+            pytest.fail(f"the restoring driver did not finish within 300 s: {tail('restore')}")
+    finally:
+        for base in bases:
+            _stop_and_remove(base)
+    assert second.returncode == 0, tail("restore")
+    line = [x for x in out.splitlines() if x.startswith("RESULT ")][-1]
     result = json.loads(line[len("RESULT ") :])
     degrees, two_hops = reference
     assert result["start"] % 2 == 0 and result["start"] >= 2
     assert {tuple(k) if isinstance(k, list) else k: v for k, v in result["degrees"]} == degrees
     assert {n: dict(v) for n, v in result["two_hops"]} == {n: dict(v) for n, v in two_hops.items()}
+
+
+def assert_ray_gone(base: str, limit: float = 20.0) -> None:
+    """No process of the Ray under ``base`` is left within ``limit`` seconds."""
+    from support.ray_cluster import processes_under
+
+    deadline = time.monotonic() + limit
+    left = processes_under(base)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = processes_under(base)
+    names = []
+    for proc in left:
+        try:
+            names.append((proc.pid, proc.name()))
+        except Exception:  # noqa: BLE001 - gone meanwhile
+            pass
+    assert not names, f"the killed driver's Ray is still running after {limit} s: {names}"
+
+
+def _stop_and_remove(base: str) -> None:
+    from support.ray_cluster import stop_processes_under
+
+    stop_processes_under(base, grace=1)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------
+# a damaged checkpoint: refused naming the file, the one before restored
+
+
+def _damage(location: Path, checkpoint_id: str) -> str:
+    """Flip the last byte of worker 0's part index of ``checkpoint_id`` (a file only that
+    checkpoint has, of the same size: found only when a worker reads it); returns its path."""
+    from timelypy.recovery import CheckpointStore
+
+    manifest = CheckpointStore(str(location)).manifest(checkpoint_id)
+    name = manifest.parts[0]["index"]
+    path = location / "chunks" / name[:2] / f"{name}.chunk"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    return f"chunks/{name[:2]}/{name}.chunk"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_damaged_checkpoint_is_refused_and_the_one_before_restored(
+    tmp_path, reference, caplog, workers
+):
+    with tp.open_session(dataflow, workers=2, checkpoint=tp.Checkpoints(str(tmp_path))) as s:
+        feed(s, 0, 4)
+        s.checkpoint()
+        feed(s, 4, 6)
+        newest = s.checkpoint()
+    damaged = _damage(tmp_path, newest.checkpoint_id)
+    with caplog.at_level("WARNING", logger="timelypy.workers.sessions"):
+        with tp.open_session(dataflow, workers=workers, restore=str(tmp_path)) as s:
+            assert s.time == 4 and s.last_checkpoint.checkpoint_id != newest.checkpoint_id
+            state = s.restored("degrees")
+            feed(s, 4, TIMES)
+            degrees, two_hops = reference
+            assert contents(state + s.changes("degrees")) == degrees
+            assert answers(s) == two_hops
+    assert f"skipping checkpoint {newest.checkpoint_id}" in caplog.text
+    assert damaged in caplog.text and "corrupt" in caplog.text
+
+
+@pytest.mark.timeout(120)
+def test_with_every_checkpoint_damaged_the_error_names_the_location_and_the_files(tmp_path):
+    from timelypy import errors
+
+    ids = []
+    with tp.open_session(dataflow, checkpoint=tp.Checkpoints(str(tmp_path))) as s:
+        for end in (2, 4):
+            feed(s, end - 2, end)
+            ids.append(s.checkpoint().checkpoint_id)
+    damaged = [_damage(tmp_path, cid) for cid in ids]
+    with pytest.raises(errors.CheckpointError) as caught:
+        tp.open_session(dataflow, workers=2, restore=str(tmp_path))
+    message = str(caught.value)
+    assert f"no valid checkpoint to restore at {str(tmp_path)!r}" in message
+    assert all(path in message for path in damaged), message
+    assert caught.value.path == damaged[-1] and "corrupt" in caught.value.reason

@@ -35,3 +35,10 @@ def test_the_recovery_example_on_worker_processes():
     lines = load().main("processes", 2, 1)
     assert lines[1] == "restored on 1 worker(s) at time 6"
     assert lines[2] == EXPECTED[2]
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_the_recovery_example_on_ray(ray_session):
+    lines = load().main("ray", 2, 3)
+    assert lines == EXPECTED

@@ -3,7 +3,7 @@
 Vocabulary (timely dataflow's progress tracking, as on the timely wiki): a *location* is an
 operator port. A *source* is an operator output, a *target* an operator input. Node 0 is the
 scope's boundary seen from inside: ``Source(0, i)`` is scope input ``i`` and ``Target(0, j)`` is
-scope output ``j``.
+scope output ``j`` (:mod:`.location`; its names are found here too).
 
 :class:`ReachabilityBuilder` collects each operator's internal summaries and the edges, rejects
 cycles along which time does not strictly advance, and computes, for every location, the
@@ -16,15 +16,15 @@ every target: the frontier of times that may still arrive there.
 
 from __future__ import annotations
 
-import struct
 from collections import deque
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ..errors import CycleError
 from ..order import PathSummary
 from .change_batch import ChangeBatch
 from .frontier import MutableAntichain
 from .kernel import update
+from .location import Location, Source, Target
 
 __all__ = [
     "Location",
@@ -33,41 +33,6 @@ __all__ = [
     "ReachabilityBuilder",
     "ReachabilityTracker",
 ]
-
-
-class Location(NamedTuple):
-    """A port: ``node`` index in its scope, ``port`` index, and whether it is a source."""
-
-    node: int
-    port: int
-    is_source: bool
-
-    def __repr__(self) -> str:
-        kind = "Source" if self.is_source else "Target"
-        return f"{kind}({self.node}, {self.port})"
-
-    def to_bytes(self) -> bytes:
-        """17 bytes (``<qq?``), for a transport (:meth:`from_bytes` reverses it); struct.error
-        for a node or port outside int64."""
-        return _LOCATION.pack(*self)
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "Location":
-        """The location :meth:`to_bytes` encoded."""
-        return cls(*_LOCATION.unpack(data))
-
-
-_LOCATION = struct.Struct("<qq?")
-
-
-def Source(node: int, port: int) -> Location:
-    """An operator output (or scope input ``port`` when ``node == 0``)."""
-    return Location(node, port, True)
-
-
-def Target(node: int, port: int) -> Location:
-    """An operator input (or scope output ``port`` when ``node == 0``)."""
-    return Location(node, port, False)
 
 
 def insert_summary(antichain: List[PathSummary], summary: PathSummary) -> bool:

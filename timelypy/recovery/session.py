@@ -17,13 +17,16 @@ manifest that makes the checkpoint visible.
 
 from __future__ import annotations
 
+import logging
+import os
 import time as _time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
 
 from .manifest import fingerprint_difference
 
 if TYPE_CHECKING:
+    from ..errors import CheckpointError
     from ..workers.worker import Worker
     from .store import CheckpointStore, Manifest
 
@@ -35,15 +38,20 @@ __all__ = [
     "write_worker_part",
     "worker_fingerprint",
     "restore_worker_from",
+    "restore_candidates",
     "fingerprint_difference",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Checkpoints:
     """Where a session's checkpoints live and when they are taken.
 
-    ``location``: a local directory, or a URL of any file system fsspec or ``pyarrow.fs`` knows
+    ``location``: a local directory (a relative path is made absolute here, in the process
+    that makes the ``Checkpoints``: workers elsewhere, such as Ray actors, run in other
+    directories), or a URL of any file system fsspec or ``pyarrow.fs`` knows
     (``s3://bucket/job``, ``gs://...``, ``hdfs://...``); every worker writes its part there
     directly. ``every_seconds``: take one at the first ``advance_to`` at least this many seconds
     after the previous one (or after the start). ``every_times``: take one at every
@@ -78,6 +86,10 @@ class Checkpoints:
             )
         if not isinstance(self.keep, int) or self.keep < 1:
             raise ValueError(f"Checkpoints: keep must be an int >= 1, got {self.keep!r}")
+        if "://" not in self.location and not os.path.isabs(self.location):
+            # the workers resolve the path in their own directories (a Ray actor's is Ray's):
+            # a relative path means the one of the process that makes the Checkpoints
+            object.__setattr__(self, "location", os.path.abspath(self.location))
 
     def __repr__(self) -> str:  # the signing key stays out of logs and tracebacks
         return (
@@ -166,11 +178,36 @@ def worker_fingerprint(worker: "Worker") -> Dict[str, str]:
     return program_fingerprint(worker)
 
 
-def restore_worker_from(worker: "Worker", checkpoints: Checkpoints, manifest: "Manifest") -> None:
+def restore_candidates(checkpoints: Checkpoints) -> Iterator["Manifest"]:
+    """The published checkpoints of ``checkpoints``' location, newest first, whose manifest
+    reads and verifies; one that does not is skipped with a warning naming the file and why
+    (its chunks are verified when the workers read them: :func:`restore_worker_from`)."""
+    from ..errors import CheckpointError
+
+    store = open_store(checkpoints)
+    for checkpoint_id in store.checkpoints():
+        try:
+            manifest = store.manifest(checkpoint_id)
+        except CheckpointError as exc:
+            log.warning("checkpoint store %s: skipping %s: %s", checkpoints.location, exc.path, exc)
+            continue
+        yield manifest
+
+
+def restore_worker_from(
+    worker: "Worker", checkpoints: Checkpoints, manifest: "Manifest"
+) -> "Optional[CheckpointError]":
     """Read every part of the checkpoint ``manifest`` from the store (each file verified) and
     restore this worker's operators from the pieces it owns; its inputs end at the
-    checkpoint's time."""
+    checkpoint's time. Returns None once restored, or the
+    :class:`~timelypy.errors.CheckpointError` naming the file that cannot be read: then
+    nothing is restored, and the driver may try an older checkpoint."""
+    from ..errors import CheckpointError
     from .snapshot import restore_worker
 
-    states = open_store(checkpoints).read_states(manifest)
+    try:
+        states = open_store(checkpoints).read_states(manifest)
+    except CheckpointError as exc:
+        return exc
     restore_worker(worker, states, manifest.time)
+    return None

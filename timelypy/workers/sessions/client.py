@@ -3,7 +3,7 @@
 A session talks to its workers only through a :class:`WorkerClient`. :func:`connect` picks one
 from the backend: an :class:`~.inprocess.InProcessClient` when the backend's workers live in
 this process (the driver steps them itself, as on ``inline``), a :class:`~.remote.RemoteClient`
-otherwise (the workers run the command loop of :mod:`.service` and connect back to the driver).
+otherwise (the workers run the command loop of :mod:`.serving` and connect back to the driver).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ writes its part to the store from its own process (``CHECKPOINT``), and the driv
 manifest (with worker 0's program fingerprint) that makes the checkpoint visible at once.
 :meth:`Durability.restore` reads the newest valid checkpoint's manifest, compares its program
 with the new one (``FINGERPRINT``), lets every worker read the parts and keep what it owns
-(``RESTORE``: any number of workers, so a restore rescales), steps them until closed at the
-checkpoint's time and sets the captures' restored contents apart (``MARK_RESTORED``).
+(``RESTORE``: any number of workers, so a restore rescales; if a file cannot be read, nothing is
+restored and the checkpoint before is tried), steps them until closed at the checkpoint's time
+and sets the captures' restored contents apart (``MARK_RESTORED``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ...recovery.session import (
     CheckpointSchedule,
     fingerprint_difference,
     open_store,
+    restore_candidates,
 )
 from ...recovery.store import Manifest
 from .batch import Batch
@@ -115,24 +117,48 @@ class Durability:
 
     def restore(self, call: Call, source: Union[str, Checkpoints]) -> "Manifest":
         """Restore every worker from the newest valid checkpoint at ``source``; returns its
-        manifest (the session continues at ``manifest.time``)."""
+        manifest (the session continues at ``manifest.time``). A checkpoint with a file the
+        workers cannot read (missing, truncated, corrupt, badly signed) is skipped with a
+        warning naming the file, and the one before it is tried; with none left,
+        :class:`~timelypy.errors.CheckpointError` names the location and every file skipped."""
         from ...errors import CheckpointError, RecoveryError
 
         checkpoints = source if isinstance(source, Checkpoints) else Checkpoints(source)
         started = _time.monotonic()
-        manifest = open_store(checkpoints).latest()
-        if manifest is None:
+        now = call([0], (FINGERPRINT,), None)[0]
+        skipped: List[CheckpointError] = []
+        for manifest in restore_candidates(checkpoints):  # newest first
+            difference = fingerprint_difference(manifest.fingerprint, now)
+            if difference:
+                raise RecoveryError(
+                    f"session: checkpoint {manifest.checkpoint_id} at {checkpoints.location!r} "
+                    f"is of another program; its operators differ:\n  " + "\n  ".join(difference)
+                )
+            replies = call(self.everyone, (RESTORE, checkpoints, manifest), None)
+            failed = {i: r for i, r in enumerate(replies) if r is not None}
+            if not failed:
+                break
+            if len(failed) < self.workers:  # (every worker reads every file: not expected)
+                raise RecoveryError(
+                    f"session: checkpoint {manifest.checkpoint_id} at {checkpoints.location!r}: "
+                    f"workers {sorted(failed)} could not read it ({next(iter(failed.values()))}) "
+                    f"while the others restored it; open the session again"
+                )
+            error = next(iter(failed.values()))
+            log.warning(
+                "session: skipping checkpoint %s at %r: %s; trying the one before",
+                manifest.checkpoint_id,
+                checkpoints.location,
+                error,
+            )
+            skipped.append(error)
+        else:
             raise CheckpointError(
                 f"session: no valid checkpoint to restore at {checkpoints.location!r}"
+                + "".join(f"\n  skipped: {e}" for e in skipped),
+                skipped[0].path if skipped else checkpoints.location,
+                skipped[0].reason if skipped else "no valid checkpoint",
             )
-        now = call([0], (FINGERPRINT,), None)[0]
-        difference = fingerprint_difference(manifest.fingerprint, now)
-        if difference:
-            raise RecoveryError(
-                f"session: checkpoint {manifest.checkpoint_id} at {checkpoints.location!r} is of "
-                f"another program; its operators differ:\n  " + "\n  ".join(difference)
-            )
-        call(self.everyone, (RESTORE, checkpoints, manifest), None)
         self.settle(call, manifest.time, "restore")
         call(self.everyone, (MARK_RESTORED,), None)
         self.restored_at = manifest.time

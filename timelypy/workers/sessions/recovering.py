@@ -43,9 +43,11 @@ class RecoveryCommands:
         """The program's shape on this worker."""
         return worker_fingerprint(self.worker)
 
-    def restore(self, checkpoints: Checkpoints, manifest: Any) -> None:
-        """Restore this worker from the checkpoint ``manifest`` of ``checkpoints``."""
-        restore_worker_from(self.worker, checkpoints, manifest)
+    def restore(self, checkpoints: Checkpoints, manifest: Any) -> Any:
+        """Restore this worker from the checkpoint ``manifest`` of ``checkpoints``; the reply
+        is None, or the :class:`~timelypy.errors.CheckpointError` of a file that cannot be
+        read (nothing restored: the driver may try an older checkpoint)."""
+        return restore_worker_from(self.worker, checkpoints, manifest)
 
     def mark_restored(self) -> None:
         """Keep what every capture holds now (the restored state) apart: ``CHANGES`` returns

@@ -1,7 +1,7 @@
 """The session client for workers elsewhere: commands over authenticated connections, bounded.
 
 A :class:`RemoteClient` runs the backend's job in a daemon thread (every worker runs the command
-loop of :func:`~.service.serve`), waits until every worker connected back to its
+loop of :func:`~.serving.serve`), waits until every worker connected back to its
 :class:`~.rendezvous.DriverListener` and reported its handles, then sends commands and collects
 the replies, every wait bounded. A command that fails on a worker (``FAILED``) raises
 :class:`~timelypy.errors.SessionCommandError` and the session goes on; a worker that fails, dies
@@ -37,8 +37,9 @@ from ...errors import (
 from ..launch.backends import Backend
 from ..worker import Build
 from . import rendezvous
+from .commands import CLOSE, ERROR, FAILED, HELLO, WAIT, Command
 from .handles import Dataflow
-from .service import CLOSE, ERROR, FAILED, HELLO, WAIT, Command, error_parts, serve
+from .serving import error_parts, serve
 
 __all__ = ["RemoteClient", "Request", "STOP_WAIT"]
 

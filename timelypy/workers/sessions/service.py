@@ -1,13 +1,10 @@
 """The worker side of a driver session: the session's commands, run against named handles.
 
 A :class:`HandleService` builds the session's dataflow on one worker and executes the commands
-below against the handles it returned (their kinds are the protocols of :mod:`.handles`). On a
-backend whose workers live in the driver's process the driver calls it directly; elsewhere every
-worker runs :func:`serve` as its ``build``: it connects back to the driver (an authenticated
-handshake, :mod:`.rendezvous`), reports its handles, and a reader thread puts each command into the
-worker's own inbox as a control message
-(:func:`~timelypy.communication.fabric.control_message`), which also wakes a worker idling in
-``fabric.wait()``. The worker's loop takes commands from ``worker.control`` between steps.
+of :mod:`.commands` against the handles it returned (their kinds are the protocols of
+:mod:`.handles`). On a backend whose workers live in the driver's process the driver calls it
+directly; elsewhere every worker runs :func:`~.serving.serve` as its ``build``, which serves
+the driver's commands between steps (see :mod:`.serving`).
 
 Updates arrive in two phases, so that a batch spread over several workers is atomic: ``STAGE``
 checks every update and keeps them (answering with the rejected ones), then ``COMMIT`` applies
@@ -15,29 +12,49 @@ what was staged and flushes the inputs, or ``DISCARD`` drops it. On a remote wor
 thread answers ``STAGE``, ``DISCARD``, ``COMMIT`` and ``ADVANCE`` itself, as soon as the worker
 holds the data, and queues the commit and the advance for the worker to apply, in order,
 between two steps: a driver's ``flush`` and ``advance_to`` do not wait for a step under way
-(at most :data:`MAX_BACKLOG` updates are acknowledged ahead of the worker). A failure to apply
-what was acknowledged fails the worker.
+(at most :data:`~.serving.MAX_BACKLOG` updates are acknowledged ahead of the worker). A failure
+to apply what was acknowledged fails the worker.
 
-Commands are tuples whose first item is one of the constants below; replies to the driver are
-``(reply, worker index, command id, value)`` with ``reply`` one of ``HELLO``, ``OK``, ``FAILED``
-(the command failed; the worker and its dataflow are intact) and ``ERROR`` (the worker failed).
+The command and reply constants are defined in :mod:`.commands` (and found here too).
 """
 
 from __future__ import annotations
 
 import numbers
-import os
-import threading
-import traceback
 from collections import deque
-from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ...communication.fabric import control_message
-from ...errors import StallError, TimelyError, WorkerDiedError
+from ...errors import StallError, TimelyError
 from ...order import less_equal
 from ...stats import StatsSink, export_ray_metrics, in_ray_actor
 from ..worker import Worker
+from .commands import (
+    ADVANCE,
+    CHANGES,
+    CHECKPOINT,
+    CLOSE,
+    CLOSED_AT,
+    COMMIT,
+    DISCARD,
+    ERROR,
+    FAILED,
+    FINGERPRINT,
+    FLUSH,
+    FRONTIER,
+    HELLO,
+    LOOKUP,
+    MARK_RESTORED,
+    OK,
+    RESTORE,
+    RESTORED,
+    STAGE,
+    STATS,
+    UPDATE,
+    WAIT,
+    Command,
+    Rejection,
+    Staged,
+)
 from .handles import (
     Changes,
     Dataflow,
@@ -45,15 +62,12 @@ from .handles import (
     Lookup,
     Probe,
     Retracting,
-    describe_handles,
     find_handle,
 )
 from .recovering import RecoveryCommands
-from .rendezvous import connect_to_driver
 
 __all__ = [
     "HandleService",
-    "serve",
     "UPDATE",
     "STAGE",
     "COMMIT",
@@ -76,76 +90,12 @@ __all__ = [
     "OK",
     "FAILED",
     "ERROR",
-    "MAX_BACKLOG",
     "Command",
     "Staged",
     "Rejection",
     "clean_updates",
     "clean_columns",
-    "error_value",
-    "error_parts",
 ]
-
-Command = Tuple[Any, ...]
-"""``(kind, *arguments)``; ``kind`` is one of the command constants."""
-
-UPDATE = "update"
-"""``(UPDATE, input, [(data, time, diff), ...])``: check, then send updates into one input."""
-STAGE = "stage"
-"""``(STAGE, [(input, [(data, time, diff), ...]), ...])``: check and keep updates; the reply is
-the list of rejected ones, ``[(input, position, reason), ...]`` (empty: all staged)."""
-COMMIT = "commit"
-"""``(COMMIT,)``: apply what was staged, then flush every open input."""
-DISCARD = "discard"
-"""``(DISCARD,)``: drop what was staged."""
-ADVANCE = "advance"
-"""``(ADVANCE, input or None, time)``: advance one input (None: every open input) and flush."""
-FLUSH = "flush"
-"""``(FLUSH,)``: flush every open input."""
-CHANGES = "changes"
-"""``(CHANGES, capture)``: what the capture recorded since the last ``CHANGES``."""
-LOOKUP = "lookup"
-"""``(LOOKUP, arrangement, key)``: ``{value: count}`` of ``key``."""
-FRONTIER = "frontier"
-"""``(FRONTIER, probe)``: the probe's frontier."""
-STATS = "stats"
-"""``(STATS,)``: this worker's operator statistics (:meth:`timelypy.stats.StatsSink.snapshot`);
-fails unless the session collects statistics."""
-WAIT = "wait"
-"""``(WAIT, probe, time)``: answered once the probe has passed every time before ``time``."""
-CLOSE = "close"
-"""``(CLOSE,)``: close the inputs; the worker then runs its dataflows to completion."""
-CLOSED_AT = "closed_at"
-"""``(CLOSED_AT, time)``: answered once no operator can still receive or hold work before
-``time`` (:func:`~timelypy.recovery.snapshot.closed_at`): a checkpoint at ``time`` is exact."""
-CHECKPOINT = "checkpoint"
-"""``(CHECKPOINT, checkpoints, checkpoint_id, time)``: write this worker's part of a checkpoint
-to the store (from this process); the reply is the part's description."""
-FINGERPRINT = "fingerprint"
-"""``(FINGERPRINT,)``: the program's shape, ``{operator id: description}``."""
-RESTORE = "restore"
-"""``(RESTORE, checkpoints, manifest)``: read the checkpoint from the store and restore this
-worker's operators (before any update); the inputs end at the checkpoint's time."""
-MARK_RESTORED = "mark_restored"
-"""``(MARK_RESTORED,)``: after a restore, once closed at its time: keep what every capture holds
-(the restored state) apart from the changes that follow."""
-RESTORED = "restored"
-"""``(RESTORED, capture)``: what the capture held when the session was restored (its state at
-the checkpoint's time), which ``CHANGES`` does not return."""
-
-HELLO = "hello"
-"""Reply kind: the worker built the dataflow and serves commands."""
-OK = "ok"
-"""Reply kind: the command's result."""
-FAILED = "failed"
-"""Reply kind: the command failed, the worker serves on; the value is the traceback text."""
-ERROR = "error"
-"""Reply kind: the worker failed (its dataflow is broken); the value is the traceback text."""
-
-Staged = List[Tuple[str, List[Any], List[Any], List[int]]]
-"""``[(input, records, times, diffs), ...]`` (columns): a worker's part of a session batch."""
-Rejection = Tuple[str, int, str]
-"""``(input, position in that input's updates, reason)``."""
 
 
 class HandleService(RecoveryCommands):
@@ -383,240 +333,3 @@ def rejection(handle: Any, update: Any) -> Optional[str]:
     if behind:
         return f"time {time!r} is before the input's time {now!r}"
     return None
-
-
-# ------------------------------------------------------------------------------------------
-# a worker serving a remote driver
-
-
-MAX_BACKLOG = 1_000_000
-"""Updates a worker may hold acknowledged but not yet applied (its dataflow busy in a step);
-beyond, the acknowledgement of the next ``COMMIT`` waits until the worker caught up: the flow
-control of a driver that loads faster than its workers compute."""
-
-APPLY = "apply"
-"""``(APPLY, staged)``: internal to a worker; apply a committed batch between steps."""
-
-
-class _Link:
-    """The worker's connection to the driver, shared by its two threads (one send at a time)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self._lock = threading.Lock()
-
-    def send(self, message: Any) -> None:
-        """Send ``message``; raises if it cannot be pickled or the driver is gone."""
-        with self._lock:
-            self.conn.send(message)
-
-    def reply(self, message: Any) -> None:
-        """Send ``message``; a driver that went away is not this worker's error."""
-        try:
-            self.send(message)
-        except (OSError, EOFError):
-            pass
-
-
-class _Backlog:
-    """Updates acknowledged to the driver and not yet applied by the worker (see
-    :data:`MAX_BACKLOG`)."""
-
-    def __init__(self) -> None:
-        self.size = 0
-        self.closed = False
-        self._cond = threading.Condition()
-
-    def add(self, n: int) -> None:
-        """``n`` more updates wait for the worker."""
-        with self._cond:
-            self.size += n
-
-    def applied(self, n: int) -> None:
-        """The worker applied ``n`` of them."""
-        with self._cond:
-            self.size -= n
-            self._cond.notify_all()
-
-    def wait_below(self, limit: int) -> None:
-        """Block until at most ``limit`` updates wait (or the worker stops serving)."""
-        with self._cond:
-            while self.size > limit and not self.closed:
-                self._cond.wait(0.1)
-
-    def close(self) -> None:
-        """The worker stopped serving: nobody waits any more."""
-        with self._cond:
-            self.closed = True
-            self._cond.notify_all()
-
-
-def serve(
-    address: Tuple[str, int],
-    authkey: bytes,
-    dataflow: Dataflow,
-    connect_timeout: float = 30.0,
-) -> Callable[[Worker], Any]:
-    """The ``build`` each remote worker runs: serve the driver at ``address`` until CLOSE."""
-
-    def build(worker: Worker) -> Any:
-        conn = connect_to_driver(address, authkey, worker.index, connect_timeout)
-        try:
-            service = HandleService(worker, dataflow)
-            hello = {"pid": os.getpid(), "handles": describe_handles(service.handles)}
-        except BaseException:
-            conn.send((ERROR, worker.index, None, traceback.format_exc()))
-            raise
-        link = _Link(conn)
-        backlog = _Backlog()
-        link.send((HELLO, worker.index, None, hello))
-        threading.Thread(
-            target=_forward_commands,
-            args=(link, service, backlog),
-            name="timelypy-session-commands",
-            daemon=True,
-        ).start()
-        try:
-            _command_loop(link, service, backlog)
-        finally:
-            backlog.close()
-        return None
-
-    return build
-
-
-def _forward_commands(link: _Link, service: HandleService, backlog: _Backlog) -> None:
-    """Take every ``(id, command)`` from the driver: answer the loading commands at once, so
-    that the driver's ``flush`` and ``advance_to`` return once this worker holds the data
-    (bounded by :data:`MAX_BACKLOG`), not once a step under way ends; put the rest (and what is
-    to be applied) into the worker's inbox. A lost connection counts as ``CLOSE``."""
-    worker = service.worker
-    fabric = worker.fabric
-    index = worker.index
-    while True:
-        try:
-            item = link.conn.recv()
-        except (EOFError, OSError):
-            item = (None, (CLOSE,))
-        msg_id, command = item
-        kind = command[0]
-        if kind in (STAGE, DISCARD, COMMIT, ADVANCE):
-            try:
-                if kind == STAGE:  # checks against the inputs' times (read; never ahead)
-                    result: Any = service.stage(command[1])
-                elif kind == DISCARD:
-                    service.discard()
-                    result = None
-                elif kind == COMMIT:
-                    staged, service._staged = service._staged, []
-                    size = sum(len(records) for _, records, _, _, _ in staged)
-                    backlog.wait_below(MAX_BACKLOG)
-                    backlog.add(size)
-                    item = (None, (APPLY, staged, size))
-                    result = None
-                else:  # applied in order between steps; the driver checked the time
-                    if command[1] is not None:
-                        find_handle(service.handles, command[1], Input)  # a bad name fails now
-                    item = (None, command)
-                    result = None
-            except Exception:  # the command failed; the dataflow is intact
-                link.reply((FAILED, index, msg_id, traceback.format_exc()))
-                continue
-            if kind in (COMMIT, ADVANCE):
-                _deliver(worker, fabric, item)
-            link.reply((OK, index, msg_id, result))
-            continue
-        _deliver(worker, fabric, item)
-        if kind == CLOSE:
-            return
-
-
-def _deliver(worker: Worker, fabric: Any, item: Any) -> None:
-    """Put ``item`` into the worker's inbox (which wakes a worker idling in ``fabric.wait``)."""
-    if fabric is None:  # a worker without peers: nothing to wake, append directly
-        worker.control.append(item)
-    else:
-        fabric.send(worker.index, control_message(item))
-
-
-def _command_loop(link: _Link, service: HandleService, backlog: _Backlog) -> None:
-    """Step the worker, running commands between steps, until the driver says CLOSE.
-    Commands the driver was answered already (``APPLY``, ``ADVANCE`` without an id) must not
-    fail: if one does, the worker fails (the driver learns of it at its next call)."""
-    worker = service.worker
-    index = worker.index
-    waiting: Optional[Tuple[Any, Command]] = None  # (id, command) of a pending WAIT/CLOSED_AT
-    while True:
-        while worker.control:
-            msg_id, command = worker.control.pop(0)
-            if command[0] == CLOSE:
-                worker.close_inputs()
-                if msg_id is not None:
-                    link.reply((OK, index, msg_id, None))
-                return
-            if msg_id is None and command[0] in (APPLY, ADVANCE):
-                try:
-                    if command[0] == APPLY:
-                        service.apply(command[1])
-                    else:
-                        service.advance(command[1], command[2])
-                except Exception as exc:
-                    link.reply(
-                        (ERROR, index, None, error_value(index, exc, traceback.format_exc()))
-                    )
-                    raise
-                finally:
-                    if command[0] == APPLY:
-                        backlog.applied(command[2])
-                continue
-            try:
-                if command[0] == WAIT:
-                    service.check_wait(command[1], command[2])  # a bad name fails here too
-                    waiting = (msg_id, command)
-                elif command[0] == CLOSED_AT:
-                    waiting = (msg_id, command)
-                else:
-                    result = service.handle(command)
-            except Exception:  # the command failed; the dataflow is intact
-                # (before OSError: timeouts and stalls are TimeoutErrors, so OSErrors too)
-                link.reply((FAILED, index, msg_id, traceback.format_exc()))
-                continue
-            try:
-                if command[0] not in (WAIT, CLOSED_AT):
-                    link.send((OK, index, msg_id, result))
-            except (OSError, EOFError):
-                return  # the driver is gone: the reader thread queues a CLOSE as well
-            except Exception:  # the command failed; the dataflow is intact
-                link.reply((FAILED, index, msg_id, traceback.format_exc()))
-        if waiting is not None and service.settled(waiting[1]):
-            link.reply((OK, index, waiting[0], None))
-            waiting = None
-            continue
-        try:
-            worker.step()
-        except Exception as exc:
-            link.reply(
-                (
-                    ERROR,
-                    index,
-                    waiting[0] if waiting else None,
-                    error_value(index, exc, traceback.format_exc()),
-                )
-            )
-            raise
-
-
-def error_value(index: int, exc: BaseException, text: str) -> Any:
-    """The value of worker ``index``'s ``ERROR`` reply for ``exc``: its traceback ``text``, or
-    ``(text, peer)`` when ``exc`` only says that *another* worker, ``peer``, died (a secondary
-    report: the driver then waits a moment for the root cause; see :func:`error_parts`)."""
-    if isinstance(exc, WorkerDiedError) and exc.worker is not None and exc.worker != index:
-        return (text, exc.worker)
-    return text
-
-
-def error_parts(value: Any) -> Tuple[str, Optional[int]]:
-    """``(traceback text, dead peer or None)`` of an ``ERROR`` reply's value."""
-    if isinstance(value, tuple) and len(value) == 2:
-        return str(value[0]), value[1]
-    return str(value), None

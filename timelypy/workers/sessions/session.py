@@ -20,7 +20,7 @@ sessions or timely input handles), probes, captures and arrangements (the kinds 
 Updates are routed to a worker by the hash of the record (downstream operators exchange by key
 anyway); ``advance_to`` and ``wait`` go to every worker. ``flush`` and ``advance_to`` return once
 the workers hold the data (a worker busy computing takes it in between two steps; at most
-:data:`~.service.MAX_BACKLOG` updates may wait so); ``wait`` is where the computation is awaited,
+:data:`~.serving.MAX_BACKLOG` updates may wait so); ``wait`` is where the computation is awaited,
 and every wait honours its timeout, also while operators work. A wait for the time at which
 updates were just made (``insert`` then ``wait`` without ``advance_to``) returns without them: it
 warns with :class:`~timelypy.errors.PendingTimeWarning`.
@@ -39,7 +39,7 @@ is named by :class:`~timelypy.errors.WorkerDiedError`, not by its peers' reports
 The session reaches its workers through a client: an :class:`InProcessClient` when the
 backend's workers live in this process (the driver steps them itself, as on ``inline``; see
 :mod:`.inprocess`), a :class:`RemoteClient` otherwise (each worker runs
-the command loop of :mod:`.service` and connects back to the driver over an authenticated
+the command loop of :mod:`.serving` and connects back to the driver over an authenticated
 connection with a per-session key, as on ``processes`` and ``ray``; see :mod:`.remote`).
 A session that is not closed is aborted when it is garbage-collected or the interpreter exits.
 """
@@ -48,44 +48,22 @@ from __future__ import annotations
 
 import logging
 import time as _time
-import warnings
 import weakref
-from typing import Any, Dict, List, Literal, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Set, Union
 
-from ...errors import (
-    InputClosedError,
-    PendingTimeWarning,
-    SessionCommandError,
-    SessionInputError,
-    TimelyError,
-    short_repr,
-)
-from ...order import less_equal
+from ...errors import InputClosedError, SessionInputError, TimelyError
 from ...recovery.session import Checkpoints
-from ...stats import Statistics
-from ..display import begin_wait, end_wait
 from ..launch.backends import get_backend
 from ..launch.defaults import resolve_run
-from ..worker import pending_time_message
-from .batch import Batch, check_time, check_update, check_updates, rejected_error, route
+from .batch import Batch
 from .client import Dataflow, WithStatistics, WorkerClient, abandoned, connect
+from .commands import Command
 from .durable import CheckpointingSession, Durability
-from .handles import Changes, HandleDirectory, Input, Lookup, Probe
+from .handles import HandleDirectory
 from .inprocess import InProcessClient
+from .inputs import SessionInputs
+from .reads import SessionReads
 from .remote import RemoteClient
-from .service import (
-    ADVANCE,
-    CHANGES,
-    COMMIT,
-    DISCARD,
-    FLUSH,
-    FRONTIER,
-    LOOKUP,
-    STAGE,
-    STATS,
-    WAIT,
-    Command,
-)
 
 __all__ = ["open_session", "DataflowSession", "WorkerClient", "InProcessClient", "RemoteClient"]
 
@@ -93,8 +71,12 @@ log = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------- the session
-class DataflowSession(CheckpointingSession):
-    """A running dataflow, driven from the caller's process. See :func:`open_session`."""
+class DataflowSession(CheckpointingSession, SessionInputs, SessionReads):
+    """A running dataflow, driven from the caller's process. See :func:`open_session`.
+
+    Its methods come in parts: the inputs (:mod:`.inputs`), the reads and waits
+    (:mod:`.reads`) and the checkpoints (:mod:`.durable`).
+    """
 
     def __init__(
         self,
@@ -185,325 +167,6 @@ class DataflowSession(CheckpointingSession):
         """The names of the handles the dataflow returned."""
         return sorted(self._handles.report)
 
-    def update(self, input: str, data: Any, diff: int = 1, time: Any = None) -> None:
-        """Change ``data`` by ``diff`` in the named input, at ``time`` (default: the input's
-        time). Checked now: :class:`~timelypy.errors.SessionInputError` (or
-        :class:`~timelypy.errors.UnknownHandleError`) and nothing buffered if it is wrong."""
-        self._check_usable()
-        self._handles.require(input, Input)
-        now = self._input_times[input]
-        self._batch.add(
-            check_update(
-                input,
-                data,
-                diff,
-                now if time is None else time,
-                now,
-                self.workers,
-                self._handles.retracts(input),
-            )
-        )
-        if time is None or time == now:
-            self._fresh_buffered.add(input)
-        else:
-            self._ahead.add(time)
-
-    def update_many(
-        self, input: str, records: Sequence[Any], diffs: Any = 1, times: Any = None
-    ) -> None:
-        """Change every one of ``records`` in the named input: by ``diffs`` (one int for all,
-        or one per record) at ``times`` (None: the input's time; one time for all, or one per
-        record). The bulk form of :meth:`update`, for loads: all are checked first, and if one
-        is wrong :class:`~timelypy.errors.SessionInputError` names it and none is buffered.
-
-        >>> import timelypy as tp
-        >>> def dataflow(scope):
-        ...     numbers_in, numbers = scope.new_collection()
-        ...     return {"numbers": numbers_in, "probe": numbers.probe(), "out": numbers.capture()}
-        >>> with tp.open_session(dataflow) as s:
-        ...     s.update_many("numbers", [1, 2, 3], diffs=[1, 1, 2])
-        ...     s.advance_to(1); s.wait("probe")
-        ...     sorted(s.changes("out"))
-        [(1, 0, 1), (2, 0, 1), (3, 0, 2)]
-        """
-        self._check_usable()
-        self._handles.require(input, Input)
-        now = self._input_times[input]
-        self._batch.extend_columns(
-            check_updates(
-                input, records, diffs, times, now, self.workers, self._handles.retracts(input)
-            )
-        )
-        if len(records) and _includes(times, now):
-            self._fresh_buffered.add(input)
-        if len(records) and times is not None and self._durable.checkpoints is not None:
-            self._ahead |= _times_after(times, now)
-
-    def insert(self, input: str, data: Any) -> None:
-        """Add one copy of ``data`` to the named input at the input's current time.
-
-        Buffered in the driver until the next :meth:`flush` (or :meth:`advance_to`); checked
-        now (see :meth:`update`).
-
-        >>> import timelypy as tp
-        >>> def dataflow(scope):
-        ...     words_in, words = scope.new_collection()
-        ...     return {"words": words_in, "probe": words.probe(), "out": words.capture()}
-        >>> with tp.open_session(dataflow) as s:
-        ...     s.insert("words", "hello")
-        ...     s.advance_to(1); s.wait("probe")
-        ...     s.changes("out")
-        [('hello', 0, 1)]
-        """
-        self.update(input, data, 1)
-
-    def remove(self, input: str, data: Any) -> None:
-        """Remove one copy of ``data`` from the named input at the input's current time (a
-        differential input; a timely input takes no retractions).
-
-        >>> import timelypy as tp
-        >>> def dataflow(scope):
-        ...     words_in, words = scope.new_collection()
-        ...     return {"words": words_in, "probe": words.probe(), "out": words.capture()}
-        >>> with tp.open_session(dataflow) as s:
-        ...     s.insert("words", "hello"); s.advance_to(1)
-        ...     s.remove("words", "hello"); s.advance_to(2); s.wait("probe")
-        ...     sorted(s.changes("out"))
-        [('hello', 0, 1), ('hello', 1, -1)]
-        """
-        self.update(input, data, -1)
-
-    def update_at(self, input: str, data: Any, time: Any, diff: int) -> None:
-        """Change ``data`` by ``diff`` at ``time``, which must be at or after the input's time
-        (an update "in the future": it takes effect once the inputs advance past ``time``).
-
-        >>> import timelypy as tp
-        >>> def dataflow(scope):
-        ...     nums_in, nums = scope.new_collection()
-        ...     return {"nums": nums_in, "probe": nums.probe(), "out": nums.capture()}
-        >>> with tp.open_session(dataflow) as s:
-        ...     s.update_at("nums", 7, time=3, diff=2)
-        ...     s.advance_to(4); s.wait("probe")
-        ...     s.changes("out")
-        [(7, 3, 2)]
-        """
-        self.update(input, data, diff, time)
-
-    def discard(self) -> List[Tuple[str, Any, Any, int]]:
-        """Drop the updates not sent yet; returns them as ``(input, data, time, diff)``."""
-        self._fresh_buffered.clear()
-        return [(u.input, u.data, u.time, u.diff) for u in self._batch.clear()]
-
-    def flush(self) -> None:
-        """Send the buffered updates to the workers that own them, atomically, and flush every
-        input; returns once the workers hold them (see the module docstring). If any update
-        is rejected, nothing is applied: the rejected ones are dropped and named in a
-        :class:`~timelypy.errors.SessionInputError`, the others stay buffered."""
-        self._flush(self.timeout)
-
-    def _flush(self, timeout: float) -> None:
-        self._check_usable()
-        if not self._batch:
-            self._client.request([(i, (FLUSH,)) for i in self._everyone], timeout)
-            return
-        parts = self._batch.parts(self.workers)
-        self._check_sendable(parts)
-        size = len(self._batch)
-        watch = begin_wait(
-            f"session: loading {size:,} updates", lambda: {"input": repr(self._time)}, self.progress
-        )
-        try:
-            self._stage_and_commit(parts, timeout)
-        finally:
-            end_wait(watch)
-        self._sent += size
-        self._fresh_sent |= self._fresh_buffered
-        self._fresh_buffered.clear()
-
-    def _stage_and_commit(self, parts: Any, timeout: float) -> None:
-        stage = [
-            (
-                i,
-                (
-                    STAGE,
-                    [(name, records, times, diffs) for name, records, times, diffs, _ in parts[i]],
-                ),
-            )
-            for i in self._everyone
-        ]
-        try:
-            replies = self._client.request(stage, timeout)
-        except BaseException:
-            self._discard_staged(timeout)
-            raise
-        rejected: List[Tuple[int, str]] = []
-        for i, reply in zip(self._everyone, replies):
-            positions = {name: pos for name, _, _, _, pos in parts[i]}
-            for name, position, reason in reply:
-                chosen = positions.get(name, [])
-                chosen = chosen if position < 0 else chosen[position : position + 1]
-                rejected += [(p, f"on worker {i}: {reason}") for p in chosen]
-        if rejected:
-            self._discard_staged(timeout)
-            self._reject(rejected)
-        self._batch.drop()  # from here on the batch is the workers'
-        try:
-            self._client.request([(i, (COMMIT,)) for i in self._everyone], timeout)
-        except SessionCommandError as exc:
-            self._broken = TimelyError(
-                f"session: a batch was applied in part only, the session cannot go on ({exc})"
-            )
-            raise self._broken from exc
-
-    def _check_sendable(self, parts: Any) -> None:
-        """Reject the records that cannot be sent (pickled, encoded) to and between workers."""
-        rejected: List[Tuple[int, str]] = []
-        for by_input in parts.values():
-            for _, records, _, _, positions in by_input:
-                if self._client.unsendable(records) is None:
-                    continue
-                for data, p in zip(records, positions):
-                    reason = self._client.unsendable([data])
-                    if reason is not None:
-                        rejected.append((p, reason))
-        if rejected:
-            self._reject(rejected)
-
-    def _reject(self, rejected: List[Tuple[int, str]]) -> None:
-        reasons = dict(rejected)
-        taken = self._batch.take_out(reasons)
-        positions = sorted(reasons)
-        raise rejected_error([(u, reasons[p]) for u, p in zip(taken, positions)], len(self._batch))
-
-    def _discard_staged(self, timeout: float) -> None:
-        if self._client.failure is not None:
-            return
-        try:
-            self._client.request([(i, (DISCARD,)) for i in self._everyone], timeout)
-        except TimelyError:  # the worker failed or is slow: a later STAGE replaces it anyway
-            pass
-
-    def advance_to(self, time: Any, input: Optional[str] = None) -> None:
-        """Advance every input (or one) to ``time``, after flushing the buffered updates. The
-        session's time moves only once every worker took the advance in (workers of other
-        processes apply it, in order, between two steps; wait with :meth:`wait`)."""
-        self._check_usable()
-        if input is None:
-            time = check_time(None, time, self._time, "advance_to")
-            for name, now in self._input_times.items():
-                check_time(name, time, now, "advance_to")
-            names = list(self._input_times)
-        else:
-            self._handles.require(input, Input)
-            time = check_time(input, time, self._input_times[input], "advance_to")
-            names = [input]
-        self.flush()
-        self._call(self._everyone, (ADVANCE, input, time))
-        if input is None:
-            self._time = time
-        for name in names:
-            self._input_times[name] = time
-            self._fresh_buffered.discard(name)
-            self._fresh_sent.discard(name)
-        if self._ahead:
-            self._ahead = {t for t in self._ahead if t == time or not less_equal(t, time)}
-        if input is None:
-            self._checkpoint_if_due(time)
-
-    def wait(self, probe: str, time: Any = None, timeout: Optional[float] = None) -> None:
-        """Step until the named probe has passed every time before ``time`` (default: the
-        session time) on every worker; :class:`WaitTimeoutError` after ``timeout`` seconds
-        (default: the session's), also while operators work (on ``inline`` the wait is checked
-        between operator activations: one activation cannot be interrupted; elsewhere the
-        workers compute on, and a later wait takes up where this one stopped).
-        :class:`~timelypy.errors.StallError` at once if an input holds the probe before
-        ``time`` (nothing can advance it while the driver waits);
-        :class:`~timelypy.errors.PendingTimeWarning` if an input took updates at ``time``
-        itself (the wait returns without them: ``advance_to`` past it first).
-
-        A wait longer than half a second shows the progress display when it is on (see
-        ``progress`` of :func:`open_session`): the input time, the probe's frontier (in-process
-        backends), the updates loaded since the previous wait and their rate."""
-        self._check_usable()
-        self._handles.require(probe, Probe)
-        t = self._time if time is None else time
-        self._warn_unadvanced(probe, t)
-        loaded = self._sent - self._sent_before_wait
-        peek = getattr(self._client, "peek_frontier", None)
-
-        def status() -> Dict[str, Any]:
-            return {
-                "input": repr(self._time),
-                "records": loaded,
-                "output": repr(peek(probe)) if peek is not None else None,
-            }
-
-        watch = begin_wait(f"session: waiting for {probe!r} to pass {t!r}", status, self.progress)
-        try:
-            self._call(self._everyone, (WAIT, probe, t), timeout)
-        finally:
-            end_wait(watch)
-        self._sent_before_wait = self._sent
-
-    def _warn_unadvanced(self, probe: str, t: Any) -> None:
-        """Warn if an input took updates at ``t`` itself, which a wait for ``t`` (the times
-        before it) returns without."""
-        for name in sorted(self._fresh_buffered | self._fresh_sent):
-            if self._input_times[name] == t:
-                warnings.warn(
-                    pending_time_message(f"session: wait({probe!r})", f"{name!r} at {t!r}", t),
-                    PendingTimeWarning,
-                    stacklevel=3,
-                )
-
-    def stats(self) -> Statistics:
-        """Every worker's operator statistics so far (records and batches in and out, runs, time
-        spent, arrangement sizes), as a :class:`~timelypy.stats.Statistics`. The session must
-        be opened with ``statistics=True``; on Ray the workers also export them as Ray metrics.
-
-        >>> import timelypy as tp
-        >>> def dataflow(scope):
-        ...     nums_in, nums = scope.new_collection()
-        ...     return {"nums": nums_in, "probe": nums.filter(lambda x: x > 2).probe()}
-        >>> with tp.open_session(dataflow, statistics=True) as s:
-        ...     for x in range(5):
-        ...         s.insert("nums", x)
-        ...     s.advance_to(1); s.wait("probe")
-        ...     [op["records_out"] for op in s.stats().find("filter")]
-        [2]
-        """
-        self._check_usable()
-        return Statistics(self._call(self._everyone, (STATS,)))
-
-    def changes(self, capture: str) -> List[Any]:
-        """The updates a captured collection produced since the last call (all workers)."""
-        self._check_usable()
-        self._handles.require(capture, Changes)
-        return [item for part in self._call(self._everyone, (CHANGES, capture)) for item in part]
-
-    def lookup(self, arranged: str, key: Any) -> Dict[Any, int]:
-        """The current values (with counts) of ``key`` in a named arrangement: asks the worker
-        that owns the key."""
-        self._check_usable()
-        self._handles.require(arranged, Lookup)
-        owner = route(key, self.workers, f"lookup in {arranged!r}: key")
-        reason = self._client.unsendable([key])
-        if reason is not None:
-            raise SessionInputError(
-                f"session: lookup in {arranged!r}, worker {owner}: key "
-                f"{short_repr(key)} of type {type(key).__name__} cannot be used: "
-                f"{reason}",
-                worker=owner,
-                value=key,
-            )
-        return self._call([owner], (LOOKUP, arranged, key))[0]
-
-    def frontier(self, probe: str) -> List[Any]:
-        """The named probe's frontier on worker 0."""
-        self._check_usable()
-        self._handles.require(probe, Probe)
-        return self._call([0], (FRONTIER, probe))[0]
-
     def close(self, timeout: Optional[float] = None) -> None:
         """Flush, close the inputs, let the dataflow complete and stop the workers, within
         about ``timeout`` seconds (default: the session's): what has not stopped by then is
@@ -558,28 +221,6 @@ class DataflowSession(CheckpointingSession):
         return False
 
 
-def _includes(times: Any, now: Any) -> bool:
-    """``times`` (None: the input's time; one time; or one per record) includes ``now``."""
-    if times is None:
-        return True
-    if isinstance(times, (list, tuple, range)):
-        return now in times
-    try:
-        return any(t == now for t in times)
-    except TypeError:  # one time for all
-        return bool(times == now)
-
-
-def _times_after(times: Any, now: Any) -> Set[Any]:
-    """The distinct times of ``times`` (one time, or one per record) other than ``now``."""
-    try:
-        found = set(times) if isinstance(times, (list, tuple, range)) else {times}
-    except TypeError:
-        found = {times}
-    found.discard(now)
-    return found
-
-
 def open_session(
     dataflow: Dataflow,
     workers: Optional[int] = None,
@@ -614,7 +255,15 @@ def open_session(
     checkpoint's time (:attr:`DataflowSession.restored_at`). See ``docs/recovery.md``.
     """
     workers, backend, options = resolve_run(workers, backend, options)
-    get_backend(backend)  # fail early and clearly on an unknown name
+    runner = get_backend(backend)  # fail early and clearly on an unknown name
+    for where in (checkpoint, restore):
+        location = where.location if isinstance(where, Checkpoints) else where
+        if runner.local_workers is None and str(location).startswith("memory://"):
+            raise ValueError(
+                f"open_session: checkpoint location {location!r} is a memory file system of "
+                f"this process, which the workers of the {backend!r} backend (other processes) "
+                f"cannot reach: use a directory or an object store URL"
+            )
     return DataflowSession(
         dataflow,
         workers,
