@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Tuple
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
-from ..dataflow.state import OperatorState
+from ..dataflow.state import OperatorState, Sealed
 from ..dataflow.stream import Stream
 from ..errors import RecoveryError, unhashable_error
 from ..hashing import stable_hash
@@ -23,7 +23,7 @@ from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
 from .kernel.consolidation import advance_and_consolidate
 from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
-from .trace import Batch, BatchData, Spine
+from .trace import Batch, BatchData, BatchReader, Spine
 
 if TYPE_CHECKING:
     from ..dataflow.scope import Scope
@@ -171,40 +171,37 @@ class ArrangeOperator(OperatorCore):
         self.spine.retire()
 
     def snapshot_state(self) -> OperatorState:
-        """The trace at a closed time: per key, its updates with times advanced to the
-        spine's logical compaction frontier and consolidated (one keyed piece per key, routed
-        as the arrange exchange routes it); ``shared``: the spine's upper and since.
-        :class:`~timelypy.errors.RecoveryError` if updates still wait in the batcher (the
-        time is not closed)."""
+        """The trace at a closed time, batch by batch: each sealed batch of the spine is a
+        :class:`~timelypy.dataflow.state.Sealed` part (one keyed piece ``(key, updates)`` per
+        key, routed as the arrange exchange routes it), so a store references a batch an
+        earlier checkpoint wrote instead of encoding it again (a batch the spine merges into
+        in place is written again once a merge or a compaction changed it); ``shared``: the
+        spine's upper and since. Times are as the batches hold them; the restore compacts to
+        ``since``. :class:`~timelypy.errors.RecoveryError` if updates still wait in the
+        batcher (the time is not closed)."""
         if self.batcher.pending:
             raise RecoveryError(
                 f"operator {self.subgraph.name}/{self.index} ({self.name!r}): "
                 f"{len(self.batcher.pending)} updates wait in the batcher: the time is not closed"
             )
         spine = self.spine
-        since = list(spine.since)
-        grouped: dict = {}
-        for batch in spine.batches:
-            for key, vals in batch.items():
-                grouped.setdefault(key, []).extend(vals)
-        keyed = []
-        total = self.order.is_total and len(since) == 1
-        s0 = since[0] if total else None
-        for key, vals in grouped.items():
-            if total and len(vals) == 1:  # the common case: nothing to consolidate with
-                v, t, r = vals[0]
-                kept = [(v, t if t >= s0 else s0, r)]
-            else:
-                kept = advance_and_consolidate(vals, since, self.order)
-            if kept:
-                keyed.append((stable_hash(key), (key, kept)))
-        return OperatorState(keyed=keyed, shared={"upper": list(spine.upper), "since": since})
+        sealed = [
+            Sealed(batch, _batch_pieces(batch), _batch_version(batch))
+            for batch in spine.batches
+            if batch.count
+        ]
+        return OperatorState(
+            shared={"upper": list(spine.upper), "since": list(spine.since)},
+            sealed=sealed,
+            version=2,
+        )
 
     def restore_state(self, state: OperatorState) -> None:
         """Rebuild the trace as one sealed batch (lower: the minimum, upper and since: the
-        snapshot's) holding the pieces this worker owns. Readers built with the dataflow see
-        it as already delivered: the operators reading the stream of batches restore their own
-        state, and a join acknowledges it (``after_restore``)."""
+        snapshot's) holding the pieces this worker owns; a key with pieces from several
+        batches has its updates advanced to ``since`` and consolidated. Readers built with the
+        dataflow see it as already delivered: the operators reading the stream of batches
+        restore their own state, and a join acknowledges it (``after_restore``)."""
         spine = self.spine
         if spine.batches or spine.seq:
             raise RecoveryError(
@@ -214,7 +211,23 @@ class ArrangeOperator(OperatorCore):
         shared = state.shared or {}
         upper = list(shared.get("upper", spine.upper))
         since = list(shared.get("since", upper))
-        data = {key: list(vals) for _, (key, vals) in state.keyed}
+        data: BatchData = {}
+        merged: set = set()
+        for _, (key, vals) in state.keyed:
+            held = data.get(key)
+            if held is None:
+                data[key] = list(vals)  # a snapshot taken in this process may share its lists
+            elif key in merged:
+                held.extend(vals)
+            else:
+                merged.add(key)
+                held.extend(vals)
+        for key in merged:
+            kept = advance_and_consolidate(data[key], since, self.order)
+            if kept:
+                data[key] = kept
+            else:
+                del data[key]
         spine.seq = 1
         if self.writer.store:
             lower = [self.order.minimum]
@@ -364,3 +377,23 @@ def arrange_stream(
     op = (_TotalArrange if scope.order.is_total else ArrangeOperator)(scope, name, keep_trace)
     updates.connect_to(op, 0, Exchange(_key_of_update))
     return Stream(scope, op.output_ports[0]), op.spine
+
+
+def _batch_version(batch: BatchReader) -> Any:
+    """None for a sealed batch (it never changes); for a batch the spine merges into in place,
+    what a merge or a compaction changes: its last merged batch's number, its count (a
+    compaction that consolidates lowers it) and its since (a compaction that only advances
+    times to since leaves an equivalent batch)."""
+    if type(batch) is Batch:
+        return None
+    return (batch.seq, batch.count, tuple(batch.since), tuple(batch.upper))
+
+
+def _batch_pieces(batch: BatchReader) -> Callable[[], List[Tuple[int, Any]]]:
+    """The keyed pieces of a sealed batch, made when asked (a store that wrote the batch
+    before does not ask)."""
+
+    def pieces() -> List[Tuple[int, Any]]:
+        return [(stable_hash(key), (key, vals)) for key, vals in batch.items()]
+
+    return pieces

@@ -219,10 +219,11 @@ def _restore(
                 raise RecoveryError(
                     f"operator {oid!r}: states of versions {version} and {state.version}"
                 )
+            pieces = state.all_keyed()
             if peers == 1:
-                keyed.extend(state.keyed)
+                keyed.extend(pieces)
             else:
-                keyed.extend(p for p in state.keyed if p[0] % peers == index)
+                keyed.extend(p for p in pieces if p[0] % peers == index)
             if shared is None:
                 shared = state.shared
         piece = OperatorState(keyed=keyed, shared=shared, version=version or 1)
