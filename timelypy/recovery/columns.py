@@ -11,14 +11,17 @@ Shapes (each a small JSON-like list in the chunk's header), and their buffers:
 =========================  =================================================================
 shape                      values and buffers
 =========================  =================================================================
-``["q"]``                  ints of 64 bits (exactly ``int``): one buffer, little-endian int64
+``["q", c]``               ints of 64 bits (exactly ``int``): one buffer, little-endian, of
+                           the narrowest width that holds them all (``c`` is the ``array``
+                           code: ``b`` 8, ``h`` 16, ``i`` 32, ``q`` 64 bits, signed)
+``["k", v]``               ints all equal to ``v``: no buffer
 ``["d"]``                  floats (exactly ``float``): one buffer, little-endian float64
 ``["m"]``                  ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes`` mixed:
                            one buffer, a msgpack array of them (no extension types)
 ``["t", [s1, ..., sk]]``   tuples of length ``k``: the ``k`` columns, each of its shape
 ``["p", [s1, s2]]``        :class:`~timelypy.order.Product`: its outer and inner columns
-``["l", s]``               lists: one int64 buffer of their lengths, then the column of
-                           all their items (concatenated) of shape ``s``
+``["l", n, s]``            lists: the int column of their lengths (shape ``n``), then the
+                           column of all their items (concatenated) of shape ``s``
 ``["r", [k1...], [s...]]`` dicts with exactly the string keys ``k1...`` in this order: one
                            column per key
 ``["e"]``                  an empty column (no buffer)
@@ -47,6 +50,8 @@ __all__ = ["encode_columns", "decode_columns", "ColumnsError"]
 _LEN = struct.Struct("<I")
 _NATIVE = frozenset((type(None), bool, int, float, str, bytes))
 _SWAP = sys.byteorder != "little"
+_WIDTHS = (("b", 7), ("h", 15), ("i", 31), ("q", 63))
+_CODES = {"b": 1, "h": 2, "i": 4, "q": 8}
 
 
 class ColumnsError(ValueError):
@@ -75,25 +80,27 @@ def _encode(values: List[Any], out: List[bytes]) -> List[Any]:
         raise _Misfit
     (cls,) = types
     if cls is int:
-        try:
-            out.append(_array("q", values))
-        except OverflowError:
-            return _native(values, out)
-        return ["q"]
+        low, high = min(values), max(values)
+        if low == high and -(1 << 63) <= low < 1 << 63:
+            return ["k", low]
+        for code, bits in _WIDTHS:
+            if -(1 << bits) <= low and high < 1 << bits:
+                out.append(_array(code, values))
+                return ["q", code]
+        return _native(values, out)
     if cls is float:
         out.append(_array("d", values))
         return ["d"]
     if cls is tuple or cls is Product:
-        lengths = set(map(len, values))
-        if len(lengths) != 1:
+        sizes = set(map(len, values))
+        if len(sizes) != 1:
             raise _Misfit
-        (k,) = lengths
+        (k,) = sizes
         children = [_encode(list(column), out) for column in zip(*values)] if k else []
         return ["t", children] if cls is tuple else ["p", children]
     if cls is list:
         lengths = list(map(len, values))
-        out.append(_array("q", lengths))
-        return ["l", _encode(list(chain.from_iterable(values)), out)]
+        return ["l", _encode(lengths, out), _encode(list(chain.from_iterable(values)), out)]
     if cls is dict:
         keys = set(map(tuple, values))
         if len(keys) != 1:
@@ -147,8 +154,16 @@ def _decode(shape: List[Any], n: int, buffers: Iterator[bytes]) -> List[Any]:
         if n:
             raise ColumnsError(f"an empty column where {n} values were expected")
         return []
-    if kind == "q" or kind == "d":
-        return _from(kind, next(buffers), n)
+    if kind == "q":
+        if shape[1] not in _CODES:
+            raise ColumnsError(f"unknown int width {shape[1]!r}")
+        return _from(shape[1], next(buffers), n)
+    if kind == "k":
+        if type(shape[1]) is not int:
+            raise ColumnsError(f"a constant column of {type(shape[1]).__name__}")
+        return [shape[1]] * n
+    if kind == "d":
+        return _from("d", next(buffers), n)
     if kind == "m":
         values = msgpack.unpackb(next(buffers), raw=False, use_list=True)
         if type(values) is not list or len(values) != n:
@@ -161,8 +176,8 @@ def _decode(shape: List[Any], n: int, buffers: Iterator[bytes]) -> List[Any]:
         outer, inner = (_decode(child, n, buffers) for child in shape[1])
         return list(map(tuple.__new__, repeat(Product, n), zip(outer, inner)))
     if kind == "l":
-        lengths = _from("q", next(buffers), n)
-        items = _decode(shape[1], sum(lengths), buffers)
+        lengths = _decode(shape[1], n, buffers)
+        items = _decode(shape[2], sum(lengths), buffers)
         if len(items) == n:  # one item each: the common case of a trace's keys
             return list(map(list, zip(items)))
         it = iter(items)

@@ -40,11 +40,13 @@ worker owns (chunks are cut by key, not by owner: a restore reads the whole chec
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 import secrets
 import time as _time
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from contextlib import contextmanager
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..dataflow.state import OperatorState, Sealed
 from ..errors import CheckpointError
@@ -71,6 +73,19 @@ _MASK = (1 << 64) - 1
 _ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """No garbage collection meanwhile: encoding or decoding a state makes millions of
+    containers and frees few, so the generational collector would only rescan them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _checked_id(checkpoint_id: str) -> str:
     """``checkpoint_id`` when it is a plain file name (no directory, no dot first)."""
     if not isinstance(checkpoint_id, str) or not _ID.fullmatch(checkpoint_id):
@@ -92,29 +107,33 @@ def _cut_keyed(keyed: List[Tuple[int, Any]], target: int) -> List[List[Tuple[int
     :data:`~.format.KEY_GROUP_CLASSES`), after a hash whose mix falls on a boundary (about one
     in ``target``: the cuts depend on the keys, not on positions), never between two pieces of
     one hash, and at the latest after ``8 * target`` pieces."""
-    if len(keyed) <= target:
+    n = len(keyed)
+    if n <= target:
         return [sorted(keyed, key=_first)] if keyed else []
     groups, classes = KEY_GROUPS, KEY_GROUP_CLASSES
-    pieces = sorted(keyed, key=lambda p: ((p[0] % groups) % classes, p[0] % groups, p[0]))
+    keys = [(h % groups % classes) << 74 | (h % groups) << 64 | h for h, _ in keyed]
+    order = sorted(range(n), key=keys.__getitem__)
+    pieces = [keyed[i] for i in order]
+    keys = [keys[i] for i in order]
+    cuts = [
+        i + 1
+        for i, (k, after) in enumerate(zip(keys, keys[1:]))
+        if k != after
+        and (k >> 74 != after >> 74 or (((k & _MASK) * _MIX & _MASK) >> 32) % target == 0)
+    ]
+    cuts.append(n)
     chunks: List[List[Tuple[int, Any]]] = []
-    current: List[Tuple[int, Any]] = []
-    last = len(pieces) - 1
-    for i, piece in enumerate(pieces):
-        current.append(piece)
-        if i == last:
-            break
-        h, following = piece[0], pieces[i + 1][0]
-        if following == h:
-            continue
-        if (
-            following % groups % classes != h % groups % classes
-            or (((h * _MIX) & _MASK) >> 32) % target == 0
-            or len(current) >= 8 * target
-        ):
-            chunks.append(current)
-            current = []
-    if current:
-        chunks.append(current)
+    start = 0
+    for end in cuts:
+        while end - start > 8 * target:  # a long run without a boundary
+            cut = start + 8 * target
+            while cut < end and keys[cut] == keys[cut - 1]:
+                cut += 1
+            chunks.append(pieces[start:cut])
+            start = cut
+        if end > start:
+            chunks.append(pieces[start:end])
+            start = end
     return chunks
 
 
@@ -282,6 +301,12 @@ class CheckpointStore:
     ) -> Dict[str, Any]:
         """Write one worker's operator states for ``checkpoint_id``; the description of the
         part for the manifest (its index file, sizes, and what was written anew)."""
+        with _no_gc():
+            return self._write_part(checkpoint_id, worker_index, states)
+
+    def _write_part(
+        self, checkpoint_id: str, worker_index: int, states: Dict[str, OperatorState]
+    ) -> Dict[str, Any]:
         # the marker tells a concurrent prune that chunks are being written (or reused)
         self.files.put(f"pending/{_checked_id(checkpoint_id)}.{worker_index}", b"")
         counts = {"chunks": 0, "files_written": 0, "bytes_written": 0, "bytes": 0}
@@ -311,6 +336,7 @@ class CheckpointStore:
             "operators": operators,
         }
         ref = self._put_chunk(index, f"the part index of worker {worker_index}", counts)
+        self.files.sync()  # every file of the part is durable before the driver publishes it
         return {"worker": worker_index, "index": ref[0], "size": ref[1], **counts}
 
     # -- publishing (on the driver)
@@ -464,6 +490,12 @@ class CheckpointStore:
         divides :data:`~.format.KEY_GROUPS`), and every chunk otherwise."""
         if (peers is None) != (index is None):
             raise ValueError("read_states: give both peers and index, or neither")
+        with _no_gc():
+            return self._read_states(manifest, peers, index)
+
+    def _read_states(
+        self, manifest: Manifest, peers: Optional[int], index: Optional[int]
+    ) -> List[Dict[str, OperatorState]]:
         filtering = peers is not None and peers > 1
         cache: Dict[str, Any] = {}
         workers = []
@@ -479,10 +511,10 @@ class CheckpointStore:
                     if owned is not None and not owned & _group_bits(ref[2]):
                         continue
                     chunk = self._read_chunk(ref, cache)
-                    if filtering:
+                    if peers is not None and peers > 1:
                         keyed.extend(
                             p for p in zip(chunk["h"], chunk["p"]) if p[0] % peers == index
-                        )  # type: ignore[operator]  # peers is set when filtering
+                        )
                     else:
                         keyed.extend(zip(chunk["h"], chunk["p"]))
                 shared = None
