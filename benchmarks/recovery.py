@@ -196,10 +196,11 @@ def restore_costs(a: argparse.Namespace) -> Dict[str, Any]:
 def w1_run(size: int, batch: int, every: Optional[float], location: str) -> Dict[str, Any]:
     """W1 on one inline worker: load ``size`` people, then ``size - 1`` modifications (an
     advance, a remove and an insert each), flushing every ``batch``; with ``every``, a
-    checkpoint at the first flush ``every`` seconds after the last one (the worker first runs
-    until the current time is closed, as a session does)."""
+    checkpoint at the first flush ``every`` seconds after the last one or the start (the worker
+    first runs until the current time is closed, as a session does)."""
     worker = Worker()
     session = worker.dataflow(lambda scope: skip_level(scope))
+    last = now()  # as a session counts: from its start, the load included
     for p in range(size):
         session.insert((p // 2, p))
     session.advance_to(1)
@@ -208,7 +209,6 @@ def w1_run(size: int, batch: int, every: Optional[float], location: str) -> Dict
     store = CheckpointStore(location) if every is not None else None
     checkpoints: List[Dict[str, Any]] = []
     clock = Clock()
-    last = now()
     advance, remove, insert = session.advance_to, session.remove, session.insert
     for p in range(1, size):
         advance(p)
@@ -218,8 +218,10 @@ def w1_run(size: int, batch: int, every: Optional[float], location: str) -> Dict
             session.flush()
             worker.step()
             if store is not None and now() - last >= every:  # type: ignore[operator]
-                settle(worker, p)
-                checkpoints.append(checkpoint(store, worker, p))
+                advance(p + 1)  # the time of the updates so far passes: it can close
+                session.flush()
+                settle(worker, p + 1)
+                checkpoints.append(checkpoint(store, worker, p + 1))
                 last = now()
     session.advance_to(size)
     session.flush()

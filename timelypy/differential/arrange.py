@@ -10,7 +10,7 @@ of the :class:`~.trace.Spine`, and the batch is sent downstream (as differential
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any, Callable, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
@@ -134,6 +134,8 @@ class ArrangeOperator(OperatorCore):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         worker = scope.worker
         self.spine = Spine(self.order, name, instruments=worker.instruments, worker=worker.index)
+        self._checkpoint_log: Optional[_CheckpointLog] = None
+        self._checkpoint_base = _Base()
         self.batcher = Batcher(self.order)
         self.writer = TraceWriter(self.spine, store=keep_trace)
         if keep_trace and worker.instruments.enabled:
@@ -171,25 +173,40 @@ class ArrangeOperator(OperatorCore):
         self.spine.retire()
 
     def snapshot_state(self) -> OperatorState:
-        """The trace at a closed time, batch by batch: each sealed batch of the spine is a
+        """The trace at a closed time as a *base* and a *log*, each a
         :class:`~timelypy.dataflow.state.Sealed` part (one keyed piece ``(key, updates)`` per
-        key, routed as the arrange exchange routes it), so a store references a batch an
-        earlier checkpoint wrote instead of encoding it again (a batch the spine merges into
-        in place is written again once a merge or a compaction changed it); ``shared``: the
-        spine's upper and since. Times are as the batches hold them; the restore compacts to
-        ``since``. :class:`~timelypy.errors.RecoveryError` if updates still wait in the
-        batcher (the time is not closed)."""
+        key, routed as the arrange exchange routes it); ``shared``: the spine's upper and
+        since. Times are as the batches hold them; the restore compacts to ``since``.
+
+        The first snapshot is the base: the spine's batches. From then on the operator logs
+        the sealed batches that enter the spine, and a snapshot is the same base (a store
+        that wrote it references it) and the batches logged since: a checkpoint encodes what
+        arrived since the base, not the whole trace (the spine merges batches in place, so
+        its own batches change with every merge). Once the log holds as many updates as the
+        base, the next snapshot is a new base (amortised: each update is encoded a few times
+        at most; a restore reads at most twice the trace).
+        :class:`~timelypy.errors.RecoveryError` if updates still wait in the batcher (the
+        time is not closed)."""
         if self.batcher.pending:
             raise RecoveryError(
                 f"operator {self.subgraph.name}/{self.index} ({self.name!r}): "
                 f"{len(self.batcher.pending)} updates wait in the batcher: the time is not closed"
             )
         spine = self.spine
-        sealed = [
-            Sealed(batch, _batch_pieces(batch), _batch_version(batch))
-            for batch in spine.batches
-            if batch.count
-        ]
+        log = self._checkpoint_log
+        if log is None or log.overflow:
+            if log is not None:
+                spine.remove_listener(log)
+            stored = sum(batch.count for batch in spine.batches)
+            log = self._checkpoint_log = _CheckpointLog(max(stored, _MIN_LOG))
+            spine.add_listener(log)
+            self._checkpoint_base = base = _Base()
+            logged: List[Batch] = []
+        else:
+            base = self._checkpoint_base
+            logged = list(log.batches)
+        sealed = [Sealed(base, _base_pieces(spine, logged))]
+        sealed += [Sealed(batch, _batch_pieces(batch)) for batch in logged if batch.count]
         return OperatorState(
             shared={"upper": list(spine.upper), "since": list(spine.since)},
             sealed=sealed,
@@ -379,14 +396,56 @@ def arrange_stream(
     return Stream(scope, op.output_ports[0]), op.spine
 
 
-def _batch_version(batch: BatchReader) -> Any:
-    """None for a sealed batch (it never changes); for a batch the spine merges into in place,
-    what a merge or a compaction changes: its last merged batch's number, its count (a
-    compaction that consolidates lowers it) and its since (a compaction that only advances
-    times to since leaves an equivalent batch)."""
-    if type(batch) is Batch:
-        return None
-    return (batch.seq, batch.count, tuple(batch.since), tuple(batch.upper))
+_MIN_LOG = 4096
+
+
+class _Base:
+    """The token of a snapshot's base: its identity names what a store wrote for it."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _CheckpointLog:
+    """A spine listener: the sealed batches inserted since the snapshot base, until they hold
+    ``limit`` updates (then it forgets them, and the next snapshot is a new base)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.batches: List[Batch] = []
+        self.count = 0
+        self.overflow = False
+
+    def notify(self, batch: Batch) -> None:
+        if self.overflow:
+            return
+        self.batches.append(batch)
+        self.count += batch.count
+        if self.count > self.limit:
+            self.batches = []
+            self.overflow = True
+
+    def notify_upper(self, upper: List[Any]) -> None:
+        pass
+
+
+def _base_pieces(spine: Spine, logged: List[Batch]) -> Callable[[], List[Tuple[int, Any]]]:
+    """The pieces of the base: the spine's batches, less the batches logged since the base
+    (their updates with negated diffs), so that base and log together are the trace. Asked
+    for once per base by a store that keeps what it wrote, and again only by one that lost
+    it (another process, a chunk deleted)."""
+
+    def pieces() -> List[Tuple[int, Any]]:
+        out: List[Tuple[int, Any]] = []
+        for batch in spine.batches:
+            out += _batch_pieces(batch)()
+        for batch in logged:
+            out += [
+                (stable_hash(key), (key, [(v, t, -r) for v, t, r in vals]))
+                for key, vals in batch.items()
+            ]
+        return out
+
+    return pieces
 
 
 def _batch_pieces(batch: BatchReader) -> Callable[[], List[Tuple[int, Any]]]:

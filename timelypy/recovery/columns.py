@@ -178,7 +178,7 @@ def _decode(shape: List[Any], n: int, buffers: Iterator[bytes]) -> List[Any]:
     if kind == "l":
         lengths = _decode(shape[1], n, buffers)
         items = _decode(shape[2], sum(lengths), buffers)
-        if len(items) == n:  # one item each: the common case of a trace's keys
+        if shape[1] == ["k", 1]:  # one item each: the common case of a trace's keys
             return list(map(list, zip(items)))
         it = iter(items)
         return list(map(list, map(islice, repeat(it), lengths)))

@@ -111,7 +111,8 @@ def _cut_keyed(keyed: List[Tuple[int, Any]], target: int) -> List[List[Tuple[int
     if n <= target:
         return [sorted(keyed, key=_first)] if keyed else []
     groups, classes = KEY_GROUPS, KEY_GROUP_CLASSES
-    keys = [(h % groups % classes) << 74 | (h % groups) << 64 | h for h, _ in keyed]
+    # (the class h % groups % classes is h % classes: classes divides groups)
+    keys = [(h % classes) << 74 | (h % groups) << 64 | h for h, _ in keyed]
     order = sorted(range(n), key=keys.__getitem__)
     pieces = [keyed[i] for i in order]
     keys = [keys[i] for i in order]
@@ -144,7 +145,7 @@ def _first(piece: Tuple[int, Any]) -> int:
 def _chunk_groups(hashes: List[int]) -> Any:
     """The key groups of ``hashes``: their sorted list when few, else a bitmap (bit ``g`` of
     the little-endian integer in ``KEY_GROUPS / 8`` bytes)."""
-    groups = sorted(set(h % KEY_GROUPS for h in hashes))
+    groups = sorted(set(map(KEY_GROUPS.__rmod__, hashes)))
     if len(groups) <= 24:
         return groups
     bits = 0
@@ -259,8 +260,8 @@ class CheckpointStore:
         ``[name, size, key groups]``."""
         refs = []
         for chunk in _cut_keyed(keyed, self.chunk_pieces):
-            hashes = [h for h, _ in chunk]
-            data, _ = encode_keyed_chunk(hashes, [p for _, p in chunk], self.signing_key, what)
+            hashes, pieces = map(list, zip(*chunk))
+            data, _ = encode_keyed_chunk(hashes, pieces, self.signing_key, what)
             refs.append([*self._put_data(data, counts), _chunk_groups(hashes)])
         return refs
 
