@@ -37,6 +37,7 @@ from timelypy.recovery.snapshot import (
     program_fingerprint,
     restore_worker,
     snapshot_worker,
+    state_holders,
 )
 from timelypy.workers.worker import Worker
 
@@ -81,12 +82,15 @@ def settle(worker: Worker, time: int) -> None:
         worker.step()
 
 
-def stored_updates(states: Dict[str, OperatorState]) -> int:
-    """The updates a checkpoint stores: keyed pieces, and the updates of sealed batches."""
+def stored_updates(worker: Worker, states: Dict[str, OperatorState]) -> int:
+    """The updates the state holds: the arrangements' traces, and the other keyed pieces."""
     total = 0
-    for state in states.values():
-        total += len(state.keyed)
-        total += sum(getattr(part.token, "count", 0) for part in state.sealed)
+    for op_id, holder in state_holders(worker):
+        spine = getattr(holder, "spine", None)
+        if spine is not None:
+            total += spine.stored_updates()
+        else:
+            total += len(states[op_id].keyed)
     return total
 
 
@@ -116,7 +120,7 @@ def checkpoint(store: CheckpointStore, worker: Worker, time: Any) -> Dict[str, A
         "files_written": part["files_written"],
         "chunks": part["chunks"],
         "sealed_reused": part.get("sealed_reused", 0),
-        "stored_updates": stored_updates(states),
+        "stored_updates": stored_updates(worker, states),
     }
 
 

@@ -37,7 +37,13 @@ if TYPE_CHECKING:
     from ..progress.operate import Operate
     from ..workers.worker import Worker
 
-__all__ = ["closed_at", "program_fingerprint", "restore_worker", "snapshot_worker"]
+__all__ = [
+    "closed_at",
+    "program_fingerprint",
+    "restore_worker",
+    "snapshot_worker",
+    "state_holders",
+]
 
 
 def _walk(subgraph: Subgraph) -> Iterator[Tuple[str, Subgraph, int, "Operate"]]:
@@ -79,6 +85,12 @@ def _stateful(worker: "Worker") -> Iterator[Tuple[str, Any, Any]]:
         if holder is not None:
             k = counts[scope.name] = counts.get(scope.name, 0) + 1
             yield operator_id(scope.name, k), holder, op
+
+
+def state_holders(worker: "Worker") -> List[Tuple[str, Any]]:
+    """``(operator_id, holder)`` for every holder of state on the worker (stateful operators,
+    and inputs), in the order :func:`snapshot_worker` visits them."""
+    return [(oid, holder) for oid, holder, _ in _stateful(worker)]
 
 
 @contextmanager

@@ -9,13 +9,17 @@ Layout under the store's location (a local directory, or an fsspec / ``pyarrow.f
 Writing a checkpoint (:class:`CheckpointStore`):
 
 1. Each worker, in its own process, calls :meth:`~CheckpointStore.write_part` with its
-   operators' states. For every operator, its keyed pieces are sorted by routing hash and cut
-   into chunks where the (mixed) routing hash says so, so the cuts depend on the keys, not on
-   positions: a key that changes, appears or goes changes its own chunk only. The shared part is
-   a chunk of its own. A chunk file is named by the SHA-256 of its content; one that already
-   exists (an earlier checkpoint wrote the same bytes) is referenced, not written again. Last, the
-   worker writes its *part index* (a chunk naming, per operator, its version, piece count,
-   shared chunk and keyed chunks) and returns a small description of it to the driver.
+   operators' states. Keyed pieces fall in key groups (``routing_hash % 720``, see
+   :data:`~.format.KEY_GROUPS`); an operator's pieces are cut into chunks that never mix two
+   classes of key groups (``key_group % 60``) and otherwise at hash boundaries, so the cuts depend
+   on the keys, not on positions, and every chunk records its key groups. A keyed chunk is laid
+   out column-wise when its pieces allow (:mod:`.columns`), else msgpack. The shared part is a
+   chunk of its own. A chunk file is named by the SHA-256 of its content; one that already
+   exists is referenced, not written again, and a sealed part the store wrote for the previous
+   checkpoint (:class:`~timelypy.dataflow.state.Sealed`) is referenced without being encoded.
+   Last, the worker writes its *part index* (a chunk naming, per operator, its version, piece
+   count, shared chunk and keyed chunks), makes its files durable, and returns a small
+   description of it to the driver.
 2. The driver calls :meth:`~CheckpointStore.publish`: the manifest (the time, the parts, the
    program's fingerprint, ``extra``) is written in one atomic step. Before that the checkpoint
    does not exist: a crash at any moment leaves the previous checkpoint the latest.
@@ -29,13 +33,11 @@ Reading: :meth:`~CheckpointStore.latest` returns the newest checkpoint whose man
 indexes verify and whose chunks all exist with their recorded sizes, skipping (with a logged
 warning naming the file and the reason) a newer one that is truncated, corrupt, of another format
 version or unfinished. :meth:`~CheckpointStore.read_states` reads every worker's states, each
-file verified (length, SHA-256, and for pickled chunks the HMAC) before it is decoded;
-:meth:`~CheckpointStore.load_latest` does both and falls back past a checkpoint whose chunks fail.
-Every refusal is a :class:`~timelypy.errors.CheckpointError` naming the file and the reason.
-
-Not in this format version: Arrow IPC / Parquet columns for records (every chunk is msgpack, or
-signed cloudpickle for records msgpack cannot carry), and reading only the chunks a restoring
-worker owns (chunks are cut by key, not by owner: a restore reads the whole checkpoint).
+file verified (length, SHA-256, and for pickled chunks the HMAC) before it is decoded, or with
+``peers`` and ``index`` only what one restoring worker owns, reading only the chunks of its key
+groups where they decide it; :meth:`~CheckpointStore.load_latest` does both and falls back past
+a checkpoint whose chunks fail. Every refusal is a :class:`~timelypy.errors.CheckpointError`
+naming the file and the reason.
 """
 
 from __future__ import annotations
