@@ -18,7 +18,7 @@ from ..dataflow.operator import OperatorCore
 from ..dataflow.state import OperatorState, Sealed
 from ..dataflow.stream import Stream
 from ..errors import RecoveryError, unhashable_error
-from ..hashing import stable_hash
+from ..hashing import stable_hashes
 from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
 from .kernel.consolidation import advance_and_consolidate
@@ -439,10 +439,8 @@ def _base_pieces(spine: Spine, logged: List[Batch]) -> Callable[[], List[Tuple[i
         for batch in spine.batches:
             out += _batch_pieces(batch)()
         for batch in logged:
-            out += [
-                (stable_hash(key), (key, [(v, t, -r) for v, t, r in vals]))
-                for key, vals in batch.items()
-            ]
+            negated = [(key, [(v, t, -r) for v, t, r in vals]) for key, vals in batch.items()]
+            out += zip(stable_hashes([key for key, _ in negated]), negated)
         return out
 
     return pieces
@@ -453,6 +451,7 @@ def _batch_pieces(batch: BatchReader) -> Callable[[], List[Tuple[int, Any]]]:
     before does not ask)."""
 
     def pieces() -> List[Tuple[int, Any]]:
-        return [(stable_hash(key), (key, vals)) for key, vals in batch.items()]
+        keys = list(batch.keys())
+        return list(zip(stable_hashes(keys), batch.items()))
 
     return pieces

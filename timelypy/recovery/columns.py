@@ -39,7 +39,7 @@ import struct
 import sys
 from array import array
 from itertools import chain, islice, repeat
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import msgpack
 
@@ -62,14 +62,14 @@ class _Misfit(Exception):
     """The values do not fit the column layout (the caller falls back to msgpack)."""
 
 
-def _array(code: str, values: List[Any]) -> bytes:
+def _array(code: str, values: Sequence[Any]) -> bytes:
     a = array(code, values)
     if _SWAP:  # pragma: no cover - big-endian hosts
         a.byteswap()
     return a.tobytes()
 
 
-def _encode(values: List[Any], out: List[bytes]) -> List[Any]:
+def _encode(values: Sequence[Any], out: List[bytes]) -> List[Any]:
     """The shape of the column ``values``; appends its buffers to ``out``."""
     if not values:
         return ["e"]
@@ -96,7 +96,7 @@ def _encode(values: List[Any], out: List[bytes]) -> List[Any]:
         if len(sizes) != 1:
             raise _Misfit
         (k,) = sizes
-        children = [_encode(list(column), out) for column in zip(*values)] if k else []
+        children = [_encode(column, out) for column in zip(*values)] if k else []
         return ["t", children] if cls is tuple else ["p", children]
     if cls is list:
         lengths = list(map(len, values))
@@ -115,15 +115,15 @@ def _encode(values: List[Any], out: List[bytes]) -> List[Any]:
     raise _Misfit
 
 
-def _native(values: List[Any], out: List[bytes]) -> List[Any]:
+def _native(values: Sequence[Any], out: List[bytes]) -> List[Any]:
     try:
-        out.append(msgpack.packb(values, strict_types=True, use_bin_type=True))
+        out.append(msgpack.packb(list(values), strict_types=True, use_bin_type=True))
     except (TypeError, OverflowError, ValueError):
         raise _Misfit from None
     return ["m"]
 
 
-def encode_columns(hashes: List[int], pieces: List[Any]) -> Optional[bytes]:
+def encode_columns(hashes: Sequence[int], pieces: Sequence[Any]) -> Optional[bytes]:
     """The column payload of the keyed pieces ``zip(hashes, pieces)``, or None when the pieces
     do not fit the layout (see the module's docstring)."""
     buffers: List[bytes] = []

@@ -47,7 +47,7 @@ import threading
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 from uuid import UUID
 
 import cloudpickle
@@ -220,7 +220,7 @@ def _framed(payload: bytes, encoding: int, signing_key: Optional[bytes]) -> byte
 
 
 def encode_keyed_chunk(
-    hashes: List[int], pieces: List[Any], signing_key: Optional[bytes], what: str
+    hashes: Sequence[int], pieces: Sequence[Any], signing_key: Optional[bytes], what: str
 ) -> Tuple[bytes, int]:
     """A chunk file holding the keyed pieces ``zip(hashes, pieces)``: columns when the pieces
     fit that layout, else as :func:`encode_chunk` the value ``{"h": hashes, "p": pieces}``.
@@ -228,7 +228,7 @@ def encode_keyed_chunk(
     payload = encode_columns(hashes, pieces)
     if payload is not None:
         return _framed(payload, COLUMNS, None), COLUMNS
-    return encode_chunk({"h": hashes, "p": pieces}, signing_key, what)
+    return encode_chunk({"h": list(hashes), "p": list(pieces)}, signing_key, what)
 
 
 def content_name(data: bytes) -> str:

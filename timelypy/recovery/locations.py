@@ -96,7 +96,10 @@ class LocalLocation:
         directories = sorted({os.path.dirname(p) for p in paths})
 
         def flush(path: str, flags: int = os.O_RDONLY) -> None:
-            fd = os.open(path, flags)
+            try:
+                fd = os.open(path, flags)
+            except FileNotFoundError:  # deleted since (a prune): nothing to make durable
+                return
             try:
                 os.fsync(fd)
             finally:

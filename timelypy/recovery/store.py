@@ -48,7 +48,7 @@ import re
 import secrets
 import time as _time
 from contextlib import contextmanager
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..dataflow.state import OperatorState, Sealed
 from ..errors import CheckpointError
@@ -140,11 +140,26 @@ def _cut_keyed(keyed: List[Tuple[int, Any]], target: int) -> List[List[Tuple[int
     return chunks
 
 
+def _cut_by_class(keyed: List[Tuple[int, Any]], target: int) -> List[List[Tuple[int, Any]]]:
+    """The pieces of a sealed part in chunks: at most ``target`` pieces stay one chunk; more
+    are split by key group class, in chunks of at most ``2 * target``. No sort and no
+    content-defined cuts: a sealed part is encoded once, so no later checkpoint could share
+    its chunks."""
+    if len(keyed) <= target:
+        return [keyed] if keyed else []
+    classes = KEY_GROUP_CLASSES
+    buckets: List[List[Tuple[int, Any]]] = [[] for _ in range(classes)]
+    for piece in keyed:
+        buckets[piece[0] % classes].append(piece)
+    step = 2 * target
+    return [b[start : start + step] for b in buckets for start in range(0, len(b), step)]
+
+
 def _first(piece: Tuple[int, Any]) -> int:
     return piece[0]
 
 
-def _chunk_groups(hashes: List[int]) -> Any:
+def _chunk_groups(hashes: Sequence[int]) -> Any:
     """The key groups of ``hashes``: their sorted list when few, else a bitmap (bit ``g`` of
     the little-endian integer in ``KEY_GROUPS / 8`` bytes)."""
     groups = sorted(set(map(KEY_GROUPS.__rmod__, hashes)))
@@ -256,13 +271,18 @@ class CheckpointStore:
         return [name, len(data)]
 
     def _put_keyed(
-        self, keyed: List[Tuple[int, Any]], what: str, counts: Dict[str, int]
+        self,
+        keyed: List[Tuple[int, Any]],
+        what: str,
+        counts: Dict[str, int],
+        sealed: bool = False,
     ) -> List[List[Any]]:
-        """Write keyed pieces as chunks (see :func:`_cut_keyed`); their references
-        ``[name, size, key groups]``."""
+        """Write keyed pieces as chunks (see :func:`_cut_keyed`, and :func:`_cut_by_class`
+        for a sealed part); their references ``[name, size, key groups]``."""
         refs = []
-        for chunk in _cut_keyed(keyed, self.chunk_pieces):
-            hashes, pieces = map(list, zip(*chunk))
+        cut = _cut_by_class if sealed else _cut_keyed
+        for chunk in cut(keyed, self.chunk_pieces):
+            hashes, pieces = zip(*chunk)
             data, _ = encode_keyed_chunk(hashes, pieces, self.signing_key, what)
             refs.append([*self._put_data(data, counts), _chunk_groups(hashes)])
         return refs
@@ -293,7 +313,8 @@ class CheckpointStore:
                 counts["sealed_reused"] += 1
             else:
                 keyed = part.pieces()
-                hit = (part.token, self._put_keyed(keyed, what, counts), len(keyed), part.version)
+                refs_made = self._put_keyed(keyed, what, counts, sealed=True)
+                hit = (part.token, refs_made, len(keyed), part.version)
             kept[id(part.token)] = hit
             refs.extend(hit[1])
             pieces += hit[2]
