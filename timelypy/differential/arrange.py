@@ -201,12 +201,12 @@ class ArrangeOperator(OperatorCore):
             log = self._checkpoint_log = _CheckpointLog(max(stored, _MIN_LOG))
             spine.add_listener(log)
             self._checkpoint_base = base = _Base()
-            logged: List[Batch] = []
         else:
             base = self._checkpoint_base
-            logged = list(log.batches)
+            log.close_segment()
+        logged = [batch for _, batches in log.segments for batch in batches]
         sealed = [Sealed(base, _base_pieces(spine, logged))]
-        sealed += [Sealed(batch, _batch_pieces(batch)) for batch in logged if batch.count]
+        sealed += [Sealed(token, _segment_pieces(batches)) for token, batches in log.segments]
         return OperatorState(
             shared={"upper": list(spine.upper), "since": list(spine.since)},
             sealed=sealed,
@@ -406,26 +406,47 @@ class _Base:
 
 
 class _CheckpointLog:
-    """A spine listener: the sealed batches inserted since the snapshot base, until they hold
-    ``limit`` updates (then it forgets them, and the next snapshot is a new base)."""
+    """A spine listener: the sealed batches inserted since the snapshot base, in segments (the
+    batches between two snapshots, each a sealed part of its own: a store writes it once, in
+    a few chunks), until they hold ``limit`` updates (then it forgets them, and the next
+    snapshot is a new base)."""
 
     def __init__(self, limit: int):
         self.limit = limit
-        self.batches: List[Batch] = []
+        self.segments: List[Tuple[_Base, List[Batch]]] = []
+        self.pending: List[Batch] = []
         self.count = 0
         self.overflow = False
 
     def notify(self, batch: Batch) -> None:
-        if self.overflow:
+        if self.overflow or not batch.count:
             return
-        self.batches.append(batch)
+        self.pending.append(batch)
         self.count += batch.count
         if self.count > self.limit:
-            self.batches = []
+            self.segments, self.pending = [], []
             self.overflow = True
+
+    def close_segment(self) -> None:
+        """The batches since the last snapshot become a segment."""
+        if self.pending:
+            self.segments.append((_Base(), self.pending))
+            self.pending = []
 
     def notify_upper(self, upper: List[Any]) -> None:
         pass
+
+
+def _segment_pieces(batches: List[Batch]) -> Callable[[], List[Tuple[int, Any]]]:
+    """The keyed pieces of a log segment (a key may have a piece per batch)."""
+
+    def pieces() -> List[Tuple[int, Any]]:
+        out: List[Tuple[int, Any]] = []
+        for batch in batches:
+            out += _batch_pieces(batch)()
+        return out
+
+    return pieces
 
 
 def _base_pieces(spine: Spine, logged: List[Batch]) -> Callable[[], List[Tuple[int, Any]]]:
