@@ -34,13 +34,14 @@ operators is not: one worker fuses stateless stages into their consumer, several
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, runtime_checkable
 
 from ..errors import RecoveryError
 from ..hashing import stable_hash
 
 __all__ = [
     "OperatorState",
+    "Sealed",
     "KeyedState",
     "Stateful",
     "copy_piece",
@@ -50,20 +51,51 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class Sealed:
+    """Keyed pieces of a part of an operator's state that never changes once made (a sealed
+    trace batch), named by the identity of that part.
+
+    ``token``: the object itself (kept alive, so its identity stays its own); ``version``:
+    for an object changed in place by its owner only, a value that differs after every change
+    that matters (None for an object that never changes); ``pieces``: makes its
+    ``[(routing_hash, piece), ...]`` when called. A checkpoint store that wrote the pieces of
+    ``token`` at ``version`` once references what it wrote, and neither calls ``pieces`` nor
+    encodes them again: a checkpoint's cost follows what changed since the last one.
+    """
+
+    token: Any
+    pieces: Callable[[], List[Tuple[int, Any]]]
+    version: Any = None
+
+
 @dataclass
 class OperatorState:
     """One operator's state on one worker at a closed time.
 
     ``keyed``: ``[(routing_hash, piece), ...]``, where ``routing_hash`` is
     :func:`~timelypy.hashing.stable_hash` of the key the operator's input is exchanged by and
-    ``piece`` is plain data (records, times, diffs in lists, tuples and dicts). ``shared``:
-    state that is not split by key, or ``None``. ``version``: the operator's own format version,
-    so that a restore can refuse a state it does not understand.
+    ``piece`` is plain data (records, times, diffs in lists, tuples and dicts). ``sealed``:
+    more keyed pieces, in immutable parts (:class:`Sealed`), which a store writes once and
+    references afterwards; a restore receives them in ``keyed``, where a key may then have
+    several pieces (one per part). ``shared``: state that is not split by key, or ``None``.
+    ``version``: the operator's own format version, so that a restore can refuse a state it
+    does not understand.
     """
 
     keyed: List[Tuple[int, Any]] = field(default_factory=list)
     shared: Optional[Any] = None
     version: int = 1
+    sealed: List[Sealed] = field(default_factory=list)
+
+    def all_keyed(self) -> List[Tuple[int, Any]]:
+        """``keyed`` and the pieces of every sealed part, in one list."""
+        if not self.sealed:
+            return self.keyed
+        out = list(self.keyed)
+        for part in self.sealed:
+            out.extend(part.pieces())
+        return out
 
 
 @runtime_checkable

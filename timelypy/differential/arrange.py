@@ -10,20 +10,20 @@ of the :class:`~.trace.Spine`, and the batch is sent downstream (as differential
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any, Callable, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
-from ..dataflow.state import OperatorState
+from ..dataflow.state import OperatorState, Sealed
 from ..dataflow.stream import Stream
 from ..errors import RecoveryError, unhashable_error
-from ..hashing import stable_hash
+from ..hashing import stable_hashes
 from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
 from .kernel.consolidation import advance_and_consolidate
 from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
-from .trace import Batch, BatchData, Spine
+from .trace import Batch, BatchData, BatchReader, Spine
 
 if TYPE_CHECKING:
     from ..dataflow.scope import Scope
@@ -134,6 +134,8 @@ class ArrangeOperator(OperatorCore):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
         worker = scope.worker
         self.spine = Spine(self.order, name, instruments=worker.instruments, worker=worker.index)
+        self._checkpoint_log: Optional[_CheckpointLog] = None
+        self._checkpoint_base = _Base()
         self.batcher = Batcher(self.order)
         self.writer = TraceWriter(self.spine, store=keep_trace)
         if keep_trace and worker.instruments.enabled:
@@ -171,9 +173,18 @@ class ArrangeOperator(OperatorCore):
         self.spine.retire()
 
     def snapshot_state(self) -> OperatorState:
-        """The trace at a closed time: per key, its updates with times advanced to the
-        spine's logical compaction frontier and consolidated (one keyed piece per key, routed
-        as the arrange exchange routes it); ``shared``: the spine's upper and since.
+        """The trace at a closed time as a *base* and a *log*, each a
+        :class:`~timelypy.dataflow.state.Sealed` part (one keyed piece ``(key, updates)`` per
+        key, routed as the arrange exchange routes it); ``shared``: the spine's upper and
+        since. Times are as the batches hold them; the restore compacts to ``since``.
+
+        The first snapshot is the base: the spine's batches. From then on the operator logs
+        the sealed batches that enter the spine, and a snapshot is the same base (a store
+        that wrote it references it) and the batches logged since: a checkpoint encodes what
+        arrived since the base, not the whole trace (the spine merges batches in place, so
+        its own batches change with every merge). Once the log holds as many updates as the
+        base, the next snapshot is a new base (amortised: each update is encoded a few times
+        at most; a restore reads at most twice the trace).
         :class:`~timelypy.errors.RecoveryError` if updates still wait in the batcher (the
         time is not closed)."""
         if self.batcher.pending:
@@ -182,29 +193,32 @@ class ArrangeOperator(OperatorCore):
                 f"{len(self.batcher.pending)} updates wait in the batcher: the time is not closed"
             )
         spine = self.spine
-        since = list(spine.since)
-        grouped: dict = {}
-        for batch in spine.batches:
-            for key, vals in batch.items():
-                grouped.setdefault(key, []).extend(vals)
-        keyed = []
-        total = self.order.is_total and len(since) == 1
-        s0 = since[0] if total else None
-        for key, vals in grouped.items():
-            if total and len(vals) == 1:  # the common case: nothing to consolidate with
-                v, t, r = vals[0]
-                kept = [(v, t if t >= s0 else s0, r)]
-            else:
-                kept = advance_and_consolidate(vals, since, self.order)
-            if kept:
-                keyed.append((stable_hash(key), (key, kept)))
-        return OperatorState(keyed=keyed, shared={"upper": list(spine.upper), "since": since})
+        log = self._checkpoint_log
+        if log is None or log.overflow:
+            if log is not None:
+                spine.remove_listener(log)
+            stored = sum(batch.count for batch in spine.batches)
+            log = self._checkpoint_log = _CheckpointLog(max(stored, _MIN_LOG))
+            spine.add_listener(log)
+            self._checkpoint_base = base = _Base()
+        else:
+            base = self._checkpoint_base
+            log.close_segment()
+        logged = [batch for _, batches in log.segments for batch in batches]
+        sealed = [Sealed(base, _base_pieces(spine, logged))]
+        sealed += [Sealed(token, _segment_pieces(batches)) for token, batches in log.segments]
+        return OperatorState(
+            shared={"upper": list(spine.upper), "since": list(spine.since)},
+            sealed=sealed,
+            version=2,
+        )
 
     def restore_state(self, state: OperatorState) -> None:
         """Rebuild the trace as one sealed batch (lower: the minimum, upper and since: the
-        snapshot's) holding the pieces this worker owns. Readers built with the dataflow see
-        it as already delivered: the operators reading the stream of batches restore their own
-        state, and a join acknowledges it (``after_restore``)."""
+        snapshot's) holding the pieces this worker owns; a key with pieces from several
+        batches has its updates advanced to ``since`` and consolidated. Readers built with the
+        dataflow see it as already delivered: the operators reading the stream of batches
+        restore their own state, and a join acknowledges it (``after_restore``)."""
         spine = self.spine
         if spine.batches or spine.seq:
             raise RecoveryError(
@@ -214,7 +228,23 @@ class ArrangeOperator(OperatorCore):
         shared = state.shared or {}
         upper = list(shared.get("upper", spine.upper))
         since = list(shared.get("since", upper))
-        data = {key: list(vals) for _, (key, vals) in state.keyed}
+        data: BatchData = {}
+        merged: set = set()
+        for _, (key, vals) in state.keyed:
+            held = data.get(key)
+            if held is None:
+                data[key] = list(vals)  # a snapshot taken in this process may share its lists
+            elif key in merged:
+                held.extend(vals)
+            else:
+                merged.add(key)
+                held.extend(vals)
+        for key in merged:
+            kept = advance_and_consolidate(data[key], since, self.order)
+            if kept:
+                data[key] = kept
+            else:
+                del data[key]
         spine.seq = 1
         if self.writer.store:
             lower = [self.order.minimum]
@@ -364,3 +394,85 @@ def arrange_stream(
     op = (_TotalArrange if scope.order.is_total else ArrangeOperator)(scope, name, keep_trace)
     updates.connect_to(op, 0, Exchange(_key_of_update))
     return Stream(scope, op.output_ports[0]), op.spine
+
+
+_MIN_LOG = 4096
+
+
+class _Base:
+    """The token of a snapshot's base: its identity names what a store wrote for it."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _CheckpointLog:
+    """A spine listener: the sealed batches inserted since the snapshot base, in segments (the
+    batches between two snapshots, each a sealed part of its own: a store writes it once, in
+    a few chunks), until they hold ``limit`` updates (then it forgets them, and the next
+    snapshot is a new base)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.segments: List[Tuple[_Base, List[Batch]]] = []
+        self.pending: List[Batch] = []
+        self.count = 0
+        self.overflow = False
+
+    def notify(self, batch: Batch) -> None:
+        if self.overflow or not batch.count:
+            return
+        self.pending.append(batch)
+        self.count += batch.count
+        if self.count > self.limit:
+            self.segments, self.pending = [], []
+            self.overflow = True
+
+    def close_segment(self) -> None:
+        """The batches since the last snapshot become a segment."""
+        if self.pending:
+            self.segments.append((_Base(), self.pending))
+            self.pending = []
+
+    def notify_upper(self, upper: List[Any]) -> None:
+        pass
+
+
+def _segment_pieces(batches: List[Batch]) -> Callable[[], List[Tuple[int, Any]]]:
+    """The keyed pieces of a log segment (a key may have a piece per batch)."""
+
+    def pieces() -> List[Tuple[int, Any]]:
+        out: List[Tuple[int, Any]] = []
+        for batch in batches:
+            out += _batch_pieces(batch)()
+        return out
+
+    return pieces
+
+
+def _base_pieces(spine: Spine, logged: List[Batch]) -> Callable[[], List[Tuple[int, Any]]]:
+    """The pieces of the base: the spine's batches, less the batches logged since the base
+    (their updates with negated diffs), so that base and log together are the trace. Asked
+    for once per base by a store that keeps what it wrote, and again only by one that lost
+    it (another process, a chunk deleted)."""
+
+    def pieces() -> List[Tuple[int, Any]]:
+        out: List[Tuple[int, Any]] = []
+        for batch in spine.batches:
+            out += _batch_pieces(batch)()
+        for batch in logged:
+            negated = [(key, [(v, t, -r) for v, t, r in vals]) for key, vals in batch.items()]
+            out += zip(stable_hashes([key for key, _ in negated]), negated)
+        return out
+
+    return pieces
+
+
+def _batch_pieces(batch: BatchReader) -> Callable[[], List[Tuple[int, Any]]]:
+    """The keyed pieces of a sealed batch, made when asked (a store that wrote the batch
+    before does not ask)."""
+
+    def pieces() -> List[Tuple[int, Any]]:
+        keys = list(batch.keys())
+        return list(zip(stable_hashes(keys), batch.items()))
+
+    return pieces

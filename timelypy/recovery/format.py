@@ -8,7 +8,8 @@ offset  size    field
 ======  ======  =============================================================================
 0       4       magic ``b"TPCK"``
 4       2       format version (little-endian; this is version :data:`FORMAT_VERSION`)
-6       1       encoding: ``0`` msgpack (:data:`MSGPACK`), ``1`` cloudpickle (:data:`PICKLE`)
+6       1       encoding: ``0`` msgpack (:data:`MSGPACK`), ``1`` cloudpickle (:data:`PICKLE`),
+                ``2`` columns (:data:`COLUMNS`)
 7       1       reserved, 0
 8       8       payload length in bytes (little-endian)
 16      32      SHA-256 of the payload
@@ -26,6 +27,11 @@ to one an earlier checkpoint wrote has the same name and is referenced, not writ
 naive ``datetime`` and ``time``, ``timedelta``, ``Decimal``, ``Fraction`` and ``UUID``. A set
 is written with its elements sorted by their encoding, so that equal states give equal bytes.
 
+**columns** (encoding 2) lay a chunk of keyed pieces out column-wise when every piece has the
+same shape of ints, floats, plain scalars, tuples, ``Product``, lists and string-keyed dicts
+(see :mod:`.columns`): decoding builds the pieces with C-level calls, several times faster than
+msgpack's per-tuple extension hook. Other keyed chunks are msgpack.
+
 **cloudpickle** (encoding 1) is the fallback for a chunk holding anything else (a user's record
 class, a ``datetime`` with a time zone): loading pickle executes code, so a pickled chunk is
 written and read only with a ``signing_key``, and its HMAC is checked before it is unpickled.
@@ -41,7 +47,7 @@ import threading
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 from uuid import UUID
 
 import cloudpickle
@@ -50,26 +56,39 @@ import msgpack
 from ..communication.wire_records import STDLIB_FIELDS, rebuild_stdlib
 from ..errors import CheckpointError
 from ..order import Product
+from .columns import ColumnsError, decode_columns, encode_columns
 
 __all__ = [
     "FORMAT_VERSION",
+    "KEY_GROUPS",
+    "KEY_GROUP_CLASSES",
     "MAGIC",
     "MSGPACK",
     "PICKLE",
+    "COLUMNS",
     "HEADER_SIZE",
     "NeedsPickle",
     "pack",
     "unpack",
     "encode_chunk",
+    "encode_keyed_chunk",
     "decode_chunk",
     "read_header",
     "content_name",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+KEY_GROUPS = 720
+"""Keyed pieces fall in key group ``routing_hash % KEY_GROUPS``. A worker ``i`` of ``n``
+owns the pieces whose ``routing_hash % n == i`` (as the exchange routes them), which the key
+group decides when ``n`` divides 720 (1-6, 8-10, 12, 15, 16, 18, 20, 24, 30, 36, 40, 45, 48,
+60, ...)."""
+KEY_GROUP_CLASSES = 60
+"""Chunks never mix key groups of two classes ``key_group % 60``: every group of a chunk has
+the same owner for every worker count dividing 60 (1-6, 10, 12, 15, 20, 30, 60)."""
 MAGIC = b"TPCK"
-MSGPACK, PICKLE = 0, 1
-_ENCODINGS = {MSGPACK: "msgpack", PICKLE: "cloudpickle"}
+MSGPACK, PICKLE, COLUMNS = 0, 1, 2
+_ENCODINGS = {MSGPACK: "msgpack", PICKLE: "cloudpickle", COLUMNS: "columns"}
 _HEADER = struct.Struct("<4sHBBQ32s32s")
 HEADER_SIZE = _HEADER.size
 _NO_MAC = bytes(32)
@@ -190,10 +209,26 @@ def encode_chunk(value: Any, signing_key: Optional[bytes], what: str) -> Tuple[b
                 reason="pickle needs a signing_key",
             ) from None
         payload, encoding = cloudpickle.dumps(value, protocol=5), PICKLE
+    return _framed(payload, encoding, signing_key), encoding
+
+
+def _framed(payload: bytes, encoding: int, signing_key: Optional[bytes]) -> bytes:
     mac = _mac(signing_key, payload) if encoding == PICKLE and signing_key else _NO_MAC
     digest = hashlib.sha256(payload).digest()
     header = _HEADER.pack(MAGIC, FORMAT_VERSION, encoding, 0, len(payload), digest, mac)
-    return header + payload, encoding
+    return header + payload
+
+
+def encode_keyed_chunk(
+    hashes: Sequence[int], pieces: Sequence[Any], signing_key: Optional[bytes], what: str
+) -> Tuple[bytes, int]:
+    """A chunk file holding the keyed pieces ``zip(hashes, pieces)``: columns when the pieces
+    fit that layout, else as :func:`encode_chunk` the value ``{"h": hashes, "p": pieces}``.
+    :func:`decode_chunk` returns ``{"h": [...], "p": [...]}`` for either."""
+    payload = encode_columns(hashes, pieces)
+    if payload is not None:
+        return _framed(payload, COLUMNS, None), COLUMNS
+    return encode_chunk({"h": list(hashes), "p": list(pieces)}, signing_key, what)
 
 
 def content_name(data: bytes) -> str:
@@ -226,12 +261,16 @@ def read_header(data: bytes, path: str) -> Tuple[int, bytes, bytes, bytes]:
     return encoding, payload, digest, mac
 
 
-def decode_chunk(data: bytes, path: str, signing_key: Optional[bytes]) -> Any:
+def decode_chunk(
+    data: bytes, path: str, signing_key: Optional[bytes], *, checked: bool = False
+) -> Any:
     """The value of a chunk file, verified: its header, its checksum, and for a pickled chunk
-    its signature under ``signing_key`` before anything is unpickled. Every refusal is a
-    :class:`~timelypy.errors.CheckpointError` naming ``path`` and the reason."""
+    its signature under ``signing_key`` before anything is unpickled. ``checked``: the
+    caller has verified the whole file's SHA-256 already (against its name), so the payload's
+    is not computed again. Every refusal is a :class:`~timelypy.errors.CheckpointError`
+    naming ``path`` and the reason."""
     encoding, payload, digest, mac = read_header(data, path)
-    if hashlib.sha256(payload).digest() != digest:
+    if not checked and hashlib.sha256(payload).digest() != digest:
         raise _refuse(path, "corrupt: the SHA-256 of its payload differs from its header's")
     if encoding == PICKLE:
         if signing_key is None:
@@ -246,6 +285,12 @@ def decode_chunk(data: bytes, path: str, signing_key: Optional[bytes]) -> Any:
                 path, "bad signature: not signed with this signing_key (another key, or altered)"
             )
         return cloudpickle.loads(payload)
+    if encoding == COLUMNS:
+        try:
+            hashes, pieces = decode_columns(payload)
+        except ColumnsError as exc:
+            raise _refuse(path, f"corrupt column payload ({exc})") from None
+        return {"h": hashes, "p": pieces}
     try:
         return unpack(payload)
     except Exception as exc:  # noqa: BLE001 - any malformed payload is a corrupt file

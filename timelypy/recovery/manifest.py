@@ -2,10 +2,11 @@
 
 A manifest is JSON at ``manifests/<checkpoint_id>.json``::
 
-    {"format": "timelypy-checkpoint", "format_version": 1,
+    {"format": "timelypy-checkpoint", "format_version": 2,
      "sha256": "<hex SHA-256 of the body's canonical JSON>",
      "body": {"checkpoint_id": ..., "created": <seconds since the epoch>,
               "time": <the closed time, tagged JSON>, "peers": <workers>,
+              "key_groups": <keyed pieces are in key group routing_hash % key_groups>,
               "fingerprint": {operator_id: description},
               "parts": [<one per worker: its part index file, size, counts>],
               "extra": <tagged JSON>}}
@@ -26,7 +27,7 @@ from typing import Any, Dict, List, Tuple
 
 from ..errors import CheckpointError
 from ..order import Product
-from .format import FORMAT_VERSION
+from .format import FORMAT_VERSION, KEY_GROUPS
 
 __all__ = ["Manifest", "to_json", "from_json", "fingerprint_difference", "FORMAT_NAME"]
 
@@ -79,8 +80,8 @@ def from_json(value: Any) -> Any:
 @dataclass
 class Manifest:
     """A published checkpoint: its id, the closed time it holds, the number of workers that
-    wrote it, the program's fingerprint, the user's ``extra``, its creation time, and the parts
-    (one per worker: the part index file naming its chunks)."""
+    wrote it, the program's fingerprint, the user's ``extra``, its creation time, the parts
+    (one per worker: the part index file naming its chunks) and the number of key groups."""
 
     checkpoint_id: str
     time: Any
@@ -91,6 +92,7 @@ class Manifest:
     parts: List[Dict[str, Any]] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
     path: str = ""
+    key_groups: int = KEY_GROUPS
 
     def to_bytes(self) -> bytes:
         """The manifest file's content."""
@@ -99,6 +101,7 @@ class Manifest:
             "created": self.created,
             "time": to_json(self.time),
             "peers": self.peers,
+            "key_groups": self.key_groups,
             "fingerprint": dict(self.fingerprint),
             "parts": to_json(self.parts),
             "extra": to_json(self.extra),
@@ -146,6 +149,7 @@ class Manifest:
                 parts=from_json(body["parts"]),
                 format_version=version,
                 path=path,
+                key_groups=int(body["key_groups"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise refuse(f"corrupt: a field is missing or malformed ({exc!r})") from None

@@ -37,7 +37,13 @@ if TYPE_CHECKING:
     from ..progress.operate import Operate
     from ..workers.worker import Worker
 
-__all__ = ["closed_at", "program_fingerprint", "restore_worker", "snapshot_worker"]
+__all__ = [
+    "closed_at",
+    "program_fingerprint",
+    "restore_worker",
+    "snapshot_worker",
+    "state_holders",
+]
 
 
 def _walk(subgraph: Subgraph) -> Iterator[Tuple[str, Subgraph, int, "Operate"]]:
@@ -79,6 +85,12 @@ def _stateful(worker: "Worker") -> Iterator[Tuple[str, Any, Any]]:
         if holder is not None:
             k = counts[scope.name] = counts.get(scope.name, 0) + 1
             yield operator_id(scope.name, k), holder, op
+
+
+def state_holders(worker: "Worker") -> List[Tuple[str, Any]]:
+    """``(operator_id, holder)`` for every holder of state on the worker (stateful operators,
+    and inputs), in the order :func:`snapshot_worker` visits them."""
+    return [(oid, holder) for oid, holder, _ in _stateful(worker)]
 
 
 @contextmanager
@@ -219,10 +231,11 @@ def _restore(
                 raise RecoveryError(
                     f"operator {oid!r}: states of versions {version} and {state.version}"
                 )
+            pieces = state.all_keyed()
             if peers == 1:
-                keyed.extend(state.keyed)
+                keyed.extend(pieces)
             else:
-                keyed.extend(p for p in state.keyed if p[0] % peers == index)
+                keyed.extend(p for p in pieces if p[0] % peers == index)
             if shared is None:
                 shared = state.shared
         piece = OperatorState(keyed=keyed, shared=shared, version=version or 1)
