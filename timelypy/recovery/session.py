@@ -197,8 +197,9 @@ def restore_candidates(checkpoints: Checkpoints) -> Iterator["Manifest"]:
 def restore_worker_from(
     worker: "Worker", checkpoints: Checkpoints, manifest: "Manifest"
 ) -> "Optional[CheckpointError]":
-    """Read every part of the checkpoint ``manifest`` from the store (each file verified) and
-    restore this worker's operators from the pieces it owns; its inputs end at the
+    """Read the checkpoint ``manifest``'s chunks this worker needs from the store (each file
+    verified: only the chunks holding its key groups, when the worker count divides the key
+    groups) and restore this worker's operators from the pieces it owns; its inputs end at the
     checkpoint's time. Returns None once restored, or the
     :class:`~timelypy.errors.CheckpointError` naming the file that cannot be read: then
     nothing is restored, and the driver may try an older checkpoint."""
@@ -206,7 +207,9 @@ def restore_worker_from(
     from .snapshot import restore_worker
 
     try:
-        states = open_store(checkpoints).read_states(manifest)
+        states = open_store(checkpoints).read_states(
+            manifest, peers=worker.peers, index=worker.index
+        )
     except CheckpointError as exc:
         return exc
     restore_worker(worker, states, manifest.time)
