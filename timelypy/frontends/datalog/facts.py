@@ -1,5 +1,6 @@
-"""Soufflé's fact and output files: ``<relation>.facts`` in, ``<relation>.csv`` out, and
-``<relation>.delta`` change files.
+"""Soufflé's fact files in (``.facts``), its output files out (``.csv``), and change files.
+
+The files are ``<relation>.facts``, ``<relation>.csv`` and ``<relation>.delta``.
 
 * A ``.facts`` file holds one fact a line, its fields separated by tabs, as Soufflé's ``-F``
   directory does (https://souffle-lang.github.io/io): a ``number`` field is a decimal integer,
@@ -26,6 +27,8 @@ from .normal import Relation
 
 __all__ = [
     "parse_field",
+    "parse_facts",
+    "parse_delta",
     "read_facts",
     "read_delta",
     "format_fact",
@@ -83,38 +86,61 @@ def _fields(relation: Relation, fields: Sequence[str], path: str, number: int) -
     return tuple(out)
 
 
-def _lines(path: PathLike) -> Iterable[Tuple[int, str]]:
-    with open(path, encoding="utf-8", newline="") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if line.strip():
-                yield number, line
+def _lines(text: str, first_line: int = 1) -> Iterable[Tuple[int, str]]:
+    for number, line in enumerate(text.split("\n"), start=first_line):
+        line = line.rstrip("\r")
+        if line.strip():
+            yield number, line
+
+
+def _read(path: PathLike) -> str:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read()
+    except OSError as exc:
+        raise DatalogError(f"cannot read: {exc.strerror or exc}", source=os.fspath(path)) from None
+    except UnicodeDecodeError as exc:
+        raise DatalogError(f"not UTF-8 text: {exc}", source=os.fspath(path)) from None
+
+
+def parse_facts(
+    text: str, relation: Relation, source: str = "<facts>", first_line: int = 1
+) -> List[Tuple[Any, ...]]:
+    """The facts of the text of a ``.facts`` file for ``relation`` (errors name ``source``
+    and the line, counted from ``first_line``)."""
+    return [
+        _fields(relation, line.split("\t"), source, number)
+        for number, line in _lines(text, first_line)
+    ]
 
 
 def read_facts(path: PathLike, relation: Relation) -> List[Tuple[Any, ...]]:
     """The facts of a Soufflé ``.facts`` file for ``relation`` (see the module docstring)."""
-    name = os.fspath(path)
-    return [
-        _fields(relation, line.split("\t"), name, number) for number, line in _lines(path)
-    ]
+    return parse_facts(_read(path), relation, os.fspath(path))
 
 
-def read_delta(path: PathLike, relation: Relation) -> List[Tuple[Tuple[Any, ...], int]]:
-    """The changes of a ``.delta`` file for ``relation``: ``(fact, +1 or -1)`` per line."""
-    name = os.fspath(path)
+def parse_delta(
+    text: str, relation: Relation, source: str = "<delta>", first_line: int = 1
+) -> List[Tuple[Tuple[Any, ...], int]]:
+    """The changes in the text of a ``.delta`` file: ``(fact, +1 or -1)`` per line."""
     out = []
-    for number, line in _lines(path):
+    for number, line in _lines(text, first_line):
         sign, _, rest = line.partition("\t")
         if sign.strip() not in ("+", "-"):
             raise DatalogError(
                 f"a change of {relation.name} starts with '+' or '-' and a tab, got {line!r}",
-                source=name,
+                source=source,
                 line=number,
                 relation=relation.name,
             )
-        fact = _fields(relation, rest.split("\t"), name, number)
+        fact = _fields(relation, rest.split("\t"), source, number)
         out.append((fact, 1 if sign.strip() == "+" else -1))
     return out
+
+
+def read_delta(path: PathLike, relation: Relation) -> List[Tuple[Tuple[Any, ...], int]]:
+    """The changes of a ``.delta`` file for ``relation``: ``(fact, +1 or -1)`` per line."""
+    return parse_delta(_read(path), relation, os.fspath(path))
 
 
 def format_fact(fact: Sequence[Any]) -> str:

@@ -1,5 +1,7 @@
-"""A Datalog program ready to run: :class:`Program` (from text or a file), its dataflow, and its
-sessions (:class:`~.session.DatalogSession`) on any backend.
+"""A Datalog program ready to run: :class:`Program`, its dataflow, and its sessions.
+
+A program comes from text or a file; its sessions (:class:`~.session.DatalogSession`) run on
+any backend.
 
 >>> from timelypy import datalog
 >>> program = datalog.Program.from_text('''
