@@ -40,13 +40,17 @@ def _first_field(fact: Tuple[Any, ...]) -> Tuple[Any, Tuple[Any, ...]]:
     return (fact[0] if fact else (), fact)
 
 
+def _fact(key: Any, fact: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    return fact
+
+
 class DatalogDataflow:
     """The dataflow of a program, as ``open_session`` and ``Worker.dataflow`` take it: called
     with a scope on every worker. Holds only plans and names (it travels to worker processes).
 
     One input collection per input relation; the lowered plan of every observed relation
-    (:func:`timelypy.plan.lower`: shared sub-plans built once), each captured, probed (one
-    shared probe) and arranged by its first field for lookups; with ``durable``, every input
+    (:func:`timelypy.plan.lower`: shared sub-plans built once), each arranged by its first field (for
+    lookups) and, read back from the arrangement, captured and probed (one shared probe); with ``durable``, every input
     relation is captured too (a restored session rebuilds its facts from it)."""
 
     def __init__(
@@ -68,15 +72,15 @@ class DatalogDataflow:
         probe = None
         for name in self.plans:
             names = handle_names(name)
-            relation = built[name]
+            arranged = built[name].map(_first_field).arrange_by_key(names["by_first"])
+            handles[names["by_first"]] = arranged
+            # read through the arrangement: once the probe passes a time, lookups see it too
+            relation = arranged.as_collection(_fact)
             handles[names["capture"]] = relation.capture()
             if probe is None:
                 probe = relation.probe()
             else:
                 relation.probe_with(probe)
-            handles[names["by_first"]] = relation.map(_first_field).arrange_by_key(
-                names["by_first"]
-            )
         if probe is None:  # nothing observed: the inputs alone say when a time is done
             for name in self.inputs:
                 collection = collections[name]
