@@ -35,9 +35,7 @@ def check_run(
     }
     accumulated: Dict[str, Dict[Tuple[Any, ...], int]] = {n: {} for n in derived}
     want: Optional[Dict[str, Set[Tuple[Any, ...]]]] = None
-    with program.session(
-        workers, backend, observe=derived, timeout=timeout, **options
-    ) as session:
+    with program.session(workers, backend, observe=derived, timeout=timeout, **options) as session:
         for time, step in enumerate(steps, start=1):
             session.update_many(step)
             for relation, fact, diff in step:

@@ -18,7 +18,9 @@ from timelypy.datalog import Program
 pytestmark = pytest.mark.timeout(600)
 
 
-def churn(facts: Dict[str, List[Tuple[Any, ...]]], seed: int, rounds: int = 4) -> List[List[Change]]:
+def churn(
+    facts: Dict[str, List[Tuple[Any, ...]]], seed: int, rounds: int = 4
+) -> List[List[Change]]:
     """Insert every fact, then ``rounds`` steps that each remove a random third of the present
     facts and put back a random half of the absent ones; a last step removes everything."""
     rng = random.Random(seed)

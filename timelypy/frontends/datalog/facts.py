@@ -52,8 +52,9 @@ def parse_field(text: str, type_: str) -> Any:
     try:
         value = int(text, 0) if text.lower().startswith(("0x", "0b")) else int(text)
     except ValueError:
-        raise ValueError(f"expects {'an unsigned' if type_ == 'unsigned' else 'a number'}, "
-                         f"got {text!r}") from None
+        raise ValueError(
+            f"expects {'an unsigned' if type_ == 'unsigned' else 'a number'}, got {text!r}"
+        ) from None
     if type_ == "unsigned" and value < 0:
         raise ValueError(f"expects an unsigned, got {text!r}")
     return value

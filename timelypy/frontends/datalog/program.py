@@ -49,9 +49,10 @@ class DatalogDataflow:
     with a scope on every worker. Holds only plans and names (it travels to worker processes).
 
     One input collection per input relation; the lowered plan of every observed relation
-    (:func:`timelypy.plan.lower`: shared sub-plans built once), each arranged by its first field (for
-    lookups) and, read back from the arrangement, captured and probed (one shared probe); with ``durable``, every input
-    relation is captured too (a restored session rebuilds its facts from it)."""
+    (:func:`timelypy.plan.lower`: shared sub-plans built once), each arranged by its first
+    field (for lookups) and, read back from the arrangement, captured and probed (one shared
+    probe); with ``durable``, every input relation is captured too (a restored session
+    rebuilds its facts from it)."""
 
     def __init__(
         self, plans: Mapping[str, Plan], inputs: Sequence[str], durable: bool = False
@@ -208,4 +209,3 @@ class Program:
         except BaseException:
             session.abort()
             raise
-
