@@ -108,3 +108,16 @@ def test_facts_in_the_program_text_are_there_at_time_zero_and_removable():
         s.advance()
         assert s.contents("path") == {(1, 2)}
         assert s.facts("edge") == {(1, 2)}
+
+
+def test_the_example_checks_itself():
+    import importlib.util
+
+    from support.paths import EXAMPLES
+
+    spec = importlib.util.spec_from_file_location("examples_datalog", EXAMPLES / "datalog.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    counts = example.main(30, 6, 2)
+    assert len(counts) == 6 and all(0 <= c <= 30 for c in counts)
