@@ -1,0 +1,54 @@
+"""DatalogSession.load_dataframe: facts from a Spark DataFrame, checked, all or nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Iterator
+
+import pytest
+
+from timelypy import datalog
+from timelypy.errors import DatalogError
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+
+TC = """
+.decl edge(x: number, y: number)
+.input edge
+.decl path(x: number, y: number)
+path(x, y) :- edge(x, y).
+path(x, z) :- path(x, y), edge(y, z).
+.output path
+"""
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory) -> Iterator[Any]:
+    """A local Spark for this file, its files under pytest's temp dir."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java 17 (no java on PATH, no JAVA_HOME)")
+    from timelypy.connectors.spark import local_spark
+
+    base = tmp_path_factory.mktemp("spark")
+    session = local_spark("timelypy-datalog", cores=1, local_dir=str(base), log_level="ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def test_load_dataframe(spark):
+    df = spark.createDataFrame([(1, 2, "a"), (2, 3, "b"), (1, 2, "c")], ["src", "dst", "tag"])
+    with datalog.Program.from_text(TC).session(workers=2) as s:
+        assert s.load_dataframe("edge", df, columns=["src", "dst"]) == 2
+        s.advance()
+        assert s.contents("path") == {(1, 2), (1, 3), (2, 3)}
+        with pytest.raises(DatalogError, match="edge has 2 field"):
+            s.load_dataframe("edge", df)
+        bad = spark.createDataFrame([(3, 4), (4, None)], "src long, dst long")
+        with pytest.raises(DatalogError, match=r"field 2 \(y\) expects a number"):
+            s.load_dataframe("edge", bad)
+        s.advance()
+        assert s.facts("edge") == {(1, 2), (2, 3)}
