@@ -353,3 +353,51 @@ class CheckpointError(TimelyError):
 
 
 __all__ += ["RecoveryError", "CheckpointError"]
+
+
+# -- front-ends
+class DatalogError(TimelyError, ValueError):
+    """A Datalog program (or a fact given to one) is wrong: a syntax error, an undeclared
+    relation, an arity or type mismatch, an unbound variable, recursion through negation or
+    aggregation. ``source``, ``line`` and ``column`` locate it (0 when unknown), ``rule`` is the
+    text of the rule or fact involved (if any) and ``relation`` the relation's name (if any);
+    ``str()`` reads ``SOURCE:LINE:COL: message``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str = "<program>",
+        line: int = 0,
+        column: int = 0,
+        rule: str = "",
+        relation: str = "",
+    ):
+        self.message = message
+        self.source = source
+        self.line = line
+        self.column = column
+        self.rule = rule
+        self.relation = relation
+        where = f"{source}:{line}:{column}: " if line else (f"{source}: " if source else "")
+        text = where + message
+        if rule:
+            text += f"\n  in: {rule}"
+        super().__init__(text)
+
+    def __reduce__(self) -> Any:
+        kwargs = dict(
+            source=self.source,
+            line=self.line,
+            column=self.column,
+            rule=self.rule,
+            relation=self.relation,
+        )
+        return (_datalog_error, (self.message, kwargs))
+
+
+def _datalog_error(message: str, kwargs: Dict[str, Any]) -> DatalogError:
+    return DatalogError(message, **kwargs)
+
+
+__all__ += ["DatalogError"]

@@ -156,7 +156,10 @@ def _signature_gaps(function, owner=""):
     if signature.return_annotation is inspect.Signature.empty and function.__name__ != "__init__":
         gaps.append(f"{where} -> ?")
     try:
-        typing.get_type_hints(function, localns=_package_names())
+        # the function's own module names win over the package's (``timelypy.plan.Union``, a
+        # plan node, must not shadow ``typing.Union`` in another module's annotations)
+        names = {**_package_names(), **getattr(function, "__globals__", {})}
+        typing.get_type_hints(function, localns=names)
     except Exception as exc:  # noqa: BLE001 - any failure to resolve is the finding
         gaps.append(f"{where}: get_type_hints raises {type(exc).__name__}: {exc}")
     return gaps

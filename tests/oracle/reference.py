@@ -12,9 +12,15 @@ It has four parts:
   the registries (:data:`MAPS`, :data:`FILTERS`, :data:`FLAT_MAPS`, :data:`THRESHOLDS`,
   :data:`REDUCERS`), so programs print readably -- ``Join(Map(Input(0), 'swap'), Input(0))`` --
   and hypothesis can shrink them.
-* **The evaluator.** :func:`evaluate` computes a program's output from scratch on *multisets*
-  (``dict record -> nonzero int weight``; weights may be negative after retractions).
-* **The builder.** :func:`build` constructs the same program out of engine ``Collection`` objects.
+* **The plan.** :func:`to_plan` translates a program to a :mod:`timelypy.plan` plan. The
+  evaluator :func:`evaluate` is the from-scratch plan evaluator of ``tests/oracle/plan.py`` on
+  *multisets* (``dict record -> nonzero int weight``; weights may be negative after
+  retractions), and the builder :func:`build` is the engine's plan lowering
+  (:func:`timelypy.plan.lower_one`): every property test on these programs checks the plan
+  layer, and every front-end that produces plans is checked by the same evaluator.
+* **The direct versions.** :func:`evaluate_direct` walks the program tree itself (the check of
+  :func:`to_plan`) and :func:`build_direct` builds it with the ``Collection`` methods of the
+  same names (the check of those methods).
 * **Time helpers.** :func:`accumulate`, :func:`script_updates`, :func:`evaluate_at` turn update
   lists and driver scripts (see ``strategies.update_streams``) into accumulated inputs.
 
@@ -75,6 +81,16 @@ from typing import (
     Union,
 )
 
+import cloudpickle
+
+import timelypy.plan as P
+
+from . import plan as plan_oracle
+
+# Worker processes and Ray actors do not have tests/ on their path: the programs' functions
+# ship by value, and so does the plan evaluator they call (``evaluate_at`` runs in workers).
+cloudpickle.register_pickle_by_value(plan_oracle)
+
 __all__ = [
     # types
     "PAIR",
@@ -115,9 +131,12 @@ __all__ = [
     "NonConvergenceError",
     "ProgramError",
     "evaluate",
+    "evaluate_direct",
     "infer_type",
     "typecheck",
+    "to_plan",
     "build",
+    "build_direct",
     "accumulate",
     "script_updates",
     "final_times",
@@ -142,8 +161,9 @@ class ProgramError(ValueError):
     """A malformed program: unknown function name, ill-typed node, misplaced Input/Variable."""
 
 
-class NonConvergenceError(RuntimeError):
-    """An :class:`Iterate` did not reach a fixed point within the iteration cap."""
+NonConvergenceError = plan_oracle.NonConvergenceError
+"""An :class:`Iterate` did not reach a fixed point within the iteration cap (the plan
+evaluator's error: an iterate is a fixpoint there)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -830,13 +850,14 @@ def _normalize_inputs(
     return {i: consolidate(z.items()) for i, z in items}
 
 
-def evaluate(
+def evaluate_direct(
     program: ProgramLike,
     inputs: Union[Mapping[int, Mapping[Record, int]], Sequence[Mapping[Record, int]]],
     *,
     max_iterations: int = 100,
 ) -> ZSet:
-    """Evaluate ``program`` from scratch.
+    """Evaluate ``program`` from scratch by walking its own tree (not through the plan): the
+    cross-check of :func:`to_plan`.
 
     ``inputs`` maps an input index (``Input(i)``) to its accumulated multiset (a list indexed by
     ``i`` works too); an index that is absent is an empty collection. Zero weights in the inputs
@@ -1003,10 +1024,12 @@ class _BuildCtx:
         self.memo: Dict[Node, Any] = {}
 
 
-def build(
+def build_direct(
     program: ProgramLike, scope: Any, collections: Union[Sequence[Any], Mapping[int, Any]]
 ) -> Any:
-    """Build ``program`` out of the engine's input collections and return the output Collection.
+    """Build ``program`` out of the engine's input collections with the Collection API's
+    methods of the same names (not through the plan) and return the output Collection: what
+    checks the collection methods themselves (``join``, ``antijoin``, ``iterate``...).
 
     ``collections[i]`` is the engine collection for ``Input(i)`` (a sequence or a mapping).
     ``scope`` is the dataflow scope the inputs live in; the Collection API does not need it (every
@@ -1107,6 +1130,123 @@ def _build_node(node: Node, ctx: _BuildCtx) -> Any:
 
         return source.iterate(body)
     raise ProgramError(f"not a program node: {node!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the plan: to_plan, evaluate (the plan evaluator), build (the plan lowering)
+
+
+def _plan_fn(registry: Mapping[str, Fn], name: str, what: str) -> P.Fn:
+    return P.Fn(name, _lookup(registry, name, what).fn)
+
+
+def one_tuple(x: Any) -> Tuple[Any]:
+    """``x -> (x,)``: an int key as a one-column row (the plan's joins take tuples)."""
+    return (x,)
+
+
+_ONE_TUPLE = P.Fn("one_tuple", one_tuple)
+_PAIR_JOIN = (P.Column(0), P.Row((P.Column(1), P.Column(3))))  # (k, v1) + (k, v2) -> (k, (v1, v2))
+
+
+def loop_name(depth: int) -> str:
+    """The :class:`~timelypy.plan.Fixpoint` name of the loop variable of an iterate nested
+    ``depth`` deep (1 for the outermost)."""
+    return f"x{depth}"
+
+
+def to_plan(program: ProgramLike) -> P.Plan:
+    """``program`` as a :mod:`timelypy.plan` plan: ``Input(i)`` is ``Scan(str(i))``, an
+    :class:`Iterate` is a one-name :class:`~timelypy.plan.Fixpoint` (its :class:`Variable` a
+    ``Recur``, named by nesting depth), ``Enter`` disappears (the plan enters loop-independent
+    sub-plans itself), the named functions become ``Fn``s, ``Concat`` a ``Union``, ``Join`` a
+    relational join on column 0 giving ``(k, (v1, v2))``, ``Semijoin`` a semijoin on the keys
+    made one-column rows, and ``Antijoin`` (whose keys need not be a set) ``source -
+    semijoin``. :class:`ProgramError` for a misplaced ``Input``/``Variable``/``Enter`` or an
+    unknown function name."""
+    return _to_plan(_root(program), 0)
+
+
+def _to_plan(node: Node, depth: int) -> P.Plan:
+    kind = type(node).__name__
+    t = lambda m: _to_plan(m, depth)  # noqa: E731
+    if kind == "Input":
+        if depth:
+            raise ProgramError(f"{node!r} used inside an iterate body; wrap it in Enter(...)")
+        return P.Scan(str(node.index))
+    if kind == "Variable":
+        if not depth:
+            raise ProgramError("Variable() used outside of any iterate body")
+        return P.Recur(loop_name(depth))
+    if kind == "Enter":
+        if not depth:
+            raise ProgramError(f"{node!r} used outside of any iterate body")
+        return _to_plan(node.source, depth - 1)
+    if kind == "Map":
+        return P.Map(t(node.source), _plan_fn(MAPS, node.fn, "map"))
+    if kind == "Filter":
+        return P.Filter(t(node.source), _plan_fn(FILTERS, node.pred, "predicate"))
+    if kind == "FlatMap":
+        return P.FlatMap(t(node.source), _plan_fn(FLAT_MAPS, node.fn, "flat_map"))
+    if kind == "Threshold":
+        return P.Threshold(t(node.source), _plan_fn(THRESHOLDS, node.fn, "threshold"))
+    if kind == "Reduce":
+        return P.Reduce(t(node.source), _plan_fn(REDUCERS, node.logic, "reducer"))
+    if kind in ("Negate", "Consolidate", "Distinct", "Count"):
+        return getattr(P, kind)(t(node.source))  # type: ignore[no-any-return]
+    if kind == "Concat":
+        return P.Union((t(node.left), t(node.right)))
+    if kind == "Join":
+        return P.Join(t(node.left), t(node.right), (0,), (0,), _PAIR_JOIN)
+    if kind in ("Semijoin", "Antijoin"):
+        source = t(node.source)
+        semi = P.Semijoin(source, P.Map(t(node.keys), _ONE_TUPLE), (0,), (0,))
+        return semi if kind == "Semijoin" else P.Union((source, P.Negate(semi)))
+    if kind == "Iterate":
+        name = loop_name(depth + 1)
+        return P.Fixpoint((name,), (t(node.source),), (_to_plan(node.body, depth + 1),), name)
+    raise ProgramError(f"not a program node: {node!r}")
+
+
+def _named_inputs(inputs: Mapping[int, Any]) -> Dict[str, Any]:
+    return {str(i): c for i, c in inputs.items()}
+
+
+def evaluate(
+    program: ProgramLike,
+    inputs: Union[Mapping[int, Mapping[Record, int]], Sequence[Mapping[Record, int]]],
+    *,
+    max_iterations: int = 100,
+) -> ZSet:
+    """Evaluate ``program`` from scratch: :func:`to_plan`, then the plan evaluator
+    (``tests/oracle/plan.py``).
+
+    ``inputs`` maps an input index (``Input(i)``) to its accumulated multiset (a list indexed by
+    ``i`` works too); an index that is absent is an empty collection. Zero weights in the inputs
+    are ignored. Returns the consolidated output (``record -> nonzero weight``), a fresh dict;
+    :class:`NonConvergenceError` if an iterate runs more than ``max_iterations`` rounds.
+    """
+    plan = to_plan(program)
+    named = _named_inputs(_normalize_inputs(inputs))
+    return plan_oracle.evaluate_plan(plan, named, max_iterations=max_iterations)
+
+
+def build(
+    program: ProgramLike, scope: Any, collections: Union[Sequence[Any], Mapping[int, Any]]
+) -> Any:
+    """Build ``program`` out of the engine's input collections through the plan
+    (:func:`to_plan`, then :func:`timelypy.plan.lower_one`) and return the output Collection.
+
+    ``collections[i]`` is the engine collection for ``Input(i)`` (a sequence or a mapping);
+    ``scope`` is accepted so callers can pass it uniformly (the lowering finds the scope of
+    the collections). :func:`build_direct` builds with the Collection methods instead.
+    """
+    inputs = (
+        dict(collections.items())
+        if isinstance(collections, Mapping)
+        else dict(enumerate(collections))
+    )
+    return P.lower_one(to_plan(program), _named_inputs(inputs))
 
 
 # ---------------------------------------------------------------------------------------------

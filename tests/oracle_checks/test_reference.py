@@ -461,7 +461,7 @@ class MockCollection:
 
 def build_and_run(program: ref.Program, inputs: List[Dict[Any, int]]) -> Dict[Any, int]:
     scope = MockScope()
-    out = ref.build(program, scope, [MockCollection(z, scope) for z in inputs])
+    out = ref.build_direct(program, scope, [MockCollection(z, scope) for z in inputs])
     assert out.scope is scope
     return out.data
 
@@ -498,7 +498,7 @@ def test_build_calls_exactly_the_collection_api() -> None:
             ref.Reduce(ref.Threshold(ref.Count(ref.FlatMap(from_(0), "both")), "abs"), "min"), "key"
         ),
     )
-    ref.build(prog, "root", [Recorder(), Recorder()])
+    ref.build_direct(prog, "root", [Recorder(), Recorder()])
     assert calls == [
         "distinct",
         "iterate",

@@ -2,11 +2,30 @@
 
 Front-ends (Datalog, :mod:`timelypy.frontends`) produce plans (:mod:`.nodes`, with the
 expressions of :mod:`.expressions`); :func:`lower` builds them out of a dataflow's input
-collections. The test suite's from-scratch oracle evaluates the same plans, so every
+collections (:mod:`.lower`), with expressions compiled once to Python functions
+(:mod:`.compiler`). The test suite's from-scratch oracle evaluates the same plans, so every
 front-end is checked against one reference.
 """
 
-from .expressions import And, Arith, Column, Compare, Const, Expression, Row
+from .compiler import (
+    compile_expression,
+    compile_join_output,
+    compile_predicate,
+    compile_row,
+    key_function,
+)
+from .expressions import (
+    And,
+    Arith,
+    Column,
+    Compare,
+    Const,
+    Expression,
+    Row,
+    divide,
+    evaluate_expression,
+)
+from .lower import PlanError, free_recurs, lower, lower_one
 from .nodes import (
     Aggregate,
     Antijoin,
@@ -60,4 +79,15 @@ __all__ = [
     "Semijoin",
     "Threshold",
     "Union",
+    "PlanError",
+    "lower",
+    "lower_one",
+    "free_recurs",
+    "compile_expression",
+    "compile_join_output",
+    "compile_predicate",
+    "compile_row",
+    "key_function",
+    "divide",
+    "evaluate_expression",
 ]

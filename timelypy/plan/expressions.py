@@ -19,8 +19,9 @@ one Python function once, so a hot loop does not walk the tree per record).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
-from typing import Any, Tuple, Union
+from typing import Any, Callable, Dict, Tuple, Union
 
 __all__ = [
     "Expression",
@@ -32,6 +33,8 @@ __all__ = [
     "Row",
     "ARITH_OPS",
     "COMPARE_OPS",
+    "evaluate_expression",
+    "divide",
 ]
 
 ARITH_OPS = ("+", "-", "*", "/", "%", "min", "max")
@@ -96,3 +99,52 @@ class Row:
 
 Expression = Union[Column, Const, Arith, Compare, And, Row]
 """Any expression node."""
+
+
+def evaluate_expression(expr: Expression, row: Tuple[Any, ...]) -> Any:
+    """The value of ``expr`` on ``row`` by walking the tree (for one-off values, e.g. constant
+    folding in a front-end; the lowering compiles expressions instead).
+
+    Example: ``evaluate_expression(Arith("+", Column(0), Const(1)), (41,))`` is 42."""
+    if isinstance(expr, Column):
+        return row[expr.index]
+    if isinstance(expr, Const):
+        return expr.value
+    if isinstance(expr, Arith):
+        a, b = evaluate_expression(expr.left, row), evaluate_expression(expr.right, row)
+        return _ARITH[expr.op](a, b)
+    if isinstance(expr, Compare):
+        a, b = evaluate_expression(expr.left, row), evaluate_expression(expr.right, row)
+        return _COMPARE[expr.op](a, b)
+    if isinstance(expr, And):
+        return all(evaluate_expression(t, row) for t in expr.terms)
+    if isinstance(expr, Row):
+        return tuple(evaluate_expression(i, row) for i in expr.items)
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def divide(a: Any, b: Any) -> Any:
+    """``a / b`` as :class:`Arith` means it: floor division when both are ints, and
+    true division otherwise."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    return a / b
+
+
+_ARITH: Dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": divide,
+    "%": operator.mod,
+    "min": min,
+    "max": max,
+}
+_COMPARE: Dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}

@@ -1,0 +1,1 @@
+"""Tests of the Datalog front-end: language, compiler, sessions, command line."""

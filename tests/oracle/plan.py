@@ -1,0 +1,297 @@
+"""The from-scratch evaluator of plans: the oracle every front-end producing plans is checked by.
+
+``evaluate_plan(plan, inputs)`` computes a :mod:`timelypy.plan` plan on *Z-sets* (``dict record
+-> nonzero int weight``) with plain dicts and loops, following the semantics table of
+:mod:`timelypy.plan.nodes` line by line. It shares nothing with the engine or the lowering but
+the node and expression classes (data): expressions are evaluated here by a tree walk of its
+own, fixpoints by iterating the bodies on whole Z-sets until nothing changes (no hoisting, no
+arrangements, no incremental anything).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from timelypy.plan import nodes as n
+
+__all__ = [
+    "ZSet",
+    "NonConvergenceError",
+    "evaluate_plan",
+    "evaluate_plans",
+    "evaluate_expression",
+    "consolidate",
+]
+
+Record = Any
+ZSet = Dict[Record, int]
+"""A multiset: ``record -> nonzero int weight``."""
+
+
+class NonConvergenceError(RuntimeError):
+    """A fixpoint did not reach a fixed point within the iteration cap."""
+
+
+def consolidate(pairs: Iterable[Tuple[Record, int]]) -> ZSet:
+    """Sum ``(record, weight)`` pairs into a :data:`ZSet`, dropping zero weights."""
+    out: ZSet = {}
+    for r, w in pairs:
+        out[r] = out.get(r, 0) + w
+    return {r: w for r, w in out.items() if w != 0}
+
+
+# ---------------------------------------------------------------------------------------------
+# Expressions
+
+
+def _div(a: Any, b: Any) -> Any:
+    if type(a) in (int, bool) and type(b) in (int, bool):
+        return a // b
+    return a / b
+
+
+_ARITH: Dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": _div,
+    "%": lambda a, b: a % b,
+    "min": lambda a, b: a if a <= b else b,
+    "max": lambda a, b: a if a >= b else b,
+}
+_COMPARE: Dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def evaluate_expression(expr: Any, row: Tuple[Any, ...]) -> Any:
+    """The value of ``expr`` on ``row``."""
+    kind = type(expr).__name__
+    if kind == "Column":
+        return row[expr.index]
+    if kind == "Const":
+        return expr.value
+    if kind == "Arith":
+        return _ARITH[expr.op](
+            evaluate_expression(expr.left, row), evaluate_expression(expr.right, row)
+        )
+    if kind == "Compare":
+        return _COMPARE[expr.op](
+            evaluate_expression(expr.left, row), evaluate_expression(expr.right, row)
+        )
+    if kind == "And":
+        for t in expr.terms:
+            if not evaluate_expression(t, row):
+                return False
+        return True
+    if kind == "Row":
+        return tuple(evaluate_expression(i, row) for i in expr.items)
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def _row(exprs: Iterable[Any], row: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    return tuple(evaluate_expression(x, row) for x in exprs)
+
+
+def _key(row: Tuple[Any, ...], cols: Tuple[int, ...]) -> Tuple[Any, ...]:
+    return tuple(row[c] for c in cols)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans
+
+
+class _Env:
+    """The inputs, the values of the relations of the enclosing fixpoints (innermost in
+    ``bound``, the rest through ``parent``), and a memo valid for these values."""
+
+    __slots__ = ("inputs", "bound", "parent", "memo", "max_iterations")
+
+    def __init__(
+        self,
+        inputs: Mapping[str, ZSet],
+        bound: Dict[str, ZSet],
+        parent: Optional["_Env"],
+        max_iterations: int,
+    ) -> None:
+        self.inputs = inputs
+        self.bound = bound
+        self.parent = parent
+        self.memo: Dict[Any, Any] = {}
+        self.max_iterations = max_iterations
+
+    def recur(self, name: str) -> ZSet:
+        env: Optional[_Env] = self
+        while env is not None:
+            if name in env.bound:
+                return env.bound[name]
+            env = env.parent
+        raise ValueError(f"Recur({name!r}) outside every Fixpoint that defines {name!r}")
+
+
+def evaluate_plan(
+    plan: n.Plan, inputs: Mapping[str, Mapping[Record, int]], *, max_iterations: int = 100
+) -> ZSet:
+    """``plan`` evaluated from scratch on ``inputs`` (name -> Z-set; a name that is absent is
+    an empty relation, zero weights are ignored). Returns a fresh consolidated Z-set;
+    :class:`NonConvergenceError` if a fixpoint runs more than ``max_iterations`` rounds."""
+    env = _Env(_normalize(inputs), {}, None, max_iterations)
+    return dict(_eval(plan, env))
+
+
+def evaluate_plans(
+    plans: Mapping[str, n.Plan],
+    inputs: Mapping[str, Mapping[Record, int]],
+    *,
+    max_iterations: int = 100,
+) -> Dict[str, ZSet]:
+    """Every plan of ``plans`` evaluated on ``inputs``, by name (one memo: shared sub-plans and
+    fixpoints are evaluated once)."""
+    env = _Env(_normalize(inputs), {}, None, max_iterations)
+    return {name: dict(_eval(plan, env)) for name, plan in plans.items()}
+
+
+def _normalize(inputs: Mapping[str, Mapping[Record, int]]) -> Dict[str, ZSet]:
+    return {name: consolidate(z.items()) for name, z in inputs.items()}
+
+
+def _eval(plan: n.Plan, env: _Env) -> ZSet:
+    hit = env.memo.get(plan)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    try:
+        handler = _EVAL[type(plan).__name__]
+    except KeyError:
+        raise TypeError(f"not a plan node: {plan!r}") from None
+    out = handler(plan, env)
+    env.memo[plan] = out
+    return out
+
+
+def _by_key(z: ZSet, cols: Tuple[int, ...]) -> Dict[Tuple[Any, ...], List[Tuple[Record, int]]]:
+    groups: Dict[Tuple[Any, ...], List[Tuple[Record, int]]] = {}
+    for r, w in z.items():
+        groups.setdefault(_key(r, cols), []).append((r, w))
+    return groups
+
+
+def _ev_join(p: n.Join, env: _Env) -> ZSet:
+    right = _by_key(_eval(p.right, env), p.right_key)
+    return consolidate(
+        (_row(p.output, a + b), wa * wb)
+        for a, wa in _eval(p.left, env).items()
+        for b, wb in right.get(_key(a, p.left_key), ())
+    )
+
+
+def _key_weights(z: ZSet, cols: Tuple[int, ...]) -> Dict[Tuple[Any, ...], int]:
+    total: Dict[Tuple[Any, ...], int] = {}
+    for r, w in z.items():
+        k = _key(r, cols)
+        total[k] = total.get(k, 0) + w
+    return total
+
+
+def _ev_semijoin(p: n.Semijoin, env: _Env) -> ZSet:
+    weights = _key_weights(_eval(p.right, env), p.right_key)
+    return consolidate(
+        (a, w * weights.get(_key(a, p.left_key), 0)) for a, w in _eval(p.left, env).items()
+    )
+
+
+def _ev_antijoin(p: n.Antijoin, env: _Env) -> ZSet:
+    weights = _key_weights(_eval(p.right, env), p.right_key)
+    present = {k for k, w in weights.items() if w > 0}
+    return {a: w for a, w in _eval(p.left, env).items() if _key(a, p.left_key) not in present}
+
+
+def _ev_aggregate(p: n.Aggregate, env: _Env) -> ZSet:
+    groups: Dict[Tuple[Any, ...], List[Tuple[Record, int]]] = {}
+    for r, w in _eval(p.input, env).items():
+        if w > 0:
+            groups.setdefault(_key(r, p.group), []).append((r, w))
+    out: ZSet = {}
+    for g, rows in groups.items():
+        if p.kind == "count":
+            agg: Any = sum(w for _r, w in rows)
+        else:
+            values = [(evaluate_expression(p.value, r), w) for r, w in rows]
+            if p.kind == "sum":
+                agg = sum(v * w for v, w in values)
+            elif p.kind == "min":
+                agg = min(v for v, _w in values)
+            else:
+                agg = max(v for v, _w in values)
+        out[g + (agg,)] = 1
+    return out
+
+
+def _ev_reduce(p: n.Reduce, env: _Env) -> ZSet:
+    groups: Dict[Any, List[Tuple[Any, int]]] = {}
+    for (k, v), w in _eval(p.input, env).items():
+        groups.setdefault(k, []).append((v, w))
+    out: List[Tuple[Record, int]] = []
+    for k, vs in groups.items():
+        vs.sort(key=lambda vw: vw[0])
+        out.extend(((k, o), w) for o, w in p.fn.fn(k, vs))
+    return consolidate(out)
+
+
+def _ev_fixpoint(p: n.Fixpoint, env: _Env) -> ZSet:
+    loop = ("loop", p.names, p.initial, p.bodies)
+    values = env.memo.get(loop)
+    if values is None:
+        x = {name: _eval(i, env) for name, i in zip(p.names, p.initial)}
+        for _ in range(env.max_iterations):
+            inner = _Env(env.inputs, x, env, env.max_iterations)
+            nxt = {name: _eval(b, inner) for name, b in zip(p.names, p.bodies)}
+            if nxt == x:
+                break
+            x = nxt
+        else:
+            raise NonConvergenceError(
+                f"fixpoint of {p.names} did not converge within {env.max_iterations} iterations"
+            )
+        values = x
+        env.memo[loop] = values
+    return values[p.output]  # type: ignore[no-any-return]
+
+
+def _ev_scan(p: n.Scan, env: _Env) -> ZSet:
+    return env.inputs.get(p.name, {})
+
+
+_EVAL: Dict[str, Callable[[Any, _Env], ZSet]] = {
+    "Scan": _ev_scan,
+    "Recur": lambda p, env: env.recur(p.name),
+    "Project": lambda p, env: consolidate(
+        (_row(p.columns, r), w) for r, w in _eval(p.input, env).items()
+    ),
+    "Select": lambda p, env: {
+        r: w for r, w in _eval(p.input, env).items() if evaluate_expression(p.predicate, r)
+    },
+    "Map": lambda p, env: consolidate((p.fn.fn(r), w) for r, w in _eval(p.input, env).items()),
+    "Filter": lambda p, env: {r: w for r, w in _eval(p.input, env).items() if p.fn.fn(r)},
+    "FlatMap": lambda p, env: consolidate(
+        (o, w) for r, w in _eval(p.input, env).items() for o in p.fn.fn(r)
+    ),
+    "Union": lambda p, env: consolidate(item for i in p.inputs for item in _eval(i, env).items()),
+    "Negate": lambda p, env: {r: -w for r, w in _eval(p.input, env).items()},
+    "Consolidate": lambda p, env: _eval(p.input, env),
+    "Distinct": lambda p, env: {r: 1 for r, w in _eval(p.input, env).items() if w > 0},
+    "Threshold": lambda p, env: consolidate(
+        (r, p.fn.fn(r, w)) for r, w in _eval(p.input, env).items()
+    ),
+    "Count": lambda p, env: {(r, w): 1 for r, w in _eval(p.input, env).items()},
+    "Reduce": _ev_reduce,
+    "Join": _ev_join,
+    "Semijoin": _ev_semijoin,
+    "Antijoin": _ev_antijoin,
+    "Aggregate": _ev_aggregate,
+    "Fixpoint": _ev_fixpoint,
+}

@@ -1,0 +1,128 @@
+"""Expressions compiled once to Python functions.
+
+A plan's expressions (:mod:`.expressions`) run once per record, so the lowering turns each
+tuple of them into the source text of one Python function and compiles it: ``(Column(1),
+Arith("+", Column(0), Const(1)))`` becomes ``lambda r: (r[1], (r[0] + 1))``. The function
+does no tree walk and no call per node; measured against composed closures (one Python call
+per expression node) it is about 2-4 times faster on rows of 2-4 columns.
+
+Constants that are ints, strings or bools are written as literals; any other constant is
+passed in by name (so a float ``nan`` or an arbitrary object stays exact).
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from .expressions import And, Arith, Column, Compare, Const, Expression, Row, divide
+
+__all__ = [
+    "compile_expression",
+    "compile_row",
+    "compile_predicate",
+    "compile_join_output",
+    "key_function",
+]
+
+_COMPARE = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+class _Source:
+    """Source text of expressions over the row named ``r``, with the constants they need."""
+
+    def __init__(self) -> None:
+        self.names: Dict[str, Any] = {"_divide": divide, "_min": min, "_max": max}
+
+    def constant(self, value: Any) -> str:
+        if type(value) in (int, str, bool) or value is None:
+            return repr(value)
+        name = f"_c{len(self.names)}"
+        self.names[name] = value
+        return name
+
+    def expr(self, e: Expression) -> str:
+        if isinstance(e, Column):
+            if not isinstance(e.index, int) or e.index < 0:
+                raise ValueError(f"Column: index must be an int >= 0, got {e.index!r}")
+            return f"r[{e.index}]"
+        if isinstance(e, Const):
+            return self.constant(e.value)
+        if isinstance(e, Arith):
+            left, right = self.expr(e.left), self.expr(e.right)
+            if e.op == "/":
+                return f"_divide({left}, {right})"
+            if e.op in ("min", "max"):
+                return f"_{e.op}({left}, {right})"
+            return f"({left} {e.op} {right})"
+        if isinstance(e, Compare):
+            return f"({self.expr(e.left)} {_COMPARE[e.op]} {self.expr(e.right)})"
+        if isinstance(e, And):
+            if not e.terms:
+                return "True"
+            return "(" + " and ".join(self.expr(t) for t in e.terms) + ")"
+        if isinstance(e, Row):
+            return self.row(e.items)
+        raise TypeError(f"not an expression: {e!r}")
+
+    def row(self, items: Sequence[Expression]) -> str:
+        return "(" + "".join(self.expr(i) + ", " for i in items) + ")"
+
+    def function(self, params: str, body: List[str], name: str) -> Callable[..., Any]:
+        text = f"def {name}({params}):\n" + "".join(f"    {line}\n" for line in body)
+        code = compile(text, f"<plan {name}>", "exec")
+        namespace: Dict[str, Any] = dict(self.names)
+        exec(code, namespace)  # noqa: S102 - source built from the expression tree, no user text
+        fn: Callable[..., Any] = namespace[name]
+        return fn
+
+
+def compile_row(columns: Sequence[Expression]) -> Callable[[Tuple[Any, ...]], Tuple[Any, ...]]:
+    """``row -> tuple(e(row) for e in columns)`` as one compiled function.
+
+    Example: ``compile_row((Column(1), Column(0)))((1, 2))`` is ``(2, 1)``."""
+    s = _Source()
+    return s.function("r", [f"return {s.row(columns)}"], "project")
+
+
+def compile_expression(expr: Expression) -> Callable[[Tuple[Any, ...]], Any]:
+    """``row -> expr(row)`` as one compiled function.
+
+    Example: ``compile_expression(Arith("*", Column(0), Const(2)))((21,))`` is 42."""
+    s = _Source()
+    return s.function("r", [f"return {s.expr(expr)}"], "expression")
+
+
+def compile_predicate(predicate: Expression) -> Callable[[Tuple[Any, ...]], bool]:
+    """``row -> bool(predicate(row))`` as one compiled function.
+
+    Example: ``compile_predicate(Compare("<", Column(0), Const(3)))((2,))`` is True."""
+    s = _Source()
+    return s.function("r", [f"return bool({s.expr(predicate)})"], "select")
+
+
+def compile_join_output(
+    output: Sequence[Expression],
+) -> Callable[[Any, Tuple[Any, ...], Tuple[Any, ...]], List[Tuple[Any, ...]]]:
+    """The ``logic(key, a, b)`` of a join: ``[tuple(e(a + b) for e in output)]``.
+
+    Example: ``compile_join_output((Column(0), Column(3)))(1, (1, 2), (1, 5))`` is
+    ``[(1, 5)]``."""
+    s = _Source()
+    return s.function("k, a, b", ["r = a + b", f"return [{s.row(output)}]"], "join_output")
+
+
+def key_function(columns: Sequence[int]) -> Callable[[Tuple[Any, ...]], Any]:
+    """The key of a row by ``columns``: the field itself for one column, a tuple of the
+    fields for several, ``()`` for none (every row has the same key)."""
+    cols = tuple(columns)
+    for c in cols:
+        if not isinstance(c, int) or c < 0:
+            raise ValueError(f"key columns must be ints >= 0, got {cols!r}")
+    if not cols:
+        return _empty_key
+    return itemgetter(*cols)
+
+
+def _empty_key(_row: Any) -> Tuple[()]:
+    return ()
