@@ -189,7 +189,7 @@ def _sg(
     rng: random.Random, nodes: int, fanout: int, changes: int
 ) -> Tuple[Dict[str, List[Fact]], List[Change]]:
     if nodes < 2 or fanout < 1:
-        raise ValueError(f"datalog benchmark sg: needs 2 nodes or more and fanout >= 1")
+        raise ValueError("datalog benchmark sg: needs 2 nodes or more and fanout >= 1")
     # A random tree: node i > 0 hangs under a random earlier node with room for a child.
     depth = [0] * nodes
     children = [0] * nodes
@@ -211,9 +211,9 @@ def _sg(
     initial = sorted((c, p) for c, p in par.items())
     out: List[Change] = []
     removed = None
-    for i in range(changes):
+    for _ in range(changes):
         if removed is None:
-            # Prefer nodes deep in the tree (small subtrees), as most nodes of a tree are.
+            # A uniform node: most nodes of a tree are near the leaves (small subtrees).
             c = rng.randrange(1, nodes)
             while c not in par:
                 c = rng.randrange(1, nodes)
@@ -257,7 +257,10 @@ def _andersen(
         f = rng.randrange(functions)
         if kind == "addressOf":
             p = f * size + rng.randrange(size)
-            return kind, (p, variables + f * objects_per_function + rng.randrange(objects_per_function))
+            return kind, (
+                p,
+                variables + f * objects_per_function + rng.randrange(objects_per_function),
+            )
         if kind == "assign" and rng.random() < 0.05:
             return kind, (rng.randrange(variables), rng.randrange(variables))
         return kind, local_pair(f)
