@@ -660,3 +660,40 @@ def test_programs_cover_every_node_kind() -> None:
 
     collect()
     assert kinds == set(ref._EVAL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the plan: to_plan against the direct tree walk
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(S.programs(), S.iterative_programs()),
+    st.lists(S.zsets(max_size=20), min_size=3, max_size=3),
+)
+def test_the_plan_evaluates_as_the_direct_tree_walk(
+    program: ref.Program, inputs: List[Dict[Any, int]]
+) -> None:
+    try:
+        direct = ref.evaluate_direct(program, inputs)
+    except ref.NonConvergenceError:
+        with pytest.raises(ref.NonConvergenceError):
+            ref.evaluate(program, inputs)
+        return
+    assert ref.evaluate(program, inputs) == direct
+
+
+def test_to_plan_translates_iterates_to_fixpoints_by_depth() -> None:
+    import timelypy.plan as P
+
+    prog = ref.Iterate(
+        from_(0), ref.Distinct(ref.Concat(Var(), ref.Map(ref.Enter(from_(1)), "swap")))
+    )
+    plan = ref.to_plan(prog)
+    assert isinstance(plan, P.Fixpoint) and plan.names == ("x1",) and plan.output == "x1"
+    assert plan.initial == (P.Scan("0"),)
+    assert P.Recur("x1") in list(plan.walk()) and P.Scan("1") in list(plan.walk())
+    joined = ref.to_plan(ref.Join(from_(0), from_(1)))
+    assert isinstance(joined, P.Join) and (joined.left_key, joined.right_key) == ((0,), (0,))
+    anti = ref.to_plan(ref.Antijoin(from_(0), ref.Map(from_(1), "key")))
+    assert isinstance(anti, P.Union) and isinstance(anti.inputs[1], P.Negate)

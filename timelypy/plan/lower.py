@@ -118,10 +118,11 @@ class _Lowering:
         if not inputs:
             raise PlanError("lower: no input collections given (a plan reads at least one Scan)")
         self.inputs = dict(inputs)
-        scope = next(iter(self.inputs.values())).scope
         for name, c in self.inputs.items():
             if not isinstance(c, Collection):
                 raise PlanError(f"lower: input {name!r} is not a Collection: {c!r}")
+        scope = next(iter(self.inputs.values())).scope
+        for name, c in self.inputs.items():
             if c.scope.subgraph is not scope.subgraph:
                 raise PlanError(f"lower: input {name!r} is in another scope than the others")
         self.root = _Context(scope, None)

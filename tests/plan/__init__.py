@@ -1,0 +1,1 @@
+"""Tests of the plan layer: the lowering against the from-scratch plan evaluator."""
