@@ -74,10 +74,16 @@ class DuckDBPeer:
         }
 
     def load(self, facts: Dict[str, List[Tuple[int, ...]]]) -> None:
+        import pyarrow as pa
+
         for rel, rows in facts.items():
             if rows:
-                marks = ", ".join("?" for _ in self.columns[rel])
-                self.db.executemany(f"INSERT INTO {rel} VALUES ({marks})", rows)
+                # Bulk, through Arrow (``executemany`` goes row by row, 100x slower).
+                cols = self.columns[rel]
+                batch = pa.table({c: [r[i] for r in rows] for i, c in enumerate(cols)})
+                self.db.register("load_batch", batch)
+                self.db.execute(f"INSERT INTO {rel} SELECT * FROM load_batch")
+                self.db.unregister("load_batch")
         self.db.execute(self.recompute_sql)
 
     def change(self, relation: str, fact: Tuple[int, ...], diff: int) -> None:
