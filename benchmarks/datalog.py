@@ -16,7 +16,8 @@ facts and ``--changes`` changes:
 
 Systems (``--systems``):
 
-* ``timelypy``: the Datalog front-end (``timelypy.datalog``; ``--workers``, ``--backend``);
+* ``timelypy``: the Datalog front-end (``timelypy.datalog``; ``--workers``, ``--backend``;
+  ``--timelypy-path direct`` runs the compiled plans on a bare ``open_session`` instead);
 * ``duckdb``: the facts in tables, the program as one ``WITH RECURSIVE`` query recomputed into a
   table after every change (``--duckdb-threads``, 0 = DuckDB's default: every core);
 * ``pydbsp``: pure-Python DBSP (its incremental Datalog body, the same rules as its terms). It
@@ -24,7 +25,10 @@ Systems (``--systems``):
   that has it, e.g. a virtual environment made with ``python3.12 -m venv DIR && DIR/bin/pip
   install pydbsp``; without one the column says why it is unavailable.
 
-A system that exceeds ``--timeout`` seconds is stopped; what it measured by then is kept
+Every phase reports the process's peak resident memory (``peak_rss_mb``); a system's process
+gets at most ``--memory-limit-gb`` of address space (pydbsp keeps every intermediate Z-set: it
+needs about 17 GB for the transitive closure of 10^4 edges). A system that exceeds
+``--timeout`` seconds is stopped; what it measured by then is kept
 (``"timed_out": true``); ``--change-budget`` bounds the seconds a system spends on changes
 (fewer changes than asked then, ``"complete": false``, and no final digest comparison).
 
@@ -123,6 +127,7 @@ def run_system(
     options: Dict[str, Any],
     timeout: float,
     change_budget: float,
+    memory_limit_gb: float,
 ) -> Dict[str, Any]:
     """Run one system on one workload in a fresh process; its phases' JSON lines, merged."""
     cmd = [
@@ -136,6 +141,8 @@ def run_system(
         json.dumps(options),
         "--change-budget",
         str(change_budget),
+        "--memory-limit-gb",
+        str(memory_limit_gb),
     ]
     env = _env_without_checkout() if system == "pydbsp" else dict(os.environ)
     if system != "pydbsp":
@@ -237,11 +244,25 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1, help="timelypy workers")
     ap.add_argument("--backend", default="inline", help="timelypy backend")
+    ap.add_argument(
+        "--timelypy-path",
+        choices=("auto", "direct"),
+        default="auto",
+        help="auto: the timelypy.datalog session where it exists; direct: compile_program + "
+        "plan.lower + open_session (the same compiled program without the session layer)",
+    )
     ap.add_argument("--duckdb-threads", type=int, default=0, help="0: DuckDB's default")
     ap.add_argument("--pydbsp-python", default=None, help="an interpreter with pydbsp")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per system and run")
     ap.add_argument(
         "--change-budget", type=float, default=600.0, help="seconds per system for the changes"
+    )
+    ap.add_argument(
+        "--memory-limit-gb",
+        type=float,
+        default=8.0,
+        help="address-space limit per system's process (0: none); a system that needs more "
+        "stops with MemoryError, reported as its error",
     )
     ap.add_argument("--check", action="store_true", help="compare with a from-scratch evaluation")
     args = ap.parse_args()
@@ -250,7 +271,12 @@ def main() -> None:
     if "pydbsp" in args.systems:
         pydbsp_at, pydbsp_note = pydbsp_python(args.pydbsp_python)
     options = {
-        "timelypy": {"workers": args.workers, "backend": args.backend, "timeout": args.timeout},
+        "timelypy": {
+            "workers": args.workers,
+            "backend": args.backend,
+            "timeout": args.timeout,
+            "direct": args.timelypy_path == "direct",
+        },
         "duckdb": {"threads": args.duckdb_threads},
         "pydbsp": {},
     }
@@ -265,7 +291,13 @@ def main() -> None:
             python = pydbsp_at if system == "pydbsp" else sys.executable
             assert python is not None
             systems[system] = run_system(
-                system, spec, python, options[system], args.timeout, args.change_budget
+                system,
+                spec,
+                python,
+                options[system],
+                args.timeout,
+                args.change_budget,
+                args.memory_limit_gb,
             )
             if system == "pydbsp":
                 systems[system]["python"] = pydbsp_note

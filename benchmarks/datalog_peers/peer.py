@@ -9,6 +9,7 @@ slow system at its time limit:
 
 * ``initial``: seconds to load the input facts and evaluate the program until the output is
   complete (``initial_s``), the output's size and digest;
+  (every line also has the process's peak resident memory, ``peak_rss_mb``);
 * ``changes``: for each change (insert or remove one fact, then wait until the output is
   complete again) its latency; stops early after ``--change-budget`` seconds
   (``changes_done`` says how many ran); the final output's size and digest.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from typing import Any, Dict, List
@@ -51,7 +53,9 @@ def make_peer(system: str, workload: Workload, options: Dict[str, Any]) -> Any:
 
 
 def _line(obj: Dict[str, Any]) -> None:
-    print(json.dumps(obj), flush=True)
+    # ru_maxrss is in KiB on Linux: the process's peak resident memory so far.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    print(json.dumps({**obj, "peak_rss_mb": peak}), flush=True)
 
 
 def run(system: str, spec: Dict[str, Any], options: Dict[str, Any], change_budget: float) -> None:
@@ -101,7 +105,13 @@ def main() -> None:
     ap.add_argument("--spec", required=True, help="the workload as JSON (see workloads.build)")
     ap.add_argument("--options", default="{}", help="the system's options as JSON")
     ap.add_argument("--change-budget", type=float, default=600.0, help="seconds for changes")
+    ap.add_argument(
+        "--memory-limit-gb", type=float, default=0.0, help="address space limit (0: none)"
+    )
     args = ap.parse_args()
+    if args.memory_limit_gb > 0:
+        limit = int(args.memory_limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     run(args.system, json.loads(args.spec), json.loads(args.options), args.change_budget)
 
 
