@@ -9,10 +9,12 @@ slow system at its time limit:
 
 * ``initial``: seconds to load the input facts and evaluate the program until the output is
   complete (``initial_s``), the output's size and digest;
-  (every line also has the process's peak resident memory, ``peak_rss_mb``);
 * ``changes``: for each change (insert or remove one fact, then wait until the output is
   complete again) its latency; stops early after ``--change-budget`` seconds
-  (``changes_done`` says how many ran); the final output's size and digest.
+  (``changes_done`` says how many ran); the five slowest changes (``[index, µs]``); the final
+  output's size and digest.
+
+Every line also has the process's peak resident memory so far (``peak_rss_mb``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
 
-from common import latency_stats_us  # noqa: E402
+from common import latency_stats_us, slowest  # noqa: E402
 from workloads import Workload, build, digest  # noqa: E402
 
 SYSTEMS = ("timelypy", "duckdb", "pydbsp")
@@ -91,6 +93,7 @@ def run(system: str, spec: Dict[str, Any], options: Dict[str, Any], change_budge
                 "changes_done": len(latencies),
                 "complete": complete,
                 "latency": latency_stats_us(latencies),
+                "slowest": slowest(latencies),
                 "output_size": len(out),
                 "digest": digest(out),
             }
