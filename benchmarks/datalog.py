@@ -253,6 +253,12 @@ def main() -> None:
     )
     ap.add_argument("--duckdb-threads", type=int, default=0, help="0: DuckDB's default")
     ap.add_argument("--pydbsp-python", default=None, help="an interpreter with pydbsp")
+    ap.add_argument(
+        "--pydbsp-compact",
+        action="store_true",
+        help="call pydbsp's Evaluator.compact() after every tick (its storage GC; off, as in "
+        "its Datalog notebook)",
+    )
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per system and run")
     ap.add_argument(
         "--change-budget", type=float, default=600.0, help="seconds per system for the changes"
@@ -278,7 +284,7 @@ def main() -> None:
             "direct": args.timelypy_path == "direct",
         },
         "duckdb": {"threads": args.duckdb_threads},
-        "pydbsp": {},
+        "pydbsp": {"compact": args.pydbsp_compact},
     }
     results: Dict[str, Any] = {}
     for spec in specs(args):

@@ -19,7 +19,8 @@ def _term(t: Any) -> Any:
 
 
 class PydbspPeer:
-    """One pydbsp circuit; every change is one outer tick."""
+    """One pydbsp circuit; every change is one outer tick (``compact`` in the options: call
+    the evaluator's storage GC after each)."""
 
     def __init__(self, workload: Workload, options: Dict[str, Any]) -> None:
         from importlib.metadata import version
@@ -69,6 +70,7 @@ class PydbspPeer:
             }
         )
         self.outer = 0
+        self.compact = bool(options.get("compact", False))
         self.facts: Dict[Tuple[int, ...], int] = {}
 
     def describe(self) -> Dict[str, Any]:
@@ -104,6 +106,8 @@ class PydbspPeer:
             e.push(self.sf, diff_facts, t=(outer, k))
             e.push(self.sr, diff_rewrites, t=(outer, k))
         self.outer += 1
+        if self.compact:
+            self.e.compact()
 
     def load(self, facts: Dict[str, List[Tuple[int, ...]]]) -> None:
         edb = {(rel, f): 1 for rel, fs in facts.items() for f in fs}
