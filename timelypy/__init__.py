@@ -17,7 +17,7 @@ process, on several local processes, or on a Ray cluster.
 [[2, 4, 6]]
 """
 
-from . import errors, instrument, io, testing
+from . import datalog, errors, instrument, io, testing
 from .dataflow import (
     Capability,
     CapabilitySet,
@@ -106,6 +106,7 @@ __version__ = "0.1.0"
 __import__("logging").getLogger(__name__).addHandler(__import__("logging").NullHandler())
 
 __all__ = [
+    "datalog",
     "errors",
     "instrument",
     "io",

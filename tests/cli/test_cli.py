@@ -17,7 +17,7 @@ from timelypy.cli import app
 
 pytestmark = pytest.mark.timeout(300)
 
-COMMANDS = ("run", "examples", "bench", "graph")
+COMMANDS = ("run", "examples", "bench", "graph", "datalog")
 
 
 def timelypy(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:

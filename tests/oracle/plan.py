@@ -10,7 +10,7 @@ arrangements, no incremental anything).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple
 
 from timelypy.plan import nodes as n
 
@@ -110,7 +110,7 @@ class _Env:
     """The inputs, the values of the relations of the enclosing fixpoints (innermost in
     ``bound``, the rest through ``parent``), and a memo valid for these values."""
 
-    __slots__ = ("inputs", "bound", "parent", "memo", "max_iterations")
+    __slots__ = ("inputs", "bound", "parent", "memo", "max_iterations", "free")
 
     def __init__(
         self,
@@ -124,6 +124,8 @@ class _Env:
         self.parent = parent
         self.memo: Dict[Any, Any] = {}
         self.max_iterations = max_iterations
+        # free Recur names by plan object, for the whole evaluation (the plan stays alive)
+        self.free: Dict[int, FrozenSet[str]] = {} if parent is None else parent.free
 
     def recur(self, name: str) -> ZSet:
         env: Optional[_Env] = self
@@ -160,16 +162,38 @@ def _normalize(inputs: Mapping[str, Mapping[Record, int]]) -> Dict[str, ZSet]:
     return {name: consolidate(z.items()) for name, z in inputs.items()}
 
 
+def _free(plan: n.Plan, cache: Dict[int, FrozenSet[str]]) -> FrozenSet[str]:
+    """The names of ``plan``'s ``Recur`` nodes that no fixpoint inside it binds."""
+    hit = cache.get(id(plan))
+    if hit is not None:
+        return hit
+    if isinstance(plan, n.Recur):
+        out = frozenset((plan.name,))
+    elif isinstance(plan, n.Fixpoint):
+        bodies = frozenset().union(*(_free(b, cache) for b in plan.bodies)) - set(plan.names)
+        out = bodies.union(*(_free(i, cache) for i in plan.initial))
+    else:
+        out = frozenset().union(*(_free(c, cache) for c in plan.children()))
+    cache[id(plan)] = out
+    return out
+
+
 def _eval(plan: n.Plan, env: _Env) -> ZSet:
-    hit = env.memo.get(plan)
+    # by object: structural hashing walks the whole tree, and plans share sub-plans (a DAG)
+    hit = env.memo.get(id(plan))
     if hit is not None:
         return hit  # type: ignore[no-any-return]
+    if env.parent is not None and not (_free(plan, env.free) & env.bound.keys()):
+        # the same in every round of this loop: evaluate it once, in the enclosing scope
+        out = _eval(plan, env.parent)
+        env.memo[id(plan)] = out
+        return out
     try:
         handler = _EVAL[type(plan).__name__]
     except KeyError:
         raise TypeError(f"not a plan node: {plan!r}") from None
     out = handler(plan, env)
-    env.memo[plan] = out
+    env.memo[id(plan)] = out
     return out
 
 
@@ -243,7 +267,7 @@ def _ev_reduce(p: n.Reduce, env: _Env) -> ZSet:
 
 
 def _ev_fixpoint(p: n.Fixpoint, env: _Env) -> ZSet:
-    loop = ("loop", p.names, p.initial, p.bodies)
+    loop = ("loop", p.names, tuple(map(id, p.initial)), tuple(map(id, p.bodies)))
     values = env.memo.get(loop)
     if values is None:
         x = {name: _eval(i, env) for name, i in zip(p.names, p.initial)}

@@ -11,6 +11,7 @@ from typing import Any, List, Optional
 import typer
 
 from .bench import bench
+from .datalog import datalog
 from .graph import graph
 from .programs import examples, run
 
@@ -20,7 +21,7 @@ __all__ = ["app", "main"]
 app = typer.Typer(
     name="timelypy",
     help="Timely and Differential Dataflow for Python: run programs and examples on any "
-    "backend, run benchmarks, draw dataflows.",
+    "backend, run benchmarks, draw dataflows, run Datalog programs.",
     no_args_is_help=True,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -54,6 +55,7 @@ app.command("run")(run)
 app.command("examples")(examples)
 app.command("bench")(bench)
 app.command("graph")(graph)
+app.command("datalog")(datalog)
 
 
 def main(argv: Optional[List[str]] = None) -> Any:

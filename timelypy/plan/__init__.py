@@ -14,6 +14,7 @@ from .compiler import (
     compile_row,
     key_function,
 )
+from .errors import ExpressionError, PlanError
 from .expressions import (
     And,
     Arith,
@@ -25,7 +26,7 @@ from .expressions import (
     divide,
     evaluate_expression,
 )
-from .lower import PlanError, free_recurs, lower, lower_one
+from .lower import free_recurs, lower, lower_one
 from .nodes import (
     Aggregate,
     Antijoin,
@@ -80,6 +81,7 @@ __all__ = [
     "Threshold",
     "Union",
     "PlanError",
+    "ExpressionError",
     "lower",
     "lower_one",
     "free_recurs",

@@ -22,6 +22,7 @@ Expressions are compiled once to Python functions (:mod:`.compiler`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from ..differential.collection import Arranged, Collection, Variable
@@ -33,16 +34,12 @@ from .compiler import (
     compile_row,
     key_function,
 )
+from .errors import PlanError
 
 if TYPE_CHECKING:
     from ..dataflow.scope import Scope
 
 __all__ = ["PlanError", "lower", "lower_one", "free_recurs"]
-
-
-class PlanError(ValueError):
-    """A plan that cannot be built: an unknown input name, a :class:`~.nodes.Recur` outside
-    the fixpoints that define it, a malformed node."""
 
 
 def lower(plans: Mapping[str, n.Plan], inputs: Mapping[str, Collection]) -> Dict[str, Collection]:
@@ -72,14 +69,48 @@ def free_recurs(plan: n.Plan) -> FrozenSet[str]:
     return _FreeNames().of(plan)
 
 
-class _FreeNames:
-    """:func:`free_recurs` with a memo (bodies repeat sub-plans)."""
+class _Interner:
+    """Structural identity of plans: equal plans get equal ints.
+
+    Frozen dataclasses hash and compare by walking the whole tree, every time; a plan whose
+    sub-plans are shared (a stratum's fixpoint read by every later one) is a DAG whose tree can
+    be exponentially larger. The interner visits each distinct object once, so the lowering's
+    memos cost time linear in the plan's objects."""
 
     def __init__(self) -> None:
-        self.memo: Dict[n.Plan, FrozenSet[str]] = {}
+        self.by_object: Dict[int, int] = {}
+        self.alive: List[n.Plan] = []  # keeps the objects whose ids are keys of by_object
+        self.canonical: Dict[Tuple[Any, ...], int] = {}
+
+    def __call__(self, plan: n.Plan) -> int:
+        hit = self.by_object.get(id(plan))
+        if hit is not None:
+            return hit
+        key: List[Any] = [type(plan)]
+        for f in dataclasses.fields(plan):  # type: ignore[arg-type]  # every node is a dataclass
+            value = getattr(plan, f.name)
+            if isinstance(value, n.Plan):
+                key.append(("plan", self(value)))
+            elif isinstance(value, tuple) and any(isinstance(v, n.Plan) for v in value):
+                key.append(("plans", tuple(self(v) for v in value)))
+            else:
+                key.append(value)
+        cid = self.canonical.setdefault(tuple(key), len(self.canonical))
+        self.by_object[id(plan)] = cid
+        self.alive.append(plan)
+        return cid
+
+
+class _FreeNames:
+    """:func:`free_recurs` with a memo by structural identity (bodies repeat sub-plans)."""
+
+    def __init__(self, intern: Optional[_Interner] = None) -> None:
+        self.intern = intern or _Interner()
+        self.memo: Dict[int, FrozenSet[str]] = {}
 
     def of(self, plan: n.Plan) -> FrozenSet[str]:
-        hit = self.memo.get(plan)
+        cid = self.intern(plan)
+        hit = self.memo.get(cid)
         if hit is not None:
             return hit
         if isinstance(plan, n.Recur):
@@ -90,7 +121,7 @@ class _FreeNames:
             out = outer | (inner - frozenset(plan.names))
         else:
             out = frozenset().union(*(self.of(c) for c in plan.children()))
-        self.memo[plan] = out
+        self.memo[cid] = out
         return out
 
 
@@ -108,7 +139,7 @@ class _Context:
         self.parent = parent
         self.variables: Dict[str, Variable] = variables or {}
         self.names = frozenset(self.variables)
-        self.built: Dict[n.Plan, Collection] = {}
+        self.built: Dict[int, Collection] = {}
         self.arranged: Dict[Tuple[Any, ...], Arranged] = {}
         self.loops: Dict[Tuple[Any, ...], Dict[str, Collection]] = {}
 
@@ -126,7 +157,8 @@ class _Lowering:
             if c.scope.subgraph is not scope.subgraph:
                 raise PlanError(f"lower: input {name!r} is in another scope than the others")
         self.root = _Context(scope, None)
-        self.free = _FreeNames()
+        self.intern = _Interner()
+        self.free = _FreeNames(self.intern)
 
     def _outside(self, plan: n.Plan, ctx: _Context) -> bool:
         """Whether ``plan`` reads nothing of ``ctx``'s loop (so it is built outside it)."""
@@ -134,19 +166,20 @@ class _Lowering:
 
     # ------------------------------------------------------------------ memos
     def build(self, plan: n.Plan, ctx: _Context) -> Collection:
-        hit = ctx.built.get(plan)
+        cid = self.intern(plan)
+        hit = ctx.built.get(cid)
         if hit is None:
             if self._outside(plan, ctx):
                 assert ctx.parent is not None
                 hit = self.build(plan, ctx.parent).enter(ctx.scope)
             else:
                 hit = self._node(plan, ctx)
-            ctx.built[plan] = hit
+            ctx.built[cid] = hit
         return hit
 
     def arranged(self, plan: n.Plan, key: Tuple[int, ...], ctx: _Context) -> Arranged:
         """``plan``'s rows as ``(key, row)``, arranged by key (once per plan and key)."""
-        memo = ("by key", plan, key)
+        memo = ("by key", self.intern(plan), key)
         hit = ctx.arranged.get(memo)
         if hit is None:
             if self._outside(plan, ctx):
@@ -161,7 +194,7 @@ class _Lowering:
     def keys(self, plan: n.Plan, key: Tuple[int, ...], distinct: bool, ctx: _Context) -> Arranged:
         """The keys of ``plan``'s rows (distinct, or with their total weights), arranged by
         self (once per plan, key and kind)."""
-        memo = ("keys", plan, key, distinct)
+        memo = ("keys", self.intern(plan), key, distinct)
         hit = ctx.arranged.get(memo)
         if hit is None:
             if self._outside(plan, ctx):
@@ -200,8 +233,8 @@ class _Lowering:
             ) from None
 
     def union(self, plan: n.Union, ctx: _Context) -> Collection:
-        if not plan.inputs:
-            raise PlanError("Union(()): a union needs at least one input")
+        if not plan.inputs:  # the empty relation: any input, nothing of it
+            return next(iter(self.inputs.values())).filter(_nothing)
         first, *rest = [self.build(p, ctx) for p in plan.inputs]
         return first.concat(*rest)
 
@@ -209,7 +242,7 @@ class _Lowering:
         _same_arity(plan, plan.left_key, plan.right_key)
         left = self.arranged(plan.left, plan.left_key, ctx)
         right = self.arranged(plan.right, plan.right_key, ctx)
-        return left.join_core(right, compile_join_output(plan.output), name="Join")
+        return left.join_core(right, compile_join_output(plan.output, "Join"), name="Join")
 
     def semijoin(self, plan: n.Semijoin, ctx: _Context) -> Collection:
         _same_arity(plan, plan.left_key, plan.right_key)
@@ -225,14 +258,19 @@ class _Lowering:
         return self.build(plan.left, ctx).concat(matched.negate())
 
     def aggregate(self, plan: n.Aggregate, ctx: _Context) -> Collection:
-        value = None if plan.value is None else compile_expression(plan.value)
+        what = f"Aggregate[{plan.kind}]"
+        value = None if plan.value is None else compile_expression(plan.value, what)
         logic = _aggregate_logic(plan.kind, value)
         arranged = self.arranged(plan.input, plan.group, ctx)
         reduced = arranged.reduce(logic, name=f"Aggregate[{plan.kind}]")
         return reduced.map(_group_row(len(plan.group)))
 
     def fixpoint(self, plan: n.Fixpoint, ctx: _Context) -> Collection:
-        loop = (plan.names, plan.initial, plan.bodies)
+        loop = (
+            plan.names,
+            tuple(self.intern(p) for p in plan.initial),
+            tuple(self.intern(p) for p in plan.bodies),
+        )
         outs = ctx.loops.get(loop)
         if outs is None:
             if len(set(plan.names)) != len(plan.names):
@@ -262,7 +300,7 @@ def _project(self: _Lowering, plan: n.Project, ctx: _Context) -> Collection:
 
 
 def _select(self: _Lowering, plan: n.Select, ctx: _Context) -> Collection:
-    return self.build(plan.input, ctx).filter(compile_predicate(plan.predicate))
+    return self.build(plan.input, ctx).filter(compile_predicate(plan.predicate, "Select"))
 
 
 def _unary(method: str, with_fn: bool) -> Callable[[_Lowering, Any, _Context], Collection]:
@@ -308,6 +346,10 @@ def _keyed(key: Callable[[Any], Any]) -> Callable[[Any], Tuple[Any, Any]]:
         return (key(row), row)
 
     return keyed
+
+
+def _nothing(_record: Any) -> bool:
+    return False
 
 
 def _value(kv: Tuple[Any, Any]) -> Any:

@@ -17,7 +17,7 @@ may be any nonzero int; the Differential Dataflow book, "Collections"):
                        results add
 ``Select(i, pred)``    the rows for which ``pred`` holds
 ``Map/Filter/FlatMap`` ``fn`` per record (``Collection.map/filter/flat_map``)
-``Union(inputs)``      weights add (``concat``)
+``Union(inputs)``      weights add (``concat``); ``Union(())`` is the empty relation
 ``Negate(i)``          weights times -1
 ``Consolidate(i)``     the same collection (``consolidate``)
 ``Distinct(i)``        weight > 0 becomes 1, the rest disappears
@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from .expressions import Expression
 
@@ -121,6 +121,20 @@ class Plan:
         yield self
         for c in self.children():
             yield from c.walk()
+
+    def nodes(self) -> Iterator["Plan"]:
+        """This node and every node object below it, each once, pre-order. Plans share
+        sub-plans (every later stratum reads an earlier stratum's fixpoint): as a tree,
+        :meth:`walk` can visit exponentially many nodes where this visits each object once."""
+        seen = set()
+        stack: List["Plan"] = [self]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            yield node
+            stack.extend(reversed(node.children()))
 
 
 @dataclass(frozen=True)
