@@ -1,6 +1,7 @@
 """timelypy's Datalog front-end: the program's text compiled by ``timelypy.datalog``, facts
-inserted into a session, one ``advance`` per change (the session applies the change and
-computes until the output relations are complete at the new time).
+inserted into a session observing the output relation, then per change: insert or remove,
+``advance``, and read the output's ``changes`` (the read waits until the output is complete at
+the new time, and costs what the change changed, where ``contents`` would copy the relation).
 
 Where the session API (``timelypy.datalog.Program``) is not there, the peer runs the same
 compiled program directly: ``compile_program`` -> ``timelypy.plan.lower`` -> ``open_session``,
@@ -32,10 +33,13 @@ class TimelypyPeer:
         except ImportError:
             Program = None
         if Program is not None and not options.get("direct"):
-            self.how = "timelypy.datalog Program.session, one advance per change"
-            program = Program.from_text(workload.datalog_text())
+            self.how = "timelypy.datalog session: advance and read the changes per change"
+            program = Program.from_text(workload.datalog_text(), source=workload.name)
             self.session = program.session(
-                workers=self.workers, backend=self.backend, timeout=self.timeout
+                workers=self.workers,
+                backend=self.backend,
+                timeout=self.timeout,
+                observe=[workload.output],
             )
             self.direct = False
         else:
@@ -79,6 +83,7 @@ class TimelypyPeer:
         s = self.session
         if not self.direct:
             s.advance()
+            s.changes(self.workload.output)
             return
         self.time += 1
         s.advance_to(self.time)
