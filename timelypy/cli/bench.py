@@ -20,6 +20,7 @@ __all__ = ["bench", "SIZE_OPTIONS", "flatten"]
 
 SIZE_OPTIONS: Dict[str, str] = {
     "backends_skip_level": "--size",
+    "datalog": "--edges",
     "exchange_throughput": "--records",
     "linear_fusion": "--records",
     "reachability": "--nodes",
