@@ -21,12 +21,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from recovery.test_session_checkpoint import (  # noqa: F401 - reference is a fixture
-    checkpoint_then_restore,
-    dataflow,
-    feed,
-    reference,
-)
 from support.paths import ROOT
 from support.ray_cluster import (
     RAY_AUTH_VARIABLES,
@@ -36,6 +30,12 @@ from support.ray_cluster import (
 )
 
 import timelypy as tp
+from tests.recovery.test_session_checkpoint import (  # noqa: F401 - reference is a fixture
+    checkpoint_then_restore,
+    dataflow,
+    feed,
+    reference,
+)
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
