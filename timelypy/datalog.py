@@ -4,32 +4,7 @@ The same names as :mod:`timelypy.frontends.datalog`, so that ``import timelypy.d
 ``from timelypy import datalog`` both work. See ``docs/datalog.md``.
 """
 
-from .frontends.datalog import (
-    Compiled,
-    DatalogDataflow,
-    DatalogError,
-    DatalogSession,
-    Program,
-    Relation,
-    compile_program,
-    handle_names,
-    parse,
-    read_delta,
-    read_facts,
-    write_csv,
-)
+from .frontends import datalog as _datalog
+from .frontends.datalog import *  # noqa: F403 - the alias re-exports the package's names
 
-__all__ = [
-    "Compiled",
-    "DatalogDataflow",
-    "DatalogError",
-    "DatalogSession",
-    "Program",
-    "Relation",
-    "compile_program",
-    "handle_names",
-    "parse",
-    "read_delta",
-    "read_facts",
-    "write_csv",
-]
+__all__ = list(_datalog.__all__)
