@@ -51,6 +51,7 @@ from .reduce import (
     threshold_product,
     threshold_total,
 )
+from .temporal import presence
 from .trace import Batch, Spine, TraceView
 
 if TYPE_CHECKING:
@@ -156,6 +157,24 @@ class Collection:
         Example: ``c.join_function(lambda x: [(x, 5, 1)])`` moves every record of time 0 to time
         5."""
         return self._then("join_function", f)
+
+    def temporal_filter(
+        self,
+        lower: Optional[Callable[[Any], Any]] = None,
+        upper: Optional[Callable[[Any], Any]] = None,
+    ) -> "Collection":
+        """Keep each record only while ``lower(record) <= time < upper(record)``.
+
+        A record arriving at time ``t`` enters at ``max(t, lower)`` and leaves by itself at
+        ``max(t, upper)`` (it never enters when ``upper <= max(t, lower)``). ``None`` (or a
+        bound function returning ``None``) is no bound. In a nested scope the bounds are in
+        the outer coordinate. Linear: fused with its neighbours; arrangements downstream
+        compact the record away once the frontier passes ``upper`` (see ``docs/time.md``).
+
+        Example: ``events.temporal_filter(lambda e: e.start, lambda e: e.end)`` holds each
+        event during its interval; ``c.temporal_filter(upper=lambda r: r.time + 60)`` keeps
+        the last 60 time units of ``c``."""
+        return self._then("temporal", presence(lower, upper))
 
     def negate(self) -> "Collection":
         """Every diff negated.

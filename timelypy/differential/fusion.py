@@ -1,10 +1,10 @@
 """Fusion of linear operators on update triples: a chain compiled into ONE list comprehension.
 
-A chain of map / filter / flat_map / explode / join_function / negate / inspect and time
-changes on ``(data, time, diff)`` updates runs as one pass with no intermediate lists (the
-linear operators of the Differential Dataflow book commute with the collection's updates, so a
-chain of them is one function of each update). The generated code only calls the user's
-functions; it is built from a fixed grammar, never from user text.
+A chain of map / filter / flat_map / explode / join_function / temporal filters / negate /
+inspect and time changes on ``(data, time, diff)`` updates runs as one pass with no
+intermediate lists (the linear operators of the Differential Dataflow book commute with the
+collection's updates, so a chain of them is one function of each update). The generated code
+only calls the user's functions; it is built from a fixed grammar, never from user text.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ def fuse_updates(
         elif kind == "join_function":
             clauses.append(f"for d{i}, t{i}, r{i} in {name}({d})")
             d, t, r = f"d{i}", f"tjoin({t}, t{i})", f"({r}) * r{i}"
+        elif kind == "temporal":
+            clauses.append(f"for t{i}, r{i} in {name}({d}, {t})")
+            t, r = f"t{i}", f"({r}) * r{i}"
         elif kind == "negate":
             r = f"-({r})"
         elif kind == "time":

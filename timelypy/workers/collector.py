@@ -35,6 +35,7 @@ __all__ = [
     "gc_mode",
     "maybe_collect",
     "paused_collector",
+    "thaw",
 ]
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ _depth = 0
 _was_enabled = False
 _limit = MIN_GROWTH
 _survivors = 0
+_frozen = False
 
 
 def gc_mode() -> str:
@@ -84,10 +86,26 @@ def _collect() -> None:
     )
 
 
+def thaw() -> None:
+    """Hand the objects that :func:`paused_collector` froze back to Python's collector (an
+    in-process session calls this when it closes, so that its dataflow's cycles are found)."""
+    global _frozen
+    if _frozen and _depth == 0:
+        gc.unfreeze()
+        _frozen = False
+
+
 @contextlib.contextmanager
-def paused_collector() -> Iterator[None]:
-    """Apply the ``TIMELYPY_GC`` policy for the duration (nestable; restored afterwards)."""
-    global _depth, _was_enabled, _limit
+def paused_collector(freeze: bool = False) -> Iterator[None]:
+    """Apply the ``TIMELYPY_GC`` policy for the duration (nestable; restored afterwards).
+
+    ``freeze`` (an in-process session's waits): in the ``paused`` mode, before automatic
+    collection resumes, move every object alive to the collector's permanent generation
+    (``gc.freeze``, constant time). Python's collector then runs between the caller's calls
+    over what was made since, not over the dataflow's whole state (each pass of it would scan
+    the traces and find nothing). Frozen objects are still freed by reference counting;
+    :func:`thaw` hands them back."""
+    global _depth, _was_enabled, _limit, _frozen
     mode = gc_mode()
     if mode == "python":
         yield
@@ -109,5 +127,8 @@ def paused_collector() -> Iterator[None]:
         yield
     finally:
         _depth -= 1
+        if _depth == 0 and freeze:
+            gc.freeze()
+            _frozen = True
         if _depth == 0 and _was_enabled:
             gc.enable()

@@ -579,9 +579,10 @@ class Worker:
 
 
 @contextlib.contextmanager
-def tuned_gc() -> Iterator[None]:
-    """The collector policy while workers step (see :mod:`.collector`; paused by default)."""
-    with paused_collector():
+def tuned_gc(freeze: bool = False) -> Iterator[None]:
+    """The collector policy while workers step (see :mod:`.collector`; paused by default;
+    ``freeze``: see :func:`.collector.paused_collector`)."""
+    with paused_collector(freeze):
         yield
 
 

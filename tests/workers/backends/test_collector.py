@@ -135,3 +135,36 @@ def test_the_engine_makes_no_cyclic_garbage_while_stepping(gc_enabled):
 
     [found] = tp.execute(build)
     assert len(found) > 59 and not any(found)
+
+
+def test_an_inline_session_freezes_its_state_between_waits_and_thaws_on_close(
+    gc_enabled, monkeypatch
+):
+    """Between an in-process session's waits, Python's collector resumes over what the caller
+    made since, not over the dataflow's state (frozen, ``gc.freeze``); closing the session
+    hands the state back, so a completed dataflow's cycles are still reclaimed."""
+    monkeypatch.delenv("TIMELYPY_GC", raising=False)
+    gc.unfreeze()
+
+    def dataflow(scope):
+        numbers_in, numbers = scope.new_collection("numbers")
+        counts = numbers.map(lambda x: x % 7).count()
+        return {"numbers": numbers_in, "counts": counts.capture(), "probe": counts.probe()}
+
+    with tp.open_session(dataflow) as session:
+        session.update_many("numbers", range(1000))
+        session.advance_to(1)
+        session.wait("probe")
+        assert gc.isenabled()
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000  # the dataflow's operators and traces
+        assert len(session.changes("counts")) == 7
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_other_modes_do_not_freeze(gc_enabled, monkeypatch):
+    monkeypatch.setenv("TIMELYPY_GC", "tuned")
+    gc.unfreeze()
+    with collector.paused_collector(freeze=True):
+        pass
+    assert gc.get_freeze_count() == 0

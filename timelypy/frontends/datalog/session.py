@@ -65,6 +65,10 @@ def _sort_key(fact: Fact) -> Tuple[Tuple[int, Any], ...]:
     return tuple((0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in fact)
 
 
+def _time_first(change: Change) -> Tuple[Any, Fact, int]:
+    return (change[1], change[0], change[2])
+
+
 class DatalogSession:
     """A Datalog program running on a driver session (:meth:`.program.Program.session`).
 
@@ -301,7 +305,11 @@ class DatalogSession:
         self._sync()
         out = self._unread[relation]
         self._unread[relation] = []
-        return sorted(out, key=lambda c: (c[1], _sort_key(c[0]), c[2]))
+        try:  # a relation's fields have one type each, so its facts compare as tuples
+            out.sort(key=_time_first)
+        except TypeError:  # a NaN or a value of another type from a user's function
+            out.sort(key=lambda c: (c[1], _sort_key(c[0]), c[2]))
+        return out
 
     def lookup(self, relation: str, *prefix: Any) -> List[Fact]:
         """The facts of ``relation`` whose first ``len(prefix)`` fields equal ``prefix``,

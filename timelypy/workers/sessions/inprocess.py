@@ -21,6 +21,7 @@ from ...errors import (
     format_exception_safely,
 )
 from ...instrument import OperatorScheduled
+from ..collector import thaw
 from ..worker import Worker, tuned_gc
 from .handles import Dataflow, describe_handles
 from .remote import Request
@@ -112,7 +113,7 @@ class InProcessClient:
             return
         self._alarm.start(deadline)
         try:
-            with tuned_gc():
+            with tuned_gc(freeze=True):
                 self._step_while_not(condition, deadline, what)
         finally:
             self._alarm.stop()
@@ -153,10 +154,12 @@ class InProcessClient:
             )
         finally:
             self._alarm.shut_down()
+            thaw()
 
     def abort(self) -> None:
         """Nothing runs on its own: dropping the workers stops them."""
         self._alarm.shut_down()
+        thaw()
 
     def peek_frontier(self, probe: str) -> List[Any]:
         """The named probe's frontier on worker 0, read without a command (for the progress
