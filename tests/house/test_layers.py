@@ -42,6 +42,7 @@ ORDER = [
     "dataflow",
     "differential",
     "plan",
+    "windows",
     "recovery",
     "workers",
     "connectors",

@@ -51,7 +51,7 @@ from .reduce import (
     threshold_product,
     threshold_total,
 )
-from .temporal import presence
+from .temporal import before, presence
 from .trace import Batch, Spine, TraceView
 
 if TYPE_CHECKING:
@@ -175,6 +175,16 @@ class Collection:
         event during its interval; ``c.temporal_filter(upper=lambda r: r.time + 60)`` keeps
         the last 60 time units of ``c``."""
         return self._then("temporal", presence(lower, upper))
+
+    def freeze_at(self, cutoff: Callable[[Any], Any]) -> "Collection":
+        """Drop the updates of each record at times from ``cutoff(record)`` on (``None``: no
+        cutoff): the record's count stops changing there, whatever happens upstream later.
+
+        Used after an aggregation whose inputs a :meth:`temporal_filter` retracts once they
+        can no longer change (a closed window): the result stays, the state upstream
+        compacts away. ``c.concat(c.freeze_at(f).negate())`` is the complement: only the
+        updates at or after the cutoff (late data). Linear, fused with its neighbours."""
+        return self._then("temporal", before(cutoff))
 
     def negate(self) -> "Collection":
         """Every diff negated.

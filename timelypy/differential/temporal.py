@@ -19,7 +19,7 @@ from typing import Any, Callable, List, Optional, Tuple
 from ..errors import TimelyError
 from ..order import Product
 
-__all__ = ["Bound", "presence", "outer_time", "with_outer_at_least"]
+__all__ = ["Bound", "before", "presence", "outer_time", "with_outer_at_least"]
 
 Bound = Optional[Callable[[Any], Any]]
 """A function of a record giving a time (outer coordinate), or ``None`` for no bound."""
@@ -63,6 +63,24 @@ def presence(lower: Bound, upper: Bound) -> Callable[[Any, Any], List[Tuple[Any,
             raise TimelyError(
                 f"temporal_filter: the bounds of {record!r} (lower {lo!r}, upper {hi!r}) do "
                 f"not compare with its time {t!r}: {exc}"
+            ) from None
+
+    return at
+
+
+def before(cutoff: Callable[[Any], Any]) -> Callable[[Any, Any], List[Tuple[Any, int]]]:
+    """``f(record, time)``: keep an update only while its time (outer coordinate) is before
+    ``cutoff(record)`` (``None``: no cutoff). The collection's count of each record stops
+    changing at its cutoff: a window's result kept after its inputs are retracted."""
+
+    def at(record: Any, t: Any) -> List[Tuple[Any, int]]:
+        c = cutoff(record)
+        try:
+            return [(t, 1)] if c is None or outer_time(t) < c else []
+        except TypeError as exc:
+            raise TimelyError(
+                f"freeze_at: the cutoff of {record!r} ({c!r}) does not compare with its time "
+                f"{t!r}: {exc}"
             ) from None
 
     return at
