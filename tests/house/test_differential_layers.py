@@ -24,6 +24,7 @@ LAYERS = {
         "kernel.merge",
         "consolidation",
         "fusion",
+        "temporal",
     },
     "trace": {
         "trace",

@@ -183,7 +183,10 @@ class Collection:
         Used after an aggregation whose inputs a :meth:`temporal_filter` retracts once they
         can no longer change (a closed window): the result stays, the state upstream
         compacts away. ``c.concat(c.freeze_at(f).negate())`` is the complement: only the
-        updates at or after the cutoff (late data). Linear, fused with its neighbours."""
+        updates at or after the cutoff (late data). Linear, fused with its neighbours.
+
+        Example: ``windowed.count().freeze_at(lambda wk: wk[0][0].end + 1)`` keeps each
+        window's count as it was when the window closed."""
         return self._then("temporal", before(cutoff))
 
     def negate(self) -> "Collection":
