@@ -19,7 +19,13 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import typer
 
 from ..errors import DatalogError, TimelyError
-from ..frontends.datalog.facts import parse_delta, parse_facts, write_csv
+from ..frontends.datalog.facts import (
+    format_fact,
+    parse_delta,
+    parse_facts,
+    sorted_facts,
+    write_csv,
+)
 from ..frontends.datalog.program import Program
 from ..frontends.datalog.session import DatalogSession
 from .common import BACKENDS, fail
@@ -107,8 +113,17 @@ def _read_text(path: pathlib.Path) -> str:
 
 
 def _write_outputs(session: DatalogSession, out: pathlib.Path, names: List[str]) -> None:
+    """``<relation>.csv`` files in ``out``; ``-D -`` prints them instead, framed as Soufflé
+    frames a relation printed to standard output."""
     for name in names:
-        write_csv(out / f"{name}.csv", session.contents(name))
+        if str(out) == "-":
+            rel = session.program.relations[name]
+            rows = sorted_facts(session.contents(name))
+            lines = ["-" * 15, name, "\t".join(a for a, _ in rel.columns), "=" * 15]
+            lines += [format_fact(f) for f in rows] + ["=" * 15]
+            typer.echo("\n".join(lines))
+        else:
+            write_csv(out / f"{name}.csv", session.contents(name))
 
 
 def _summary(changes: List[Change]) -> str:
@@ -133,7 +148,10 @@ def datalog(
         pathlib.Path("."), "--facts", "-F", help="Directory of <relation>.facts input files."
     ),
     output: pathlib.Path = typer.Option(
-        pathlib.Path("."), "--output", "-D", help="Directory for <relation>.csv outputs."
+        pathlib.Path("."),
+        "--output",
+        "-D",
+        help="Directory for <relation>.csv outputs ('-': print them to standard output).",
     ),
     workers: int = typer.Option(1, "--workers", "-w", help="Number of workers."),
     backend: str = typer.Option("inline", "--backend", "-b", help=" | ".join(BACKENDS)),
@@ -170,7 +188,8 @@ def datalog(
         prog = Program.from_file(program)
     except DatalogError as exc:
         raise fail(str(exc), 1) from None
-    output.mkdir(parents=True, exist_ok=True)
+    if str(output) != "-":
+        output.mkdir(parents=True, exist_ok=True)
     options: Dict[str, Any] = {"address": ray_address} if ray_address else {}
     previous = signal.signal(signal.SIGTERM, _on_term)
     session: Optional[DatalogSession] = None

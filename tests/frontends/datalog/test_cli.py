@@ -67,6 +67,18 @@ def test_outputs_like_souffle(tmp_path, name):
         assert got == expected_lines(case.text, relation, case.small), relation
 
 
+def test_dash_prints_the_outputs_to_standard_output(tmp_path):
+    (tmp_path / "p.dl").write_text(TC)
+    facts = CLASSIC["transitive_closure"].small
+    write_facts(tmp_path / "f", facts)
+    done = run(str(tmp_path / "p.dl"), "-F", str(tmp_path / "f"), "-D", "-")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:4] == ["-" * 15, "path", "x\ty", "=" * 15] and lines[-1] == "=" * 15
+    assert lines[4:-1] == expected_lines(TC, "path", facts)
+    assert not (tmp_path / "-").exists()
+
+
 def test_two_workers_on_processes(tmp_path):
     (tmp_path / "p.dl").write_text(TC)
     facts = CLASSIC["transitive_closure"].generate(30, 1)

@@ -198,3 +198,33 @@ def test_checkpoint_and_restore_on_other_workers(tmp_path):
         s.advance()
         assert s.contents("path") == {(1, 2)}
         assert s.lookup("path", 1) == [(1, 2)]
+
+
+REACH_FROM_FACT = """
+.decl edge(x: number, y: number)
+.input edge
+.decl source(x: number)
+source(0).
+.decl reach(x: number)
+reach(x) :- source(x).
+reach(y) :- reach(x), edge(x, y).
+.output reach
+"""
+
+
+def test_program_facts_survive_a_restore_once(tmp_path):
+    """The program's own facts (``source(0).``) are part of the checkpointed state: a restored
+    session neither loses them nor counts them twice."""
+    program = datalog.Program.from_text(REACH_FROM_FACT)
+    with program.session(2, checkpoint=timelypy.Checkpoints(str(tmp_path / "ck"))) as s:
+        s.insert_many("edge", [(0, 1), (1, 2)])
+        s.advance()
+        s.checkpoint()
+    with program.session(1, restore=str(tmp_path / "ck")) as s:
+        assert s.contents("reach") == {(0,), (1,), (2,)}
+        s.remove("edge", (0, 1))
+        s.advance()
+        assert s.contents("reach") == {(0,)}  # source(0) still there, exactly once
+        s.insert("edge", (0, 2))
+        s.advance()
+        assert s.contents("reach") == {(0,), (2,)}

@@ -32,6 +32,7 @@ __all__ = [
     "read_facts",
     "read_delta",
     "format_fact",
+    "sorted_facts",
     "write_csv",
     "facts_files",
 ]
@@ -156,10 +157,16 @@ def _sort_key(fact: Tuple[Any, ...]) -> Tuple[Tuple[int, Any], ...]:
     return tuple((0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in fact)
 
 
+def sorted_facts(facts: Iterable[Tuple[Any, ...]]) -> List[Tuple[Any, ...]]:
+    """``facts`` in the order the output files list them (numbers before symbols, field by
+    field)."""
+    return sorted(facts, key=_sort_key)
+
+
 def write_csv(path: PathLike, facts: Iterable[Tuple[Any, ...]]) -> int:
     """Write ``facts`` to ``path`` as Soufflé writes an output relation (tab-separated, one a
     line, sorted), atomically (a temporary file renamed over it); returns how many."""
-    rows = sorted(facts, key=_sort_key)
+    rows = sorted_facts(facts)
     target = pathlib.Path(path)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with open(temporary, "w", encoding="utf-8", newline="") as f:
