@@ -55,6 +55,7 @@ __all__ = [
     "Lookup",
     "HANDLE_KINDS",
     "find_handle",
+    "is_kind",
     "KIND_NAMES",
     "RETRACTIONS",
     "describe_handles",
@@ -138,13 +139,18 @@ def find_handle(handles: Mapping[str, Any], name: str, kind: Type[Any]) -> Any:
         handle = handles[name]
     except (KeyError, TypeError):
         raise _unknown(name, handles) from None
+    if not is_kind(handle, kind):
+        raise _wrong_kind(name, type(handle).__name__, kind)
+    return handle
+
+
+def is_kind(handle: Any, kind: Type[Any]) -> bool:
+    """``isinstance(handle, kind)`` for a handle kind, remembered per class (see :data:`_FITS`)."""
     key = (type(handle), kind)
     fits = _FITS.get(key)
     if fits is None:
         fits = _FITS[key] = isinstance(handle, kind)
-    if not fits:
-        raise _wrong_kind(name, type(handle).__name__, kind)
-    return handle
+    return fits
 
 
 _FITS: Dict[Tuple[type, Type[Any]], bool] = {}

@@ -63,6 +63,7 @@ from .handles import (
     Probe,
     Retracting,
     find_handle,
+    is_kind,
 )
 from .recovering import RecoveryCommands
 
@@ -141,7 +142,7 @@ class HandleService(RecoveryCommands):
 
     def inputs(self) -> List[Any]:
         """Every input handle of the dataflow."""
-        return [h for h in self.handles.values() if isinstance(h, Input)]
+        return [h for h in self.handles.values() if is_kind(h, Input)]
 
     def update(self, name: str, updates: List[Tuple[Any, Any, int]]) -> None:
         """Send ``(data, time, diff)`` updates into the input ``name``: all of them, or (if one
@@ -270,7 +271,7 @@ def clean_updates(handle: Any, updates: Sequence[Any]) -> bool:
     now = getattr(handle, "time", None)
     if type(now) is not int:
         return False
-    retracts = isinstance(handle, Retracting)
+    retracts = is_kind(handle, Retracting)
     try:
         for data, time, diff in updates:
             if (
@@ -299,7 +300,7 @@ def clean_columns(
         return False
     if set(map(type, diffs)) != {int} or 0 in diffs:
         return False
-    if min(diffs) < 0 and not isinstance(handle, Retracting):
+    if min(diffs) < 0 and not is_kind(handle, Retracting):
         return False
     try:
         deque(map(hash, records), maxlen=0)
@@ -320,7 +321,7 @@ def rejection(handle: Any, update: Any) -> Optional[str]:
         return f"record of type {type(data).__name__} is not hashable ({exc})"
     if not isinstance(diff, numbers.Integral) or isinstance(diff, bool):
         return f"diff {diff!r} of type {type(diff).__name__} is not an integer"
-    if diff < 0 and not isinstance(handle, Retracting):
+    if diff < 0 and not is_kind(handle, Retracting):
         return (
             f"diff {diff} retracts a record, but the input is a {type(handle).__name__}, "
             f"which takes positive counts only"
