@@ -79,3 +79,23 @@ def test_a_pyarrow_fs_url(tmp_path, monkeypatch):
     monkeypatch.setattr("timelypy.recovery.store.open_location", ArrowLocation)
     _exercise(f"file://{tmp_path}/arrow")
     assert list((tmp_path / "arrow" / "manifests").glob("*.json"))
+
+
+def test_a_local_location_is_private_whatever_the_umask(tmp_path):
+    """Checkpoints hold the job's data: the directories the store creates are 0o700 and its
+    files 0o600 even under a permissive umask; a directory that exists keeps its mode."""
+    import os
+    import stat
+
+    old = os.umask(0o000)
+    try:
+        root = tmp_path / "deep" / "ck"
+        store = CheckpointStore(str(root), keep=2)
+        _checkpoint(store, "a", Product(1, 0))
+    finally:
+        os.umask(old)
+    for directory, _dirs, files in os.walk(tmp_path / "deep"):
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700, directory
+        for name in files:
+            path = os.path.join(directory, name)
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path

@@ -59,8 +59,28 @@ class Location(Protocol):
         ...
 
 
+def _make_private_dirs(directory: str) -> None:
+    """Create ``directory`` and its missing parents readable by this user only (0o700; a
+    directory that exists keeps its mode)."""
+    missing = []
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _create_private(path: str) -> Any:
+    """A new file opened for writing, readable by this user only (0o600)."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+
+
 class LocalLocation:
-    """A checkpoint root in a local (or mounted shared) directory."""
+    """A checkpoint root in a local (or mounted shared) directory. Directories it creates are
+    0o700 and files 0o600 (checkpoints hold the job's data), whatever the umask."""
 
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
@@ -80,10 +100,10 @@ class LocalLocation:
         target = self._path(path)
         tmp = f"{target}.tmp-{secrets.token_hex(4)}"
         try:
-            f = open(tmp, "wb")
+            f = _create_private(tmp)
         except FileNotFoundError:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            f = open(tmp, "wb")
+            _make_private_dirs(os.path.dirname(target))
+            f = _create_private(tmp)
         with f:
             f.write(data)
         os.replace(tmp, target)
@@ -112,9 +132,9 @@ class LocalLocation:
 
     def put_atomic(self, path: str, data: bytes) -> None:
         target = self._path(path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        _make_private_dirs(os.path.dirname(target))
         tmp = f"{target}.tmp-{secrets.token_hex(4)}"
-        with open(tmp, "wb") as f:
+        with _create_private(tmp) as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
