@@ -18,6 +18,10 @@ diff)`` list one list comprehension per stage (intermediate lists, as unfused st
 operator compiling the chain into one comprehension can reach). Best of ``--repeat`` runs.
 
     python benchmarks/linear_fusion.py --records 1000000
+
+``--temporal`` puts a temporal filter after the second map (``lower = x % 7``, ``upper = x % 7
++ 5``: each record enters at its lower bound and leaves at its upper one, two updates out of
+one), in the dataflow and in both Python baselines (the same stage function).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from common import (
 
 import timelypy
 from timelypy.differential import Collection
+from timelypy.differential.temporal import presence
 
 
 def f1(x):
@@ -58,12 +63,21 @@ def f3(x):
     return (x, -x)
 
 
+def lower(x):
+    return x % 7
+
+
+def upper(x):
+    return x % 7 + 5
+
+
 STAGES: List[Tuple[str, Callable]] = [("map", f1), ("filter", p), ("map", f2), ("flat_map", f3)]
+WINDOW = presence(lower, upper)
 
 
 def _chain(c: Collection, materialise: bool) -> Collection:
     for kind, f in STAGES:
-        c = getattr(c, kind)(f)
+        c = c.temporal_filter(lower, upper) if kind == "temporal" else getattr(c, kind)(f)
         if materialise:
             c = Collection(c.scope, c.inner)
     return c
@@ -105,6 +119,8 @@ def python_loop(records: List[int]) -> float:
     data = [(f1(d), t, r) for d, t, r in data]
     data = [u for u in data if p(u[0])]
     data = [(f2(d), t, r) for d, t, r in data]
+    if len(STAGES) > 4:
+        data = [(d, t2, r * s) for d, t, r in data for t2, s in WINDOW(d, t)]
     data = [(x, t, r) for d, t, r in data for x in f3(d)]
     return now() - t0
 
@@ -114,7 +130,18 @@ def python_composed(records: List[int]) -> float:
     what a fused operator could reach, e.g. by generating this comprehension from the stages."""
     data = [(x, 0, 1) for x in records]
     t0 = now()
-    [(x, t, r) for d, t, r in data for y in (f1(d),) if p(y) for x in f3(f2(y))]
+    if len(STAGES) > 4:
+        [
+            (x, t2, r * s)
+            for d, t, r in data
+            for y in (f1(d),)
+            if p(y)
+            for z in (f2(y),)
+            for t2, s in WINDOW(z, t)
+            for x in f3(z)
+        ]
+    else:
+        [(x, t, r) for d, t, r in data for y in (f1(d),) if p(y) for x in f3(f2(y))]
     return now() - t0
 
 
@@ -128,9 +155,14 @@ def main() -> None:
         default=0,
         help="flush and step every this many records (0: one flush at the end)",
     )
+    ap.add_argument(
+        "--temporal", action="store_true", help="a temporal filter after the second map"
+    )
     add_gc_argument(ap)
     add_profile_argument(ap)
     args = ap.parse_args()
+    if args.temporal:
+        STAGES.insert(3, ("temporal", WINDOW))
     records = list(range(args.records))
     result: Dict[str, Any] = {
         "benchmark": "linear_fusion",
@@ -140,6 +172,7 @@ def main() -> None:
             "repeat": args.repeat,
             "batch": args.batch,
             "chain": ">".join(k for k, _ in STAGES),
+            "temporal": args.temporal,
         },
         **environment(),
     }

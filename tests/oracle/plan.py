@@ -6,6 +6,13 @@
 the node and expression classes (data): expressions are evaluated here by a tree walk of its
 own, fixpoints by iterating the bodies on whole Z-sets until nothing changes (no hoisting, no
 arrangements, no incremental anything).
+
+The temporal nodes read the time: ``evaluate_plan(plan, inputs, time=T, history=h)`` evaluates
+at the (outer, int) time ``T``, where ``h(t)`` gives the inputs accumulated at an earlier time
+``t`` (what :class:`~timelypy.plan.FreezeAt` reads). Inside a fixpoint, round ``i`` at time
+``T`` is the ``i``-th iterate of the loop on the inputs at ``T`` (the engine's ``Product(T,
+i)``): a ``FreezeAt`` in a body reads its input at round ``i`` of the same loop at the earlier
+time, evaluated from scratch there.
 """
 
 from __future__ import annotations
@@ -106,26 +113,67 @@ def _key(row: Tuple[Any, ...], cols: Tuple[int, ...]) -> Tuple[Any, ...]:
 # Plans
 
 
+class _Shared:
+    """What every scope of one evaluation shares: the inputs' history, the scopes by time and
+    path (one memo each), the free-name cache and the iteration cap."""
+
+    def __init__(
+        self,
+        history: Optional[Callable[[int], Mapping[str, Mapping[Record, int]]]],
+        max_iterations: int,
+    ) -> None:
+        self.history = history
+        self.max_iterations = max_iterations
+        self.scopes: Dict[Tuple[Any, ...], "_Env"] = {}
+        # free Recur names by plan object, for the whole evaluation (the plan stays alive)
+        self.free: Dict[int, FrozenSet[str]] = {}
+
+    def root(self, time: Optional[int], inputs: Optional[Mapping[str, ZSet]] = None) -> "_Env":
+        key: Tuple[Any, ...] = (time, ())
+        env = self.scopes.get(key)
+        if env is None:
+            if inputs is None:
+                if self.history is None:
+                    raise ValueError(
+                        f"FreezeAt reads the inputs at time {time}: give evaluate_plan a history"
+                    )
+                inputs = _normalize(self.history(time))  # type: ignore[arg-type]
+            env = _Env(inputs, {}, None, self, time, ())
+            self.scopes[key] = env
+        return env
+
+
 class _Env:
     """The inputs, the values of the relations of the enclosing fixpoints (innermost in
-    ``bound``, the rest through ``parent``), and a memo valid for these values."""
+    ``bound``, the rest through ``parent``), and a memo valid for these values; ``time`` the
+    outer time, ``path`` the ``(fixpoint, round)`` of each enclosing loop, outermost first."""
 
-    __slots__ = ("inputs", "bound", "parent", "memo", "max_iterations", "free")
+    __slots__ = ("inputs", "bound", "parent", "memo", "shared", "time", "path")
 
     def __init__(
         self,
         inputs: Mapping[str, ZSet],
         bound: Dict[str, ZSet],
         parent: Optional["_Env"],
-        max_iterations: int,
+        shared: _Shared,
+        time: Optional[int],
+        path: Tuple[Tuple[n.Fixpoint, int], ...],
     ) -> None:
         self.inputs = inputs
         self.bound = bound
         self.parent = parent
         self.memo: Dict[Any, Any] = {}
-        self.max_iterations = max_iterations
-        # free Recur names by plan object, for the whole evaluation (the plan stays alive)
-        self.free: Dict[int, FrozenSet[str]] = {} if parent is None else parent.free
+        self.shared = shared
+        self.time = time
+        self.path = path
+
+    @property
+    def max_iterations(self) -> int:
+        return self.shared.max_iterations
+
+    @property
+    def free(self) -> Dict[int, FrozenSet[str]]:
+        return self.shared.free
 
     def recur(self, name: str) -> ZSet:
         env: Optional[_Env] = self
@@ -135,14 +183,46 @@ class _Env:
             env = env.parent
         raise ValueError(f"Recur({name!r}) outside every Fixpoint that defines {name!r}")
 
+    def round(self, loop: n.Fixpoint, i: int, values: Dict[str, ZSet]) -> "_Env":
+        """The scope of round ``i`` of ``loop`` (entered from this scope)."""
+        path = self.path + ((loop, i),)
+        key = (self.time, _path_key(path))
+        env = self.shared.scopes.get(key)
+        if env is None:
+            env = _Env(self.inputs, values, self, self.shared, self.time, path)
+            self.shared.scopes[key] = env
+        return env
+
+    def at(self, time: int) -> "_Env":
+        """This scope (the same loops, the same rounds) at the outer time ``time``."""
+        env = self.shared.scopes.get((time, _path_key(self.path)))
+        if env is not None:
+            return env
+        env = self.shared.root(time)
+        for loop, i in self.path:
+            rounds = _loop_rounds(loop, env)
+            env = env.round(loop, i, rounds[min(i, len(rounds) - 1)])
+        return env
+
+
+def _path_key(path: Tuple[Tuple[n.Fixpoint, int], ...]) -> Tuple[Tuple[int, int], ...]:
+    return tuple((id(loop), i) for loop, i in path)
+
 
 def evaluate_plan(
-    plan: n.Plan, inputs: Mapping[str, Mapping[Record, int]], *, max_iterations: int = 100
+    plan: n.Plan,
+    inputs: Mapping[str, Mapping[Record, int]],
+    *,
+    time: Optional[int] = None,
+    history: Optional[Callable[[int], Mapping[str, Mapping[Record, int]]]] = None,
+    max_iterations: int = 100,
 ) -> ZSet:
     """``plan`` evaluated from scratch on ``inputs`` (name -> Z-set; a name that is absent is
-    an empty relation, zero weights are ignored). Returns a fresh consolidated Z-set;
-    :class:`NonConvergenceError` if a fixpoint runs more than ``max_iterations`` rounds."""
-    env = _Env(_normalize(inputs), {}, None, max_iterations)
+    an empty relation, zero weights are ignored) at ``time``, the inputs at earlier times given
+    by ``history`` (both needed by the temporal nodes only). Returns a fresh consolidated
+    Z-set; :class:`NonConvergenceError` if a fixpoint runs more than ``max_iterations``
+    rounds."""
+    env = _Shared(history, max_iterations).root(time, _normalize(inputs))
     return dict(_eval(plan, env))
 
 
@@ -150,11 +230,13 @@ def evaluate_plans(
     plans: Mapping[str, n.Plan],
     inputs: Mapping[str, Mapping[Record, int]],
     *,
+    time: Optional[int] = None,
+    history: Optional[Callable[[int], Mapping[str, Mapping[Record, int]]]] = None,
     max_iterations: int = 100,
 ) -> Dict[str, ZSet]:
     """Every plan of ``plans`` evaluated on ``inputs``, by name (one memo: shared sub-plans and
     fixpoints are evaluated once)."""
-    env = _Env(_normalize(inputs), {}, None, max_iterations)
+    env = _Shared(history, max_iterations).root(time, _normalize(inputs))
     return {name: dict(_eval(plan, env)) for name, plan in plans.items()}
 
 
@@ -266,24 +348,72 @@ def _ev_reduce(p: n.Reduce, env: _Env) -> ZSet:
     return consolidate(out)
 
 
-def _ev_fixpoint(p: n.Fixpoint, env: _Env) -> ZSet:
+def _loop_rounds(p: n.Fixpoint, env: _Env) -> List[Dict[str, ZSet]]:
+    """The iterates ``x0, x1, ..., xk`` of ``p``'s loop in ``env`` (``xk`` the fixed point)."""
     loop = ("loop", p.names, tuple(map(id, p.initial)), tuple(map(id, p.bodies)))
-    values = env.memo.get(loop)
-    if values is None:
+    rounds = env.memo.get(loop)
+    if rounds is None:
         x = {name: _eval(i, env) for name, i in zip(p.names, p.initial)}
-        for _ in range(env.max_iterations):
-            inner = _Env(env.inputs, x, env, env.max_iterations)
+        rounds = [x]
+        for i in range(env.max_iterations):
+            inner = env.round(p, i, x)
             nxt = {name: _eval(b, inner) for name, b in zip(p.names, p.bodies)}
             if nxt == x:
                 break
             x = nxt
+            rounds.append(x)
         else:
             raise NonConvergenceError(
                 f"fixpoint of {p.names} did not converge within {env.max_iterations} iterations"
             )
-        values = x
-        env.memo[loop] = values
-    return values[p.output]  # type: ignore[no-any-return]
+        env.memo[loop] = rounds
+    return rounds  # type: ignore[no-any-return]
+
+
+def _ev_fixpoint(p: n.Fixpoint, env: _Env) -> ZSet:
+    return _loop_rounds(p, env)[-1][p.output]
+
+
+def _bound(bound: Any, row: Record) -> Any:
+    if bound is None:
+        return None
+    if isinstance(bound, n.Fn):
+        return bound.fn(row)
+    return evaluate_expression(bound, row)
+
+
+def _now(p: n.Plan, env: _Env) -> int:
+    if env.time is None:
+        raise ValueError(f"{type(p).__name__} reads the time: give evaluate_plan a time")
+    return env.time
+
+
+def _ev_temporal_filter(p: n.TemporalFilter, env: _Env) -> ZSet:
+    now = _now(p, env)
+    out: ZSet = {}
+    for r, w in _eval(p.input, env).items():
+        lo, hi = _bound(p.lower, r), _bound(p.upper, r)
+        if (lo is None or lo <= now) and (hi is None or now < hi):
+            out[r] = w
+    return out
+
+
+FIRST_TIME = 0
+"""The first time of every input (what a cutoff at or before it leaves nothing of)."""
+
+
+def _ev_freeze_at(p: n.FreezeAt, env: _Env) -> ZSet:
+    now = _now(p, env)
+    past = [_eval(p.input, env.at(t)) for t in range(FIRST_TIME, now + 1)]
+    out: ZSet = {}
+    for r in {r for z in past for r in z}:
+        c = _bound(p.cutoff, r)
+        t = now if c is None else min(now, c - 1)
+        if t >= FIRST_TIME:
+            w = past[t - FIRST_TIME].get(r, 0)
+            if w:
+                out[r] = w
+    return out
 
 
 def _ev_scan(p: n.Scan, env: _Env) -> ZSet:
@@ -318,4 +448,6 @@ _EVAL: Dict[str, Callable[[Any, _Env], ZSet]] = {
     "Antijoin": _ev_antijoin,
     "Aggregate": _ev_aggregate,
     "Fixpoint": _ev_fixpoint,
+    "TemporalFilter": _ev_temporal_filter,
+    "FreezeAt": _ev_freeze_at,
 }

@@ -55,6 +55,11 @@ Semantics (exactly the engine's ``Collection`` methods of the same names)
 ``distinct``             weight > 0 becomes 1; weight <= 0 disappears.
 ``threshold(f)``         ``record`` gets weight ``f(record, weight)``; ``f`` is only called for
                          nonzero weights.
+``temporal_filter``      at time ``T`` (the outer coordinate): the records ``x`` with
+                         ``lower(x) <= T < upper(x)`` (named :data:`BOUNDS`; ``None`` or a
+                         bound giving ``None``: no bound), weights kept.
+``freeze_at(cutoff)``    at time ``T``: each record with its weight at time
+                         ``min(T, cutoff(x) - 1)`` (nothing when ``cutoff(x) <= 0``).
 ``iterate(body)``        ``x0 = source``, ``x_{i+1} = body(x_i)``, until ``x_{i+1} == x_i``
                          (at most ``max_iterations``, else :class:`NonConvergenceError`). Inside
                          the body, :class:`Variable` is the loop variable and ``Enter(node)``
@@ -117,6 +122,8 @@ __all__ = [
     "Distinct",
     "Threshold",
     "Iterate",
+    "TemporalFilter",
+    "FreezeAt",
     "Program",
     # registries
     "Fn",
@@ -125,6 +132,8 @@ __all__ = [
     "FLAT_MAPS",
     "THRESHOLDS",
     "REDUCERS",
+    "BOUNDS",
+    "BOUND_MAX",
     # semantics
     "ZSet",
     "Update",
@@ -142,6 +151,7 @@ __all__ = [
     "final_times",
     "evaluate_at",
     "consolidate",
+    "is_temporal",
 ]
 
 Record = Any
@@ -524,6 +534,71 @@ REDUCERS: Dict[str, Fn] = _registry(
 """``Reduce`` logics ``(key, vals) -> [(out_val, weight)]``, by name."""
 
 
+# -- time bounds of pairs (temporal_filter, freeze_at): (key, val) -> int or None ------------
+
+
+@dataclass(frozen=True)
+class BoundFn:
+    """A named time bound of a ``(key, val)`` pair: ``fn`` for the Collection methods and
+    ``expr``, the same bound as a plan expression (so the plan's compiled expressions and the
+    oracle's tree walk check each other against the Python function)."""
+
+    name: str
+    fn: Callable[[Tuple[int, int]], Optional[int]]
+    expr: Any
+
+    def __repr__(self) -> str:
+        return f"BoundFn({self.name!r})"
+
+
+def bound_key(kv: Tuple[int, int]) -> int:
+    """``k``."""
+    return kv[0]
+
+
+def bound_val(kv: Tuple[int, int]) -> int:
+    """``v``."""
+    return kv[1]
+
+
+def bound_sum(kv: Tuple[int, int]) -> int:
+    """``k + v``."""
+    return kv[0] + kv[1]
+
+
+def bound_val3(kv: Tuple[int, int]) -> int:
+    """``v + 3``."""
+    return kv[1] + 3
+
+
+def bound_twice_key(kv: Tuple[int, int]) -> int:
+    """``2k``."""
+    return 2 * kv[0]
+
+
+def bound_none(_kv: Tuple[int, int]) -> None:
+    """No bound (a bound function that gives ``None``)."""
+    return None
+
+
+BOUNDS: Dict[str, BoundFn] = {
+    b.name: b
+    for b in (
+        BoundFn("key", bound_key, P.Column(0)),
+        BoundFn("val", bound_val, P.Column(1)),
+        BoundFn("sum", bound_sum, P.Arith("+", P.Column(0), P.Column(1))),
+        BoundFn("val3", bound_val3, P.Arith("+", P.Column(1), P.Const(3))),
+        BoundFn("twice_key", bound_twice_key, P.Arith("*", P.Const(2), P.Column(0))),
+        BoundFn("none", bound_none, P.Const(None)),
+    )
+}
+"""Time bounds of ``(key, val)`` pairs, by name (values ``0..BOUND_MAX`` or ``None``)."""
+
+BOUND_MAX = 10
+"""The largest time a bound of :data:`BOUNDS` gives on pairs of ``0..5``: a program's output
+can change up to this time after its inputs' last time."""
+
+
 # ---------------------------------------------------------------------------------------------
 # The AST
 
@@ -687,6 +762,23 @@ class Iterate(Node):
     body: Node
 
 
+@dataclass(frozen=True, repr=False)
+class TemporalFilter(Node):
+    """``source.temporal_filter(BOUNDS[lower], BOUNDS[upper])`` (``None``: no bound)."""
+
+    source: Node
+    lower: Optional[str]
+    upper: Optional[str]
+
+
+@dataclass(frozen=True, repr=False)
+class FreezeAt(Node):
+    """``source.freeze_at(BOUNDS[cutoff])``."""
+
+    source: Node
+    cutoff: str
+
+
 @dataclass(frozen=True)
 class Program:
     """A program: its output node and how many input collections it reads (``Input(0..n-1)``)."""
@@ -797,7 +889,23 @@ def _infer(node: Node, loops: Tuple[str, ...]) -> str:
         t = _infer(node.source, loops)
         _expect(node, _infer(node.body, loops + (t,)), t)
         return t
+    if kind in ("TemporalFilter", "FreezeAt"):
+        for name in _bound_names(node):
+            if name not in BOUNDS:
+                raise ProgramError(f"unknown bound {name!r}; known: {sorted(BOUNDS)}")
+        _expect(node, _infer(node.source, loops), PAIR)
+        return PAIR
     raise ProgramError(f"not a program node: {node!r}")
+
+
+def _bound_names(node: Any) -> List[str]:
+    names = [node.lower, node.upper] if type(node).__name__ == "TemporalFilter" else [node.cutoff]
+    return [n for n in names if n is not None]
+
+
+def is_temporal(program: ProgramLike) -> bool:
+    """Whether ``program`` reads the time (has a temporal filter or a freeze_at)."""
+    return any(type(n).__name__ in ("TemporalFilter", "FreezeAt") for n in _root(program).walk())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1120,6 +1228,11 @@ def _build_node(node: Node, ctx: _BuildCtx) -> Any:
         return b(node.source).distinct()
     if kind == "Threshold":
         return b(node.source).threshold(_lookup(THRESHOLDS, node.fn, "threshold").fn)
+    if kind == "TemporalFilter":
+        lower, upper = (None if x is None else BOUNDS[x].fn for x in (node.lower, node.upper))
+        return b(node.source).temporal_filter(lower, upper)
+    if kind == "FreezeAt":
+        return b(node.source).freeze_at(BOUNDS[node.cutoff].fn)
     if kind == "Iterate":
         source = b(node.source)
         for target in _enter_targets(node.body):
@@ -1202,6 +1315,11 @@ def _to_plan(node: Node, depth: int) -> P.Plan:
         source = t(node.source)
         semi = P.Semijoin(source, P.Map(t(node.keys), _ONE_TUPLE), (0,), (0,))
         return semi if kind == "Semijoin" else P.Union((source, P.Negate(semi)))
+    if kind == "TemporalFilter":
+        lower, upper = (None if x is None else BOUNDS[x].expr for x in (node.lower, node.upper))
+        return P.TemporalFilter(t(node.source), lower, upper)
+    if kind == "FreezeAt":
+        return P.FreezeAt(t(node.source), BOUNDS[node.cutoff].expr)
     if kind == "Iterate":
         name = loop_name(depth + 1)
         return P.Fixpoint((name,), (t(node.source),), (_to_plan(node.body, depth + 1),), name)
@@ -1216,6 +1334,8 @@ def evaluate(
     program: ProgramLike,
     inputs: Union[Mapping[int, Mapping[Record, int]], Sequence[Mapping[Record, int]]],
     *,
+    time: Optional[int] = None,
+    history: Optional[Callable[[int], Mapping[int, Mapping[Record, int]]]] = None,
     max_iterations: int = 100,
 ) -> ZSet:
     """Evaluate ``program`` from scratch: :func:`to_plan`, then the plan evaluator
@@ -1225,10 +1345,21 @@ def evaluate(
     ``i`` works too); an index that is absent is an empty collection. Zero weights in the inputs
     are ignored. Returns the consolidated output (``record -> nonzero weight``), a fresh dict;
     :class:`NonConvergenceError` if an iterate runs more than ``max_iterations`` rounds.
+    ``time`` (the time the inputs are at) and ``history`` (``t -> inputs`` at an earlier time
+    ``t``) are what the temporal nodes read.
     """
     plan = to_plan(program)
     named = _named_inputs(_normalize_inputs(inputs))
-    return plan_oracle.evaluate_plan(plan, named, max_iterations=max_iterations)
+    named_history = None
+    if history is not None:
+        past = history
+
+        def named_history(t: int) -> Dict[str, Any]:
+            return _named_inputs(_normalize_inputs(past(t)))
+
+    return plan_oracle.evaluate_plan(
+        plan, named, time=time, history=named_history, max_iterations=max_iterations
+    )
 
 
 def build(
@@ -1320,6 +1451,10 @@ def evaluate_at(
     max_iterations: int = 100,
 ) -> ZSet:
     """The expected accumulated output at time ``t``: ``evaluate`` on the inputs accumulated
-    at ``t``."""
-    inputs = {i: accumulate(list(u), t, le) for i, u in updates_by_input.items()}
-    return evaluate(program, inputs, max_iterations=max_iterations)
+    at ``t`` (and, for the temporal nodes, at the times before it)."""
+    updates = {i: list(u) for i, u in updates_by_input.items()}
+
+    def at(s: Any) -> Dict[int, ZSet]:
+        return {i: accumulate(u, s, le) for i, u in updates.items()}
+
+    return evaluate(program, at(t), time=t, history=at, max_iterations=max_iterations)

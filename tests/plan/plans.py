@@ -13,6 +13,10 @@ and the values a body computes stay in a finite domain (every arithmetic result 
 ``% 4``), so every round adds rows to finitely many and the loop stops.
 
 Changes keep every input a set (insert a missing row, remove a present one), as Datalog facts.
+
+With ``temporal=True`` plans also hold ``TemporalFilter`` and ``FreezeAt`` nodes whose bounds
+are expressions over the row (values around the times of :func:`fact_changes`), at the root
+and inside fixpoint bodies (where they keep the body monotone: a filter per time).
 """
 
 from __future__ import annotations
@@ -80,10 +84,11 @@ class _Gen:
     """Draws plans; ``loop`` is the names of the enclosing fixpoints' relations (all of
     arity 2), ``depth`` bounds the tree."""
 
-    def __init__(self, draw: Any, fixpoints: int) -> None:
+    def __init__(self, draw: Any, fixpoints: int, temporal: bool = False) -> None:
         self.draw = draw
         self.fixpoints = fixpoints
         self.count = 0
+        self.temporal = temporal
 
     def plan(self, arity: int, depth: int, loop: Tuple[str, ...]) -> P.Plan:
         """A plan of rows of ``arity`` columns; inside a loop (``loop`` not empty) monotone in
@@ -98,6 +103,8 @@ class _Gen:
                 kinds += ["negate", "consolidate"]
             if self.fixpoints > 0 and arity == LOOP_ARITY:
                 kinds += ["fixpoint", "fixpoint"]
+            if self.temporal and arity >= 1:
+                kinds += ["temporal_filter", "temporal_filter", "freeze_at"]
         kind = draw(st.sampled_from(kinds))
         d = depth - 1
         if kind == "leaf":
@@ -150,7 +157,20 @@ class _Gen:
             return P.Negate(self.plan(arity, d, loop))
         if kind == "consolidate":
             return P.Consolidate(self.plan(arity, d, loop))
+        if kind == "temporal_filter":
+            lower, upper = self.bound(arity), self.bound(arity)
+            return P.TemporalFilter(self.plan(arity, d, loop), lower, upper)
+        if kind == "freeze_at":
+            return P.FreezeAt(self.plan(arity, d, loop), self.bound(arity, none=False))
         return self.fixpoint(d, loop)
+
+    def bound(self, arity: int, none: bool = True) -> Any:
+        """A time bound: ``None``, or a column or a small expression of the row (values
+        around ``0..max_times``)."""
+        draw = self.draw
+        if none and not draw(st.integers(0, 3)):
+            return None
+        return expression(draw, arity, False, 1)
 
     def fixpoint(self, depth: int, loop: Tuple[str, ...]) -> P.Plan:
         draw = self.draw
@@ -168,10 +188,13 @@ class _Gen:
 
 
 @st.composite
-def relational_plans(draw: Any, max_depth: int = 4, fixpoints: int = 2) -> P.Plan:
-    """A random relational plan over the inputs ``a``, ``b``, ``c``."""
+def relational_plans(
+    draw: Any, max_depth: int = 4, fixpoints: int = 2, temporal: bool = False
+) -> P.Plan:
+    """A random relational plan over the inputs ``a``, ``b``, ``c`` (``temporal``: with
+    temporal filters and freeze_at)."""
     arity = draw(st.integers(1, 3))
-    return _Gen(draw, fixpoints).plan(arity, draw(st.integers(2, max_depth)), ())
+    return _Gen(draw, fixpoints, temporal).plan(arity, draw(st.integers(2, max_depth)), ())
 
 
 @st.composite

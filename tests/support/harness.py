@@ -20,12 +20,20 @@ cloudpickle.register_pickle_by_value(ref)
 STEP_TIMEOUT = 120
 
 
-def make_build(program: Any, script: Sequence[tuple], n_inputs: int, check_promptly: bool):
+def make_build(
+    program: Any,
+    script: Sequence[tuple],
+    n_inputs: int,
+    check_promptly: bool,
+    direct: bool = False,
+):
     """A ``build(worker)`` that drives ``script`` and returns the worker's output updates.
 
     Updates are spread over workers (action k is performed by worker k % peers); every worker
-    performs every advance, so all workers' sessions move in lockstep.
+    performs every advance, so all workers' sessions move in lockstep. ``direct``: build with
+    the Collection methods (``reference.build_direct``) instead of through the plan.
     """
+    builder = ref.build_direct if direct else ref.build
 
     def build(worker):
         def dataflow(scope):
@@ -34,7 +42,7 @@ def make_build(program: Any, script: Sequence[tuple], n_inputs: int, check_promp
                 s, c = scope.new_collection(name=f"in{i}")
                 sessions.append(s)
                 collections.append(c)
-            out = ref.build(program, scope, collections)
+            out = builder(program, scope, collections)
             return sessions, out.probe(), out.capture()
 
         sessions, probe, captured = worker.dataflow(dataflow)
@@ -92,8 +100,9 @@ def run_and_check(
     *,
     workers: int = 1,
     backend: str = "inline",
+    direct: bool = False,
 ) -> None:
-    build = make_build(program, script, n_inputs, check_promptly=(workers == 1))
+    build = make_build(program, script, n_inputs, check_promptly=(workers == 1), direct=direct)
     results = tp.execute(build, workers=workers, backend=backend, timeout=300)
     updates: List[Tuple[Any, Any, int]] = []
     for worker_updates, problems in results:
@@ -103,6 +112,8 @@ def run_and_check(
     horizon = max(
         [t for us in by_input.values() for _, t, _ in us] + ref.final_times(script, n_inputs) + [0]
     )
+    if ref.is_temporal(program):  # records leave (and freeze) after the inputs' last time
+        horizon += ref.BOUND_MAX + 1
     for t in range(horizon + 1):
         expected = ref.evaluate_at(program, by_input, t)
         got = ref.accumulate(updates, t)

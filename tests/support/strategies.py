@@ -114,13 +114,16 @@ class _Ctx:
     max_loops: int
     parent: Optional["_Ctx"] = None
     linear_only: bool = False
+    temporal: bool = False
 
     @property
     def inner(self) -> bool:
         return self.parent is not None
 
     def enter_loop(self) -> "_Ctx":
-        return _Ctx(self.n_inputs, self.loops + 1, self.max_loops, self, self.linear_only)
+        return _Ctx(
+            self.n_inputs, self.loops + 1, self.max_loops, self, self.linear_only, self.temporal
+        )
 
 
 def _leaf(draw: Any, typ: str, ctx: _Ctx) -> Node:
@@ -159,6 +162,8 @@ def _options(typ: str, depth: int, ctx: _Ctx) -> List[str]:
         opts.remove("map")
     if not ctx.inner:
         opts.append("negate")
+    if ctx.temporal and typ == ref.PAIR:
+        opts += ["temporal_filter", "freeze_at"] * 2
     if ctx.linear_only:
         return [o for o in opts if o not in ("distinct", "threshold")]
     if typ == ref.PAIR:
@@ -220,6 +225,12 @@ def _gen(draw: Any, typ: str, depth: int, ctx: _Ctx) -> Node:
         return ref.Reduce(_gen(draw, ref.PAIR, sub, ctx), draw(st.sampled_from(names)))
     if kind == "count":
         return ref.Count(_gen(draw, ref.INT if typ == ref.PAIR else ref.PAIR, sub, ctx))
+    if kind == "temporal_filter":
+        bounds = st.one_of(st.none(), st.sampled_from(sorted(ref.BOUNDS)))
+        return ref.TemporalFilter(_gen(draw, typ, sub, ctx), draw(bounds), draw(bounds))
+    if kind == "freeze_at":
+        cutoff = draw(st.sampled_from(sorted(ref.BOUNDS)))
+        return ref.FreezeAt(_gen(draw, typ, sub, ctx), cutoff)
     if kind == "iterate":
         return _iterate(draw, sub, ctx)
     raise AssertionError(kind)
@@ -268,6 +279,7 @@ def programs(
     *,
     max_loops: int = 2,
     output_types: Sequence[str] = _OUTPUT_TYPES,
+    temporal: bool = False,
 ) -> ref.Program:
     """Random well-typed :class:`reference.Program` s.
 
@@ -276,12 +288,13 @@ def programs(
     ``(key, val)`` pairs; ``max_loops`` bounds iterate nesting (0: no iterate; 2: Product times
     nested two deep). The output record type is drawn from ``output_types`` (``'pair'``,
     ``'int'``, ``'joined'``, ``'pcount'``; repeat a type to weight it). All iterates converge
-    (see :func:`_iterate`).
+    (see :func:`_iterate`). ``temporal``: also temporal filters and freeze_at (on pairs, at
+    the root and in iterate bodies, bounds from ``reference.BOUNDS``).
     """
     n = draw(st.integers(1, 3)) if n_inputs is None else n_inputs
     depth = draw(st.integers(0, max_depth))
     typ = draw(st.sampled_from(list(output_types)))
-    ctx = _Ctx(n_inputs=n, loops=0, max_loops=max_loops)
+    ctx = _Ctx(n_inputs=n, loops=0, max_loops=max_loops, temporal=temporal)
     return ref.Program(_gen(draw, typ, depth, ctx), n)
 
 
@@ -296,11 +309,17 @@ def linear_programs(draw: Any, max_depth: int = 5, n_inputs: Optional[int] = Non
 
 @st.composite
 def iterative_programs(
-    draw: Any, max_depth: int = 3, n_inputs: Optional[int] = None, *, max_loops: int = 2
+    draw: Any,
+    max_depth: int = 3,
+    n_inputs: Optional[int] = None,
+    *,
+    max_loops: int = 2,
+    temporal: bool = False,
 ) -> ref.Program:
-    """Programs whose output is an ``Iterate`` (possibly post-processed by one operator)."""
+    """Programs whose output is an ``Iterate`` (possibly post-processed by one operator);
+    ``temporal`` as in :func:`programs`."""
     n = draw(st.integers(1, 3)) if n_inputs is None else n_inputs
-    ctx = _Ctx(n_inputs=n, loops=0, max_loops=max(max_loops, 1))
+    ctx = _Ctx(n_inputs=n, loops=0, max_loops=max(max_loops, 1), temporal=temporal)
     node: Node = _iterate(draw, max(max_depth - 1, 0), ctx)
     post = draw(st.sampled_from(["none", "count", "reduce", "map"]))
     if post == "count":

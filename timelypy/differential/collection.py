@@ -171,9 +171,15 @@ class Collection:
         the outer coordinate. Linear: fused with its neighbours; arrangements downstream
         compact the record away once the frontier passes ``upper`` (see ``docs/time.md``).
 
+        Both ``None`` is ``self``. A bound that does not compare with the time fails the
+        operator (an :class:`~timelypy.errors.OperatorError` naming the record, the bound and
+        the time).
+
         Example: ``events.temporal_filter(lambda e: e.start, lambda e: e.end)`` holds each
         event during its interval; ``c.temporal_filter(upper=lambda r: r.time + 60)`` keeps
         the last 60 time units of ``c``."""
+        if lower is None and upper is None:
+            return self
         return self._then("temporal", presence(lower, upper))
 
     def freeze_at(self, cutoff: Callable[[Any], Any]) -> "Collection":

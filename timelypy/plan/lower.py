@@ -303,6 +303,27 @@ def _select(self: _Lowering, plan: n.Select, ctx: _Context) -> Collection:
     return self.build(plan.input, ctx).filter(compile_predicate(plan.predicate, "Select"))
 
 
+def _bound(bound: Optional[n.Bound], what: str) -> Optional[Callable[[Any], Any]]:
+    if bound is None:
+        return None
+    if isinstance(bound, n.Fn):
+        return bound.fn
+    return compile_expression(bound, what)
+
+
+def _temporal_filter(self: _Lowering, plan: n.TemporalFilter, ctx: _Context) -> Collection:
+    return self.build(plan.input, ctx).temporal_filter(
+        _bound(plan.lower, "TemporalFilter.lower"), _bound(plan.upper, "TemporalFilter.upper")
+    )
+
+
+def _freeze_at(self: _Lowering, plan: n.FreezeAt, ctx: _Context) -> Collection:
+    cutoff = _bound(plan.cutoff, "FreezeAt.cutoff")
+    if cutoff is None:
+        raise PlanError(f"FreezeAt: the cutoff is None in {plan!r} (give an expression or Fn)")
+    return self.build(plan.input, ctx).freeze_at(cutoff)
+
+
 def _unary(method: str, with_fn: bool) -> Callable[[_Lowering, Any, _Context], Collection]:
     def build(self: _Lowering, plan: Any, ctx: _Context) -> Collection:
         c = self.build(plan.input, ctx)
@@ -331,6 +352,8 @@ _NODES: Dict[type, Callable[[_Lowering, Any, _Context], Collection]] = {
     n.Antijoin: _Lowering.antijoin,
     n.Aggregate: _Lowering.aggregate,
     n.Fixpoint: _Lowering.fixpoint,
+    n.TemporalFilter: _temporal_filter,
+    n.FreezeAt: _freeze_at,
 }
 
 

@@ -45,7 +45,18 @@ may be any nonzero int; the Differential Dataflow book, "Collections"):
                        ``output`` are one loop
 ``Recur(name)``        inside a :class:`Fixpoint`'s bodies: the relation ``name`` of the
                        innermost enclosing fixpoint that defines it
+``TemporalFilter(i,``  at time ``T``: the records ``x`` of ``i`` with ``lower(x) <= T <
+``lower, upper)``      upper(x)``, weights kept (``Collection.temporal_filter``)
+``FreezeAt(i,``        at time ``T``: each record ``x`` with its weight in ``i`` at time
+``cutoff)``            ``min(T, cutoff(x) - 1)`` (none if ``cutoff(x)`` is at or before the
+                       first time; ``Collection.freeze_at``)
 =====================  ============================================================================
+
+The two temporal nodes read the time: ``T`` is the outer coordinate of the scope's time (the
+time of the root scope; inside a fixpoint the bounds move the outer time and keep the rounds).
+Their bounds are expressions over the row or :class:`Fn` s of the record; a bound that is
+``None`` (or gives ``None``) is no bound. They are linear: the lowering fuses them with the
+maps and filters around them.
 
 A Datalog stratum is one :class:`Fixpoint` whose bodies are ``Distinct(Union(initial, rules))``
 (semi-naive by construction: the loop's operators see only each round's changes).
@@ -54,6 +65,7 @@ A Datalog stratum is one :class:`Fixpoint` whose bodies are ``Distinct(Union(ini
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
@@ -81,6 +93,9 @@ __all__ = [
     "Aggregate",
     "Fixpoint",
     "Recur",
+    "TemporalFilter",
+    "FreezeAt",
+    "Bound",
     "AGGREGATES",
 ]
 
@@ -265,3 +280,31 @@ class Fixpoint(Plan):
 @dataclass(frozen=True)
 class Recur(Plan):
     name: str
+
+
+Bound = typing.Union[Expression, Fn]  # typing's: this module defines a node named Union
+"""A time bound of a record: an expression over the row, or a :class:`Fn` of any record."""
+
+
+@dataclass(frozen=True)
+class TemporalFilter(Plan):
+    """Each record present while ``lower(record) <= time < upper(record)`` (``None``: no bound).
+
+    Example: ``TemporalFilter(Scan("bids"), Column(1), Arith("+", Column(1), Const(60)))``
+    holds each bid for 60 time units from its time column."""
+
+    input: Plan
+    lower: Optional[Bound] = None
+    upper: Optional[Bound] = None
+
+
+@dataclass(frozen=True)
+class FreezeAt(Plan):
+    """Each record's weight as it was just before ``cutoff(record)``: updates at or after the
+    cutoff are dropped.
+
+    Example: ``FreezeAt(counts, Arith("+", Column(0), Const(1)))`` keeps each window's count
+    as it was when the window (ending at column 0) closed."""
+
+    input: Plan
+    cutoff: Bound
