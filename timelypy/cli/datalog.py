@@ -126,6 +126,11 @@ def _write_outputs(session: DatalogSession, out: pathlib.Path, names: List[str])
             write_csv(out / f"{name}.csv", session.contents(name))
 
 
+def _make_output_directory(out: pathlib.Path) -> None:
+    if str(out) != "-":  # "-": standard output
+        out.mkdir(parents=True, exist_ok=True)
+
+
 def _summary(changes: List[Change]) -> str:
     counts: Dict[str, List[int]] = {}
     for name, _fact, diff in changes:
@@ -148,10 +153,7 @@ def datalog(
         pathlib.Path("."), "--facts", "-F", help="Directory of <relation>.facts input files."
     ),
     output: pathlib.Path = typer.Option(
-        pathlib.Path("."),
-        "--output",
-        "-D",
-        help="Directory for <relation>.csv outputs ('-': print them to standard output).",
+        pathlib.Path("."), "--output", "-D", help="Directory for <relation>.csv ('-': stdout)."
     ),
     workers: int = typer.Option(1, "--workers", "-w", help="Number of workers."),
     backend: str = typer.Option("inline", "--backend", "-b", help=" | ".join(BACKENDS)),
@@ -188,8 +190,7 @@ def datalog(
         prog = Program.from_file(program)
     except DatalogError as exc:
         raise fail(str(exc), 1) from None
-    if str(output) != "-":
-        output.mkdir(parents=True, exist_ok=True)
+    _make_output_directory(output)
     options: Dict[str, Any] = {"address": ray_address} if ray_address else {}
     previous = signal.signal(signal.SIGTERM, _on_term)
     session: Optional[DatalogSession] = None
