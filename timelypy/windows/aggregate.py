@@ -1,0 +1,283 @@
+"""Windowed aggregations over event time, built from temporal filters and ordinary operators.
+
+``windowed(pairs, spec, event_time)`` assigns every record ``(key, value)`` to the windows of
+its event time ``event_time(value)`` and keys it by ``(window, key)``. A window ``[s, e)``
+closes at logical time ``e``: a record arriving at ``t <= e + lateness`` counts from
+``max(t, e)`` on; one arriving later is *late* for that window (dropped from its result, shown
+in :attr:`Windowed.late`).
+
+How memory stays bounded (Materialize's temporal filters; the "real-time streaming input"
+chapter of the Differential Dataflow book): the records an aggregation reads are
+``temporal_filter(lower=e, upper=e + lateness + 1)`` of the windowed records, so they enter at
+the window's end and leave by themselves once it can no longer change; the aggregation's output
+is ``freeze_at(e + lateness + 1)``, so the final result stays while the aggregation's input and
+output compact to nothing for every closed window. ``retain=N`` also removes a result from the
+output at ``e + lateness + 1 + N`` so that an endless stream's output is bounded too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, List, Optional, Tuple
+
+from ..differential.collection import Collection
+from ..errors import TimelyError
+from .session import Values, session_logic
+from .spec import Session, Sliding, Spec, Tumbling, Window, check_lateness
+
+__all__ = ["windowed", "Windowed"]
+
+Logic = Callable[[Tuple[Window, Any], Values], Iterable[Tuple[Any, int]]]
+"""``logic((window, key), [(value, count), ...]) -> [(out, diff), ...]``."""
+
+
+def _end(wk_v: Tuple[Tuple[Window, Any], Any]) -> int:
+    return wk_v[0][0][1]
+
+
+def _checked(name: str, event_time: Callable[[Any], Any]) -> Callable[[Any], int]:
+    """``event_time`` that raises TypeError (named, with the value) for a result not an int."""
+
+    def et(value: Any) -> int:
+        t = event_time(value)
+        if type(t) is not int:
+            raise TypeError(
+                f"{name}: event_time({value!r}) returned {t!r} ({type(t).__name__}), not an "
+                f"int (convert event times to ints in one unit, e.g. milliseconds)"
+            )
+        return t
+
+    return et
+
+
+class Windowed:
+    """A collection of ``(key, value)`` assigned to windows of event time; build it with
+    :func:`windowed`. Its results are collections keyed by ``(window, key)``.
+
+    Example: ``windowed(bids, Tumbling(300), lambda b: b.time).count()`` holds
+    ``((Window(0, 300), auction), n)`` from time 300 on."""
+
+    def __init__(
+        self,
+        pairs: Collection,
+        spec: Spec,
+        event_time: Callable[[Any], Any],
+        lateness: int = 0,
+        retain: Optional[int] = None,
+        name: Optional[str] = None,
+    ) -> None:
+        if not isinstance(spec, (Tumbling, Sliding, Session)):
+            raise TypeError(f"windowed: spec must be Tumbling, Sliding or Session, got {spec!r}")
+        check_lateness(spec, lateness, retain)
+        self.name = name or f"Windowed[{spec}]"
+        if not pairs.scope.order.is_total:
+            raise TimelyError(
+                f"{self.name}: windows need the top scope's (totally ordered) times; inside "
+                f"an iterative scope leave() the collection first"
+            )
+        self.spec = spec
+        self.lateness = lateness
+        self.retain = retain
+        self.event_time = _checked(self.name, event_time)
+        self._late: Optional[Collection] = None
+        if isinstance(spec, Session):
+            self._timed = pairs.map(self._timed_record)  # (key, (et, value))
+            self._build_session_late()
+        else:
+            self._windowed = pairs.flat_map(self._assign)  # ((window, key), value)
+            self._build_late()
+
+    # ------------------------------------------------------------------ assignment
+    def _assign(self, kv: Tuple[Any, Any]) -> List[Tuple[Tuple[Window, Any], Any]]:
+        key, value = kv
+        spec = self.spec
+        assert not isinstance(spec, Session)
+        return [((w, key), value) for w in spec.windows_of(self.event_time(value))]
+
+    def _timed_record(self, kv: Tuple[Any, Any]) -> Tuple[Any, Tuple[int, Any]]:
+        return kv[0], (self.event_time(kv[1]), kv[1])
+
+    def _cutoff(self, wk_v: Tuple[Tuple[Window, Any], Any]) -> int:
+        return wk_v[0][0][1] + self.lateness + 1
+
+    def _build_late(self) -> None:
+        r = self._windowed
+        after = r.concat(r.freeze_at(self._cutoff).negate())
+        self._late = after.consolidate(name=f"Late[{self.name}]")
+
+    def _build_session_late(self) -> None:
+        lateness, gap = self.lateness, self.spec.gap  # type: ignore[union-attr]
+        timed = self._timed
+        after = timed.concat(timed.freeze_at(lambda r: r[1][0] + lateness + 1).negate())
+        late = after.map(lambda r: ((Window(r[1][0], r[1][0] + gap), r[0]), r[1][1]))
+        self._late = late.consolidate(name=f"Late[{self.name}]")
+
+    # ------------------------------------------------------------------ plumbing
+    def _open(self) -> Collection:
+        """The windowed records while their window can change: from its end to its end
+        plus lateness (tumbling and sliding windows)."""
+        lateness = self.lateness
+        return self._windowed.temporal_filter(lower=_end, upper=lambda r: _end(r) + lateness + 1)
+
+    def _finish(self, results: Collection) -> Collection:
+        """Results frozen once their window can no longer change, and removed ``retain``
+        later if asked."""
+        frozen = results.freeze_at(self._cutoff)
+        return self._retained(frozen)
+
+    def _retained(self, results: Collection) -> Collection:
+        if self.retain is None:
+            return results
+        keep = self.lateness + 1 + self.retain
+        return results.temporal_filter(upper=lambda r: _end(r) + keep)
+
+    def _session_reduce(self, per_session: Logic, name: str) -> Collection:
+        gap, lateness = self.spec.gap, self.lateness  # type: ignore[union-attr]
+        accepted = self._timed.freeze_at(lambda r: r[1][0] + lateness + 1)
+        out = accepted.reduce(session_logic(gap, per_session), name)  # type: ignore[arg-type]
+        keyed = out.map(lambda kv: ((kv[1][0], kv[0]), kv[1][1]))
+        return self._retained(keyed.temporal_filter(lower=_end))
+
+    def _not_session(self, what: str) -> None:
+        if isinstance(self.spec, Session):
+            raise TimelyError(f"{self.name}: {what} needs tumbling or sliding windows")
+
+    # ------------------------------------------------------------------ results
+    def reduce(self, logic: Logic, name: Optional[str] = None) -> Collection:
+        """Per window and key, ``logic((window, key), [(value, count), ...])`` (values sorted,
+        counts non-zero) returns ``[(out, diff), ...]`` as :meth:`Collection.reduce`'s logic;
+        the result holds ``((window, key), out)`` from the window's end on.
+
+        Example: ``w.reduce(lambda wk, vals: [(max(v for v, _ in vals), 1)])`` is the highest
+        value per window and key."""
+        name = name or f"{self.name}.reduce"
+        if isinstance(self.spec, Session):
+            return self._session_reduce(logic, name)
+        return self._finish(self._open().reduce(logic, name))  # type: ignore[arg-type]
+
+    def count(self) -> Collection:
+        """``((window, key), n)``: the number of records (with their multiplicities) per
+        window and key, from the window's end on.
+
+        Example: ``windowed(clicks, Tumbling(300), lambda c: c.time).count()`` holds
+        ``((Window(0, 300), "home"), 2)`` for two clicks on "home" at times 10 and 250."""
+        if isinstance(self.spec, Session):
+            return self._session_reduce(_count_values, f"{self.name}.count")
+        return self._finish(self._open().map(_first).count())
+
+    def sum(self, f: Optional[Callable[[Any], Any]] = None) -> Collection:
+        """``((window, key), total)``: the sum of ``f(value)`` (default: the value) times its
+        count, per window and key.
+
+        Example: ``w.sum(lambda bid: bid.price)`` is the turnover per window and key."""
+        get = f or _identity
+        return self.reduce(lambda wk, vals: [(sum(get(v) * c for v, c in vals), 1)])
+
+    def min(self, f: Optional[Callable[[Any], Any]] = None) -> Collection:
+        """``((window, key), least)``: the least ``f(value)`` of the values present (count
+        > 0) per window and key.
+
+        Example: ``w.min(lambda bid: bid.price)`` is the lowest bid per window and key."""
+        return self._extreme(min, f)
+
+    def max(self, f: Optional[Callable[[Any], Any]] = None) -> Collection:
+        """``((window, key), greatest)``: the greatest ``f(value)`` of the values present
+        (count > 0) per window and key.
+
+        Example: ``w.max(lambda bid: bid.price)`` is the highest bid per window and key."""
+        return self._extreme(max, f)
+
+    def _extreme(self, pick: Callable[..., Any], f: Optional[Callable[[Any], Any]]) -> Collection:
+        get = f or _identity
+
+        def logic(wk: Any, vals: Values) -> List[Tuple[Any, int]]:
+            present = [get(v) for v, c in vals if c > 0]
+            return [(pick(present), 1)] if present else []
+
+        return self.reduce(logic, f"{self.name}.{pick.__name__}")
+
+    def join(self, other: "Windowed") -> Collection:
+        """``((window, key), (v1, v2))`` for every pair of records of ``self`` and ``other``
+        in the same window and key (counts multiply), from the window's end on. ``other``
+        must have an equal tumbling or sliding spec and the same lateness.
+
+        Example: ``windowed(persons, spec, et).join(windowed(auctions, spec, et))`` pairs
+        the new persons and the auctions they opened in the same window."""
+        self._not_session("join")
+        if not isinstance(other, Windowed) or other.spec != self.spec:
+            raise TimelyError(
+                f"{self.name}.join: the other side must be windowed with the same spec "
+                f"{self.spec}, got {getattr(other, 'spec', other)!r}"
+            )
+        if other.lateness != self.lateness:
+            raise TimelyError(
+                f"{self.name}.join: both sides need the same lateness, got {self.lateness} "
+                f"and {other.lateness}"
+            )
+        return self._finish(self._open().join(other._open()))
+
+    @property
+    def late(self) -> Collection:
+        """``((window, key), value)``: the records that arrived too late for that window (after
+        its end plus the lateness), at their arrival time; dropped from the window's results.
+        For session windows the window is the record's own ``[et, et + gap)``. Their count is
+        the ``records_out`` of the operator named ``Late[<name>]`` in the statistics.
+
+        Example: ``w.late.inspect(print)`` prints each late record as it arrives."""
+        assert self._late is not None
+        return self._late
+
+    @property
+    def records(self) -> Collection:
+        """``((window, key), value)``: the records as the window results see them: each
+        accepted record from its window's end on (then frozen), without the late ones.
+
+        Example: ``w.records.count()`` is ``w.count()`` keyed by record instead of by window."""
+        if isinstance(self.spec, Session):
+            return self._session_reduce(_values, f"{self.name}.records")
+        with_end = self._windowed.temporal_filter(lower=_end)
+        return self._finish(with_end)
+
+    def __repr__(self) -> str:
+        return f"<{self.name} lateness={self.lateness} retain={self.retain}>"
+
+
+def _first(r: Tuple[Any, Any]) -> Any:
+    return r[0]
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+def _count_values(wk: Any, vals: Values) -> List[Tuple[Any, int]]:
+    return [(sum(c for _, c in vals), 1)]
+
+
+def _values(wk: Any, vals: Values) -> List[Tuple[Any, int]]:
+    return list(vals)
+
+
+def windowed(
+    pairs: Collection,
+    spec: Spec,
+    event_time: Callable[[Any], Any],
+    lateness: int = 0,
+    retain: Optional[int] = None,
+    name: Optional[str] = None,
+) -> Windowed:
+    """Window the ``(key, value)`` records of ``pairs`` by the event time
+    ``event_time(value)`` (an int) under ``spec`` (:class:`Tumbling`, :class:`Sliding` or
+    :class:`Session`).
+
+    ``lateness``: how long after a window's end records still count (they change its result
+    when they arrive); later ones go to :attr:`Windowed.late`. ``retain``: results leave the
+    output ``retain`` time units after they became final (None keeps them). ``name`` names
+    the operators (statistics); default ``Windowed[<spec>]``. ValueError for a negative
+    lateness or retain.
+
+    Example::
+
+        counts = windowed(clicks, Tumbling(300), lambda c: c[1]).count()
+        # ((Window(0, 300), page), n) from time 300 on, for clicks (page, (user, time))
+    """
+    return Windowed(pairs, spec, event_time, lateness, retain, name)
