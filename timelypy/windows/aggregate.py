@@ -17,7 +17,7 @@ output at ``e + lateness + 1 + N`` so that an endless stream's output is bounded
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ..differential.collection import Collection
 from ..errors import TimelyError
@@ -26,7 +26,7 @@ from .spec import Session, Sliding, Spec, Tumbling, Window, check_lateness
 
 __all__ = ["windowed", "Windowed"]
 
-Logic = Callable[[Tuple[Window, Any], Values], Iterable[Tuple[Any, int]]]
+Logic = Callable[[Any, Values], Values]
 """``logic((window, key), [(value, count), ...]) -> [(out, diff), ...]``."""
 
 
@@ -79,6 +79,7 @@ class Windowed:
         self.retain = retain
         self.event_time = _checked(self.name, event_time)
         self._late: Optional[Collection] = None
+        self._gap = spec.gap if isinstance(spec, Session) else 0
         if isinstance(spec, Session):
             self._timed = pairs.map(self._timed_record)  # (key, (et, value))
             self._build_session_late()
@@ -105,7 +106,7 @@ class Windowed:
         self._late = after.consolidate(name=f"Late[{self.name}]")
 
     def _build_session_late(self) -> None:
-        lateness, gap = self.lateness, self.spec.gap  # type: ignore[union-attr]
+        lateness, gap = self.lateness, self._gap
         timed = self._timed
         after = timed.concat(timed.freeze_at(lambda r: r[1][0] + lateness + 1).negate())
         late = after.map(lambda r: ((Window(r[1][0], r[1][0] + gap), r[0]), r[1][1]))
@@ -131,9 +132,9 @@ class Windowed:
         return results.temporal_filter(upper=lambda r: _end(r) + keep)
 
     def _session_reduce(self, per_session: Logic, name: str) -> Collection:
-        gap, lateness = self.spec.gap, self.lateness  # type: ignore[union-attr]
+        gap, lateness = self._gap, self.lateness
         accepted = self._timed.freeze_at(lambda r: r[1][0] + lateness + 1)
-        out = accepted.reduce(session_logic(gap, per_session), name)  # type: ignore[arg-type]
+        out = accepted.reduce(session_logic(gap, per_session), name)
         keyed = out.map(lambda kv: ((kv[1][0], kv[0]), kv[1][1]))
         return self._retained(keyed.temporal_filter(lower=_end))
 
@@ -152,7 +153,7 @@ class Windowed:
         name = name or f"{self.name}.reduce"
         if isinstance(self.spec, Session):
             return self._session_reduce(logic, name)
-        return self._finish(self._open().reduce(logic, name))  # type: ignore[arg-type]
+        return self._finish(self._open().reduce(logic, name))
 
     def count(self) -> Collection:
         """``((window, key), n)``: the number of records (with their multiplicities) per
@@ -250,7 +251,8 @@ def _identity(v: Any) -> Any:
 
 
 def _count_values(wk: Any, vals: Values) -> List[Tuple[Any, int]]:
-    return [(sum(c for _, c in vals), 1)]
+    n = sum(c for _, c in vals)
+    return [(n, 1)] if n else []
 
 
 def _values(wk: Any, vals: Values) -> List[Tuple[Any, int]]:

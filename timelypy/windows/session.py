@@ -40,18 +40,17 @@ def split_sessions(
     Example: ``split_sessions(5, [((0, "a"), 1), ((3, "b"), 1), ((12, "a"), 1)])`` is
     ``[(Window(0, 8), [("a", 1), ("b", 1)]), (Window(12, 17), [("a", 1)])]``."""
     out: List[Tuple[Window, Values]] = []
-    first = last = None
+    if not timed:
+        return out
+    first = last = timed[0][0][0]
     counts: Dict[Any, int] = {}
     for (et, value), count in timed:
-        if last is not None and et - last >= gap:
-            out.append((Window(first, last + gap), _sorted(counts)))  # type: ignore[arg-type]
-            first, counts = None, {}
-        if first is None:
-            first = et
+        if et - last >= gap:
+            out.append((Window(first, last + gap), _sorted(counts)))
+            first, counts = et, {}
         last = et
         counts[value] = counts.get(value, 0) + count
-    if first is not None:
-        out.append((Window(first, last + gap), _sorted(counts)))  # type: ignore[operator]
+    out.append((Window(first, last + gap), _sorted(counts)))
     return out
 
 
@@ -65,7 +64,7 @@ def _sorted(counts: Dict[Any, int]) -> Values:
 
 
 def session_logic(
-    gap: int, per_session: Callable[[Tuple[Window, Any], Values], Values]
+    gap: int, per_session: Callable[[Any, Values], Values]
 ) -> Callable[[Any, List[Tuple[Any, int]]], List[Tuple[Any, int]]]:
     """A reduce logic over a key's ``(event_time, value)`` records: ``per_session((window,
     key), values)`` for each of its sessions, as ``[((window, out), diff), ...]``."""
