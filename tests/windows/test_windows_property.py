@@ -120,20 +120,20 @@ cases = st.tuples(
 )
 
 
-@settings(max_examples=max(20, EXAMPLES // 5), **SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=max(20, EXAMPLES // 5), **SETTINGS)
 @given(cases)
 def test_windows_match_reference_one_worker(case):
     check(*case)
 
 
-@settings(max_examples=max(10, EXAMPLES // 20), **SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=max(10, EXAMPLES // 20), **SETTINGS)
 @given(cases)
 def test_windows_match_reference_three_workers(case):
     check(*case, workers=3)
 
 
 @pytest.mark.processes
-@settings(max_examples=max(5, EXAMPLES // 50), **SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=max(5, EXAMPLES // 50), **SETTINGS)
 @given(cases)
 def test_windows_match_reference_two_processes(case):
     check(*case, workers=2, backend="processes")

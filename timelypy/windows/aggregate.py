@@ -134,7 +134,8 @@ class Windowed:
     def _session_reduce(self, per_session: Logic, name: str) -> Collection:
         gap, lateness = self._gap, self.lateness
         accepted = self._timed.freeze_at(lambda r: r[1][0] + lateness + 1)
-        out = accepted.reduce(session_logic(gap, per_session), name)
+        arranged = accepted.arrange_by_key(f"Arrange[{name}]")
+        out = arranged.reduce(session_logic(gap, per_session), name)
         keyed = out.map(lambda kv: ((kv[1][0], kv[0]), kv[1][1]))
         return self._retained(keyed.temporal_filter(lower=_end))
 
@@ -153,7 +154,8 @@ class Windowed:
         name = name or f"{self.name}.reduce"
         if isinstance(self.spec, Session):
             return self._session_reduce(logic, name)
-        return self._finish(self._open().reduce(logic, name))
+        arranged = self._open().arrange_by_key(f"Arrange[{name}]")
+        return self._finish(arranged.reduce(logic, name))
 
     def count(self) -> Collection:
         """``((window, key), n)``: the number of records (with their multiplicities) per
@@ -214,7 +216,9 @@ class Windowed:
                 f"{self.name}.join: both sides need the same lateness, got {self.lateness} "
                 f"and {other.lateness}"
             )
-        return self._finish(self._open().join(other._open()))
+        mine = self._open().arrange_by_key(f"Arrange[{self.name}.join]")
+        theirs = other._open().arrange_by_key(f"Arrange[{other.name}.join]")
+        return self._finish(mine.join(theirs, f"{self.name}.join"))
 
     @property
     def late(self) -> Collection:
