@@ -17,7 +17,7 @@ output at ``e + lateness + 1 + N`` so that an endless stream's output is bounded
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..differential.collection import Collection
 from ..errors import TimelyError
@@ -47,6 +47,27 @@ def _checked(name: str, event_time: Callable[[Any], Any]) -> Callable[[Any], int
         return t
 
     return et
+
+
+def _assigner(
+    spec: Any, event_time: Callable[[Any], int]
+) -> Callable[[Tuple[Any, Any]], List[Tuple[Tuple[Window, Any], Any]]]:
+    """``(key, value) -> [((window, key), value), ...]`` for the windows of the value's event
+    time. The windows of recent event times are cached: a stream's event times repeat."""
+    windows_of = spec.windows_of
+    cache: Dict[int, List[Window]] = {}
+
+    def assign(kv: Tuple[Any, Any]) -> List[Tuple[Tuple[Window, Any], Any]]:
+        key, value = kv
+        et = event_time(value)
+        windows = cache.get(et)
+        if windows is None:
+            if len(cache) >= 4096:
+                cache.clear()
+            windows = cache[et] = windows_of(et)
+        return [((w, key), value) for w in windows]
+
+    return assign
 
 
 class Windowed:
@@ -82,35 +103,40 @@ class Windowed:
         self._gap = spec.gap if isinstance(spec, Session) else 0
         if isinstance(spec, Session):
             self._timed = pairs.map(self._timed_record)  # (key, (et, value))
-            self._build_session_late()
         else:
-            self._windowed = pairs.flat_map(self._assign)  # ((window, key), value)
+            self._windowed = pairs.flat_map(_assigner(spec, self.event_time))
+        if pairs.scope.worker.instruments.enabled:
+            # Statistics are collected: count the late records (Late[<name>]) even if nobody
+            # reads them. Without statistics the late branch is built only when asked for
+            # (it costs about as much as the window assignment itself).
             self._build_late()
 
     # ------------------------------------------------------------------ assignment
-    def _assign(self, kv: Tuple[Any, Any]) -> List[Tuple[Tuple[Window, Any], Any]]:
-        key, value = kv
-        spec = self.spec
-        assert not isinstance(spec, Session)
-        return [((w, key), value) for w in spec.windows_of(self.event_time(value))]
-
     def _timed_record(self, kv: Tuple[Any, Any]) -> Tuple[Any, Tuple[int, Any]]:
         return kv[0], (self.event_time(kv[1]), kv[1])
 
     def _cutoff(self, wk_v: Tuple[Tuple[Window, Any], Any]) -> int:
         return wk_v[0][0][1] + self.lateness + 1
 
-    def _build_late(self) -> None:
+    def _build_late(self) -> Collection:
+        if self._late is None:
+            if isinstance(self.spec, Session):
+                self._late = self._session_late()
+            else:
+                self._late = self._grid_late()
+        return self._late
+
+    def _grid_late(self) -> Collection:
         r = self._windowed
         after = r.concat(r.freeze_at(self._cutoff).negate())
-        self._late = after.consolidate(name=f"Late[{self.name}]")
+        return after.consolidate(name=f"Late[{self.name}]")
 
-    def _build_session_late(self) -> None:
+    def _session_late(self) -> Collection:
         lateness, gap = self.lateness, self._gap
         timed = self._timed
         after = timed.concat(timed.freeze_at(lambda r: r[1][0] + lateness + 1).negate())
         late = after.map(lambda r: ((Window(r[1][0], r[1][0] + gap), r[0]), r[1][1]))
-        self._late = late.consolidate(name=f"Late[{self.name}]")
+        return late.consolidate(name=f"Late[{self.name}]")
 
     # ------------------------------------------------------------------ plumbing
     def _open(self) -> Collection:
@@ -137,7 +163,10 @@ class Windowed:
         arranged = accepted.arrange_by_key(f"Arrange[{name}]")
         out = arranged.reduce(session_logic(gap, per_session), name)
         keyed = out.map(lambda kv: ((kv[1][0], kv[0]), kv[1][1]))
-        return self._retained(keyed.temporal_filter(lower=_end))
+        # A key's sessions change with every event until they close; the changes of an open
+        # session all land at its end and cancel there: consolidate them away.
+        shown = keyed.temporal_filter(lower=_end).consolidate(f"{name}.closed")
+        return self._retained(shown)
 
     def _not_session(self, what: str) -> None:
         if isinstance(self.spec, Session):
@@ -225,11 +254,11 @@ class Windowed:
         """``((window, key), value)``: the records that arrived too late for that window (after
         its end plus the lateness), at their arrival time; dropped from the window's results.
         For session windows the window is the record's own ``[et, et + gap)``. Their count is
-        the ``records_out`` of the operator named ``Late[<name>]`` in the statistics.
+        the ``records_out`` of the operator named ``Late[<name>]`` in the statistics (built
+        whenever statistics are collected, or when this is read).
 
         Example: ``w.late.inspect(print)`` prints each late record as it arrives."""
-        assert self._late is not None
-        return self._late
+        return self._build_late()
 
     @property
     def records(self) -> Collection:
