@@ -259,3 +259,28 @@ def test_state_behind_windowed_aggregates_stays_bounded(events):
         assert len(arranged) == 3, sizes
         assert all(n <= open_updates for n in arranged), sizes
         assert counted <= open_counts, sizes
+
+
+def test_session_state_keeps_only_open_sessions():
+    """Bursts of events (10 time units, then a pause longer than the gap): once a session is
+    final its records leave the reduce's input, so the arrangement behind the session count
+    holds the open sessions only, at a quarter of the stream and at its end alike."""
+
+    def dataflow(scope):
+        ev_in, ev = scope.new_collection()
+        w = windowed(ev, Session(3), _second, lateness=2, name="bursts")
+        return {"events": ev_in, "probe": w.count().probe()}
+
+    sizes = []
+    with tp.open_session(dataflow, statistics=True) as s:
+        for i in range(8000):
+            et = i // 4 + (i // 40) * 3
+            s.insert("events", (i % 5, (i, et)))
+            if i % 40 == 39:
+                s.advance_to(et + 1)
+                s.wait("probe", timeout=60)
+            if i + 1 in (2000, 8000):
+                (arranged,) = [op for op in s.stats().find("Arrange[bursts")]
+                sizes.append(arranged["arrangement"]["updates"])
+    # 40 events a burst, each in and out once, plus the burst before (not yet final)
+    assert all(n <= 4 * 40 for n in sizes), sizes

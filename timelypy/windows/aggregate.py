@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..differential.collection import Collection
 from ..errors import TimelyError
-from .session import Values, session_logic
+from .session import Values, session_results
 from .spec import Session, Sliding, Spec, Tumbling, Window, check_lateness
 
 __all__ = ["windowed", "Windowed"]
@@ -158,15 +158,8 @@ class Windowed:
         return results.temporal_filter(upper=lambda r: _end(r) + keep)
 
     def _session_reduce(self, per_session: Logic, name: str) -> Collection:
-        gap, lateness = self._gap, self.lateness
-        accepted = self._timed.freeze_at(lambda r: r[1][0] + lateness + 1)
-        arranged = accepted.arrange_by_key(f"Arrange[{name}]")
-        out = arranged.reduce(session_logic(gap, per_session), name)
-        keyed = out.map(lambda kv: ((kv[1][0], kv[0]), kv[1][1]))
-        # A key's sessions change with every event until they close; the changes of an open
-        # session all land at its end and cancel there: consolidate them away.
-        shown = keyed.temporal_filter(lower=_end).consolidate(f"{name}.closed")
-        return self._retained(shown)
+        results = session_results(self._timed, self._gap, self.lateness, per_session, name)
+        return self._retained(results)
 
     def _not_session(self, what: str) -> None:
         if isinstance(self.spec, Session):
