@@ -17,10 +17,11 @@ output at ``e + lateness + 1 + N`` so that an endless stream's output is bounded
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ..differential.collection import Collection
 from ..errors import TimelyError
+from .assign import assigner, opener
 from .session import Values, session_results
 from .spec import Session, Sliding, Spec, Tumbling, Window, check_lateness
 
@@ -47,27 +48,6 @@ def _checked(name: str, event_time: Callable[[Any], Any]) -> Callable[[Any], int
         return t
 
     return et
-
-
-def _assigner(
-    spec: Any, event_time: Callable[[Any], int]
-) -> Callable[[Tuple[Any, Any]], List[Tuple[Tuple[Window, Any], Any]]]:
-    """``(key, value) -> [((window, key), value), ...]`` for the windows of the value's event
-    time. The windows of recent event times are cached: a stream's event times repeat."""
-    windows_of = spec.windows_of
-    cache: Dict[int, List[Window]] = {}
-
-    def assign(kv: Tuple[Any, Any]) -> List[Tuple[Tuple[Window, Any], Any]]:
-        key, value = kv
-        et = event_time(value)
-        windows = cache.get(et)
-        if windows is None:
-            if len(cache) >= 4096:
-                cache.clear()
-            windows = cache[et] = windows_of(et)
-        return [((w, key), value) for w in windows]
-
-    return assign
 
 
 class Windowed:
@@ -104,7 +84,8 @@ class Windowed:
         if isinstance(spec, Session):
             self._timed = pairs.map(self._timed_record)  # (key, (et, value))
         else:
-            self._windowed = pairs.flat_map(_assigner(spec, self.event_time))
+            self._windowed = pairs.flat_map(assigner(spec, self.event_time))
+            self._pairs = pairs
         if pairs.scope.worker.instruments.enabled:
             # Statistics are collected: count the late records (Late[<name>]) even if nobody
             # reads them. Without statistics the late branch is built only when asked for
@@ -139,11 +120,13 @@ class Windowed:
         return late.consolidate(name=f"Late[{self.name}]")
 
     # ------------------------------------------------------------------ plumbing
-    def _open(self) -> Collection:
+    def _open(self, with_value: bool = True) -> Collection:
         """The windowed records while their window can change: from its end to its end
-        plus lateness (tumbling and sliding windows)."""
-        lateness = self.lateness
-        return self._windowed.temporal_filter(lower=_end, upper=lambda r: _end(r) + lateness + 1)
+        plus lateness (tumbling and sliding windows): the temporal filter
+        ``temporal_filter(lower=end, upper=end + lateness + 1)`` of the windowed records,
+        fused with their assignment as one ``join_function`` stage (see :func:`.opener`)."""
+        open_ = opener(self.spec, self.event_time, self.lateness, with_value)
+        return self._pairs.join_function(open_)
 
     def _finish(self, results: Collection) -> Collection:
         """Results frozen once their window can no longer change, and removed ``retain``
@@ -187,7 +170,7 @@ class Windowed:
         ``((Window(0, 300), "home"), 2)`` for two clicks on "home" at times 10 and 250."""
         if isinstance(self.spec, Session):
             return self._session_reduce(_count_values, f"{self.name}.count")
-        return self._finish(self._open().map(_first).count())
+        return self._finish(self._open(with_value=False).count())
 
     def sum(self, f: Optional[Callable[[Any], Any]] = None) -> Collection:
         """``((window, key), total)``: the sum of ``f(value)`` (default: the value) times its
@@ -266,10 +249,6 @@ class Windowed:
 
     def __repr__(self) -> str:
         return f"<{self.name} lateness={self.lateness} retain={self.retain}>"
-
-
-def _first(r: Tuple[Any, Any]) -> Any:
-    return r[0]
 
 
 def _identity(v: Any) -> Any:
