@@ -7,12 +7,16 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import timelypy as tp
 from timelypy.differential.reduce.total import CountTotal
 from timelypy.errors import TimelyError, WorkerError
 from timelypy.testing import contents_at, run_changes
 from timelypy.windows import Session, Sliding, Tumbling, Window, windowed
+
+from . import reference as ref
 
 
 def _at(changes: Dict[int, Any], time: int) -> Dict[Any, int]:
@@ -284,3 +288,15 @@ def test_session_state_keeps_only_open_sessions():
                 sizes.append(arranged["arrangement"]["updates"])
     # 40 events a burst, each in and out once, plus the burst before (not yet final)
     assert all(n <= 4 * 40 for n in sizes), sizes
+
+
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(-20, 20), st.integers(-100, 100))
+def test_windows_of_is_every_grid_window_holding_the_event_time(size, hop, offset, et):
+    assert Sliding(size, hop, offset).windows_of(et) == ref.grid_windows(size, hop, offset, et)
+    assert Tumbling(size, offset).windows_of(et) == ref.grid_windows(size, size, offset, et)
+    assert len(Tumbling(size, offset).windows_of(et)) == 1
+
+
+def test_a_session_has_no_windows_of_an_event_time_alone():
+    with pytest.raises(TypeError, match="data-driven"):
+        Session(5).windows_of(3)

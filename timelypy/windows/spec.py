@@ -106,6 +106,15 @@ class Session:
     def __post_init__(self) -> None:
         _positive("Session", "gap", self.gap)
 
+    def windows_of(self, event_time: int) -> List[Window]:
+        """Always TypeError: session windows depend on the other events of the key (see
+        :mod:`timelypy.windows.session`); ``[event_time, event_time + gap)`` is only the
+        session of an event alone."""
+        raise TypeError(
+            f"{self}: session windows are data-driven (events less than {self.gap} apart "
+            f"merge), so an event time alone does not give its window"
+        )
+
 
 Spec = Union[Tumbling, Sliding, Session]
 """A window specification."""
