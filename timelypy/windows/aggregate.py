@@ -96,8 +96,15 @@ class Windowed:
     def _timed_record(self, kv: Tuple[Any, Any]) -> Tuple[Any, Tuple[int, Any]]:
         return kv[0], (self.event_time(kv[1]), kv[1])
 
-    def _cutoff(self, wk_v: Tuple[Tuple[Window, Any], Any]) -> int:
-        return wk_v[0][0][1] + self.lateness + 1
+    @property
+    def _cutoff(self) -> Callable[[Tuple[Tuple[Window, Any], Any]], int]:
+        """``record -> end + lateness + 1``: when a record's window can no longer change."""
+        after = self.lateness + 1
+
+        def cutoff(wk_v: Tuple[Tuple[Window, Any], Any]) -> int:
+            return wk_v[0][0][1] + after
+
+        return cutoff
 
     def _build_late(self) -> Collection:
         if self._late is None:
