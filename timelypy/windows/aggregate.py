@@ -238,7 +238,8 @@ class Windowed:
         its end plus the lateness), at their arrival time; dropped from the window's results.
         For session windows the window is the record's own ``[et, et + gap)``. Their count is
         the ``records_out`` of the operator named ``Late[<name>]`` in the statistics (built
-        whenever statistics are collected, or when this is read).
+        whenever statistics are collected, or when this is read). ``retain`` does not apply:
+        each late record stays, as an arrival; count or sample it rather than arrange it.
 
         Example: ``w.late.inspect(print)`` prints each late record as it arrives."""
         return self._build_late()
