@@ -9,4 +9,7 @@ while the state behind it compacts away. See ``docs/time.md``.
 
 from __future__ import annotations
 
-__all__: list = []
+from .clock import ProcessingTimeClock
+from .event_time import EventTimeInput
+
+__all__: list = ["EventTimeInput", "ProcessingTimeClock"]
