@@ -1,5 +1,7 @@
-"""Event time from a source: records stamped with their event times, the input advanced to a
-low watermark with bounded out-of-orderness.
+"""Event time from a source: records in at their event times, the input at a low watermark.
+
+Records are stamped with their event times and the input advanced to a low watermark with
+bounded out-of-orderness.
 
 This is the pattern of the Differential Dataflow book's chapter on real-time streaming input:
 the dataflow's logical time IS the event-time clock. Each record goes in at its event time
@@ -48,6 +50,7 @@ def event_time_int(value: Any, input: Optional[str] = None, what: str = "event t
     """``value`` as an int time (numpy integers too); :class:`EventTimeError` for anything else
     (a bool, a float, a string, None: convert it in the source, with a documented unit).
 
+    >>> from timelypy.windows.event_time import event_time_int
     >>> event_time_int(7)
     7
     """
@@ -90,12 +93,22 @@ class EventTimeInput:
     ``start`` is the first watermark (default: the session's time). Event times are ints in
     the unit of the source (seconds, milliseconds...); :class:`EventTimeError` for other types.
 
-    Example::
-
-        feed = EventTimeInput(session, "clicks", max_out_of_orderness=2)
-        feed.push("a", 10)          # stamped at 10; watermark 8
-        feed.push("b", 7)           # behind the watermark: stamped at 8 (feed.behind == 1)
-        feed.finish()               # the input advances to 11: every result is final
+    >>> import timelypy as tp
+    >>> from timelypy.windows import EventTimeInput
+    >>> def dataflow(scope):
+    ...     clicks_in, clicks = scope.new_collection()
+    ...     return {"clicks": clicks_in, "probe": clicks.probe(), "out": clicks.capture()}
+    >>> with tp.open_session(dataflow) as s:
+    ...     feed = EventTimeInput(s, "clicks", max_out_of_orderness=2)
+    ...     feed.push("a", 10)      # its event time; the watermark becomes 8
+    ...     feed.push("b", 7)       # behind the watermark: stamped at 8
+    ...     feed.finish()           # the input advances past every event: 11
+    ...     s.wait("probe")
+    ...     sorted(s.changes("out"), key=lambda u: u[1]), feed.behind
+    10
+    8
+    11
+    ([('b', 8, 1), ('a', 10, 1)], 1)
     """
 
     def __init__(
