@@ -242,3 +242,33 @@ def test_a_windowed_count_at_event_time_is_exact_at_every_time(backend, workers)
             assert contents_at(seen, t) == from_scratch(events, at, t), t
         assert contents_at(seen, end - 1) == from_scratch(events, at, 10**9)
         assert feed.behind == sum(1 for (_, et), a in zip(events, at, strict=True) if a > et)
+
+
+def test_push_columns_hands_a_whole_column_over_in_one_call():
+    s = BulkSession()
+    feed = EventTimeInput(s, "x", max_out_of_orderness=2, batch=2)
+    feed.push("first", 1)
+    assert feed.push_columns(["a", "b", "c", "d"], [5, 1, 8, np.int32(3)], [1, 1, -1, 1]) == [
+        5,
+        3,
+        8,
+        6,
+    ]
+    assert s.calls == [("update_many", 1), ("update_many", 4), ("advance_to", 6, None)]
+    with pytest.raises(EventTimeError, match="event time '9' of type str"):
+        feed.push_columns(["e", "f"], [9, "9"])
+    assert feed.pushed == 5 and feed.watermark == 6  # nothing of the refused column
+    with pytest.raises(EventTimeError, match="2 records but 1 event times"):
+        feed.push_columns(["e", "f"], [9])
+
+
+def test_the_watermark_follows_a_session_advanced_by_someone_else():
+    s = BulkSession()
+    feed = EventTimeInput(s, "x", max_out_of_orderness=5)
+    feed.push("a", 10)
+    feed.push("b", 12)
+    s.advance_to(11)  # the user's own advance (or a source of another kind)
+    feed.flush()  # "a" at 10 is behind the session now: it goes in at 11
+    assert [u[2] for u in s.updates] == [11, 12] and feed.behind == 1
+    assert feed.watermark == 11 and feed.advanced == 11
+    assert feed.stamp_columns([3]) == [11] and feed.behind == 2

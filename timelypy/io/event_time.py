@@ -121,12 +121,13 @@ def event_time_feed(
 
 def push_rows(feed: EventTimeInput, rows: Rows) -> int:
     """Push the ``(record, event_time)`` rows of one file (read through
-    :func:`with_event_time`) into ``feed``, then advance the input to the watermark. Returns
-    the time the input is at. A record the session refuses raises
+    :func:`with_event_time`) into ``feed`` in one flush (atomic, as a file's epoch is), then
+    advance the input to the watermark. Returns the time the input is at. A record the
+    session refuses raises
     :class:`~timelypy.io.formats.FileInputError` naming the file."""
     try:
-        feed.push_many(
-            (record, at, diff) for (record, at), diff in zip(rows.records, rows.diffs, strict=True)
+        feed.push_columns(
+            [record for record, _ in rows.records], [at for _, at in rows.records], rows.diffs
         )
     except (SessionInputError, EventTimeError) as exc:
         raise FileInputError(

@@ -25,7 +25,7 @@ bulk path that checks and buffers a whole column of updates in one call.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import TimelyError, short_repr
 
@@ -257,6 +257,39 @@ class EventTimeInput:
         self.flush()
         return n
 
+    def stamp_columns(self, event_times: Sequence[Any]) -> List[int]:
+        """:meth:`stamp` of every one of ``event_times``, in order: the times their records go
+        in at. Nothing is sent (a source that writes the updates itself uses this); if one is
+        refused, the ones before it were taken in."""
+        now = self.session.time if self.advance_mode == "session" else None
+        if type(now) is int and now > self._advanced:
+            self._catch_up(now, [])
+        stamp = self.stamp
+        return [stamp(t) for t in event_times]
+
+    def push_columns(
+        self, records: Sequence[Any], event_times: Sequence[Any], diffs: Any = 1
+    ) -> List[int]:
+        """Push whole columns at once (a file, an Arrow batch, a micro-batch): every record at
+        its stamped time, handed to the session in ONE call (so its flush sends them together:
+        atomically, with a driver session), then :meth:`flush`. ``diffs`` is one int for all or
+        one per record. Returns the times used."""
+        if len(records) != len(event_times):
+            raise EventTimeError(
+                f"input {self.input!r}: {len(records)} records but {len(event_times)} event times",
+                input=self.input,
+            )
+        self._check_open()
+        for t in event_times:  # check them all first: a refused column takes nothing in
+            if type(t) is not int:
+                event_time_int(t, self.input)
+        times = self.stamp_columns(event_times)
+        self._hand_over()
+        column = [diffs] * len(records) if isinstance(diffs, int) else list(diffs)
+        self._records, self._times, self._diffs = list(records), times, column
+        self.flush()
+        return times
+
     # -- the session ---------------------------------------------------------------------
     def _hand_over(self) -> None:
         """Give the buffered updates to the session (buffered there until its flush)."""
@@ -264,12 +297,26 @@ class EventTimeInput:
             return
         records, times, diffs = self._records, self._times, self._diffs
         self._records, self._times, self._diffs = [], [], []
+        now = self.session.time if self.advance_mode == "session" else None
+        if type(now) is int and now > self._advanced:
+            times = self._catch_up(now, times)
         bulk = getattr(self.session, "update_many", None)
         if bulk is not None:
             bulk(self.input, records, diffs, times)
         else:
             for record, t, d in zip(records, times, diffs, strict=True):
                 self.session.update_at(self.input, record, t, d)
+
+    def _catch_up(self, now: int, times: List[int]) -> List[int]:
+        """The session was advanced past this input's last advance by someone else (its own
+        ``advance_to``): the watermark follows it, and buffered records behind ``now`` go in
+        at ``now`` (counted in :attr:`behind`)."""
+        behind = sum(1 for t in times if t < now)
+        self._behind += behind
+        self._advanced = now
+        if now > self._watermark:
+            self._watermark = now
+        return [t if t >= now else now for t in times] if behind else times
 
     def flush(self) -> None:
         """Hand the buffered records to the session and advance its input to the watermark
