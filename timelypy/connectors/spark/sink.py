@@ -133,17 +133,12 @@ class ForeachBatchSink:
         self.journal: Optional[InputJournal] = None
         """The input journal (None: the sink keeps none, exactly once only while it lives)."""
         self._seen_checkpoint: Any = session.last_checkpoint
-        self.event_time = event_time
-        self.feed: Optional[EventTimeInput] = None
-        """With ``event_time``: the event-time input the micro-batches go through."""
         self._open_journal(journal)
         restored = session.restored_at is not None
         if recover is None:
             recover = restored and self.journal is not None
         if recover:
             self._recover(restored)
-        if event_time is not None:  # after a recovery: the watermark starts at its time
-            self.feed = EventTimeInput(session, input, max_out_of_orderness)
         elif self.journal is not None and last_batch_id is None:
             found = self.journal.batch_ids()
             if found:
@@ -155,6 +150,15 @@ class ForeachBatchSink:
                     "to go on with that run (recover=True when it crashed before its first "
                     "checkpoint), or use a new checkpoint location for a new run"
                 )
+        self._open_feed(event_time, max_out_of_orderness)
+
+    def _open_feed(self, event_time: Optional[str], max_out_of_orderness: int) -> None:
+        """With ``event_time``, :attr:`feed`: made last, so that after a recovery its
+        watermark starts at the restored (and replayed) session's time."""
+        self.event_time = event_time
+        self.feed: Optional[EventTimeInput] = None
+        if event_time is not None:
+            self.feed = EventTimeInput(self.session, self.input, max_out_of_orderness)
 
     @property
     def extra_key(self) -> str:
