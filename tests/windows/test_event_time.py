@@ -272,3 +272,38 @@ def test_the_watermark_follows_a_session_advanced_by_someone_else():
     assert [u[2] for u in s.updates] == [11, 12] and feed.behind == 1
     assert feed.watermark == 11 and feed.advanced == 11
     assert feed.stamp_columns([3]) == [11] and feed.behind == 2
+
+
+def test_a_record_the_session_refuses_is_dropped_and_the_others_go_on():
+    with tp.open_session(windowed_count, workers=2) as s:
+        feed = EventTimeInput(s, "events", max_out_of_orderness=0, batch=100)
+        feed.push(("a", 1), 1)
+        feed.push(["unhashable"], 2)
+        feed.push(("b", 3), 3)
+        with pytest.raises(tp.errors.SessionInputError, match="unhashable") as e:
+            feed.flush()
+        assert e.value.value == ["unhashable"] and feed.pending == 2
+        feed.finish(end=20)
+        s.wait("probe")
+        assert sorted(r for r, _, d in s.changes("out") if d > 0) == [
+            ((10, "a"), 1),
+            ((10, "b"), 1),
+        ]
+
+
+def test_the_update_at_path_keeps_what_follows_a_refused_record():
+    class Refusing(FakeSession):
+        def update_at(self, input, data, time, diff):
+            if data == "bad":
+                raise tp.errors.SessionInputError("cannot route 'bad'", input=input, value=data)
+            super().update_at(input, data, time, diff)
+
+    s = Refusing()
+    feed = EventTimeInput(s, "x")
+    for r, t in (("a", 1), ("bad", 2), ("c", 3)):
+        feed.push(r, t)
+    with pytest.raises(tp.errors.SessionInputError):
+        feed.flush()
+    assert [u[1] for u in s.updates] == ["a"] and feed.pending == 1
+    feed.flush()
+    assert [u[1] for u in s.updates] == ["a", "c"] and s.time == 3

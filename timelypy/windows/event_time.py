@@ -27,7 +27,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
-from ..errors import TimelyError, short_repr
+from ..errors import SessionInputError, TimelyError, short_repr
 
 __all__ = ["EventTimeInput", "EventTimeError", "event_time_int", "DEFAULT_BATCH"]
 
@@ -82,7 +82,10 @@ class EventTimeInput:
       not an error, since watermarks from several sources or retries may arrive out of order
       and an older one says nothing new;
     - :meth:`finish` ``(end=None)`` advances past every pushed event (or to ``end``) and refuses
-      further pushes.
+      further pushes;
+    - a record the session refuses at the hand-over (one it cannot route to a worker) raises
+      its :class:`~timelypy.errors.SessionInputError` naming the record; that record is
+      dropped and the others stay buffered for the next flush.
 
     ``advance="session"`` (default) advances every input of the session (``advance_to(t)``:
     the session's time moves, ``session.wait(probe)`` waits for it, checkpoints are taken);
@@ -301,11 +304,30 @@ class EventTimeInput:
         if type(now) is int and now > self._advanced:
             times = self._catch_up(now, times)
         bulk = getattr(self.session, "update_many", None)
-        if bulk is not None:
-            bulk(self.input, records, diffs, times)
-        else:
-            for record, t, d in zip(records, times, diffs, strict=True):
-                self.session.update_at(self.input, record, t, d)
+        done = 0  # updates the session took (update_many: all or none)
+        try:
+            if bulk is not None:
+                bulk(self.input, records, diffs, times)
+            else:
+                for record, t, d in zip(records, times, diffs, strict=True):
+                    self.session.update_at(self.input, record, t, d)
+                    done += 1
+        except SessionInputError as exc:
+            self._keep_but(exc.value, records[done:], times[done:], diffs[done:])
+            raise
+
+    def _keep_but(self, bad: Any, records: List[Any], times: List[int], diffs: List[int]) -> None:
+        """The session refused ``bad`` (and so, with ``update_many``, the batch): buffer the
+        batch again without it, so that the next flush sends the others."""
+        for i, record in enumerate(records):
+            try:
+                same = record is bad or bool(record == bad)
+            except Exception:  # noqa: BLE001 - a record whose __eq__ raises
+                same = False
+            if same:
+                del records[i], times[i], diffs[i]
+                break
+        self._records[:0], self._times[:0], self._diffs[:0] = records, times, diffs
 
     def _catch_up(self, now: int, times: List[int]) -> List[int]:
         """The session was advanced past this input's last advance by someone else (its own
