@@ -307,3 +307,16 @@ def test_the_update_at_path_keeps_what_follows_a_refused_record():
     assert [u[1] for u in s.updates] == ["a"] and feed.pending == 1
     feed.flush()
     assert [u[1] for u in s.updates] == ["a", "c"] and s.time == 3
+
+
+def test_a_session_without_the_input_protocol_is_refused_by_name():
+    class Half:
+        time = 0
+
+        def update_at(self, input, data, time, diff):
+            pass
+
+    with pytest.raises(
+        TypeError, match=r"input 'x': Half is not a session .* no advance_to, flush"
+    ):
+        EventTimeInput(Half(), "x")

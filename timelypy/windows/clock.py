@@ -17,7 +17,7 @@ from __future__ import annotations
 import time as _time
 from typing import Any, Callable, Iterable, List, Optional, Union
 
-from .event_time import DEFAULT_BATCH, EventTimeError, event_time_int
+from .event_time import DEFAULT_BATCH, EventTimeError, check_session, event_time_int
 
 __all__ = ["ProcessingTimeClock"]
 
@@ -74,6 +74,7 @@ class ProcessingTimeClock:
                 input=input,
                 value=advance,
             )
+        check_session(session, input)
         self.session = session
         self.input = input
         self.period = float(period)

@@ -29,7 +29,13 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import SessionInputError, TimelyError, short_repr
 
-__all__ = ["EventTimeInput", "EventTimeError", "event_time_int", "DEFAULT_BATCH"]
+__all__ = [
+    "EventTimeInput",
+    "EventTimeError",
+    "event_time_int",
+    "check_session",
+    "DEFAULT_BATCH",
+]
 
 DEFAULT_BATCH = 10_000
 """How many pushed records an :class:`EventTimeInput` buffers before it hands them to the
@@ -63,6 +69,22 @@ def event_time_int(value: Any, input: Optional[str] = None, what: str = "event t
         input=input,
         value=value,
     )
+
+
+SESSION_METHODS = ("update_at", "advance_to", "flush")
+
+
+def check_session(session: Any, input: str) -> None:
+    """:class:`TypeError` unless ``session`` has what an event-time input calls (naming what
+    it lacks): ``update_at``, ``advance_to``, ``flush`` and ``time``."""
+    missing = [m for m in SESSION_METHODS if not callable(getattr(session, m, None))]
+    missing += [] if hasattr(session, "time") else ["time"]
+    if missing:
+        raise TypeError(
+            f"input {input!r}: {type(session).__name__} is not a session an event-time input "
+            f"can feed: it has no {', '.join(missing)} (a driver session has them all; wrap "
+            f"another kind of session in an object that does)"
+        )
 
 
 class EventTimeInput:
@@ -144,6 +166,7 @@ class EventTimeInput:
                 input=input,
                 value=advance,
             )
+        check_session(session, input)
         self.batch = batch
         self.advance_mode = advance
         first = session.time if start is None else start
