@@ -320,3 +320,40 @@ def test_a_session_without_the_input_protocol_is_refused_by_name():
         TypeError, match=r"input 'x': Half is not a session .* no advance_to, flush"
     ):
         EventTimeInput(Half(), "x")
+
+
+def two_sources(scope):
+    bids_in, bids = scope.new_collection()  # (auction, event_time)
+    asks_in, asks = scope.new_collection()
+    per_window = (
+        bids.concat(asks)
+        .map(lambda r: (r[1] // SIZE * SIZE + SIZE, r[0]))
+        .temporal_filter(lower=lambda r: r[0])
+        .count()
+    )
+    return {
+        "bids": bids_in,
+        "asks": asks_in,
+        "probe": per_window.probe(),
+        "out": per_window.capture(),
+    }
+
+
+@pytest.mark.parametrize(
+    "backend,workers", [("inline", 1), pytest.param("processes", 2, marks=pytest.mark.processes)]
+)
+def test_two_sources_each_with_its_watermark_hold_the_results_at_the_lower(backend, workers):
+    with tp.open_session(two_sources, workers=workers, backend=backend, timeout=120) as s:
+        bids = EventTimeInput(s, "bids", max_out_of_orderness=2, advance="input")
+        asks = EventTimeInput(s, "asks", max_out_of_orderness=2, advance="input")
+        bids.push_many([(("x", t), t, 1) for t in (1, 5, 12, 25)])  # bids at 23
+        asks.push_many([(("x", t), t, 1) for t in (3, 14)])  # asks at 12: the low watermark
+        assert (bids.advanced, asks.advanced, s.time) == (23, 12, 0)
+        s.wait("probe", time=12)
+        out = s.changes("out")
+        assert contents_at(out, 11) == {((10, "x"), 3): 1}  # window [0, 10) only
+        assert all(t >= 10 for _, t, _ in out)
+        asks.push_many([(("x", 30), 30, 1)])  # asks at 28: the low watermark is now 23
+        s.wait("probe", time=23)
+        out += s.changes("out")
+        assert contents_at(out, 22) == {((10, "x"), 3): 1, ((20, "x"), 2): 1}
