@@ -11,7 +11,9 @@ rows inserted at one time, the input advanced past it; a bad row raises
 - into a driver session: :func:`load_files`, :func:`load_rows`, :func:`watch_directory` (new
   files of a directory, each once, the files taken kept in a :class:`WatchState`),
   :func:`feed_stdin`;
-- inside ``build(worker)``: :func:`feed_files` (file ``k`` read by worker ``k % peers``).
+- inside ``build(worker)``: :func:`feed_files` (file ``k`` read by worker ``k % peers``);
+- at event time (``event_time="column"`` of :func:`load_files` and :func:`watch_directory`):
+  each row at its column's event time, the input at a watermark (:mod:`.event_time`).
 
 Sinks: :class:`ChangeWriter`, :func:`write_changes`, :func:`write_contents`,
 :func:`write_stdout`.
@@ -19,6 +21,7 @@ Sinks: :class:`ChangeWriter`, :func:`write_changes`, :func:`write_contents`,
 
 from __future__ import annotations
 
+from .event_time import to_event_time, with_event_time
 from .formats import (
     Csv,
     FileFormat,
@@ -60,4 +63,6 @@ __all__ = [
     "ChangeWriter",
     "write_changes",
     "write_contents",
+    "to_event_time",
+    "with_event_time",
 ]

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Union
 
 from ..errors import SessionInputError
+from ..windows.event_time import EventTimeInput
+from .event_time import event_time_feed, push_rows, with_event_time
 from .formats import FileFormat, FileInputError, Parquet, PathLike, Rows, format_for
 
 if TYPE_CHECKING:
@@ -76,13 +78,30 @@ def load_files(
     fmt: FormatArg = None,
     wait: Optional[str] = None,
     timeout: Optional[float] = None,
+    *,
+    event_time: Optional[str] = None,
+    max_out_of_orderness: int = 0,
+    feed: Optional[EventTimeInput] = None,
 ) -> List[Any]:
     """Load each of ``paths``, in order, as one epoch of the session's ``input``; returns the
     time of each. With ``wait`` (a probe's name), waits after each file until the dataflow
-    has taken it (``session.wait(wait, timeout=timeout)``), which bounds what is in flight."""
+    has taken it (``session.wait(wait, timeout=timeout)``), which bounds what is in flight.
+
+    With ``event_time`` (a column name), each row goes in at its event time instead, through
+    an :class:`~timelypy.windows.EventTimeInput` with ``max_out_of_orderness`` (or the ``feed``
+    given, to keep its watermark across calls), and after each file the input advances to the
+    watermark; the times returned are those watermarks (see :mod:`timelypy.io.event_time` for
+    the values an event-time column may hold: ints, ISO timestamps as milliseconds)."""
+    timed = None
+    if event_time is not None:
+        timed = event_time_feed(session, input, feed, max_out_of_orderness)
     times = []
     for path in paths:
-        times.append(load_rows(session, input, read_rows(path, fmt)))
+        if timed is None or event_time is None:
+            times.append(load_rows(session, input, read_rows(path, fmt)))
+        else:
+            shaped = with_event_time(fmt or format_for(path), event_time)
+            times.append(push_rows(timed, read_rows(path, shaped)))
         if wait is not None:
             session.wait(wait, timeout=timeout)
     return times

@@ -24,7 +24,9 @@ import time as _time
 from fnmatch import fnmatch
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from .formats import FileFormat, FileInputError, PathLike
+from ..windows.event_time import EventTimeInput
+from .event_time import event_time_feed, push_rows, with_event_time
+from .formats import FileFormat, FileInputError, PathLike, format_for
 from .sources import load_rows, read_rows
 
 if TYPE_CHECKING:
@@ -203,6 +205,9 @@ def watch_directory(
     stop: Optional[Callable[[], bool]] = None,
     on_error: str = "raise",
     on_file: Optional[Callable[[pathlib.Path, Any], None]] = None,
+    event_time: Optional[str] = None,
+    max_out_of_orderness: int = 0,
+    feed: Optional[EventTimeInput] = None,
 ) -> WatchState:
     """Load every new complete file of ``directory`` into ``input``, one epoch each, until
     ``stop()`` is true, ``max_files`` files were taken, no file came for ``idle`` seconds, or
@@ -210,16 +215,28 @@ def watch_directory(
     timeout always). Returns the state (the one given, updated). ``on_file(path, time)`` is
     called after each file is loaded. A bad file raises
     :class:`~timelypy.io.formats.FileInputError` (nothing of it applied, not marked taken) or,
-    with ``on_error="skip"``, is logged and remembered as refused."""
+    with ``on_error="skip"``, is logged and remembered as refused.
+
+    With ``event_time`` (a column name), each row goes in at its event time through an
+    :class:`~timelypy.windows.EventTimeInput` (``max_out_of_orderness``, or the ``feed``
+    given) and the input advances to the watermark after each file, as
+    :func:`~timelypy.io.sources.load_files` does; ``on_file`` then gets the watermark."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"watch: on_error must be 'raise' or 'skip', not {on_error!r}")
     watcher = DirectoryWatcher(directory, pattern, settle, state)
+    timed = None
+    if event_time is not None:
+        timed = event_time_feed(session, input, feed, max_out_of_orderness)
     start = last = _time.monotonic()
     taken = 0
     while True:
         for path in watcher.poll():
             try:
-                at = load_rows(session, input, read_rows(path, fmt))
+                if timed is None or event_time is None:
+                    at = load_rows(session, input, read_rows(path, fmt))
+                else:
+                    shaped = with_event_time(fmt or format_for(path), event_time)
+                    at = push_rows(timed, read_rows(path, shaped))
             except FileNotFoundError:  # removed or renamed since the poll: not taken
                 log.info("watch: %s went away before it was read", path)
                 continue

@@ -13,6 +13,18 @@ Example: ``windowed(clicks, Tumbling(300), lambda c: c.time).count()`` holds
 from __future__ import annotations
 
 from .aggregate import Windowed, windowed
+from .clock import ProcessingTimeClock
+from .event_time import EventTimeInput
 from .spec import Session, Sliding, Spec, Tumbling, Window
 
-__all__ = ["Window", "Tumbling", "Sliding", "Session", "Spec", "windowed", "Windowed"]
+__all__ = [
+    "Window",
+    "Tumbling",
+    "Sliding",
+    "Session",
+    "Spec",
+    "windowed",
+    "Windowed",
+    "EventTimeInput",
+    "ProcessingTimeClock",
+]

@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ...errors import SessionInputError, WorkerError
+from ...windows.event_time import EventTimeInput
 from ...workers.sessions.session import DataflowSession
 from .columns import (
     BadRow,
@@ -24,6 +25,7 @@ from .columns import (
     SparkInputError,
     require_pyspark,
 )
+from .event_time import event_time_feed, event_time_reader
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame
@@ -158,6 +160,9 @@ def load(
     *,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     time: Optional[int] = None,
+    event_time: Optional[str] = None,
+    max_out_of_orderness: int = 0,
+    feed: Optional[EventTimeInput] = None,
 ) -> int:
     """Stream ``df``'s rows into the session's ``input`` as records per ``columns``, at
     ``time`` (default: the input's time; a ``time`` column of ``columns`` wins), ``batch_rows``
@@ -165,8 +170,17 @@ def load(
     time. The session is not advanced. Not atomic: a bad row raises
     :class:`SparkInputError` saying how many rows before it were applied (use
     :func:`apply_changes` for all or nothing). Updates already buffered in the session are
-    flushed with the first batch."""
+    flushed with the first batch.
+
+    With ``event_time`` (a timestamp column, as integer milliseconds since the epoch, or an
+    integer column), each row goes in at its event time through an
+    :class:`~timelypy.windows.EventTimeInput` with ``max_out_of_orderness`` (or the ``feed``
+    given, to keep its watermark across loads), and the input advances to the watermark after
+    each batch (see :mod:`.event_time`)."""
     _check_batch_rows(batch_rows)
+    if event_time is not None:
+        timed = event_time_feed(session, input, feed, max_out_of_orderness)
+        return _load_at_event_time(timed, df, columns, event_time, batch_rows)
     reader = _reader(df, columns, input)
     progress = _Progress()
     try:
@@ -180,6 +194,38 @@ def load(
         ) from exc
     log.info("load: %d rows into input %r", progress.sent, input)
     return progress.sent
+
+
+def _load_at_event_time(
+    feed: EventTimeInput, df: "DataFrame", columns: Columns, event_time: str, batch_rows: int
+) -> int:
+    """:func:`load` with ``event_time``: each Arrow slice pushed as columns, then the input
+    advanced to the watermark."""
+    with_time, reader = event_time_reader(df, columns, event_time, feed.input)
+    sent = 0
+    try:
+        for table in arrow_batches(reader.select(with_time)):
+            for offset in range(0, table.num_rows, batch_rows):
+                records, diffs, times = reader.convert_table(table.slice(offset, batch_rows))
+                try:
+                    feed.push_columns(records, times or [], diffs)
+                except SessionInputError as exc:
+                    feed.session.discard()
+                    raise BadRow(
+                        (
+                            {"record": exc.value},
+                            reader.columns.names[0],
+                            f"refused by the session: {exc}",
+                        )
+                    ) from exc
+                sent += len(records)
+    except BadRow as exc:
+        raise reader.refused(
+            [exc.bad],
+            f"load stopped there: the {sent} rows before its batch were applied, the rest not.",
+        ) from exc
+    log.info("load: %d rows into input %r at event time %r", sent, feed.input, event_time)
+    return sent
 
 
 def apply_changes(

@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from ...errors import RecoveryError, SessionInputError
 from ...recovery.journal import InputJournal, JournalEntry
 from ...recovery.session import open_store
+from ...windows.event_time import EventTimeInput
 from ...workers.sessions.session import DataflowSession
 from .columns import BadRow, Columns, RowReader, SparkConnectorError, SparkInputError
+from .event_time import convert_all, event_time_reader
 from .loading import DEFAULT_BATCH_ROWS, _check_batch_rows, _reader, apply_changes, arrow_batches
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -77,6 +79,13 @@ class ForeachBatchSink:
     :attr:`latencies` maps each applied batch id to its seconds from call to return,
     :attr:`epochs` to the session's time when it was applied, :attr:`rows` to its row count,
     :attr:`journal_bytes` to the size of its journal entry.
+
+    With ``event_time`` (a timestamp column, taken as integer milliseconds since the epoch, or
+    an integer column), the rows go in at their event times through an
+    :class:`~timelypy.windows.EventTimeInput` (:attr:`feed`) with ``max_out_of_orderness``, and
+    after each micro-batch the input advances to the watermark instead of one epoch past it
+    (see :mod:`.event_time`); with the journal, the stamped updates are journaled, and a
+    recovered sink's watermark starts at the restored session's time.
     """
 
     def __init__(
@@ -94,6 +103,8 @@ class ForeachBatchSink:
         recover: Optional[bool] = None,
         name: Optional[str] = None,
         max_errors: int = 5,
+        event_time: Optional[str] = None,
+        max_out_of_orderness: int = 0,
     ) -> None:
         _check_batch_rows(batch_rows)
         self.session = session
@@ -139,6 +150,15 @@ class ForeachBatchSink:
                     "to go on with that run (recover=True when it crashed before its first "
                     "checkpoint), or use a new checkpoint location for a new run"
                 )
+        self._open_feed(event_time, max_out_of_orderness)
+
+    def _open_feed(self, event_time: Optional[str], max_out_of_orderness: int) -> None:
+        """With ``event_time``, :attr:`feed`: made last, so that after a recovery its
+        watermark starts at the restored (and replayed) session's time."""
+        self.event_time = event_time
+        self.feed: Optional[EventTimeInput] = None
+        if event_time is not None:
+            self.feed = EventTimeInput(self.session, self.input, max_out_of_orderness)
 
     @property
     def extra_key(self) -> str:
@@ -328,22 +348,7 @@ class ForeachBatchSink:
             epoch = self.session.time
             try:
                 try:
-                    if self.journal is None:
-                        rows = apply_changes(
-                            self.session,
-                            self.input,
-                            df,
-                            self.columns,
-                            advance=True,
-                            batch_rows=self.batch_rows,
-                            persist=self.persist,
-                            max_errors=self.max_errors,
-                        )
-                        self.last_batch_id = batch_id
-                        self.epochs[batch_id] = epoch
-                        self.rows[batch_id] = rows
-                    else:
-                        rows = self._journaled(df, batch_id, epoch)
+                    rows = self._micro_batch(df, batch_id, epoch)
                 except SparkInputError as exc:
                     raise _numbered(exc, batch_id) from exc
                 if self.probe is not None:
@@ -361,6 +366,57 @@ class ForeachBatchSink:
                 epoch,
                 self.latencies[batch_id],
             )
+
+    def _micro_batch(self, df: "DataFrame", batch_id: int, epoch: Any) -> int:
+        """Apply one micro-batch (at event time, through the journal, or as an epoch)."""
+        if self.feed is not None:
+            return self._at_event_time(df, batch_id, epoch)
+        if self.journal is not None:
+            return self._journaled(df, batch_id, epoch)
+        rows = apply_changes(
+            self.session,
+            self.input,
+            df,
+            self.columns,
+            advance=True,
+            batch_rows=self.batch_rows,
+            persist=self.persist,
+            max_errors=self.max_errors,
+        )
+        self.last_batch_id = batch_id
+        self.epochs[batch_id] = epoch
+        self.rows[batch_id] = rows
+        return rows
+
+    def _at_event_time(self, df: "DataFrame", batch_id: int, epoch: Any) -> int:
+        """Every row of the micro-batch converted and checked first (a bad one refuses it
+        whole), then stamped by :attr:`feed` and sent in one flush; the input advances to the
+        watermark. With the journal, the stamped updates are journaled first."""
+        feed = self.feed
+        assert feed is not None and self.event_time is not None
+        with_time, reader = event_time_reader(df, self.columns, self.event_time, self.input)
+        try:
+            records, diffs, times = convert_all(reader, reader.select(with_time), arrow_batches)
+        except BadRow as exc:
+            raise reader.refused([exc.bad]) from exc
+        if self.journal is not None:
+            stamps = feed.stamp_columns(times)
+            advance = feed.watermark if feed.watermark > epoch else None
+            entry = JournalEntry(batch_id, self.input, epoch, advance, records, diffs, stamps)
+            self._apply(entry, True)
+            return len(records)
+        if self.session.pending:
+            self.session.flush()  # updates made outside the sink go on their own
+        try:
+            feed.push_columns(records, times, diffs)
+        except SessionInputError as exc:
+            self.session.discard()
+            entry = JournalEntry(batch_id, self.input, epoch, None, records, diffs, times)
+            raise self._session_refused(entry, exc) from exc
+        self.last_batch_id = batch_id
+        self.epochs[batch_id] = epoch
+        self.rows[batch_id] = len(records)
+        return len(records)
 
     def _journaled(self, df: "DataFrame", batch_id: int, epoch: Any) -> int:
         if not isinstance(epoch, int):
