@@ -70,7 +70,9 @@ def tagged(pairs: Any) -> Any:
 
 PROGRAMS: Dict[str, Callable[[Any], Any]] = {
     "window_count": lambda p: windowed(p, Tumbling(4), event_time).count(),
-    "window_sliding": lambda p: windowed(p, Sliding(6, 2), event_time, lateness=2, retain=3).count(),
+    "window_sliding": lambda p: windowed(
+        p, Sliding(6, 2), event_time, lateness=2, retain=3
+    ).count(),
     "window_session": lambda p: windowed(p, Session(3), event_time, lateness=1).count(),
     "window_join": lambda p: windowed(p, Tumbling(4), event_time).join(
         windowed(tagged(p), Tumbling(4), event_time)
@@ -283,9 +285,7 @@ def session_contents(changes: List[Tuple[Any, Any, int]], time: int) -> Dict[Any
 def test_session_checkpoint_with_open_windows(tmp_path: Any, before: Any, after: Any) -> None:
     updates = stream()
     cut = 7
-    with tp.open_session(
-        session_dataflow, checkpoint=tp.Checkpoints(str(tmp_path)), **before
-    ) as s:
+    with tp.open_session(session_dataflow, checkpoint=tp.Checkpoints(str(tmp_path)), **before) as s:
         session_feed(s, updates, 0, cut)
         assert s.checkpoint().time == cut
     with tp.open_session(session_dataflow, restore=str(tmp_path), **after) as s:
