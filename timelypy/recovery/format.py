@@ -22,10 +22,11 @@ to one an earlier checkpoint wrote has the same name and is referenced, not writ
 
 **msgpack** (encoding 0) carries plain data and never executes code when read: ``None``,
 ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``, ``list`` (stays a list), ``dict``
-(any keys), and, as msgpack extensions: ``tuple`` (stays a tuple), :class:`~timelypy.order.Product`,
-:class:`~timelypy.windows.Window`, ``set``, ``frozenset``, ints beyond 64 bits, numpy scalars (dtype and bytes), ``date``,
-naive ``datetime`` and ``time``, ``timedelta``, ``Decimal``, ``Fraction`` and ``UUID``. A set
-is written with its elements sorted by their encoding, so that equal states give equal bytes.
+(any keys), and, as msgpack extensions: ``tuple`` (stays a tuple),
+:class:`~timelypy.order.Product`, :class:`~timelypy.windows.Window`, ``set``, ``frozenset``,
+ints beyond 64 bits, numpy scalars (dtype and bytes), ``date``, naive ``datetime`` and
+``time``, ``timedelta``, ``Decimal``, ``Fraction`` and ``UUID``. A set is written with its
+elements sorted by their encoding, so that equal states give equal bytes.
 
 **columns** (encoding 2) lay a chunk of keyed pieces out column-wise when every piece has the
 same shape of ints, floats, plain scalars, tuples, ``Product``, lists and string-keyed dicts
