@@ -7,6 +7,14 @@ has reached it, so no operator holds work at a time before ``F`` and nothing has
 after ``F``. The operator then returns its state as an :class:`OperatorState`, and a worker of a
 dataflow built anew from the same program restores it before any update at or after ``F``.
 
+At a closed time an operator may still hold work at *later* times: a temporal filter (and a
+window built on it) sends updates at a future time at once, and the arrangement's batcher, the
+reduces' pending times and sums and consolidate's buffer keep them, with capabilities, until the
+frontier passes. That work is state too (:func:`future_pieces`), keyed like the rest; a restore
+puts it back and holds capabilities at its times, which are at or after the closed time the
+restored dataflow starts at. Work at a time the input frontier has passed means the time is not
+closed, and the snapshot refuses it naming the operator.
+
 Keyed state is what makes rescaling possible: each piece carries the routing hash of its key
 (``stable_hash(key) % peers`` picks its worker, as the operator's exchange does), so a worker
 restoring onto another number of workers keeps exactly the pieces it owns. State that is not
@@ -14,7 +22,7 @@ split by key (the same on every worker, or none) goes in ``shared``.
 
 Which operators implement it: the arrangement (its trace compacted to the closed time), every
 reduce (general, on product times, distinct on product times, count / distinct / threshold at
-total times: per-key histories and counts), consolidate (empty at a closed time, checked), the
+total times: per-key histories and counts), consolidate, the
 inputs (differential ``InputSession`` and timely ``InputHandle``: their time) and ``capture``
 (the captured messages). The others keep nothing at a closed time: map, filter, flat_map,
 concat, inspect, exchange, enter / leave, feedback and the loop variables built on it (inside a
