@@ -7,6 +7,14 @@ has reached it, so no operator holds work at a time before ``F`` and nothing has
 after ``F``. The operator then returns its state as an :class:`OperatorState`, and a worker of a
 dataflow built anew from the same program restores it before any update at or after ``F``.
 
+At a closed time an operator may still hold work at *later* times: a temporal filter (and a
+window built on it) sends updates at a future time at once, and the arrangement's batcher, the
+reduces' pending times and sums and consolidate's buffer keep them, with capabilities, until the
+frontier passes. That work is state too (:func:`future_pieces`), keyed like the rest; a restore
+puts it back and holds capabilities at its times, which are at or after the closed time the
+restored dataflow starts at. Work at a time the input frontier has passed means the time is not
+closed, and the snapshot refuses it naming the operator.
+
 Keyed state is what makes rescaling possible: each piece carries the routing hash of its key
 (``stable_hash(key) % peers`` picks its worker, as the operator's exchange does), so a worker
 restoring onto another number of workers keeps exactly the pieces it owns. State that is not
@@ -14,7 +22,7 @@ split by key (the same on every worker, or none) goes in ``shared``.
 
 Which operators implement it: the arrangement (its trace compacted to the closed time), every
 reduce (general, on product times, distinct on product times, count / distinct / threshold at
-total times: per-key histories and counts), consolidate (empty at a closed time, checked), the
+total times: per-key histories and counts), consolidate, the
 inputs (differential ``InputSession`` and timely ``InputHandle``: their time) and ``capture``
 (the captured messages). The others keep nothing at a closed time: map, filter, flat_map,
 concat, inspect, exchange, enter / leave, feedback and the loop variables built on it (inside a
@@ -34,7 +42,17 @@ operators is not: one worker fuses stateless stages into their consumer, several
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Protocol,
+    Tuple,
+    runtime_checkable,
+)
 
 from ..errors import RecoveryError
 from ..hashing import stable_hash
@@ -45,6 +63,7 @@ __all__ = [
     "KeyedState",
     "Stateful",
     "copy_piece",
+    "future_pieces",
     "keyed_restore",
     "keyed_snapshot",
     "operator_id",
@@ -133,13 +152,18 @@ def copy_piece(value: Any) -> Any:
 
 
 def keyed_snapshot(
-    owner: str, stores: Dict[str, Dict[Any, Any]], empty: Dict[str, Any]
+    owner: str,
+    stores: Dict[str, Dict[Any, Any]],
+    empty: Dict[str, Any],
+    pending: Iterable[Tuple[Any, str, Any]] = (),
 ) -> OperatorState:
     """The state of an operator made of per-key dictionaries (``stores``, by attribute name):
     one piece ``(key, {name: value})`` per key, routed by ``stable_hash(key)``.
 
     ``empty``: containers that must be empty at a closed time (pending work); a non-empty one
     means the time is not closed, and :class:`~timelypy.errors.RecoveryError` names ``owner``.
+    ``pending``: ``(key, name, value)`` for work held at future times (see
+    :func:`future_pieces`), added to the key's piece under ``name``.
     """
     for name, container in empty.items():
         if container:
@@ -151,18 +175,70 @@ def keyed_snapshot(
     for name, store in stores.items():
         for key, value in store.items():
             keys.setdefault(key, {})[name] = copy_piece(value)
+    for key, name, value in pending:
+        keys.setdefault(key, {})[name] = value
     return OperatorState(keyed=[(stable_hash(key), (key, parts)) for key, parts in keys.items()])
 
 
-def keyed_restore(owner: str, state: OperatorState, stores: Dict[str, Dict[Any, Any]]) -> None:
-    """Put the pieces of :func:`keyed_snapshot` back into ``stores`` (by attribute name)."""
+def keyed_restore(
+    owner: str,
+    state: OperatorState,
+    stores: Dict[str, Dict[Any, Any]],
+    pending: Optional[Callable[[Any, str, Any], bool]] = None,
+) -> None:
+    """Put the pieces of :func:`keyed_snapshot` back into ``stores`` (by attribute name);
+    ``pending(key, name, value)`` takes the parts that are not a store (work at future times)
+    and answers whether it knew ``name``."""
     for _, piece in state.keyed:
         key, parts = piece
         for name, value in parts.items():
             store = stores.get(name)
             if store is None:
+                if pending is not None and pending(key, name, value):
+                    continue
                 raise RecoveryError(f"operator {owner}: unknown state {name!r} for key {key!r}")
             store[key] = copy_piece(value)
+
+
+def future_pieces(
+    owner: str, name: str, entries: Iterable[Tuple[Any, Any, Any]], beyond: Callable[[Any], bool]
+) -> List[Tuple[Any, str, Any]]:
+    """Pending work at future times as keyed parts: ``entries`` are ``(key, time, item)``,
+    grouped into one ``(key, name, [(time, item), ...])`` per key.
+
+    At a closed time ``F`` an operator may still hold work at times after ``F`` (a temporal
+    filter or a window sends updates at a window's end at once; the operators downstream hold
+    them, with capabilities, until the frontier passes): that work is state. ``beyond(time)``
+    says whether ``time`` is at or beyond the operator's input frontier; work at a time that
+    is not means the time is not closed, and :class:`~timelypy.errors.RecoveryError` names
+    ``owner``, the number of such entries and the earliest."""
+    by_key: Dict[Any, List[Tuple[Any, Any]]] = {}
+    late: List[Any] = []
+    for key, time, item in entries:
+        if not beyond(time):
+            late.append(time)
+            continue
+        held = by_key.get(key)
+        if held is None:
+            by_key[key] = [(time, item)]
+        else:
+            held.append((time, item))
+    if late:
+        first = min(late) if _sortable(late) else late[0]
+        raise RecoveryError(
+            f"operator {owner}: {name} holds {len(late)} entries at times the input frontier "
+            f"has passed (the earliest {first!r}): the time is not closed (a snapshot needs a "
+            "quiet worker at a closed time)"
+        )
+    return [(key, name, held) for key, held in by_key.items()]
+
+
+def _sortable(times: List[Any]) -> bool:
+    try:
+        min(times)
+    except TypeError:
+        return False
+    return True
 
 
 class KeyedState:
@@ -172,6 +248,12 @@ class KeyedState:
     snapshotted one piece per key. ``state_closed``: the names of containers of pending work
     (times not yet evaluated) that are empty at a closed time; a snapshot refuses a non-empty
     one. The operator's exchange must route by the same key (``stable_hash(key) % peers``).
+
+    Work held at future times (after the closed time: what a temporal filter sends ahead) is
+    state too, for an operator that overrides :meth:`future_state` (its pending entries as
+    :func:`future_pieces`), :meth:`restore_future` (one key's entries back) and
+    :meth:`hold_future` (capabilities at the restored times, which are at or after the
+    closed time the dataflow restarts at, so holding them is legal).
     """
 
     state_keyed: Tuple[str, ...] = ()
@@ -181,16 +263,35 @@ class KeyedState:
         scope = getattr(getattr(self, "subgraph", None), "name", "?")
         return f"{scope}/{getattr(self, 'index', '?')} ({getattr(self, 'name', '?')!r})"
 
+    def future_state(self) -> List[Tuple[Any, str, Any]]:
+        """``(key, name, [(time, item), ...])`` for the work held at future times (none
+        here); see :func:`future_pieces`."""
+        return []
+
+    def restore_future(self, key: Any, name: str, entries: Any) -> bool:
+        """Take back one key's future work of part ``name``; False: ``name`` is unknown."""
+        return False
+
+    def hold_future(self) -> None:
+        """After a restore: hold capabilities at the least times of the restored future work."""
+
     def snapshot_state(self) -> OperatorState:
-        """One piece per key of the ``state_keyed`` dictionaries (see :func:`keyed_snapshot`)."""
+        """One piece per key of the ``state_keyed`` dictionaries (see :func:`keyed_snapshot`),
+        with the key's future work (:meth:`future_state`)."""
         return keyed_snapshot(
             self._state_owner(),
             {name: getattr(self, name) for name in self.state_keyed},
             {name: getattr(self, name) for name in self.state_closed},
+            self.future_state(),
         )
 
     def restore_state(self, state: OperatorState) -> None:
-        """Put this worker's pieces back (see :func:`keyed_restore`)."""
+        """Put this worker's pieces back (see :func:`keyed_restore`), and hold capabilities
+        for the future work among them."""
         keyed_restore(
-            self._state_owner(), state, {name: getattr(self, name) for name in self.state_keyed}
+            self._state_owner(),
+            state,
+            {name: getattr(self, name) for name in self.state_keyed},
+            self.restore_future,
         )
+        self.hold_future()

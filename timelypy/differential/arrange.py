@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
-from ..dataflow.state import OperatorState, Sealed
+from ..dataflow.state import OperatorState, Sealed, future_pieces
 from ..dataflow.stream import Stream
 from ..errors import RecoveryError, unhashable_error
-from ..hashing import stable_hashes
+from ..hashing import stable_hash, stable_hashes
 from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
 from .kernel.consolidation import advance_and_consolidate
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from ..order import TimeOrder
 
 __all__ = ["ArrangeOperator", "Batcher", "TraceWriter", "arrange_stream"]
+
+_PENDING = "pending"
+"""The tag of a snapshot's piece of updates waiting in the batcher (a trace piece is a pair)."""
 
 Update = Tuple[Tuple[Any, Any], Any, int]
 """``((key, val), time, diff)``."""
@@ -185,13 +188,20 @@ class ArrangeOperator(OperatorCore):
         its own batches change with every merge). Once the log holds as many updates as the
         base, the next snapshot is a new base (amortised: each update is encoded a few times
         at most; a restore reads at most twice the trace).
-        :class:`~timelypy.errors.RecoveryError` if updates still wait in the batcher (the
-        time is not closed)."""
-        if self.batcher.pending:
-            raise RecoveryError(
-                f"operator {self.subgraph.name}/{self.index} ({self.name!r}): "
-                f"{len(self.batcher.pending)} updates wait in the batcher: the time is not closed"
-            )
+        Updates waiting in the batcher at future times (a temporal filter's, sent ahead of
+        their time) are plain keyed pieces ``("pending", key, [(val, time, diff), ...])``;
+        :class:`~timelypy.errors.RecoveryError` if one waits at a time the input frontier has
+        passed (the time is not closed). Version 3 (2: before pending updates were kept)."""
+        pending = future_pieces(
+            f"{self.subgraph.name}/{self.index} ({self.name!r})",
+            "the batcher",
+            ((u[0][0], u[1], (u[0][1], u[2])) for u in self.batcher.pending),
+            self.input_frontiers[0].less_equal,
+        )
+        keyed = [
+            (stable_hash(key), (_PENDING, key, [(v, t, d) for t, (v, d) in held]))
+            for key, _, held in pending
+        ]
         spine = self.spine
         log = self._checkpoint_log
         if log is None or log.overflow:
@@ -208,9 +218,10 @@ class ArrangeOperator(OperatorCore):
         sealed = [Sealed(base, _base_pieces(spine, logged))]
         sealed += [Sealed(token, _segment_pieces(batches)) for token, batches in log.segments]
         return OperatorState(
+            keyed=keyed,
             shared={"upper": list(spine.upper), "since": list(spine.since)},
             sealed=sealed,
-            version=2,
+            version=3,
         )
 
     def restore_state(self, state: OperatorState) -> None:
@@ -218,7 +229,14 @@ class ArrangeOperator(OperatorCore):
         snapshot's) holding the pieces this worker owns; a key with pieces from several
         batches has its updates advanced to ``since`` and consolidated. Readers built with the
         dataflow see it as already delivered: the operators reading the stream of batches
-        restore their own state, and a join acknowledges it (``after_restore``)."""
+        restore their own state, and a join acknowledges it (``after_restore``). Updates
+        pending at future times go back into the batcher, with capabilities at their least
+        times (at or after the closed time the dataflow restarts at)."""
+        if state.version not in (2, 3):
+            raise RecoveryError(
+                f"operator {self.subgraph.name}/{self.index} ({self.name!r}): state version "
+                f"{state.version}; this timelypy reads versions 2 and 3"
+            )
         spine = self.spine
         if spine.batches or spine.seq:
             raise RecoveryError(
@@ -230,7 +248,13 @@ class ArrangeOperator(OperatorCore):
         since = list(shared.get("since", upper))
         data: BatchData = {}
         merged: set = set()
-        for _, (key, vals) in state.keyed:
+        waiting: List[Update] = []
+        for _, piece in state.keyed:
+            if len(piece) == 3 and piece[0] == _PENDING:
+                key = piece[1]
+                waiting.extend(((key, v), t, d) for v, t, d in piece[2])
+                continue
+            key, vals = piece
             held = data.get(key)
             if held is None:
                 data[key] = list(vals)  # a snapshot taken in this process may share its lists
@@ -250,6 +274,15 @@ class ArrangeOperator(OperatorCore):
             lower = [self.order.minimum]
             spine.batches.append(Batch(data, lower, upper, 1, since=since))
         spine.upper = upper
+        if waiting:
+            self.batcher.push(waiting)
+            self._hold_restored(self.batcher.frontier())
+
+    def _hold_restored(self, times: List[Any]) -> None:
+        """Hold capabilities at ``times`` (restored pending work; none held yet)."""
+        internal = self.shared.internals[0]
+        for t in times:
+            self._caps.retain(t, internal, 0, self.name)
 
     def _seal(self) -> None:
         """Seal a batch per held capability the input frontier has passed."""
@@ -335,6 +368,10 @@ class _TotalArrange(ArrangeOperator):
             except TypeError as exc:
                 raise unhashable_error(self, (u[0] for u in self.batcher.pending)) from exc
         return False
+
+    def _hold_restored(self, times: List[Any]) -> None:
+        if times and self._cap is None:
+            self._move_cap(times[0])
 
     def _move_cap(self, time: Any) -> None:
         """Hold the capability at ``time`` (None: hold none) instead of the held one."""

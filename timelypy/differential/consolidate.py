@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
-from ..dataflow.state import KeyedState
+from ..dataflow.state import KeyedState, future_pieces
 from ..dataflow.stream import Stream
 from ..errors import unhashable_error
 from ..progress.frontier import Antichain
@@ -27,10 +27,8 @@ class ConsolidateOperator(KeyedState, OperatorCore):
     """Buffers updates (exchanged by record) and, when the input frontier passes a held
     capability, emits the consolidated updates it covers at that capability.
 
-    Keeps nothing at a closed time (every held time has been emitted); its snapshot is empty
-    and refuses a time that is not closed."""
-
-    state_closed = ("_pending",)
+    At a closed time it keeps only updates at future times (which a temporal filter sends
+    ahead): its snapshot holds them per record, and refuses a time that is not closed."""
 
     def __init__(self, scope: "Scope", name: str):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
@@ -39,6 +37,33 @@ class ConsolidateOperator(KeyedState, OperatorCore):
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
         self._out = self.output_ports[0]
+
+    def future_state(self) -> List[Tuple[Any, str, Any]]:
+        """The held updates per record, ``(record, "pending", [(time, diff), ...])``."""
+        return future_pieces(
+            self._state_owner(),
+            "pending",
+            ((d, t, r) for (d, t), r in self._pending.items() if r),
+            self.input_frontiers[0].less_equal,
+        )
+
+    def restore_future(self, key: Any, name: str, entries: Any) -> bool:
+        """Add a record's restored updates."""
+        if name != "pending":
+            return False
+        pending = self._pending
+        for t, r in entries:
+            pending[(key, t)] = pending.get((key, t), 0) + r
+        return True
+
+    def hold_future(self) -> None:
+        """Hold capabilities at the least times of the restored updates."""
+        times = Antichain(le=self.order.le)
+        for _, t in self._pending:
+            times.insert(t)
+        internal = self.shared.internals[0]
+        for t in times:
+            self._caps.retain(t, internal, 0, self.name)
 
     def schedule(self) -> bool:
         """Sum arrived updates; emit those at times the input frontier has passed."""

@@ -22,10 +22,11 @@ to one an earlier checkpoint wrote has the same name and is referenced, not writ
 
 **msgpack** (encoding 0) carries plain data and never executes code when read: ``None``,
 ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``, ``list`` (stays a list), ``dict``
-(any keys), and, as msgpack extensions: ``tuple`` (stays a tuple), :class:`~timelypy.order.Product`,
-``set``, ``frozenset``, ints beyond 64 bits, numpy scalars (dtype and bytes), ``date``,
-naive ``datetime`` and ``time``, ``timedelta``, ``Decimal``, ``Fraction`` and ``UUID``. A set
-is written with its elements sorted by their encoding, so that equal states give equal bytes.
+(any keys), and, as msgpack extensions: ``tuple`` (stays a tuple),
+:class:`~timelypy.order.Product`, :class:`~timelypy.windows.Window`, ``set``, ``frozenset``,
+ints beyond 64 bits, numpy scalars (dtype and bytes), ``date``, naive ``datetime`` and
+``time``, ``timedelta``, ``Decimal``, ``Fraction`` and ``UUID``. A set is written with its
+elements sorted by their encoding, so that equal states give equal bytes.
 
 **columns** (encoding 2) lay a chunk of keyed pieces out column-wise when every piece has the
 same shape of ints, floats, plain scalars, tuples, ``Product``, lists and string-keyed dicts
@@ -56,6 +57,7 @@ import msgpack
 from ..communication.wire_records import STDLIB_FIELDS, rebuild_stdlib
 from ..errors import CheckpointError
 from ..order import Product
+from ..windows.spec import Window
 from .columns import ColumnsError, decode_columns, encode_columns
 
 __all__ = [
@@ -95,7 +97,7 @@ _NO_MAC = bytes(32)
 
 # msgpack extension codes of the format (independent of the wire's: a checkpoint outlives a run)
 _EXT_TUPLE, _EXT_PRODUCT, _EXT_BIGINT, _EXT_SET, _EXT_FROZENSET = 1, 2, 3, 4, 5
-_EXT_STDLIB, _EXT_NUMPY = 6, 7
+_EXT_STDLIB, _EXT_NUMPY, _EXT_WINDOW = 6, 7, 8
 _PLAIN_STDLIB = (date, timedelta, Decimal, Fraction, UUID)
 
 
@@ -115,6 +117,8 @@ def _default(obj: Any) -> Any:
         return msgpack.ExtType(_EXT_TUPLE, pack(list(obj)))
     if cls is Product:
         return msgpack.ExtType(_EXT_PRODUCT, pack([obj[0], obj[1]]))
+    if cls is Window:  # a window's results and pending updates are keyed by it
+        return msgpack.ExtType(_EXT_WINDOW, pack([obj[0], obj[1]]))
     if cls is int:  # past msgpack's 64 bits
         size = (obj.bit_length() + 8) // 8
         return msgpack.ExtType(_EXT_BIGINT, obj.to_bytes(size, "little", signed=True))
@@ -134,6 +138,9 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if code == _EXT_PRODUCT:
         outer, inner = unpack(data)
         return Product(outer, inner)
+    if code == _EXT_WINDOW:
+        start, end = unpack(data)
+        return Window(start, end)
     if code == _EXT_BIGINT:
         return int.from_bytes(data, "little", signed=True)
     if code == _EXT_SET:

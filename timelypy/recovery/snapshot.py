@@ -8,15 +8,17 @@ handles, differential input sessions) hand over their position under their input
 
 Which operators keep state at a closed time, and which do not:
 
-* stateful: the arrangement (its trace, compacted), every reduce (general, product, distinct on
-  product times, count / distinct / threshold at total times: histories, counts), the inputs
-  (their time), ``capture`` (the captured messages not yet released to a poller);
+* stateful: the arrangement (its trace, compacted, and the updates its batcher holds at later
+  times), every reduce (general, product, distinct on product times, count / distinct /
+  threshold at total times: histories, counts, and the work pending at later times: a temporal
+  filter's, a window's), consolidate (its updates at later times), the inputs (their time),
+  ``capture`` (the captured messages not yet released to a poller);
 * nothing at a closed time: map, filter, flat_map, concat, inspect, exchange, enter / leave,
   feedback (a loop's variables: inside a loop only its arrangements and reduces hold state,
-  and they are walked with the nested scope), consolidate (a batcher and a total reduce: the
-  reduce is walked), join (no batch waits at a closed time; its acknowledgements follow the
-  restored traces, ``after_restore``), probe, an imported trace (its spine is the exporter's,
-  restored there);
+  and they are walked with the nested scope), temporal_filter and freeze_at (linear: the
+  updates they send ahead are held downstream), join (no batch waits at a closed time; its
+  acknowledgements follow the restored traces, ``after_restore``), probe, an imported trace
+  (its spine is the exporter's, restored there);
 * not checkpointable: a timely operator written by the user (``unary`` / ``binary`` /
   ``operator`` with closures): its state lives in the closure, out of reach. A program whose
   closures keep state between times is not restored exactly.
@@ -147,7 +149,8 @@ def snapshot_worker(worker: "Worker") -> Dict[str, OperatorState]:
     """Every stateful operator of every dataflow on the worker, by operator id; the inputs
     (differential input sessions, timely input handles) too: their position. Call it on a
     quiet worker at a closed time (see :func:`closed_at`); a reduce or arrangement still
-    holding work raises :class:`~timelypy.errors.RecoveryError` naming it."""
+    holding work at a time the frontier has passed raises
+    :class:`~timelypy.errors.RecoveryError` naming it (work at later times is state)."""
     with _no_gc():
         return {oid: holder.snapshot_state() for oid, holder, _ in _stateful(worker)}
 

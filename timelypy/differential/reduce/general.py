@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 
 from ...dataflow.capability import CapabilitySet
 from ...dataflow.operator import OperatorCore
-from ...dataflow.state import KeyedState
+from ...dataflow.state import KeyedState, future_pieces
 from ...dataflow.stream import Stream
 from ...errors import TimelyError, user_error
 from ...progress.frontier import Antichain
@@ -40,11 +40,10 @@ TimedOutput = Dict[Any, List[Any]]
 class ReduceOperator(KeyedState, OperatorCore):
     """Input: batches of an arrangement by key. Output: ``((key, out_val), time, diff)``.
 
-    Stateful: its input and output histories per key (pending times are empty at a closed
-    time)."""
+    Stateful: its input and output histories per key, and the pending times of each key
+    (at a closed time only times at or beyond the input frontier are pending)."""
 
     state_keyed = ("in_hist", "out_hist", "_in_sizes", "_out_sizes")
-    state_closed = ("pending", "pending_times")
 
     def __init__(
         self, scope: "Scope", view: "TraceView", logic: Union[Logic, GroupLogic], name: str
@@ -77,6 +76,33 @@ class ReduceOperator(KeyedState, OperatorCore):
             self.pending_times[t] = {key}
         else:
             keys.add(key)
+
+    def future_state(self) -> List[Tuple[Any, str, Any]]:
+        """The pending times per key, ``(key, "pending", [(time, None), ...])``."""
+        return future_pieces(
+            self._state_owner(),
+            "pending",
+            ((key, t, None) for key, times in self.pending.items() for t in times),
+            self.input_frontiers[0].less_equal,
+        )
+
+    def restore_future(self, key: Any, name: str, entries: Any) -> bool:
+        """Take back a key's pending times (the key is evaluated afresh at them)."""
+        if name != "pending":
+            return False
+        for t, _ in entries:
+            self._add_pending(key, t)
+        self._fresh.add(key)
+        return True
+
+    def hold_future(self) -> None:
+        """Hold capabilities at the least restored pending times."""
+        times = Antichain(le=self.order.le)
+        for t in self.pending_times:
+            times.insert(t)
+        internal = self.shared.internals[0]
+        for t in times:
+            self.caps.retain(t, internal, 0, self.name)
 
     def schedule(self) -> bool:
         """Take arrived batches into the histories; evaluate the keys the frontier passed."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 from ...dataflow.capability import CapabilitySet
 from ...dataflow.channels import Exchange
 from ...dataflow.operator import OperatorCore
-from ...dataflow.state import KeyedState
+from ...dataflow.state import KeyedState, future_pieces
 from ...dataflow.stream import Stream
 from ...errors import TimelyError, unhashable_error, user_error
 from ...order import Product
@@ -70,10 +70,10 @@ class ProductReduce(KeyedState, OperatorCore):
     """Input: batches of an arrangement by key (read through ``view``). Output:
     ``((key, out_val), time, diff)``.
 
-    Stateful: its histories per key (pending times are empty at a closed time)."""
+    Stateful: its histories per key, and its pending times per key (at a closed time only
+    times whose outer coordinate is at or after it: a temporal filter's, in a loop's body)."""
 
     state_keyed: Tuple[str, ...] = ("in_hist", "out_hist", "_in_sizes", "_out_sizes", "_seen")
-    state_closed: Tuple[str, ...] = ("pending", "pending_times", "_outers")
 
     def __init__(
         self,
@@ -108,6 +108,32 @@ class ProductReduce(KeyedState, OperatorCore):
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
         self._out = self.output_ports[0]
+
+    def future_state(self) -> List[Tuple[Any, str, Any]]:
+        """The pending times per key, ``(key, "pending", [((outer, inner), None), ...])``."""
+        at_or_beyond = self.input_frontiers[0].less_equal
+        return future_pieces(
+            self._state_owner(),
+            "pending",
+            ((key, t, None) for key, times in self.pending.items() for t in times),
+            lambda t: at_or_beyond(_tuple_new(Product, t)),
+        )
+
+    def restore_future(self, key: Any, name: str, entries: Any) -> bool:
+        """Take back a key's pending times."""
+        if name != "pending":
+            return False
+        held = self.pending.setdefault(key, set())
+        for (a, b), _ in entries:
+            held.add((a, b))
+            self.add_pending_time((a, b), key)
+        return True
+
+    def hold_future(self) -> None:
+        """Hold capabilities at the least restored pending times."""
+        internal = self.shared.internals[0]
+        for t in minimal(self._low):
+            self.caps.retain(_tuple_new(Product, t), internal, 0, self.name)
 
     def schedule(self) -> bool:
         """Take arrived batches into the histories; evaluate the keys the frontier passed."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 from ...dataflow.channels import Exchange, InputPort
 from ...dataflow.operator import OperatorCore
 from ...dataflow.probe import ProbeOperator
-from ...dataflow.state import KeyedState
+from ...dataflow.state import KeyedState, future_pieces
 from ...dataflow.stream import Stream
 from ...errors import (
     NamedStage,
@@ -56,9 +56,10 @@ class _TotalReduce(KeyedState, OperatorCore):
     passes a time, turn its sums into output changes (in time order).
 
     ``stages``: ``(kind, function)`` linear stages applied to every input update first (see
-    the module notes); empty for updates that arrive as they are to be counted."""
+    the module notes); empty for updates that arrive as they are to be counted.
 
-    state_closed = ("pending",)
+    Stateful: the keyed counts, and the pending sums at times the input frontier has not
+    reached (a temporal filter's updates at a window's end), per record."""
 
     def __init__(self, scope: "Scope", name: str, stages: Sequence[Tuple[str, Any]] = ()):
         super().__init__(scope, name, 1, 1, initial_capabilities=False)
@@ -81,6 +82,34 @@ class _TotalReduce(KeyedState, OperatorCore):
         self._consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
         self._sinks: Tuple[int, bool] = (-1, False)
         """``(number of consumers, whether all are probes)`` when last checked."""
+
+    def future_state(self) -> List[Tuple[Any, str, Any]]:
+        """The pending sums per record, ``(record, "pending", [(time, diff), ...])``."""
+        return future_pieces(
+            self._state_owner(),
+            "pending",
+            ((d, t, r) for t, sums in self.pending.items() for d, r in sums.items() if r),
+            self.input_frontiers[0].less_equal,
+        )
+
+    def restore_future(self, key: Any, name: str, entries: Any) -> bool:
+        """Add a record's restored pending sums."""
+        if name != "pending":
+            return False
+        pending = self.pending
+        for t, r in entries:
+            sums = pending.get(t)
+            if sums is None:
+                pending[t] = {key: r}
+            else:
+                sums[key] = sums.get(key, 0) + r
+        return True
+
+    def hold_future(self) -> None:
+        """Hold the one capability at the least restored pending time."""
+        if self.pending and self._cap is None:
+            self._cap = least = min(self.pending)
+            self._internal.update(least, 1)
 
     def fuse_inspect(self, f: Callable[[Any], Any]) -> bool:
         """Call ``f((record, time, diff))`` on every output update as it is made (at most one
