@@ -138,32 +138,32 @@ def test_a_streaming_query_advances_to_the_watermark_after_each_micro_batch(spar
 
 
 def test_journaled_micro_batches_at_event_time_come_back_after_a_restore(spark, tmp_path):
-    """A checkpoint covers only times with no update sent at or after them: while records wait
-    ahead of the watermark it is put off (durable sessions say so in a warning); here the
-    session is advanced past them by hand, the sink's watermark follows, and the journal gives
-    back the micro-batch after that checkpoint."""
+    """Records ahead of the watermark are pending work when a checkpoint is taken: the
+    checkpoint keeps them (it is not put off), records the micro-batch it covers, and a restored
+    sink replays only the journal after it."""
     every = tp.Checkpoints(str(tmp_path / "job"), every_times=1)
     columns = Columns(key="auction", value="price")
     with tp.open_session(collect, checkpoint=every) as s:
         s.advance_to(BASE_MS)
         sink = ForeachBatchSink(s, "bids", columns, event_time="ts", max_out_of_orderness=500)
-        sink(bids(spark, [100, 900, 300]), 0)
+        sink(bids(spark, [100, 900, 300]), 0)  # 900 waits ahead of the watermark 400
         assert s.time == BASE_MS + 400 and sink.journal is not None
-        s.advance_to(BASE_MS + 1000)  # past every record: a checkpoint, covering batch 0
+        assert s.last_checkpoint.time == BASE_MS + 400
         assert s.last_checkpoint.extra[sink.extra_key]["last_batch_id"] == 0
         sink(bids(spark, [2000, 200], first=3), 1)  # 200: behind the watermark 1500
         assert s.time == BASE_MS + 1500 and sink.feed.behind == 2
-        s.wait("probe")  # complete before 1500 (no advance: it would checkpoint batch 1)
-        before = sorted((rec[0], t) for rec, t, _ in s.changes("out") if t < BASE_MS + 1500)
+        assert s.last_checkpoint.extra[sink.extra_key]["last_batch_id"] == 1
+        sink(bids(spark, [1700], first=5), 2)  # journaled, then the driver dies
+        s.wait("probe")
+        before = sorted((rec[0], t) for rec, t, _ in s.changes("out"))
     with tp.open_session(collect, restore=every) as s:
         sink = ForeachBatchSink(s, "bids", columns, event_time="ts", max_out_of_orderness=500)
-        assert sink.replayed == [1] and s.time == BASE_MS + 1500
+        assert sink.replayed == [2] and s.time == BASE_MS + 1500
         assert sink.feed.watermark == BASE_MS + 1500  # starts at the restored time
-        sink(bids(spark, [1000], first=5), 2)  # behind the watermark: at it
+        restored = sorted((rec[0], t) for rec, t, _ in s.restored("out"))
         s.advance_to(BASE_MS + 3000)
         s.wait("probe")
         after = sorted((rec[0], t) for rec, t, _ in s.changes("out"))
-    expected = [BASE_MS + ms for ms in (100, 900, 400, 2000, 1500)]
-    assert before == [(k, t) for k, t in enumerate(expected) if t < BASE_MS + 1500]
-    # the restored session's capture: batch 1 again from the journal (same times), then 2
-    assert after == [(3, BASE_MS + 2000), (4, BASE_MS + 1500), (5, BASE_MS + 1500)]
+    stamped = [BASE_MS + ms for ms in (100, 900, 400, 2000, 1500)]
+    assert before == restored == list(enumerate(stamped))  # 2000: kept while it waited ahead
+    assert after == [(5, BASE_MS + 1700)]  # batch 2 from the journal, at its event time

@@ -15,9 +15,9 @@ from collections import defaultdict
 from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
-from windows import reference as wref
 
 import timelypy as tp
+from tests.windows import reference as wref
 from timelypy.differential.arrange import ArrangeOperator
 from timelypy.differential.consolidate import ConsolidateOperator
 from timelypy.differential.reduce import CountTotal, ThresholdTotal

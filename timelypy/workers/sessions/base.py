@@ -34,7 +34,6 @@ class SessionCore:
     _input_times: Dict[str, Any]
     _fresh_buffered: Set[str]
     _fresh_sent: Set[str]
-    _ahead: Set[Any]
     _broken: Optional[BaseException]
     _durable: Durability
 

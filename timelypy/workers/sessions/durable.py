@@ -176,11 +176,14 @@ class Durability:
         return manifest
 
 
-def check_closed_inputs(
-    input_times: dict, buffered: int, fresh: Sequence[str], ahead: Sequence[Any], time: Any
-) -> None:
-    """Refuse a checkpoint at ``time`` unless every input is at ``time`` and nothing was
-    buffered or sent at or after it (:class:`TimelyError` saying what to do)."""
+def check_closed_inputs(input_times: dict, buffered: int, fresh: Sequence[str], time: Any) -> None:
+    """Refuse a checkpoint at ``time`` unless every input is at ``time``, nothing is buffered
+    and nothing was sent at ``time`` itself (:class:`TimelyError` saying what to do).
+
+    Updates sent *ahead* (``update_at`` a later time, as an event-time input does for records
+    ahead of its watermark) do not stop a checkpoint: once the workers are closed at ``time``
+    the operators hold them as pending work at their times, and a checkpoint keeps that work
+    as state."""
     behind = {name: t for name, t in input_times.items() if t != time}
     if behind:
         raise TimelyError(
@@ -193,10 +196,10 @@ def check_closed_inputs(
             f"session: cannot checkpoint at {time!r}: {buffered} update(s) are buffered at or "
             f"after it; checkpoint before making them, or advance past them first"
         )
-    if fresh or ahead:
-        what = [f"{n!r} at {time!r}" for n in sorted(fresh)] + [f"at {t!r}" for t in ahead]
+    if fresh:
+        what = [f"{n!r} at {time!r}" for n in sorted(fresh)]
         raise TimelyError(
-            f"session: cannot checkpoint at {time!r}: updates were sent at or after it "
+            f"session: cannot checkpoint at {time!r}: updates were sent at it "
             f"({', '.join(what)}); checkpoint before making them, or advance past them first"
         )
 
@@ -210,7 +213,6 @@ class CheckpointingSession:
     _batch: Batch
     _fresh_buffered: Set[str]
     _fresh_sent: Set[str]
-    _ahead: Set[Any]
     _durable: Durability
     _handles: HandleDirectory
 
@@ -244,9 +246,7 @@ class CheckpointingSession:
         self._check_usable()
         time = self._time
         fresh = sorted(self._fresh_buffered | self._fresh_sent)
-        check_closed_inputs(
-            self._input_times, len(self._batch), fresh, sorted(self._ahead, key=repr), time
-        )
+        check_closed_inputs(self._input_times, len(self._batch), fresh, time)
         extra = {"backend": self.backend, "inputs": sorted(self._input_times)}
         for name, contribute in self._durable.extras.items():
             extra[name] = contribute()
@@ -254,16 +254,14 @@ class CheckpointingSession:
 
     def _checkpoint_if_due(self, time: Any) -> None:
         """After an ``advance_to`` of every input: the automatic checkpoint, if one is due. One
-        that cannot be taken now (updates made ahead, with ``update_at``) is put off to the
-        next advance, with a warning."""
+        that cannot be taken now (an input behind the others, updates buffered or sent at this
+        time) is put off to the next advance, with a warning."""
         reason = self._durable.due()
         if reason is None:
             return
         fresh = sorted(self._fresh_buffered | self._fresh_sent)
         try:
-            check_closed_inputs(
-                self._input_times, len(self._batch), fresh, sorted(self._ahead, key=repr), time
-            )
+            check_closed_inputs(self._input_times, len(self._batch), fresh, time)
         except TimelyError as exc:
             log.warning("session: automatic checkpoint at %r put off: %s", time, exc)
             return

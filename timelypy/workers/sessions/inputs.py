@@ -8,10 +8,9 @@ and advances the inputs. See :mod:`.session` for the whole contract.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ...errors import SessionCommandError, TimelyError
-from ...order import less_equal
 from ..display import begin_wait, end_wait
 from .base import SessionCore
 from .batch import check_time, check_update, check_updates, rejected_error
@@ -44,8 +43,6 @@ class SessionInputs(SessionCore):
         )
         if time is None or time == now:
             self._fresh_buffered.add(input)
-        else:
-            self._ahead.add(time)
 
     def update_many(
         self, input: str, records: Sequence[Any], diffs: Any = 1, times: Any = None
@@ -75,8 +72,6 @@ class SessionInputs(SessionCore):
         )
         if len(records) and _includes(times, now):
             self._fresh_buffered.add(input)
-        if len(records) and times is not None and self._durable.checkpoints is not None:
-            self._ahead |= _times_after(times, now)
 
     def insert(self, input: str, data: Any) -> None:
         """Add one copy of ``data`` to the named input at the input's current time.
@@ -244,8 +239,6 @@ class SessionInputs(SessionCore):
             self._input_times[name] = time
             self._fresh_buffered.discard(name)
             self._fresh_sent.discard(name)
-        if self._ahead:
-            self._ahead = {t for t in self._ahead if t == time or not less_equal(t, time)}
         if input is None:
             self._checkpoint_if_due(time)
 
@@ -260,13 +253,3 @@ def _includes(times: Any, now: Any) -> bool:
         return any(t == now for t in times)
     except TypeError:  # one time for all
         return bool(times == now)
-
-
-def _times_after(times: Any, now: Any) -> Set[Any]:
-    """The distinct times of ``times`` (one time, or one per record) other than ``now``."""
-    try:
-        found = set(times) if isinstance(times, (list, tuple, range)) else {times}
-    except TypeError:
-        found = {times}
-    found.discard(now)
-    return found

@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 import time as _time
 import weakref
-from typing import Any, Dict, List, Literal, Optional, Sequence, Set, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Union
 
 from ...errors import InputClosedError, SessionInputError, TimelyError
 from ...recovery.session import Checkpoints
@@ -113,7 +113,6 @@ class DataflowSession(CheckpointingSession, SessionInputs, SessionReads):
         # here, or sent to the workers (for the PendingTimeWarning of wait)
         self._fresh_buffered: set = set()
         self._fresh_sent: set = set()
-        self._ahead: Set[Any] = set()  # times after the session's of updates made (update_at)
         self._finalizer = weakref.finalize(self, abandoned, self._client)
         if checkpoint is None and isinstance(restore, Checkpoints):
             checkpoint = restore  # the restored job goes on checkpointing where it was
