@@ -31,12 +31,14 @@ def dataflow(scope):
     degrees = edges.map(lambda e: e[0]).count()
     reversed_edges = edges.map(lambda e: (e[1], e[0]))
     two_hops = reversed_edges.join(edges).map(lambda kv: (kv[1][0], kv[1][1])).distinct()
+    by_node = two_hops.arrange_by_key()
     return {
         "edges": edges_in,
         "degrees": degrees.capture(),
-        "probe": two_hops.probe(),
+        # probed through the arrangement: once the probe passes a time, lookups see it
+        "probe": by_node.as_collection(lambda k, v: (k, v)).probe(),
         "degree_probe": degrees.probe(),
-        "by_node": two_hops.arrange_by_key(),
+        "by_node": by_node,
     }
 
 
