@@ -10,7 +10,8 @@ hands it to the system in batches of ``batch`` events, each followed by the wate
 line:
 
 * ``seconds`` / ``events_per_s``: from the first event handed over to the last window's result
-  received (every event is pushed, every kind: each query filters the stream itself);
+  received (every event is pushed, every kind: each query filters the stream itself); the
+  system's start-up before it asks for the first batch is apart (``startup_s``, peers);
 * ``window_close_latency``: per window, the seconds from the moment the batch whose watermark
   passed the window's end was handed over (or the end of the input) to the moment the
   window's result was seen at the output: median / p90 / p99 / max (µs);
