@@ -141,6 +141,37 @@ def build(query: str, path: str, size: int, hop: int) -> Callable[[Any], Dict[st
     return dataflow
 
 
+def feeder(
+    session: Any, path: str, params: Dict[str, Any], options: Dict[str, Any]
+) -> Tuple[Callable[[List[Any], int], None], Callable[[int], None], str]:
+    """``(push(batch, watermark), finish(end), name)``: the batch into the session at its event
+    times and the input advanced to the watermark. With the windows path, through
+    ``timelypy.windows.EventTimeInput`` where it exists (its own watermark, the same rule:
+    ``max(event times seen) - disorder``) unless ``options["feed"] == "session"``; else by hand
+    (``update_many`` with the event times, ``advance_to``)."""
+    feed_class = None
+    if path == "windows" and options.get("feed", "auto") != "session":
+        try:
+            from timelypy.windows import EventTimeInput as feed_class  # type: ignore[no-redef]
+        except ImportError:
+            feed_class = None
+    if feed_class is not None:
+        feed = feed_class(
+            session, "events", max_out_of_orderness=params["disorder"], batch=params["batch"]
+        )
+
+        def push_feed(batch: List[Any], watermark: int) -> None:
+            feed.push_columns(batch, [e[4] for e in batch])
+
+        return push_feed, lambda end: feed.finish(end=end), "EventTimeInput"
+
+    def push(batch: List[Any], watermark: int) -> None:
+        session.update_many("events", batch, times=[e[4] for e in batch])
+        session.advance_to(watermark)
+
+    return push, session.advance_to, "update_many+advance_to"
+
+
 def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str, Any]) -> Any:
     import timelypy as tp
 
@@ -173,19 +204,19 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
         build(query, path, size, hop), workers=workers, backend=backend, timeout=timeout
     )
     with session:
+        push, finish, feed = feeder(session, path, params, options)
         top = 0
         start = time.perf_counter()
         for batch, watermark in nexmark.batches(events, params["batch"], disorder):
             t = time.perf_counter()
-            session.update_many("events", batch, times=[e[4] for e in batch])
-            session.advance_to(watermark)
+            push(batch, watermark)
             emitted.append((watermark, time.perf_counter()))
             session.wait("probe")
             read(session)
             batch_latency.append(time.perf_counter() - t)
             top = max(top, batch[-1][4] + disorder)
         final_at = time.perf_counter()
-        session.advance_to(top + size + hop + 2)  # past every window's end
+        finish(top + size + hop + 2)  # past every window's end
         session.wait("probe")
         read(session)
         seconds = time.perf_counter() - start
@@ -197,8 +228,9 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
         "final_at": final_at,
         "seconds": seconds,
         "batch_latency_us": _batch_stats(batch_latency),
-        "how": f"timelypy.{path}",
+        "how": f"timelypy.{path}, fed by {feed}",
         "path": path,
+        "feed": feed,
         "version": getattr(tp, "__version__", None),
         "workers": workers,
         "backend": backend,
