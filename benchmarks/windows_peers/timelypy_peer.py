@@ -149,12 +149,11 @@ def feeder(
     ``timelypy.windows.EventTimeInput`` where it exists (its own watermark, the same rule:
     ``max(event times seen) - disorder``) unless ``options["feed"] == "session"``; else by hand
     (``update_many`` with the event times, ``advance_to``)."""
-    feed_class = None
+    feed_class: Any = None
     if path == "windows" and options.get("feed", "auto") != "session":
-        try:
-            from timelypy.windows import EventTimeInput as feed_class  # type: ignore[no-redef]
-        except ImportError:
-            feed_class = None
+        import timelypy.windows
+
+        feed_class = getattr(timelypy.windows, "EventTimeInput", None)
     if feed_class is not None:
         feed = feed_class(
             session, "events", max_out_of_orderness=params["disorder"], batch=params["batch"]
