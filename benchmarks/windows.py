@@ -163,18 +163,22 @@ def agreement(systems: Dict[str, Dict[str, Any]], ref: Optional[str]) -> Dict[st
     return {"digests": seen, "agree": len(set(seen.values())) <= 1 if seen else None}
 
 
-def ratios(systems: Dict[str, Dict[str, Any]], ours: str) -> Dict[str, Optional[float]]:
-    """timelypy's events/s over each peer's (above 1: timelypy is ahead)."""
-    mine = systems.get(ours, {}).get("events_per_s")
-    return {
-        f"events_per_s_{ours}_over_{peer}": speedup(mine, systems.get(peer, {}).get("events_per_s"))
-        for peer in PEER_SYSTEMS
-        if peer in systems
-    }
+def ratios(systems: Dict[str, Dict[str, Any]]) -> Dict[str, Optional[float]]:
+    """Each timelypy column's events/s over each peer's (above 1: timelypy is ahead)."""
+    out: Dict[str, Optional[float]] = {}
+    for ours, mine in systems.items():
+        if not ours.startswith("timelypy") or "events_per_s" not in mine:
+            continue
+        for peer in PEER_SYSTEMS:
+            if peer in systems:
+                theirs = systems[peer].get("events_per_s")
+                out[f"events_per_s_{ours}_over_{peer}"] = speedup(mine["events_per_s"], theirs)
+    return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser() -> argparse.ArgumentParser:
+    """The command line (sizes, systems, the timelypy path, the peers' interpreter)."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--workloads", nargs="+", choices=("queries", "memory"), default=["queries"])
     ap.add_argument("--events", type=int, default=100_000, help="events in the stream")
     ap.add_argument("--queries", nargs="+", choices=nexmark.QUERIES, default=list(nexmark.QUERIES))
@@ -199,14 +203,18 @@ def main() -> None:
     ap.add_argument("--sample-every", type=int, default=1_000_000, help="memory: RSS sampling")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per system and query")
     ap.add_argument("--check", action="store_true", help="compare with a from-scratch evaluation")
-    args = ap.parse_args()
+    return ap
 
-    spec = {
-        k: getattr(args, k) for k in ("events", "seed", "rate", "disorder", "size", "hop", "batch")
-    }
+
+Column = Tuple[str, str, Dict[str, Any]]
+"""``(column name, system, options)``: ``timelypy`` (or ``timelypy.<path>`` with ``both``)."""
+
+
+def columns_of(args: argparse.Namespace) -> List[Column]:
+    """One column per system, two for timelypy under ``--timelypy-path both``."""
     timelypy_options = {"workers": args.workers, "backend": args.backend, "timeout": args.timeout}
     paths = ["windows", "direct"] if args.timelypy_path == "both" else [args.timelypy_path]
-    columns: List[Tuple[str, str, Dict[str, Any]]] = []
+    columns: List[Column] = []
     for system in args.systems:
         if system != "timelypy":
             columns.append((system, system, {}))
@@ -214,14 +222,66 @@ def main() -> None:
         for path in paths:
             name = f"timelypy.{path}" if len(paths) > 1 else "timelypy"
             columns.append((name, system, {**timelypy_options, "path": path}))
-    ours = columns[0][0] if columns and columns[0][1] == "timelypy" else "timelypy"
+    return columns
 
+
+def run_queries(
+    args: argparse.Namespace, spec: Dict[str, Any], columns: List[Column]
+) -> Dict[str, Any]:
+    """Every query on every column (a fresh process each), with agreement and ratios."""
     has_windows = windows_api()
     peer_python: Optional[str] = None
     peer_versions: Dict[str, str] = {}
-    if any(s in PEER_SYSTEMS for s in args.systems) and "queries" in args.workloads:
+    if any(system in PEER_SYSTEMS for _, system, _ in columns):
         peer_python, peer_versions = peers_python(args.peers_python)
+    stream = None
+    if args.check:
+        stream = list(nexmark.events(args.events, args.seed, args.rate, args.disorder))
+    queries: Dict[str, Any] = {}
+    for query in args.queries:
+        systems: Dict[str, Dict[str, Any]] = {}
+        for name, system, options in columns:
+            version = peer_versions.get(system, "")
+            if system in PEER_SYSTEMS and (peer_python is None or version.startswith("unavail")):
+                systems[name] = {"unavailable": version}
+            elif options.get("path") == "windows" and not has_windows:
+                systems[name] = {"unavailable": "timelypy.windows has no windowed() here"}
+            else:
+                python = peer_python if system in PEER_SYSTEMS else sys.executable
+                assert python is not None
+                systems[name] = run_peer(system, query, spec, options, python, args.timeout)
+                if system in PEER_SYSTEMS:
+                    systems[name]["version"] = version
+        ref = None
+        if stream is not None:
+            ref = nexmark.digest(nexmark.reference(query, stream, spec))
+        queries[query] = {
+            "systems": systems,
+            "agreement": agreement(systems, ref),
+            "ratios": ratios(systems),
+        }
+    return queries
 
+
+def run_memory(args: argparse.Namespace, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """The bounded-memory workload on timelypy (the windows path where it exists, unless
+    ``--timelypy-path direct``)."""
+    mem_spec = {**spec, "retain": args.retain, "sample_every": args.sample_every}
+    path = "direct" if args.timelypy_path == "direct" or not windows_api() else "windows"
+    options = {
+        "workers": args.workers,
+        "backend": args.backend,
+        "timeout": args.timeout,
+        "path": path,
+    }
+    return run_peer("timelypy", "memory", mem_spec, options, sys.executable, args.timeout)
+
+
+def main() -> None:
+    args = parser().parse_args()
+    spec = {
+        k: getattr(args, k) for k in ("events", "seed", "rate", "disorder", "size", "hop", "batch")
+    }
     out: Dict[str, Any] = {
         "benchmark": "windows",
         "environment": environment(),
@@ -229,49 +289,9 @@ def main() -> None:
         "stream": {**spec, **nexmark.summary(spec)},
     }
     if "queries" in args.workloads:
-        stream = (
-            list(nexmark.events(args.events, args.seed, args.rate, args.disorder))
-            if (args.check)
-            else None
-        )
-        queries: Dict[str, Any] = {}
-        for query in args.queries:
-            systems: Dict[str, Dict[str, Any]] = {}
-            for name, system, options in columns:
-                version = peer_versions.get(system, "")
-                if system in PEER_SYSTEMS and (
-                    peer_python is None or version.startswith("unavailable")
-                ):
-                    systems[name] = {"unavailable": version}
-                    continue
-                if options.get("path") == "windows" and not has_windows:
-                    systems[name] = {"unavailable": "timelypy.windows has no windowed() here"}
-                    continue
-                python = sys.executable if system == "timelypy" else peer_python
-                assert python is not None
-                systems[name] = run_peer(system, query, spec, options, python, args.timeout)
-                if system in PEER_SYSTEMS:
-                    systems[name]["version"] = version
-            ref = None
-            if stream is not None:
-                ref = nexmark.digest(nexmark.reference(query, stream, spec))
-            queries[query] = {
-                "systems": systems,
-                "agreement": agreement(systems, ref),
-                "ratios": ratios(systems, ours),
-            }
-        out["queries"] = queries
+        out["queries"] = run_queries(args, spec, columns_of(args))
     if "memory" in args.workloads:
-        mem_spec = {**spec, "retain": args.retain, "sample_every": args.sample_every}
-        path = "direct" if paths[0] == "direct" or not has_windows else "windows"
-        out["memory"] = run_peer(
-            "timelypy",
-            "memory",
-            mem_spec,
-            {**timelypy_options, "path": path},
-            sys.executable,
-            args.timeout,
-        )
+        out["memory"] = run_memory(args, spec)
     emit(out)
 
 

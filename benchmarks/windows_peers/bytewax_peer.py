@@ -31,11 +31,9 @@ import nexmark
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str, Any]) -> Any:
-    import bytewax
+def query_stream(query: str, stream: Any, params: Dict[str, Any]) -> Any:
+    """The query's result rows ``(start, ...)`` as a Bytewax stream, from the event stream."""
     import bytewax.operators as op
-    from bytewax.dataflow import Dataflow
-    from bytewax.inputs import DynamicSource, StatelessSourcePartition
     from bytewax.operators.windowing import (
         EventClock,
         SlidingWindower,
@@ -44,10 +42,51 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
         join_window,
         max_window,
     )
+
+    size, hop, disorder = params["size"], params["hop"], params["disorder"]
+    clock = EventClock(
+        ts_getter=_ts,
+        wait_for_system_duration=timedelta(milliseconds=disorder),
+        now_getter=_fixed_now,
+        to_system_utc=_no_wakeup,
+    )
+    tumbling = TumblingWindower(length=timedelta(milliseconds=size), align_to=EPOCH)
+    if query == "q5":
+        bids = op.filter("bids", stream, lambda e: e[0] == nexmark.BID)
+        windower = SlidingWindower(
+            length=timedelta(milliseconds=size), offset=timedelta(milliseconds=hop), align_to=EPOCH
+        )
+        counts = count_window("count", bids, clock, windower, key=lambda e: str(e[1]))
+        return op.map("row", counts.down, lambda kv: (kv[1][0] * hop, int(kv[0]), kv[1][1]))
+    if query == "q7":
+        bids = op.key_on("one", op.filter("bids", stream, lambda e: e[0] == nexmark.BID), _one)
+        best = max_window("max", bids, clock, tumbling, by=lambda e: e[3])
+        return op.map("row", best.down, lambda kv: (kv[1][0] * size, kv[1][1][3]))
+    if query == "q8":
+        persons = op.key_on(
+            "persons", op.filter("p", stream, lambda e: e[0] == nexmark.PERSON), lambda e: str(e[1])
+        )
+        sellers = op.key_on(
+            "sellers",
+            op.filter("a", stream, lambda e: e[0] == nexmark.AUCTION),
+            lambda e: str(e[2]),
+        )
+        joined = join_window(
+            "join", clock, tumbling, persons, sellers, insert_mode="last", emit_mode="final"
+        )
+        both = op.filter("both", joined.down, lambda kv: None not in kv[1][1])
+        return op.map("row", both, lambda kv: (kv[1][0] * size, int(kv[0])))
+    raise ValueError(f"bytewax peer: unknown query {query!r}")
+
+
+def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str, Any]) -> Any:
+    import bytewax
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.inputs import DynamicSource, StatelessSourcePartition
     from bytewax.outputs import DynamicSink, StatelessSinkPartition
     from bytewax.testing import run_main
 
-    size, hop, disorder = params["size"], params["hop"], params["disorder"]
     emitted: List[Tuple[int, float]] = []
     final: List[float] = []
     first: List[float] = []
@@ -56,7 +95,7 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
 
     class Batches(StatelessSourcePartition):
         def __init__(self) -> None:
-            self.it = nexmark.batches(events, params["batch"], disorder)
+            self.it = nexmark.batches(events, params["batch"], params["disorder"])
 
         def next_batch(self) -> List[Any]:
             if not first:
@@ -78,7 +117,7 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
             at = time.perf_counter()
             for row in items:
                 rows.append(row)
-                end = row[0] + size
+                end = row[0] + params["size"]
                 if end not in seen:
                     seen[end] = at
 
@@ -86,53 +125,8 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
         def build(self, step_id: str, worker_index: int, worker_count: int) -> Rows:
             return Rows()
 
-    def ts(e: Any) -> datetime:
-        return EPOCH + timedelta(milliseconds=e[4])
-
-    def fixed_now() -> datetime:
-        return EPOCH
-
-    def no_wakeup(_t: datetime) -> Optional[datetime]:
-        return None
-
-    clock = EventClock(
-        ts_getter=ts,
-        wait_for_system_duration=timedelta(milliseconds=disorder),
-        now_getter=fixed_now,
-        to_system_utc=no_wakeup,
-    )
     flow = Dataflow(f"nexmark_{query}")
-    stream = op.input("events", flow, Source())
-    if query == "q5":
-        bids = op.filter("bids", stream, lambda e: e[0] == nexmark.BID)
-        windower = SlidingWindower(
-            length=timedelta(milliseconds=size), offset=timedelta(milliseconds=hop), align_to=EPOCH
-        )
-        counts = count_window("count", bids, clock, windower, key=lambda e: str(e[1]))
-        out = op.map("row", counts.down, lambda kv: (kv[1][0] * hop, int(kv[0]), kv[1][1]))
-    elif query == "q7":
-        bids = op.key_on("one", op.filter("bids", stream, lambda e: e[0] == nexmark.BID), _one)
-        windower = TumblingWindower(length=timedelta(milliseconds=size), align_to=EPOCH)
-        best = max_window("max", bids, clock, windower, by=lambda e: e[3])
-        out = op.map("row", best.down, lambda kv: (kv[1][0] * size, kv[1][1][3]))
-    elif query == "q8":
-        persons = op.key_on(
-            "persons", op.filter("p", stream, lambda e: e[0] == nexmark.PERSON), lambda e: str(e[1])
-        )
-        sellers = op.key_on(
-            "sellers",
-            op.filter("a", stream, lambda e: e[0] == nexmark.AUCTION),
-            lambda e: str(e[2]),
-        )
-        windower = TumblingWindower(length=timedelta(milliseconds=size), align_to=EPOCH)
-        joined = join_window(
-            "join", clock, windower, persons, sellers, insert_mode="last", emit_mode="final"
-        )
-        both = op.filter("both", joined.down, lambda kv: None not in kv[1][1])
-        out = op.map("row", both, lambda kv: (kv[1][0] * size, int(kv[0])))
-    else:
-        raise ValueError(f"bytewax peer: unknown query {query!r}")
-    op.output("rows", out, Sink())
+    op.output("rows", query_stream(query, op.input("events", flow, Source()), params), Sink())
     start = time.perf_counter()
     run_main(flow)
     done = time.perf_counter()
@@ -147,6 +141,18 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
         "how": "bytewax.operators.windowing, run_main (one worker)",
         "bytewax": getattr(bytewax, "__version__", None),
     }
+
+
+def _ts(e: Any) -> datetime:
+    return EPOCH + timedelta(milliseconds=e[4])
+
+
+def _fixed_now() -> datetime:
+    return EPOCH
+
+
+def _no_wakeup(_t: datetime) -> Optional[datetime]:
+    return None
 
 
 def _one(_e: Any) -> str:

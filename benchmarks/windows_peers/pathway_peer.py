@@ -27,10 +27,53 @@ from typing import Any, Dict, List, Tuple
 import nexmark
 
 
+def query_table(query: str, table: Any, params: Dict[str, Any]) -> Tuple[Any, Tuple[str, ...]]:
+    """The query's result table from the events table, and its columns in row order."""
+    import pathway as pw
+
+    size, hop = params["size"], params["hop"]
+    behavior = pw.temporal.exactly_once_behavior(shift=params["disorder"])
+    tumbling = pw.temporal.tumbling(duration=size, origin=0)
+    if query == "q5":
+        bids = table.filter(pw.this.kind == nexmark.BID)
+        result = bids.windowby(
+            pw.this.t,
+            window=pw.temporal.sliding(hop=hop, duration=size, origin=0),
+            instance=pw.this.a,
+            behavior=behavior,
+        ).reduce(start=pw.this._pw_window_start, auction=pw.this._pw_instance,
+                 n=pw.reducers.count())  # fmt: skip
+        return result, ("start", "auction", "n")
+    if query == "q7":
+        bids = table.filter(pw.this.kind == nexmark.BID)
+        result = bids.windowby(pw.this.t, window=tumbling, behavior=behavior).reduce(
+            start=pw.this._pw_window_start, price=pw.reducers.max(pw.this.c)
+        )
+        return result, ("start", "price")
+    if query == "q8":
+        people = table.filter(pw.this.kind != nexmark.BID).select(
+            person=pw.if_else(pw.this.kind == nexmark.PERSON, pw.this.a, pw.this.b),
+            is_person=pw.if_else(pw.this.kind == nexmark.PERSON, 1, 0),
+            is_auction=pw.if_else(pw.this.kind == nexmark.AUCTION, 1, 0),
+            t=pw.this.t,
+        )
+        grouped = people.windowby(
+            pw.this.t, window=tumbling, instance=pw.this.person, behavior=behavior
+        ).reduce(
+            start=pw.this._pw_window_start,
+            person=pw.this._pw_instance,
+            persons=pw.reducers.max(pw.this.is_person),
+            auctions=pw.reducers.max(pw.this.is_auction),
+        )
+        result = grouped.filter((pw.this.persons == 1) & (pw.this.auctions == 1))
+        return result, ("start", "person")
+    raise ValueError(f"pathway peer: unknown query {query!r}")
+
+
 def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str, Any]) -> Any:
     import pathway as pw
 
-    size, hop, disorder = params["size"], params["hop"], params["disorder"]
+    size = params["size"]
     emitted: List[Tuple[int, float]] = []
     final: List[float] = []
     first: List[float] = []
@@ -47,7 +90,7 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
     class Subject(pw.io.python.ConnectorSubject):
         def run(self) -> None:
             first.append(time.perf_counter())
-            for batch, watermark in nexmark.batches(events, params["batch"], disorder):
+            for batch, watermark in nexmark.batches(events, params["batch"], params["disorder"]):
                 for e in batch:
                     self.next(kind=e[0], a=e[1], b=e[2], c=e[3], t=e[4])
                 self.commit()
@@ -55,58 +98,11 @@ def run(query: str, events: List[Any], params: Dict[str, Any], options: Dict[str
             final.append(time.perf_counter())
 
     table = pw.io.python.read(Subject(), schema=Events, autocommit_duration_ms=None)
-    behavior = pw.temporal.exactly_once_behavior(shift=disorder)
-    if query == "q5":
-        bids = table.filter(pw.this.kind == nexmark.BID)
-        result = bids.windowby(
-            pw.this.t,
-            window=pw.temporal.sliding(hop=hop, duration=size, origin=0),
-            instance=pw.this.a,
-            behavior=behavior,
-        ).reduce(start=pw.this._pw_window_start, auction=pw.this._pw_instance,
-                 n=pw.reducers.count())  # fmt: skip
-
-        def to_row(r: Dict[str, Any]) -> Tuple[int, ...]:
-            return (r["start"], r["auction"], r["n"])
-
-    elif query == "q7":
-        bids = table.filter(pw.this.kind == nexmark.BID)
-        result = bids.windowby(
-            pw.this.t, window=pw.temporal.tumbling(duration=size, origin=0), behavior=behavior
-        ).reduce(start=pw.this._pw_window_start, price=pw.reducers.max(pw.this.c))
-
-        def to_row(r: Dict[str, Any]) -> Tuple[int, ...]:
-            return (r["start"], r["price"])
-
-    elif query == "q8":
-        people = table.filter(pw.this.kind != nexmark.BID).select(
-            person=pw.if_else(pw.this.kind == nexmark.PERSON, pw.this.a, pw.this.b),
-            is_person=pw.if_else(pw.this.kind == nexmark.PERSON, 1, 0),
-            is_auction=pw.if_else(pw.this.kind == nexmark.AUCTION, 1, 0),
-            t=pw.this.t,
-        )
-        grouped = people.windowby(
-            pw.this.t,
-            window=pw.temporal.tumbling(duration=size, origin=0),
-            instance=pw.this.person,
-            behavior=behavior,
-        ).reduce(
-            start=pw.this._pw_window_start,
-            person=pw.this._pw_instance,
-            persons=pw.reducers.max(pw.this.is_person),
-            auctions=pw.reducers.max(pw.this.is_auction),
-        )
-        result = grouped.filter((pw.this.persons == 1) & (pw.this.auctions == 1))
-
-        def to_row(r: Dict[str, Any]) -> Tuple[int, ...]:
-            return (r["start"], r["person"])
-
-    else:
-        raise ValueError(f"pathway peer: unknown query {query!r}")
+    result, columns = query_table(query, table, params)
 
     def on_change(key: Any, row: Dict[str, Any], time: int, is_addition: bool) -> None:
         if is_addition:
-            out = to_row(row)
+            out = tuple(row[c] for c in columns)
             rows[key] = out
             end = out[0] + size
             if end not in seen:
