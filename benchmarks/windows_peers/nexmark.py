@@ -136,11 +136,6 @@ def digest(rows: Iterable[Sequence[int]]) -> str:
     return h.hexdigest()[:16]
 
 
-def window_end(query: str, start: int, params: Dict[str, int]) -> int:
-    """The end of the window that starts at ``start`` in ``query``."""
-    return start + params["size"]
-
-
 def close_latencies(
     seen: Dict[int, float], emitted: Sequence[Tuple[int, float]], final_at: float
 ) -> List[float]:
