@@ -1,0 +1,1 @@
+"""The Nexmark-style windows benchmark's generator, queries and per-system peers."""
