@@ -455,6 +455,28 @@ class RowReader:
                 )
         return self.columns.make_record(values), diff, time
 
+    def convert_rows(
+        self, rows: Sequence[Sequence[Any]], now: Optional[int], max_errors: int
+    ) -> List[Tuple[Tuple[Any, int, Optional[int]], Sequence[Any]]]:
+        """``((record, diff, time), row)`` of every row :meth:`convert` keeps; all rows are
+        checked first, and the bad ones (up to ``max_errors``) are refused together
+        (:meth:`refused`), so nothing of a bad batch is used."""
+        items = []
+        bad = []
+        for row in rows:
+            try:
+                item = self.convert(row, now)
+            except BadRow as exc:
+                bad.append(exc.bad)
+                if len(bad) >= max_errors:
+                    break
+                continue
+            if item is not None:
+                items.append((item, row))
+        if bad:
+            raise self.refused(bad)
+        return items
+
     def convert_table(
         self, table: Any, now: Optional[int] = None
     ) -> Tuple[List[Any], List[int], Optional[List[Optional[int]]]]:

@@ -290,19 +290,7 @@ def _apply_collected(
     max_errors: int,
 ) -> Optional[int]:
     """Check every collected row, then send them all in one flush; the latest time used."""
-    items, bad = [], []
-    for row in rows:
-        try:
-            item = reader.convert(row, now)
-        except BadRow as exc:
-            bad.append(exc.bad)
-            if len(bad) >= max_errors:
-                break
-            continue
-        if item is not None:
-            items.append((item, row))
-    if bad:
-        raise reader.refused(bad)
+    items = reader.convert_rows(rows, now, max_errors)
     latest = None
     for (record, diff, t), row in items:
         try:

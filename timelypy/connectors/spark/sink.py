@@ -458,24 +458,10 @@ def _numbered(exc: SparkInputError, batch_id: int) -> SparkInputError:
 
 def _convert_collected(reader: RowReader, rows: List[Any], now: int, max_errors: int) -> Converted:
     """Check and convert collected rows (up to ``max_errors`` bad ones are named)."""
-    records: List[Any] = []
-    diffs: List[int] = []
-    times: List[Optional[int]] = []
-    bad = []
-    for row in rows:
-        try:
-            item = reader.convert(row, now)
-        except BadRow as exc:
-            bad.append(exc.bad)
-            if len(bad) >= max_errors:
-                break
-            continue
-        if item is not None:
-            records.append(item[0])
-            diffs.append(item[1])
-            times.append(item[2])
-    if bad:
-        raise reader.refused(bad)
+    items = reader.convert_rows(rows, now, max_errors)
+    records = [record for (record, _, _), _ in items]
+    diffs = [diff for (_, diff, _), _ in items]
+    times: List[Optional[int]] = [t for (_, _, t), _ in items]
     timed = any(t is not None for t in times)
     return _with_times(records, diffs, times if timed else None, now)
 
