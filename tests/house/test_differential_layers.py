@@ -17,6 +17,7 @@ PREFIX = "timelypy.differential"
 LAYERS = {
     "kernel": {
         "kernel",
+        "kernel.columns",
         "kernel.consolidation",
         "kernel.grouping",
         "kernel.histories",
@@ -30,6 +31,8 @@ LAYERS = {
         "trace",
         "trace.batch",
         "trace.builder",
+        "trace.column_batch",
+        "trace.layout",
         "trace.cursor",
         "trace.lifecycle",
         "trace.spine",

@@ -1,0 +1,151 @@
+"""Layouts: which records are fixed-width, and how they become numpy columns and back.
+
+A :class:`Layout` is the shape of one part of a record (a key or a value): a scalar ``int``
+(stored as ``int64``), ``float`` (``float64``) or ``bool``, or a plain ``tuple`` of layouts
+(nested, possibly empty). A layout is *detected* from one value (:meth:`Layout.of`) and then
+checked against every value it encodes (:meth:`Layout.encode` returns None as soon as one does
+not fit: another type, a tuple of another length, an ``int`` outside ``int64``, a float NaN or
+``-0.0``). Decoding gives back equal values of the same Python types, so an operator reading
+columns answers exactly as one reading the objects.
+
+Only values that round-trip exactly are taken: NaN (not equal to itself, so a dictionary keeps
+each NaN apart where a sort would merge them) and ``-0.0`` (equal to ``0.0``, so which of the
+two survives a consolidation would depend on the path) stay on the object path, as do
+subclasses of ``int``, ``float`` and ``tuple`` (named tuples, :class:`~timelypy.order.Product`).
+
+Example:
+
+>>> layout = Layout.of((1, (2.5, True)))
+>>> layout.shape
+('i', ('f', 'b'))
+>>> columns = layout.encode([(1, (2.5, True)), (2, (0.5, False))])
+>>> [column.dtype.name for column in columns]
+['int64', 'float64', 'bool']
+>>> layout.decode(columns, 2)
+[(1, (2.5, True)), (2, (0.5, False))]
+>>> layout.encode([(1, (2.5, "x"))]) is None
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+__all__ = ["Layout", "Shape"]
+
+Shape = Union[str, Tuple[Any, ...]]
+"""``"i"``, ``"f"``, ``"b"``, or a tuple of shapes."""
+
+_KIND_OF_TYPE = {int: "i", float: "f", bool: "b"}
+_TYPE_OF_KIND = {"i": int, "f": float, "b": bool}
+_DTYPE_OF_KIND = {"i": np.int64, "f": np.float64, "b": np.bool_}
+
+
+def _shape_of(value: Any) -> Optional[Shape]:
+    kind = _KIND_OF_TYPE.get(type(value))
+    if kind is not None:
+        return kind
+    if type(value) is tuple:
+        parts = []
+        for item in value:
+            part = _shape_of(item)
+            if part is None:
+                return None
+            parts.append(part)
+        return tuple(parts)
+    return None
+
+
+def _kinds(shape: Shape) -> Tuple[str, ...]:
+    if isinstance(shape, str):
+        return (shape,)
+    out: Tuple[str, ...] = ()
+    for part in shape:
+        out += _kinds(part)
+    return out
+
+
+class Layout:
+    """The fixed-width shape of a key or a value, and its conversion to and from columns.
+
+    ``shape`` is the nested shape, ``kinds`` its scalars in order (one column each) and
+    ``width`` their number (0 for the empty tuple ``()``, the value of an arrangement by self).
+    Layouts are equal when their shapes are.
+    """
+
+    __slots__ = ("shape", "kinds", "width", "dtypes")
+
+    def __init__(self, shape: Shape):
+        self.shape = shape
+        self.kinds = _kinds(shape)
+        self.width = len(self.kinds)
+        self.dtypes = tuple(_DTYPE_OF_KIND[k] for k in self.kinds)
+
+    @classmethod
+    def of(cls, value: Any) -> "Optional[Layout]":
+        """The layout of ``value``, or None when it is not fixed-width."""
+        shape = _shape_of(value)
+        return None if shape is None else cls(shape)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layout) and other.shape == self.shape
+
+    def __hash__(self) -> int:
+        return hash(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Layout({self.shape!r})"
+
+    def encode(self, values: Sequence[Any]) -> Optional[List[np.ndarray]]:
+        """One column per scalar of the layout, or None if a value does not fit it."""
+        return _encode(self.shape, values, len(values))
+
+    def decode(self, columns: Sequence[np.ndarray], count: int) -> List[Any]:
+        """The ``count`` values the columns hold (``len(columns) == width``), as Python
+        objects (``count`` is needed for the empty tuple, which has no column)."""
+        if self.width == 0:
+            return [()] * count
+        values, _ = _decode(self.shape, list(columns))
+        return values
+
+
+def _encode(shape: Shape, values: Sequence[Any], n: int) -> Optional[List[np.ndarray]]:
+    if isinstance(shape, str):
+        if set(map(type, values)) - {_TYPE_OF_KIND[shape]}:
+            return None
+        try:
+            column = np.fromiter(values, _DTYPE_OF_KIND[shape], n)
+        except OverflowError:
+            return None
+        if shape == "f" and n and (np.isnan(column).any() or np.signbit(column[column == 0]).any()):
+            return None
+        return [column]
+    if set(map(type, values)) - {tuple}:
+        return None
+    width = len(shape)
+    if set(map(len, values)) - {width}:
+        return None
+    if width == 0:
+        return []
+    out: List[np.ndarray] = []
+    for part, items in zip(shape, zip(*values) if n else [()] * width):
+        encoded = _encode(part, items, n)
+        if encoded is None:
+            return None
+        out += encoded
+    return out
+
+
+def _decode(shape: Shape, columns: List[np.ndarray]) -> Tuple[List[Any], List[np.ndarray]]:
+    """The values of ``shape`` from the first columns, and the columns left."""
+    if isinstance(shape, str):
+        return columns[0].tolist(), columns[1:]
+    parts = []
+    for part in shape:
+        values, columns = _decode(part, columns)
+        parts.append(values)
+    if not parts:
+        raise ValueError("the empty tuple has no column to count its values by")
+    return list(zip(*parts)), columns
