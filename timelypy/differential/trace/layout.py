@@ -29,11 +29,30 @@ True
 
 from __future__ import annotations
 
+import os
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["Layout", "Shape"]
+__all__ = ["COLUMNS_VARIABLE", "Layout", "Shape", "columns_enabled"]
+
+COLUMNS_VARIABLE = "TIMELYPY_COLUMNS"
+"""The environment variable choosing the path of fixed-width records: ``auto`` (the default:
+columns where records allow) or ``off`` (every batch on the object path)."""
+
+
+def columns_enabled() -> bool:
+    """Whether arrangements built now keep fixed-width updates as columns (see
+    :data:`COLUMNS_VARIABLE`; read when an arrangement is built, so a test may set it per run).
+
+    >>> import os; os.environ.pop(COLUMNS_VARIABLE, None) and None; columns_enabled()
+    True
+    """
+    mode = os.environ.get(COLUMNS_VARIABLE, "auto").strip().lower() or "auto"
+    if mode not in ("auto", "off"):
+        raise ValueError(f"{COLUMNS_VARIABLE}={mode!r}: expected 'auto' or 'off'")
+    return mode == "auto"
+
 
 Shape = Union[str, Tuple[Any, ...]]
 """``"i"``, ``"f"``, ``"b"``, or a tuple of shapes."""
