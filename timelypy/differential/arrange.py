@@ -12,6 +12,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
+import numpy as np
+
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
@@ -24,6 +26,8 @@ from ..progress.frontier import Antichain
 from .kernel.consolidation import advance_and_consolidate
 from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
 from .trace import Batch, BatchData, BatchReader, Spine
+from .trace.column_batch import ColumnBatch, encode_updates
+from .trace.layout import Layout, columns_enabled
 
 if TYPE_CHECKING:
     from ..dataflow.scope import Scope
@@ -115,6 +119,10 @@ class TraceWriter:
     def write(self, data: BatchData, upper: List[Any], count: int) -> Batch:
         """The next batch, up to ``upper``."""
         return self.spine.new_batch(data, upper, count, store=self.store)
+
+    def write_columns(self, batch: ColumnBatch, upper: List[Any]) -> ColumnBatch:
+        """The next batch, up to ``upper``, of updates kept as columns."""
+        return self.spine.new_column_batch(batch, upper, store=self.store)
 
     def advance(self, frontier: List[Any], sealed: bool = False) -> None:
         """The input frontier is now ``frontier``; unless a batch was just ``sealed`` up to it,
@@ -334,10 +342,16 @@ class _TotalArrange(ArrangeOperator):
     """:class:`ArrangeOperator` for totally ordered times: its one capability (at the least
     pending time) is held as a time, without capability objects."""
 
-    def __init__(self, scope: "Scope", name: str, keep_trace: bool = True):
+    def __init__(
+        self, scope: "Scope", name: str, keep_trace: bool = True, columns: Optional[bool] = None
+    ):
         super().__init__(scope, name, keep_trace)
         self._cap: Any = None
         self._internal = self.shared.internals[0]
+        wanted = keep_trace if columns is None else columns
+        self.columns = _ColumnChoice(enabled=wanted and columns_enabled())
+        """Which path the batches take: columns where the updates fit (see
+        :class:`_ColumnChoice`)."""
 
     def schedule(self) -> bool:
         """Hand arrived updates to the batcher; seal a batch when the input frontier passes
@@ -390,10 +404,16 @@ class _TotalArrange(ArrangeOperator):
             self.writer.advance(frontier)
             return
         batcher = self.batcher
-        data, keep = group_before(batcher.pending, frontier[0] if frontier else None)
-        batcher.pending = keep
-        count = consolidate_groups(data)
-        batch = self.writer.write(data, frontier, count)
+        sealed = self.columns.seal(batcher, frontier[0] if frontier else None)
+        if sealed is not None:
+            columns, keep = sealed
+            batch: BatchReader = self.writer.write_columns(columns, frontier)
+            count = batch.count
+        else:
+            data, keep = group_before(batcher.pending, frontier[0] if frontier else None)
+            batcher.pending = keep
+            count = consolidate_groups(data)
+            batch = self.writer.write(data, frontier, count)
         if count:
             self._out.push(cap, [batch])
         if keep:
@@ -409,6 +429,74 @@ class _TotalArrange(ArrangeOperator):
         self.writer.spine.advance_writer(frontier)
 
 
+class _ColumnChoice:
+    """The arrange operator's choice of path, batch by batch: a batch is sealed as columns
+    (:class:`~.trace.column_batch.ColumnBatch`) when every update it takes fits the layouts of
+    the first columns batch (detected from its first update) at ``int`` times, else on the
+    object path. An arrangement whose first update does not fit stays on the object path; one
+    whose batches stop fitting three times gives up columns (mixed streams pay the detection
+    only a few times). ``sealed_columns`` and ``sealed_objects`` count the batches (the
+    statistics name the path per arrangement from them)."""
+
+    __slots__ = (
+        "enabled",
+        "key_layout",
+        "val_layout",
+        "misses",
+        "sealed_columns",
+        "sealed_objects",
+    )
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.key_layout: Optional[Layout] = None
+        self.val_layout: Optional[Layout] = None
+        self.misses = 0
+        self.sealed_columns = 0
+        self.sealed_objects = 0
+
+    def seal(
+        self, batcher: Batcher, bound: Optional[Any]
+    ) -> Optional[Tuple[ColumnBatch, List[Update]]]:
+        """The batcher's updates at times ``< bound`` (all if None) as an unnumbered column
+        batch, and the updates it keeps; None (nothing taken) when they do not fit."""
+        pending = batcher.pending
+        if not self.enabled or not pending:
+            self.sealed_objects += 1
+            return None
+        if self.key_layout is None:
+            first = pending[0][0]
+            if type(first) is not tuple or len(first) != 2:
+                return self._miss(give_up=True)
+            self.key_layout, self.val_layout = Layout.of(first[0]), Layout.of(first[1])
+            if self.key_layout is None or self.val_layout is None:
+                return self._miss(give_up=True)
+        encoded = encode_updates(pending, self.key_layout, self.val_layout)
+        if encoded is None:
+            return self._miss(give_up=self.misses >= 2)
+        key_layout, val_layout, key_cols, val_cols, times, diffs = encoded
+        keep: List[Update] = []
+        if bound is not None and times.max() >= bound:
+            taken = times < bound
+            keep = [pending[i] for i in np.flatnonzero(~taken).tolist()]
+            key_cols = [c[taken] for c in key_cols]
+            val_cols = [c[taken] for c in val_cols]
+            times, diffs = times[taken], diffs[taken]
+        batcher.pending = keep
+        self.sealed_columns += 1
+        batch = ColumnBatch.sorted_from(
+            key_layout, val_layout, key_cols, val_cols, times, diffs, [], []
+        )
+        return batch, keep
+
+    def _miss(self, give_up: bool) -> None:
+        self.misses += 1
+        self.sealed_objects += 1
+        if give_up:
+            self.enabled = False
+        return None
+
+
 def _key_of_update(u: Update) -> Any:
     return u[0][0]
 
@@ -418,17 +506,29 @@ def _as_keys(data: List[Tuple[Any, Any, int]]) -> List[Update]:
 
 
 def arrange_stream(
-    updates: Stream, scope: "Scope", name: str, by_self: bool = False, keep_trace: bool = True
+    updates: Stream,
+    scope: "Scope",
+    name: str,
+    by_self: bool = False,
+    keep_trace: bool = True,
+    columns: Optional[bool] = None,
 ) -> Tuple[Stream, Spine]:
     """Arrange a stream of ``((key, val), time, diff)`` (of ``(data, time, diff)`` when
     ``by_self``: keys with the value ``()``): returns the stream of batches and the spine.
 
     ``keep_trace=False`` makes a batcher only, for an arrangement private to an operator that
-    keeps its own state (reduce, count, distinct, threshold on a collection).
+    keeps its own state (reduce, count, distinct, threshold on a collection). ``columns``: may
+    the batches be column batches where the updates fit (totally ordered times only; unless
+    ``TIMELYPY_COLUMNS=off``)? By default when the trace is kept (its readers are the join and
+    the trace's other readers, which read columns or decode them); an operator reading a
+    private arrangement's batches passes True if it reads columns.
     """
     if by_self:
         updates = updates.map_batch(_as_keys, name="AsKeys")
-    op = (_TotalArrange if scope.order.is_total else ArrangeOperator)(scope, name, keep_trace)
+    if scope.order.is_total:
+        op: ArrangeOperator = _TotalArrange(scope, name, keep_trace, columns)
+    else:
+        op = ArrangeOperator(scope, name, keep_trace)
     updates.connect_to(op, 0, Exchange(_key_of_update))
     return Stream(scope, op.output_ports[0]), op.spine
 

@@ -22,11 +22,17 @@ from typing import Any, Dict, ItemsView, KeysView, List, Optional, Sequence, Tup
 
 import numpy as np
 
-from ..kernel.columns import diffs_fit, key_starts, search_array, sort_consolidate
+from ..kernel.columns import (
+    diffs_fit,
+    key_starts,
+    merge_advance,
+    search_array,
+    sort_consolidate,
+)
 from .batch import BatchData, BatchReader, Vals
 from .layout import Layout
 
-__all__ = ["ColumnBatch", "encode_updates"]
+__all__ = ["ColumnBatch", "compact_columns", "encode_updates", "merge_columns"]
 
 _INT = Layout("i")
 
@@ -254,3 +260,32 @@ class ColumnBatch(BatchReader):
             f"{self.val_layout.shape!r}), updates={self.count}, lower={self.lower}, "
             f"upper={self.upper}, since={self.since})"
         )
+
+
+def merge_columns(run: Sequence[ColumnBatch], since: List[Any]) -> ColumnBatch:
+    """One column batch of the consecutive column batches ``run`` (of one layout): from the
+    first's lower to the last's upper, numbered as the last, its times advanced to ``since``
+    (totally ordered; empty: left as they are) and consolidated."""
+    first = run[0]
+    cols, times, diffs = merge_advance([b.columns() for b in run], since[0] if since else None)
+    width = first.key_layout.width
+    return ColumnBatch(
+        first.key_layout,
+        first.val_layout,
+        cols[:width],
+        cols[width:],
+        times,
+        diffs,
+        first.lower,
+        run[-1].upper,
+        run[-1].seq,
+        list(since) if since else first.since,
+    )
+
+
+def compact_columns(batch: ColumnBatch, since: List[Any]) -> ColumnBatch:
+    """``batch`` with its times advanced to ``since`` and consolidated (``batch`` itself when
+    ``since`` is empty: nothing will be read any more)."""
+    if not since:
+        return batch
+    return merge_columns([batch], since)

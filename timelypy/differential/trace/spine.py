@@ -36,6 +36,7 @@ from ..kernel.consolidation import accumulate
 from ..kernel.merge import compact_keys, compact_total, merge_consolidating, merge_product
 from .batch import Batch, BatchData, BatchReader, Vals
 from .builder import BatchBuilder
+from .column_batch import ColumnBatch, compact_columns, merge_columns
 from .cursor import Cursor
 from .lifecycle import MAINTAINED, SpineState, check_transition
 
@@ -196,7 +197,24 @@ class Spine:
         self.insert(batch)
         return batch
 
-    def insert(self, batch: Batch) -> None:
+    def new_column_batch(
+        self, columns: ColumnBatch, upper: List[Any], store: bool = True
+    ) -> ColumnBatch:
+        """As :meth:`new_batch`, for updates kept as columns: ``columns`` (a column batch
+        whose bounds are set here) becomes the next batch."""
+        self.seq += 1
+        columns.seq = self.seq
+        columns.upper = list(upper)
+        columns.since = self._minimum
+        if not store or self.state not in MAINTAINED:
+            columns.lower = self.upper
+            self.upper = columns.upper
+            return columns
+        columns.lower = self.batches[-1].upper if self.batches else self._minimum
+        self.insert(columns)
+        return columns
+
+    def insert(self, batch: BatchReader) -> None:
         """Append ``batch`` (its ``lower`` must be the last batch's ``upper``), tell the
         listeners, and merge what the readers allow."""
         self.batches.append(batch)
@@ -438,6 +456,9 @@ class Spine:
         batches = self.batches
         instruments = self.instruments
         first = batches[j]
+        if type(first) is ColumnBatch and all(first.same_layout(b) for b in batches[j + 1 : i + 1]):
+            self._merge_columns(j, i)
+            return
         target = first if isinstance(first, BatchBuilder) else BatchBuilder(first)
         if instruments is None or not instruments.enabled:
             for k in range(j + 1, i + 1):
@@ -458,6 +479,23 @@ class Spine:
                 )
         batches[j : i + 1] = [target]
 
+    def _merge_columns(self, j: int, i: int) -> None:
+        """Merge the column batches ``j .. i`` into one column batch (times advanced to since,
+        consolidated): O(updates of the run), with numpy."""
+        batches = self.batches
+        run = batches[j : i + 1]
+        merged = merge_columns(run, list(self._since.frontier))
+        instruments = self.instruments
+        if instruments is not None and instruments.enabled:
+            stored = merged.count + sum(b.count for b in batches[:j] + batches[i + 1 :])
+            sizes = (run[0].count, sum(b.count for b in run[1:]))
+            instruments.emit(
+                SpineMerged(
+                    self.worker, self.name, sizes, merged.count, len(batches) - (i - j), stored
+                )
+            )
+        batches[j : i + 1] = [merged]
+
     def _maybe_compact(self, m: int, inserted2: int) -> None:
         """Compact the first ``m`` batches if they store more than the threshold and at most
         twice the updates inserted since the last pass (``inserted2``), or if a reader asked."""
@@ -470,6 +508,8 @@ class Spine:
     def _compact_prefix(self, m: int) -> None:
         """Compact (advance to since, consolidate) every batch of the first ``m``."""
         since = self._since.frontier
+        if since:
+            m = self._merge_column_runs(m)
         unmoved = since[0] if len(since) == 1 and self.order.is_total else None
         for idx in range(m):
             b = self.batches[idx]
@@ -477,11 +517,33 @@ class Spine:
                 continue  # no time of b is before since, and batches are consolidated per key
             if type(b) is BatchBuilder and b.compacted is not None and b.compacted == since:
                 continue  # compacted at this since already
+            if type(b) is ColumnBatch:
+                if b.since != since:
+                    self.batches[idx] = compact_columns(b, since)
+                continue
             builder = self._builder(b)
             self.batches[idx] = builder
             self._compact(builder)
         self._inserted = 0
         self._force_compaction = False
+
+    def _merge_column_runs(self, m: int) -> int:
+        """Merge each run of two or more consecutive column batches of one layout among the
+        first ``m`` into one (a compaction pass reads them all anyway, and updates that cancel
+        across batches only go once merged); returns the new ``m``."""
+        batches = self.batches
+        idx = m - 1
+        while idx > 0:
+            last = batches[idx]
+            start = idx
+            if type(last) is ColumnBatch:
+                while start > 0 and last.same_layout(batches[start - 1]):
+                    start -= 1
+            if start < idx:
+                self._merge_columns(start, idx)
+                m -= idx - start
+            idx = start - 1
+        return m
 
     @staticmethod
     def _builder(batch: BatchReader) -> BatchBuilder:
@@ -544,6 +606,10 @@ class Spine:
             batch.count = single + kept
         batch.since = since
         batch.compacted = since
+
+    def column_batches(self) -> int:
+        """How many of the stored batches keep their updates as columns."""
+        return sum(1 for b in self.batches if type(b) is ColumnBatch)
 
     def _check(self) -> None:
         """Assert the invariants: batches tile time (the first starts at the minimum, each
