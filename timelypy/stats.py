@@ -135,12 +135,18 @@ def _trace_sizes(trace: Any) -> Dict[str, Any]:
     """Updates, batches, keys and the compaction frontier of a live trace (of a trace dropped
     when its dataflow completed: its sizes then)."""
     if trace.dropped_sizes is not None:
-        return {**trace.dropped_sizes, "since": [_plain_time(t) for t in trace.since]}
+        return {
+            **trace.dropped_sizes,
+            "since": [_plain_time(t) for t in trace.since],
+            "path": trace.path,
+        }
     return {
         "updates": trace.stored_updates(),
         "batches": len(trace.batches),
-        "keys": len(trace.keys()),
+        "keys": trace.key_count(),
+        "bytes": trace.stored_bytes(),
         "since": [_plain_time(t) for t in trace.since],
+        "path": trace.path,
     }
 
 
@@ -255,6 +261,8 @@ class Statistics:
             if op["arrangement"]:
                 a = op["arrangement"]
                 text += f", trace {_count(a['updates'])} updates / {_count(a['keys'])} keys"
+                if a.get("path") in ("columns", "mixed"):
+                    text += f" ({a['path']})"
             out[(op["scope"], op["operator"])] = text
         return out
 
@@ -348,6 +356,15 @@ def _add_arrangement(total: Dict[str, Any], arrangement: Optional[Mapping[str, A
         mine["since"] = []
     for c in ARRANGEMENT:
         mine[c] += arrangement.get(c, 0)
+    path = arrangement.get("path")
+    if path is not None:
+        known = mine.get("path")
+        mine["path"] = path if known in (None, "none", path) else "mixed"
+    if "bytes" in arrangement:
+        size = arrangement["bytes"]
+        mine["bytes"] = (
+            None if size is None or mine.get("bytes", 0) is None else mine.get("bytes", 0) + size
+        )
     since = list(arrangement.get("since", []))
     if since not in mine["since"]:
         mine["since"].append(since)

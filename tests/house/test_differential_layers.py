@@ -32,6 +32,7 @@ LAYERS = {
         "trace.batch",
         "trace.builder",
         "trace.column_batch",
+        "trace.holds",
         "trace.layout",
         "trace.cursor",
         "trace.lifecycle",

@@ -30,6 +30,8 @@ from typing import (
     Union,
 )
 
+import numpy as np
+
 from ...instrument import SpineMerged
 from ...progress.frontier import MutableAntichain
 from ..kernel.consolidation import accumulate
@@ -38,6 +40,7 @@ from .batch import Batch, BatchData, BatchReader, Vals
 from .builder import BatchBuilder
 from .column_batch import ColumnBatch, compact_columns, merge_columns
 from .cursor import Cursor
+from .holds import LeastHold
 from .lifecycle import MAINTAINED, SpineState, check_transition
 
 if TYPE_CHECKING:
@@ -72,41 +75,6 @@ class Listener(Protocol):
         """A new upper frontier over a region without updates."""
 
 
-class _LeastHold:
-    """The compaction holds of a spine of totally ordered times: a count per held time, and
-    the frontier (the least time with a positive count) computed when it is read after a
-    change rather than at every change (holds move twice per batch, merges read it once)."""
-
-    __slots__ = ("_counts", "_frontier")
-
-    def __init__(self) -> None:
-        self._counts: Dict[Any, int] = {}
-        self._frontier: Optional[List[Any]] = []
-
-    def update_iter(self, changes: Iterable[Tuple[Any, int]]) -> None:
-        """Add the ``(time, delta)`` changes to the held counts. O(len(changes))."""
-        counts = self._counts
-        for t, d in changes:
-            c = counts.get(t, 0) + d
-            if c:
-                counts[t] = c
-            else:
-                del counts[t]
-        self._frontier = None
-
-    @property
-    def frontier(self) -> List[Any]:
-        """``[least held time]``, or ``[]`` when nothing is held (do not mutate)."""
-        frontier = self._frontier
-        if frontier is None:
-            counts = self._counts
-            least = min(counts) if counts else None
-            if least is not None and counts[least] <= 0:  # transiently negative: scan
-                least = min((t for t, c in counts.items() if c > 0), default=None)
-            frontier = self._frontier = [] if least is None else [least]
-        return frontier
-
-
 class Spine:
     """The batches of one arrangement on one worker, with geometric merging and compaction.
 
@@ -138,8 +106,8 @@ class Spine:
         self.seq = 0
         self.upper: List[Any] = [order.minimum]
         self._minimum = [order.minimum]
-        self._since: Union[_LeastHold, MutableAntichain] = (
-            _LeastHold() if order.is_total else MutableAntichain(order.le)
+        self._since: Union[LeastHold, MutableAntichain] = (
+            LeastHold() if order.is_total else MutableAntichain(order.le)
         )
         self._since.update_iter([(order.minimum, 1)])  # the writer's own hold, see `advance_writer`
         self._writer_since: List[Any] = [order.minimum]
@@ -152,6 +120,8 @@ class Spine:
         """Where the spine is in its life (see :mod:`.lifecycle`)."""
         self.dropped_sizes: Optional[Dict[str, int]] = None
         """Updates, batches and keys when dropped (kept only when instruments listen)."""
+        self.sealed_paths = [0, 0]
+        """Batches made on the object path and as columns (see :attr:`path`)."""
         self.private = False
         """Made by an operator for its own use (``Collection.join`` arranging its inputs): no
         :class:`~timelypy.differential.collection.Arranged` was handed out, so its readers are
@@ -188,6 +158,7 @@ class Spine:
         """Make the next batch (up to ``upper``) and insert it; with ``store=False`` (a batcher
         nobody reads as a trace) only number it and advance the spine's upper."""
         self.seq += 1
+        self.sealed_paths[0] += 1
         if not store or self.state not in MAINTAINED:
             batch = Batch(data, self.upper, list(upper), self.seq, count, since=self._minimum)
             self.upper = batch.upper
@@ -203,6 +174,7 @@ class Spine:
         """As :meth:`new_batch`, for updates kept as columns: ``columns`` (a column batch
         whose bounds are set here) becomes the next batch."""
         self.seq += 1
+        self.sealed_paths[1] += 1
         columns.seq = self.seq
         columns.upper = list(upper)
         columns.since = self._minimum
@@ -257,7 +229,7 @@ class Spine:
         """Change the logical holds by ``(time, +1 / -1)`` pairs; if the since frontier moves
         and ``request_compaction``, the next maintenance compacts every batch it may."""
         since = self._since
-        if type(since) is not _LeastHold:
+        if type(since) is not LeastHold:
             if since.update_iter(changes) and request_compaction:
                 self._force_compaction = True
         elif request_compaction:
@@ -308,7 +280,8 @@ class Spine:
             self.dropped_sizes = {
                 "updates": self.stored_updates(),
                 "batches": len(self.batches),
-                "keys": len(self.keys()),
+                "keys": self.key_count(),
+                "bytes": self.stored_bytes(),
             }
         self.batches = []
         self.listeners = []
@@ -366,6 +339,33 @@ class Spine:
         for b in self.batches:
             out.update(b.keys())
         return out
+
+    def key_count(self) -> int:
+        """The number of distinct keys stored (without decoding column batches)."""
+        batches = self.batches
+        if batches and all(type(b) is ColumnBatch for b in batches):
+            if len(batches) == 1:
+                return batches[0].key_count()
+            first = batches[0]
+            if all(first.same_layout(b) for b in batches[1:]):
+                return int(len(np.unique(np.concatenate([b.search_keys() for b in batches]))))
+        return len(self.keys())
+
+    @property
+    def path(self) -> str:
+        """Which path the batches made so far took: ``"columns"``, ``"objects"``,
+        ``"mixed"``, or ``"none"`` before the first batch."""
+        objects, columns = self.sealed_paths
+        if columns and objects:
+            return "mixed"
+        return "columns" if columns else "objects" if objects else "none"
+
+    def stored_bytes(self) -> Optional[int]:
+        """The bytes the column batches' arrays take, or None if a batch is on the object path
+        (whose size Python does not tell cheaply)."""
+        if not all(type(b) is ColumnBatch for b in self.batches):
+            return None
+        return sum(b.nbytes() for b in self.batches if type(b) is ColumnBatch)
 
     def stored_updates(self) -> int:
         """Number of ``(key, val, time, diff)`` entries stored (for compaction tests)."""
