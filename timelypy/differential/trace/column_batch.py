@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Dict, ItemsView, KeysView, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -35,6 +36,7 @@ from .layout import Layout
 __all__ = ["ColumnBatch", "compact_columns", "encode_updates", "merge_columns"]
 
 _INT = Layout("i")
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 def encode_updates(
@@ -49,10 +51,13 @@ def encode_updates(
     n = len(updates)
     if not n:
         return None
-    kvs, times, diffs = zip(*updates)
+    kvs = list(map(_FIRST, updates))
+    times = list(map(_SECOND, updates))
+    diffs = list(map(_THIRD, updates))
     if set(map(type, kvs)) - {tuple} or set(map(len, kvs)) - {2}:
         return None
-    keys, vals = zip(*kvs)
+    keys = list(map(_FIRST, kvs))
+    vals = list(map(_SECOND, kvs))
     if key_layout is None:
         key_layout = Layout.of(keys[0])
     if val_layout is None:

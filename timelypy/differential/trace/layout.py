@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import os
+from operator import itemgetter
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -149,8 +150,8 @@ def _encode(shape: Shape, values: Sequence[Any], n: int) -> Optional[List[np.nda
     if width == 0:
         return []
     out: List[np.ndarray] = []
-    for part, items in zip(shape, zip(*values) if n else [()] * width):
-        encoded = _encode(part, items, n)
+    for index, part in enumerate(shape):
+        encoded = _encode(part, list(map(itemgetter(index), values)), n)
         if encoded is None:
             return None
         out += encoded
