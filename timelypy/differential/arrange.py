@@ -429,14 +429,20 @@ class _TotalArrange(ArrangeOperator):
         self.writer.spine.advance_writer(frontier)
 
 
+COLUMNS_MIN_UPDATES = 256
+"""Fewer pending updates than this are sealed on the object path: numpy's cost per call
+outweighs its speed per update on a handful (a closed loop's batches), and the spine turns them
+into columns when they merge with a column batch."""
+
+
 class _ColumnChoice:
     """The arrange operator's choice of path, batch by batch: a batch is sealed as columns
     (:class:`~.trace.column_batch.ColumnBatch`) when every update it takes fits the layouts of
     the first columns batch (detected from its first update) at ``int`` times, else on the
     object path. An arrangement whose first update does not fit stays on the object path; one
     whose batches stop fitting three times gives up columns (mixed streams pay the detection
-    only a few times). ``sealed_columns`` and ``sealed_objects`` count the batches (the
-    statistics name the path per arrangement from them)."""
+    only a few times). Small batches (:data:`COLUMNS_MIN_UPDATES`) stay objects.
+    ``sealed_columns`` and ``sealed_objects`` count the batches."""
 
     __slots__ = (
         "enabled",
@@ -461,7 +467,7 @@ class _ColumnChoice:
         """The batcher's updates at times ``< bound`` (all if None) as an unnumbered column
         batch, and the updates it keeps; None (nothing taken) when they do not fit."""
         pending = batcher.pending
-        if not self.enabled or not pending:
+        if not self.enabled or len(pending) < COLUMNS_MIN_UPDATES:
             self.sealed_objects += 1
             return None
         if self.key_layout is None:

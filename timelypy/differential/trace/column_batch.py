@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from operator import itemgetter
 from typing import Any, Dict, ItemsView, KeysView, List, Optional, Sequence, Tuple
 
@@ -33,7 +34,15 @@ from ..kernel.columns import (
 from .batch import BatchData, BatchReader, Vals
 from .layout import Layout
 
-__all__ = ["ColumnBatch", "compact_columns", "encode_updates", "merge_columns"]
+__all__ = [
+    "ColumnBatch",
+    "as_column_run",
+    "column_bytes",
+    "distinct_keys",
+    "compact_columns",
+    "encode_updates",
+    "merge_columns",
+]
 
 _INT = Layout("i")
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
@@ -92,6 +101,8 @@ class ColumnBatch(BatchReader):
         "_starts",
         "_search",
         "_sorted",
+        "_lookups",
+        "_index",
     )
 
     def __init__(
@@ -124,6 +135,8 @@ class ColumnBatch(BatchReader):
         self._starts: Optional[np.ndarray] = None
         self._search: Optional[np.ndarray] = None
         self._sorted: Optional[List[Any]] = None
+        self._lookups = 0
+        self._index: Optional[Tuple[List[Any], List[int]]] = None
 
     @classmethod
     def from_updates(
@@ -206,6 +219,43 @@ class ColumnBatch(BatchReader):
             and other.val_layout == self.val_layout
         )
 
+    def encode_like(self, batch: BatchReader) -> "Optional[ColumnBatch]":
+        """``batch`` (an object batch) as a column batch of this one's layouts, with its
+        bounds, or None if its updates do not fit them."""
+        updates = [((k, v), t, r) for k, vals in batch.items() for v, t, r in vals]
+        if not updates:
+            cols: List[np.ndarray] = [np.empty(0, d) for d in self.key_layout.dtypes]
+            vals = [np.empty(0, d) for d in self.val_layout.dtypes]
+            empty = np.empty(0, np.int64)
+            return ColumnBatch(
+                self.key_layout,
+                self.val_layout,
+                cols,
+                vals,
+                empty,
+                empty.copy(),
+                batch.lower,
+                batch.upper,
+                batch.seq,
+                batch.since,
+            )
+        encoded = encode_updates(updates, self.key_layout, self.val_layout)
+        if encoded is None:
+            return None
+        _, _, key_cols, val_cols, times, diffs = encoded
+        return ColumnBatch.sorted_from(
+            self.key_layout,
+            self.val_layout,
+            key_cols,
+            val_cols,
+            times,
+            diffs,
+            batch.lower,
+            batch.upper,
+            batch.seq,
+            batch.since,
+        )
+
     def nbytes(self) -> int:
         """The bytes the columns take."""
         arrays = self.key_cols + self.val_cols + [self.times, self.diffs]
@@ -233,10 +283,35 @@ class ColumnBatch(BatchReader):
         return data
 
     def _decoding_get(self, key: Any) -> Optional[Vals]:
-        return self._decoded().get(key)
+        """One key's updates: found by bisection in the key columns while look-ups are few
+        (a small batch joined against a large trace asks for a handful of keys); the batch
+        decodes itself once look-ups would cost more than decoding."""
+        self._lookups += 1
+        if self._lookups > self.count // 8 + 16:
+            return self._decoded().get(key)
+        if self.key_layout.flatten(key) is None:
+            # not of the layout: equal keys of other types are found in the dictionary
+            return self._decoded().get(key)
+        lo, hi = self._rows_of(key)
+        if lo == hi:
+            return None
+        vals = self.val_layout.decode([c[lo:hi] for c in self.val_cols], hi - lo)
+        return list(zip(vals, self.times[lo:hi].tolist(), self.diffs[lo:hi].tolist()))
 
     def _decoding_items(self) -> ItemsView[Any, Vals]:
         return self._decoded().items()
+
+    def _rows_of(self, key: Any) -> Tuple[int, int]:
+        """The rows ``[lo, hi)`` of ``key`` (of the key layout): bisection in the sorted
+        distinct keys, decoded once (a key and a start per distinct key)."""
+        index = self._index
+        if index is None:
+            index = self._index = (self.sorted_keys(), self.starts().tolist() + [self.count])
+        keys, bounds = index
+        i = bisect_left(keys, key)
+        if i == len(keys) or keys[i] != key:
+            return 0, 0
+        return bounds[i], bounds[i + 1]
 
     def keys(self) -> KeysView[Any]:
         """Every key."""
@@ -294,3 +369,46 @@ def compact_columns(batch: ColumnBatch, since: List[Any]) -> ColumnBatch:
     if not since:
         return batch
     return merge_columns([batch], since)
+
+
+def as_column_run(run: Sequence[BatchReader]) -> Optional[List[ColumnBatch]]:
+    """The batches of ``run`` as column batches of one layout, when one of them is a column
+    batch and the others are of its layout or object batches whose updates fit it (encoded
+    here); None otherwise (the run merges on the object path)."""
+    model = next((b for b in run if type(b) is ColumnBatch), None)
+    if model is None:
+        return None
+    out: List[ColumnBatch] = []
+    for b in run:
+        if type(b) is ColumnBatch:
+            if not model.same_layout(b):
+                return None
+            out.append(b)
+            continue
+        columns = model.encode_like(b)
+        if columns is None:
+            return None
+        out.append(columns)
+    return out
+
+
+def distinct_keys(batches: Sequence[BatchReader]) -> Optional[int]:
+    """The number of distinct keys of column batches of one layout (None if another batch is
+    among them: the caller counts the decoded keys)."""
+    if not batches or any(type(b) is not ColumnBatch for b in batches):
+        return None if batches else 0
+    first = batches[0]
+    assert type(first) is ColumnBatch
+    if len(batches) == 1:
+        return first.key_count()
+    if not all(first.same_layout(b) for b in batches[1:]):
+        return None
+    keys = np.concatenate([b.search_keys() for b in batches if type(b) is ColumnBatch])
+    return int(len(np.unique(keys)))
+
+
+def column_bytes(batches: Sequence[BatchReader]) -> Optional[int]:
+    """The bytes of the batches' columns (None if one is an object batch)."""
+    if any(type(b) is not ColumnBatch for b in batches):
+        return None
+    return sum(b.nbytes() for b in batches if type(b) is ColumnBatch)

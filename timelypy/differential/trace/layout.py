@@ -118,6 +118,11 @@ class Layout:
     def __repr__(self) -> str:
         return f"Layout({self.shape!r})"
 
+    def flatten(self, value: Any) -> Optional[List[Any]]:
+        """The scalars of ``value`` in column order, or None if it does not fit the layout."""
+        out: List[Any] = []
+        return out if _flatten(self.shape, value, out) else None
+
     def encode(self, values: Sequence[Any]) -> Optional[List[np.ndarray]]:
         """One column per scalar of the layout, or None if a value does not fit it."""
         return _encode(self.shape, values, len(values))
@@ -129,6 +134,19 @@ class Layout:
             return [()] * count
         values, _ = _decode(self.shape, list(columns))
         return values
+
+
+def _flatten(shape: Shape, value: Any, out: List[Any]) -> bool:
+    if isinstance(shape, str):
+        if type(value) is not _TYPE_OF_KIND[shape]:
+            return False
+        if shape == "f" and (value != value or (value == 0.0 and str(value)[0] == "-")):
+            return False  # NaN and -0.0 are never in columns
+        out.append(value)
+        return True
+    if type(value) is not tuple or len(value) != len(shape):
+        return False
+    return all(_flatten(part, item, out) for part, item in zip(shape, value))
 
 
 def _encode(shape: Shape, values: Sequence[Any], n: int) -> Optional[List[np.ndarray]]:

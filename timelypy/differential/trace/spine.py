@@ -30,15 +30,20 @@ from typing import (
     Union,
 )
 
-import numpy as np
-
 from ...instrument import SpineMerged
 from ...progress.frontier import MutableAntichain
 from ..kernel.consolidation import accumulate
 from ..kernel.merge import compact_keys, compact_total, merge_consolidating, merge_product
 from .batch import Batch, BatchData, BatchReader, Vals
 from .builder import BatchBuilder
-from .column_batch import ColumnBatch, compact_columns, merge_columns
+from .column_batch import (
+    ColumnBatch,
+    as_column_run,
+    column_bytes,
+    compact_columns,
+    distinct_keys,
+    merge_columns,
+)
 from .cursor import Cursor
 from .holds import LeastHold
 from .lifecycle import MAINTAINED, SpineState, check_transition
@@ -342,14 +347,8 @@ class Spine:
 
     def key_count(self) -> int:
         """The number of distinct keys stored (without decoding column batches)."""
-        batches = self.batches
-        if batches and all(type(b) is ColumnBatch for b in batches):
-            if len(batches) == 1:
-                return batches[0].key_count()
-            first = batches[0]
-            if all(first.same_layout(b) for b in batches[1:]):
-                return int(len(np.unique(np.concatenate([b.search_keys() for b in batches]))))
-        return len(self.keys())
+        counted = distinct_keys(self.batches)
+        return len(self.keys()) if counted is None else counted
 
     @property
     def path(self) -> str:
@@ -361,11 +360,9 @@ class Spine:
         return "columns" if columns else "objects" if objects else "none"
 
     def stored_bytes(self) -> Optional[int]:
-        """The bytes the column batches' arrays take, or None if a batch is on the object path
-        (whose size Python does not tell cheaply)."""
-        if not all(type(b) is ColumnBatch for b in self.batches):
-            return None
-        return sum(b.nbytes() for b in self.batches if type(b) is ColumnBatch)
+        """The bytes the column batches' arrays take (None if a batch is on the object path,
+        whose size Python does not tell cheaply)."""
+        return column_bytes(self.batches)
 
     def stored_updates(self) -> int:
         """Number of ``(key, val, time, diff)`` entries stored (for compaction tests)."""
@@ -456,7 +453,7 @@ class Spine:
         batches = self.batches
         instruments = self.instruments
         first = batches[j]
-        if type(first) is ColumnBatch and all(first.same_layout(b) for b in batches[j + 1 : i + 1]):
+        if self._columns_run(j, i):
             self._merge_columns(j, i)
             return
         target = first if isinstance(first, BatchBuilder) else BatchBuilder(first)
@@ -478,6 +475,14 @@ class Spine:
                     )
                 )
         batches[j : i + 1] = [target]
+
+    def _columns_run(self, j: int, i: int) -> bool:
+        """Whether batches ``j .. i`` merge as columns (see
+        :func:`~.column_batch.as_column_run`; the object batches are encoded in place)."""
+        run = as_column_run(self.batches[j : i + 1])
+        if run is not None:
+            self.batches[j : i + 1] = run
+        return run is not None
 
     def _merge_columns(self, j: int, i: int) -> None:
         """Merge the column batches ``j .. i`` into one column batch (times advanced to since,
