@@ -138,7 +138,7 @@ def _trace_sizes(trace: Any) -> Dict[str, Any]:
         return {
             **trace.dropped_sizes,
             "since": [_plain_time(t) for t in trace.since],
-            "path": trace.path,
+            "path": _path(trace),
         }
     return {
         "updates": trace.stored_updates(),
@@ -146,8 +146,17 @@ def _trace_sizes(trace: Any) -> Dict[str, Any]:
         "keys": trace.key_count(),
         "bytes": trace.stored_bytes(),
         "since": [_plain_time(t) for t in trace.since],
-        "path": trace.path,
+        "path": _path(trace),
     }
+
+
+def _path(trace: Any) -> str:
+    """Which path a trace's batches took: ``"columns"``, ``"objects"``, ``"mixed"``, or
+    ``"none"`` before the first batch."""
+    objects, columns = trace.sealed_paths
+    if columns and objects:
+        return "mixed"
+    return "columns" if columns else "objects" if objects else "none"
 
 
 class Statistics:

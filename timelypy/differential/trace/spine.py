@@ -126,7 +126,7 @@ class Spine:
         self.dropped_sizes: Optional[Dict[str, int]] = None
         """Updates, batches and keys when dropped (kept only when instruments listen)."""
         self.sealed_paths = [0, 0]
-        """Batches made on the object path and as columns (see :attr:`path`)."""
+        """Batches made on the object path and as columns (the statistics name the path)."""
         self.private = False
         """Made by an operator for its own use (``Collection.join`` arranging its inputs): no
         :class:`~timelypy.differential.collection.Arranged` was handed out, so its readers are
@@ -349,15 +349,6 @@ class Spine:
         """The number of distinct keys stored (without decoding column batches)."""
         counted = distinct_keys(self.batches)
         return len(self.keys()) if counted is None else counted
-
-    @property
-    def path(self) -> str:
-        """Which path the batches made so far took: ``"columns"``, ``"objects"``,
-        ``"mixed"``, or ``"none"`` before the first batch."""
-        objects, columns = self.sealed_paths
-        if columns and objects:
-            return "mixed"
-        return "columns" if columns else "objects" if objects else "none"
 
     def stored_bytes(self) -> Optional[int]:
         """The bytes the column batches' arrays take (None if a batch is on the object path,
