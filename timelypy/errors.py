@@ -118,6 +118,12 @@ class DiffTypeError(TimelyError, TypeError):
     """A diff that is not an integer (``int`` or a numpy integer; not ``bool``, not a float)."""
 
 
+class SchemaError(TimelyError, TypeError):
+    """A record that does not fit the schema declared for its input
+    (``scope.new_collection(schema=...)``); the message names the input, the record and the
+    schema."""
+
+
 class AuthenticationError(TimelyError):
     """A peer failed the job-secret challenge."""
 

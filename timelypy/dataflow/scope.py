@@ -140,8 +140,12 @@ class Scope:
         handle.close()
         return stream
 
-    def new_collection(self, name: str = "Input") -> Tuple[InputSession, Collection]:
-        """A new differential input: returns ``(InputSession, Collection)``.
+    def new_collection(
+        self, name: str = "Input", schema: Any = None
+    ) -> Tuple[InputSession, Collection]:
+        """A new differential input: returns ``(InputSession, Collection)``; ``schema``
+        (``int``, ``float``, ``bool`` or a tuple of them) declares the records fixed-width
+        (checked as they are sent; see :func:`timelypy.differential.input.new_collection`).
 
         The one deliberate upward reference of the timely layer (as differential dataflow's
         ``Input`` trait extends a timely scope): the import is local, so the timely layer does
@@ -152,7 +156,7 @@ class Scope:
         """
         from ..differential.input import new_collection
 
-        return new_collection(self, name)
+        return new_collection(self, name, schema)
 
     def new_collection_from(
         self, records: Iterable[Any], name: str = "Input"

@@ -8,8 +8,15 @@ from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Tuple
 from ..dataflow.input import InputHandle
 from ..dataflow.state import OperatorState
 from ..dataflow.worker_interface import AsWorker
-from ..errors import DiffTypeError, InputClosedError, TimeOrderError, UnhashableDataError
+from ..errors import (
+    DiffTypeError,
+    InputClosedError,
+    SchemaError,
+    TimeOrderError,
+    UnhashableDataError,
+)
 from .collection import Collection
+from .trace.layout import Layout
 
 if TYPE_CHECKING:
     from ..dataflow.scope import Scope
@@ -42,9 +49,15 @@ class InputSession:
     change at once. ``None``: never. Read when the session is made."""
 
     def __init__(
-        self, handle: InputHandle, name: str = "input", worker: Optional[AsWorker] = None
+        self,
+        handle: InputHandle,
+        name: str = "input",
+        worker: Optional[AsWorker] = None,
+        schema: Optional[Layout] = None,
     ) -> None:
         self._handle = handle
+        self.schema = schema
+        """The declared layout of the records (None: not declared), checked as they are sent."""
         self._worker = worker
         self._sent = 0  # updates sent into the dataflow since the worker's step `_sent_step`
         self._sent_step = -1
@@ -252,6 +265,8 @@ class InputSession:
     def _send(self) -> None:
         if self._buffer:
             data, self._buffer = self._buffer, []
+            if self.schema is not None:
+                self._check_schema(data)
             self._handle.send_batch(data)
             self._total += len(data)
             worker = self._worker
@@ -260,6 +275,21 @@ class InputSession:
                     self._sent_step = worker.steps
                     self._sent = 0
                 self._sent += len(data)
+
+    def _check_schema(self, data: List[Tuple[Any, Any, int]]) -> None:
+        """SchemaError naming the first record of ``data`` that does not fit the schema (the
+        whole batch is refused: nothing of it was sent)."""
+        schema = self.schema
+        assert schema is not None
+        records = [u[0] for u in data]
+        if schema.encode(records) is not None:
+            return
+        index = schema.first_misfit(records)
+        record = records[index if index is not None else 0]
+        raise SchemaError(
+            f"input session {self._name!r}: record {record!r} does not fit the declared schema "
+            f"{schema.describe()} (the {len(data)} changes buffered with it were not sent)"
+        )
 
     @property
     def handle(self) -> InputHandle:
@@ -359,14 +389,23 @@ def _time_of(update: Tuple[Any, Any, int]) -> Any:
     return update[1]
 
 
-def new_collection(scope: Scope, name: str = "Input") -> Tuple[InputSession, Collection]:
+def new_collection(
+    scope: Scope, name: str = "Input", schema: Any = None
+) -> Tuple[InputSession, Collection]:
     """A new input collection in ``scope``: returns ``(session, collection)``. The session is
     registered with the worker (flushed at every step, closed when ``build`` returns).
 
-    Example: ``edges_in, edges = new_collection(scope, "edges")``;
+    ``schema`` declares the records fixed-width: ``int``, ``float``, ``bool`` or a tuple of
+    them, nested (``(int, (int, float))``). Every record is checked as the session sends it
+    (:class:`~timelypy.errors.SchemaError` names the first that does not fit), so the
+    arrangements built of the collection keep their batches as columns without a miss. Without
+    one, arrangements detect the layout from the records themselves.
+
+    Example: ``edges_in, edges = new_collection(scope, "edges", schema=(int, int))``;
     ``scope.new_collection("edges")`` calls it."""
+    layout = None if schema is None else Layout.from_types(schema)
     handle, stream = scope.new_input(name, register=False)
-    session = InputSession(handle, name, scope.worker)
+    session = InputSession(handle, name, scope.worker, schema=layout)
     scope.worker.register_input(session)
     return session, Collection(scope, stream)
 

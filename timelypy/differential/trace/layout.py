@@ -78,6 +78,25 @@ def _shape_of(value: Any) -> Optional[Shape]:
     return None
 
 
+def _shape_of_types(spec: Any, whole: Any) -> Shape:
+    for python_type, kind in _KIND_OF_TYPE.items():
+        if spec is python_type:
+            return kind
+    if type(spec) is tuple:
+        return tuple(_shape_of_types(part, whole) for part in spec)
+    raise ValueError(
+        f"schema {whole!r}: {spec!r} is not int, float, bool or a tuple of them (records of "
+        "other types need no schema: they take the object path)"
+    )
+
+
+def _describe(shape: Shape) -> str:
+    if isinstance(shape, str):
+        return _TYPE_OF_KIND[shape].__name__
+    inner = ", ".join(_describe(part) for part in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
 def _kinds(shape: Shape) -> Tuple[str, ...]:
     if isinstance(shape, str):
         return (shape,)
@@ -117,6 +136,27 @@ class Layout:
 
     def __repr__(self) -> str:
         return f"Layout({self.shape!r})"
+
+    @classmethod
+    def from_types(cls, spec: Any) -> "Layout":
+        """The layout a schema declares: ``int``, ``float`` or ``bool``, or a tuple of
+        schemas (``(int, (int, float))``); ValueError for anything else.
+
+        >>> Layout.from_types((int, (float, bool))).shape
+        ('i', ('f', 'b'))
+        """
+        return cls(_shape_of_types(spec, spec))
+
+    def describe(self) -> str:
+        """The layout as the schema that declares it, e.g. ``(int, (int, float))``."""
+        return _describe(self.shape)
+
+    def first_misfit(self, values: Sequence[Any]) -> Optional[int]:
+        """The index of the first value that does not fit the layout, or None."""
+        for index, value in enumerate(values):
+            if self.flatten(value) is None:
+                return index
+        return None
 
     def flatten(self, value: Any) -> Optional[List[Any]]:
         """The scalars of ``value`` in column order, or None if it does not fit the layout."""
