@@ -458,7 +458,8 @@ def test_spine_keeps_merged_column_batches_as_columns() -> None:
     """Fitting batches stay columns through the spine's merges and compaction."""
     pair = _Pair()
     for r in range(40):
-        pair.insert([((k, r % 3), r, 1) for k in range(r % 7 + 1)], r + 1)
+        pair.round = r + 1
+        pair.insert([((k, r % 3), r, 1) for k in range(r % 7 + 1)], pair.round)
     assert pair.columns.column_batches() == len(pair.columns.batches) > 0
     for spine in pair.spines:
         spine.compact()
