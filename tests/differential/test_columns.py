@@ -492,15 +492,15 @@ def _random_operation(rng: random.Random, mixed: float) -> tuple:
     return ("compact",)
 
 
-@over_seeds(range(6))
+@over_seeds(range(4))
 def test_spine_stress_of_columns_against_objects(seed: int) -> None:
     """Long runs (the hypothesis test's runs are short): many geometric merges and compaction
-    passes of column batches; seeds 0-2 all fit (the spine keeps columns to the end), 3-5 mix in
+    passes of column batches; seeds 0-1 all fit (the spine keeps columns to the end), 2-3 mix in
     object batches."""
     rng = random.Random(seed)
     pair = _Pair("tuple" if seed % 2 else "int")
     for _ in range(200):
-        pair.apply(_random_operation(rng, 0.0 if seed < 3 else 0.1))
+        pair.apply(_random_operation(rng, 0.0 if seed < 2 else 0.1))
         pair.check()
-    if seed < 3:
+    if seed < 2:
         assert pair.columns.column_batches() == len(pair.columns.batches) > 0
