@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, List, Optional
 
+from timelypy.differential import arrange
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE
 
 MODES = ("auto", "off")
@@ -50,15 +51,35 @@ def mode_of(script: Any) -> Optional[str]:
     return getattr(script, "columns", None)
 
 
+MIN_UPDATES = 1
+"""The fewest pending updates the arrange operator seals as columns in ``auto`` runs of the
+suite. The engine's own threshold (``arrange.COLUMNS_MIN_UPDATES``, where it has one) keeps
+small batches on the object path for speed; the suite's batches are small, and the column path
+must be right at every size, so runs in ``auto`` lower it (see :func:`columns_mode`)."""
+
+
 @contextlib.contextmanager
 def columns_mode(mode: Optional[str]) -> Iterator[None]:
-    """Run with ``TIMELYPY_COLUMNS=mode`` (None: as it is), putting the old value back.
+    """Run with ``TIMELYPY_COLUMNS=mode`` (None: as it is), and in ``auto`` with batches of
+    :data:`MIN_UPDATES` sealed as columns, putting the old settings back.
 
-    A no-op when the variable already says ``mode``: inline workers are threads of one process,
-    whose builds overlap, so the caller sets the mode around all of them (else the first build
-    to finish would put back a value the others still run in)."""
+    A no-op for what is already so: inline workers are threads of one process, whose builds
+    overlap, so the caller sets the mode around all of them (else the first build to finish
+    would put back a value the others still run in)."""
+    if mode is None:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_environment(mode))
+        if mode == "auto":
+            stack.enter_context(_min_updates(MIN_UPDATES))
+        yield
+
+
+@contextlib.contextmanager
+def _environment(mode: str) -> Iterator[None]:
     saved = os.environ.get(COLUMNS_VARIABLE)
-    if mode is None or saved == mode:
+    if saved == mode:
         yield
         return
     os.environ[COLUMNS_VARIABLE] = mode
@@ -69,6 +90,19 @@ def columns_mode(mode: Optional[str]) -> Iterator[None]:
             os.environ.pop(COLUMNS_VARIABLE, None)
         else:
             os.environ[COLUMNS_VARIABLE] = saved
+
+
+@contextlib.contextmanager
+def _min_updates(least: int) -> Iterator[None]:
+    saved = getattr(arrange, "COLUMNS_MIN_UPDATES", None)
+    if saved is None or saved == least:
+        yield
+        return
+    arrange.COLUMNS_MIN_UPDATES = least  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        arrange.COLUMNS_MIN_UPDATES = saved  # type: ignore[attr-defined]
 
 
 @dataclass
