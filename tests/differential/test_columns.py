@@ -127,13 +127,37 @@ def test_column_batch_reads_as_the_object_batch(case: tuple) -> None:
     assert all(r != 0 for _, _, _, r in columns.updates())
 
 
+PROBES = [
+    0,
+    1,
+    1.0,
+    True,
+    -0.0,
+    float("nan"),
+    2**64,
+    "x",
+    None,
+    (),
+    (0, 0),
+    (1, 1.0),
+    (True, 0),
+    ((0, True), 0),
+    (0, 0, 0),
+]
+
+
 @SETTINGS
 @given(shaped_updates())
 def test_column_batch_decodes_lazily_in_any_order(case: tuple) -> None:
-    """``get`` first (decoding on demand), then the column readers: still the same answers."""
+    """``get`` first (answered before or by decoding), then the column readers: still the same
+    answers."""
     key_shape, val_shape, (updates,) = case
     objects = object_batch(updates, [0], [7])
     columns = column_batch(updates, key_shape, val_shape, [0], [7])
+    # Keys of other types or absent, as a reader of another arrangement may ask: the answer
+    # is the dictionary's (equal numbers are the same key: 1, 1.0 and True).
+    for probe in PROBES:
+        assert sorted(columns.get(probe) or []) == sorted(objects.get(probe) or []), probe
     first = next(iter(objects.keys()), None)
     if first is not None:
         assert sorted(columns.get(first) or []) == sorted(objects.get(first) or [])
