@@ -33,8 +33,14 @@ Every registered function declares the record type it takes and returns, and
 ``'int'``     a plain int (e.g. the keys fed to ``semijoin``)
 ``'joined'``  ``(key, (val1, val2))`` -- the output of ``join``
 ``'pcount'``  ``((key, val), n)`` -- the output of ``count`` over pairs
+``'text'``    ``(key, name)`` -- a pair whose value is a string (``'n0'`` .. ``'n5'``)
 
-``count`` over ints gives ``(x, n)``, which is a ``'pair'``. ``reduce`` and ``count`` can produce
+``count`` over ints gives ``(x, n)``, which is a ``'pair'``.
+
+The types are chosen for the two paths of the engine's arrangements: ints and tuples of ints
+are fixed-width (kept as numpy columns), ``'text'`` records are not (kept as Python objects),
+and the map ``widen`` puts ints beyond int64 into pairs, so that one arrangement sees batches
+that fit columns and batches that do not. ``reduce`` and ``count`` can produce
 values outside 0..5; functions flagged ``closed=True`` map *any* ints back into 0..5 (``% 6``),
 which is what keeps iterate bodies on a finite domain.
 
@@ -102,6 +108,7 @@ __all__ = [
     "INT",
     "JOINED",
     "PCOUNT",
+    "TEXT",
     "RECORD_TYPES",
     # AST
     "Node",
@@ -164,7 +171,8 @@ PAIR = "pair"
 INT = "int"
 JOINED = "joined"
 PCOUNT = "pcount"
-RECORD_TYPES = (PAIR, INT, JOINED, PCOUNT)
+TEXT = "text"
+RECORD_TYPES = (PAIR, INT, JOINED, PCOUNT, TEXT)
 
 
 class ProgramError(ValueError):
@@ -325,6 +333,25 @@ def count_mod6(r: Tuple[Tuple[int, int], int]) -> int:
     return r[1] % 6
 
 
+WIDE = 2**64
+"""What :func:`widen` adds: ints this large do not fit an ``int64`` column."""
+
+
+def widen(kv: Tuple[int, int]) -> Tuple[int, int]:
+    """``(k, v) -> (k, v + 2**64)``: a value beyond int64 (the object path's records)."""
+    return (kv[0], kv[1] + WIDE)
+
+
+def spell(kv: Tuple[int, int]) -> Tuple[int, str]:
+    """``(k, v) -> (k % 6, 'n<v % 6>')``: a pair as text."""
+    return (kv[0] % 6, f"n{kv[1] % 6}")
+
+
+def unspell(kt: Tuple[int, str]) -> Tuple[int, int]:
+    """``(k, 'n<i>') -> (k % 6, i)``: text back to a pair."""
+    return (kt[0] % 6, int(kt[1][1:]))
+
+
 MAPS: Dict[str, Fn] = _registry(
     Fn("identity", identity, PAIR, PAIR),
     Fn("swap", swap, PAIR, PAIR),
@@ -348,6 +375,9 @@ MAPS: Dict[str, Fn] = _registry(
     Fn("count_key", count_key, PCOUNT, PAIR, closed=True),
     Fn("count_val", count_val, PCOUNT, PAIR, closed=True),
     Fn("count_mod6", count_mod6, PCOUNT, INT, closed=True),
+    Fn("widen", widen, PAIR, PAIR),
+    Fn("spell", spell, PAIR, TEXT),
+    Fn("unspell", unspell, TEXT, PAIR),
 )
 """``Map`` functions, by name."""
 
@@ -390,6 +420,16 @@ def count_pos(r: Tuple[Tuple[int, int], int]) -> bool:
     return r[1] > 0
 
 
+def text_key_even(kt: Tuple[int, str]) -> bool:
+    """Text pairs whose key is even."""
+    return kt[0] % 2 == 0
+
+
+def name_lt_n3(kt: Tuple[int, str]) -> bool:
+    """Text pairs whose name sorts before ``'n3'``."""
+    return kt[1] < "n3"
+
+
 FILTERS: Dict[str, Fn] = _registry(
     Fn("key_even", key_even, PAIR),
     Fn("val_lt3", val_lt3, PAIR),
@@ -398,6 +438,8 @@ FILTERS: Dict[str, Fn] = _registry(
     Fn("lt3", lt3, INT),
     Fn("same_vals", same_vals, JOINED),
     Fn("count_pos", count_pos, PCOUNT),
+    Fn("text_key_even", text_key_even, TEXT),
+    Fn("name_lt_n3", name_lt_n3, TEXT),
 )
 """``Filter`` predicates, by name."""
 

@@ -11,6 +11,7 @@ Data and drivers:
 
 * :func:`pair_records`, :func:`zsets` -- records and weighted collections (evaluator inputs).
 * :func:`update_streams` -- a script of input-session actions with frequent retractions.
+* :func:`program_and_script` -- a program, a script and the ``TIMELYPY_COLUMNS`` mode to run in.
 * :func:`times`, :func:`product_times`, :func:`time_strategies`, :func:`antichains`,
   :func:`batches` -- timestamps and ``(data, time, diff)`` batches.
 """
@@ -24,6 +25,8 @@ from hypothesis import strategies as st
 from oracle import reference as ref
 
 from timelypy.order import Product, less_equal
+
+from .columns import MODES, Script
 
 __all__ = [
     "KEY_RANGE",
@@ -143,6 +146,8 @@ def _leaf(draw: Any, typ: str, ctx: _Ctx) -> Node:
         return ref.Join(_leaf(draw, ref.PAIR, ctx), _leaf(draw, ref.PAIR, ctx))
     if typ == ref.PCOUNT:
         return ref.Count(_leaf(draw, ref.PAIR, ctx))
+    if typ == ref.TEXT:
+        return ref.Map(_leaf(draw, ref.PAIR, ctx), "spell")
     raise ValueError(typ)
 
 
@@ -169,6 +174,9 @@ def _options(typ: str, depth: int, ctx: _Ctx) -> List[str]:
     if typ == ref.PAIR:
         # Listed twice: the pair-only constructions would otherwise be rare.
         opts += ["semijoin", "antijoin", "reduce", "count"] * 2
+        # Records that do not fit numpy columns (strings; ints beyond int64, not where time
+        # bounds are read from values), so that arrangements take both paths.
+        opts += ["text"] if ctx.temporal else ["text", "wide"]
         if ctx.loops < ctx.max_loops and depth >= 2:
             opts += ["iterate"] * (4 if ctx.loops == 0 else 1)
     elif typ == ref.JOINED:
@@ -189,6 +197,8 @@ def _gen(draw: Any, typ: str, depth: int, ctx: _Ctx) -> Node:
         fns = _names(ref.MAPS, out=typ)
         if ctx.linear_only:
             fns = [f for f in fns if ref.MAPS[f].arg in (ref.PAIR, ref.INT)]
+        if ctx.temporal:  # time bounds are read from the values: keep them small
+            fns = [f for f in fns if f != "widen"]
         fn = ref.MAPS[draw(st.sampled_from(fns))]
         return ref.Map(_gen(draw, fn.arg, sub, ctx), fn.name)
     if kind == "filter":
@@ -233,6 +243,11 @@ def _gen(draw: Any, typ: str, depth: int, ctx: _Ctx) -> Node:
         return ref.FreezeAt(_gen(draw, typ, sub, ctx), cutoff)
     if kind == "iterate":
         return _iterate(draw, sub, ctx)
+    if kind == "text":
+        return ref.Map(_gen(draw, ref.TEXT, sub, ctx), "unspell")
+    if kind == "wide":  # pairs of which some have values beyond int64
+        wide = ref.Map(_gen(draw, ref.PAIR, sub, ctx), "widen")
+        return ref.Concat(wide, _gen(draw, ref.PAIR, sub, ctx))
     raise AssertionError(kind)
 
 
@@ -472,10 +487,18 @@ def batches(
 
 
 @st.composite
-def program_and_script(draw, program_strategy: Optional[st.SearchStrategy] = None):
+def program_and_script(
+    draw,
+    program_strategy: Optional[st.SearchStrategy] = None,
+    columns: Sequence[str] = MODES,
+):
     """``(program, script, n_inputs)``: a program (``programs(max_depth=4)`` unless
-    ``program_strategy`` is given) and an update stream over its inputs."""
+    ``program_strategy`` is given) and an update stream over its inputs, a
+    :class:`~support.columns.Script` naming the ``TIMELYPY_COLUMNS`` mode it runs in, drawn
+    from ``columns`` (both by default: each mode runs about half of a test's examples, and the
+    suite checks both paths without running twice)."""
     program = draw(program_strategy if program_strategy is not None else programs(max_depth=4))
     n_inputs = program.n_inputs
     script = draw(update_streams(n_inputs, max_actions=30))
-    return program, script, n_inputs
+    mode = draw(st.sampled_from(list(columns)))
+    return program, Script(script, mode), n_inputs

@@ -170,9 +170,7 @@ class Layout:
     def decode(self, columns: Sequence[np.ndarray], count: int) -> List[Any]:
         """The ``count`` values the columns hold (``len(columns) == width``), as Python
         objects (``count`` is needed for the empty tuple, which has no column)."""
-        if self.width == 0:
-            return [()] * count
-        values, _ = _decode(self.shape, list(columns))
+        values, _ = _decode(self.shape, list(columns), count)
         return values
 
 
@@ -216,14 +214,17 @@ def _encode(shape: Shape, values: Sequence[Any], n: int) -> Optional[List[np.nda
     return out
 
 
-def _decode(shape: Shape, columns: List[np.ndarray]) -> Tuple[List[Any], List[np.ndarray]]:
-    """The values of ``shape`` from the first columns, and the columns left."""
+def _decode(
+    shape: Shape, columns: List[np.ndarray], count: int
+) -> Tuple[List[Any], List[np.ndarray]]:
+    """The ``count`` values of ``shape`` from the first columns, and the columns left (an
+    empty tuple, at any depth, has no column: ``count`` says how many there are)."""
     if isinstance(shape, str):
         return columns[0].tolist(), columns[1:]
     parts = []
     for part in shape:
-        values, columns = _decode(part, columns)
+        values, columns = _decode(part, columns, count)
         parts.append(values)
     if not parts:
-        raise ValueError("the empty tuple has no column to count its values by")
+        return [()] * count, columns
     return list(zip(*parts)), columns
