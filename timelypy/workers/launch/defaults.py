@@ -18,11 +18,38 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["WORKERS_ENV", "BACKEND_ENV", "RAY_ADDRESS_ENV", "resolve_run"]
+__all__ = [
+    "WORKERS_ENV",
+    "BACKEND_ENV",
+    "RAY_ADDRESS_ENV",
+    "ENGINE_SETTINGS",
+    "apply_engine_settings",
+    "engine_settings",
+    "resolve_run",
+]
 
 WORKERS_ENV = "TIMELYPY_WORKERS"
 BACKEND_ENV = "TIMELYPY_BACKEND"
 RAY_ADDRESS_ENV = "TIMELYPY_RAY_ADDRESS"
+
+ENGINE_SETTINGS = ("TIMELYPY_COLUMNS", "TIMELYPY_GC")
+"""The environment variables a worker reads while it runs (the column path, the collector
+policy): the launchers hand the driver's values to every worker process and actor, whose own
+environment was fixed when its server or node started."""
+
+
+def engine_settings() -> Dict[str, Optional[str]]:
+    """The driver's :data:`ENGINE_SETTINGS` (None: unset), to hand to a worker."""
+    return {name: os.environ.get(name) for name in ENGINE_SETTINGS}
+
+
+def apply_engine_settings(settings: Dict[str, Optional[str]]) -> None:
+    """In a worker: take the driver's :data:`ENGINE_SETTINGS` (unset where it had none)."""
+    for name, value in settings.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def resolve_run(

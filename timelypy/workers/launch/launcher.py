@@ -59,6 +59,7 @@ import cloudpickle
 from ...communication.credit import DEFAULT_WINDOW
 from ...communication.mesh import Address, MeshSettings, SocketMesh
 from ...errors import WaitTimeoutError
+from .defaults import apply_engine_settings, engine_settings
 from .supervise import (
     HEARTBEAT_TIMEOUT,
     Supervisor,
@@ -174,8 +175,10 @@ def _child_main(
     settings: MeshSettings,
     startup_timeout: float,
     heartbeat: Optional[float] = None,
+    environment: Optional[Dict[str, Optional[str]]] = None,
 ) -> None:
     """Entry point of one worker process (runs in the child)."""
+    apply_engine_settings(environment or {})
     # Ctrl-C goes to the whole process group; the launcher decides how its workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.path[:] = sys_path  # so that functions pickled by reference import as in the parent
@@ -388,6 +391,7 @@ def _start(
                 settings,
                 startup_timeout,
                 heartbeat,
+                engine_settings(),
             ),
             name=f"timelypy-worker-{i}",
         )

@@ -65,6 +65,7 @@ from ...communication.mesh import MeshSettings
 from ...errors import WaitTimeoutError
 from ..worker import Build
 from . import ray_start
+from .defaults import apply_engine_settings, engine_settings
 from .ray_start import ensure_ray, shutdown
 from .ray_start import import_ray as _ray
 from .supervise import (
@@ -109,10 +110,17 @@ class TimelypyWorker:
     """One worker of one job, hosted in a Ray actor (wrapped with ``ray.remote`` lazily)."""
 
     def __init__(
-        self, index: int, peers: int, secret: bytes, use_node_ip: bool, sys_path: List[str]
+        self,
+        index: int,
+        peers: int,
+        secret: bytes,
+        use_node_ip: bool,
+        sys_path: List[str],
+        environment: Optional[Dict[str, Optional[str]]] = None,
     ) -> None:
         from ...communication.mesh import SocketMesh
 
+        apply_engine_settings(environment or {})
         # Functions pickled by reference (a test module, a script's helpers) import as in the
         # driver: add the driver's search path after the actor's own.
         for entry in sys_path:
@@ -377,7 +385,7 @@ def _start_actors(job: _Actors, workers: int, pg: Any, num_cpus: float, secret: 
             )
         job.actors.append(
             cls.options(num_cpus=num_cpus, scheduling_strategy=strategy).remote(
-                i, workers, secret, use_node_ip, sys_path
+                i, workers, secret, use_node_ip, sys_path, engine_settings()
             )
         )
 
