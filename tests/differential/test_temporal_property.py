@@ -20,7 +20,20 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
+from oracle import reference as ref
+from oracle.reference import (
+    Antijoin,
+    Concat,
+    Consolidate,
+    Distinct,
+    FreezeAt,
+    Input,
+    Iterate,
+    Map,
+    Program,
+    Variable,
+)
 from support import strategies as strat
 from support.harness import run_and_check
 from support.strategies import program_and_script
@@ -54,8 +67,48 @@ def test_temporal_programs_built_directly_one_worker(case):
     run_and_check(program, script, n_inputs, workers=1, direct=True)
 
 
+# A freeze_at in a loop body at time 1 reads the loop's rounds at time 0, which settle only at
+# round 2: at time 1, round 1 repeats round 0 (both empty) and round 2 does not. Found by
+# hypothesis (the reference stopped at the first repeated round and expected nothing at time 1).
+FREEZE_IN_LOOP = Program(
+    Iterate(
+        Consolidate(Antijoin(Input(1), Map(Input(0), "key"))),
+        Distinct(Concat(Map(Map(FreezeAt(Variable(), "key"), "halve_key"), "mod6"), Variable())),
+    ),
+    n_inputs=2,
+)
+FREEZE_IN_LOOP_SCRIPT = [
+    ("advance", 0, 1),
+    ("update", 0, (0, 0), 1),
+    ("update", 0, (0, 0), 1),
+    ("update_at", 1, (0, 0), 0, 1),
+    ("update", 1, (0, 0), -1),
+    ("step", 1),
+    ("step", 1),
+    ("update", 1, (2, 0), 1),
+    ("close", 1),
+    ("update", 0, (0, 0), 1),
+    ("update", 0, (2, 0), 1),
+]
+
+
+def test_freeze_at_in_a_loop_reads_the_earlier_time_round_by_round():
+    """Time 0: the loop starts from {(2,0)}; halve_key adds (1,0) at round 1 and (0,0) at
+    round 2 (cutoff 0: (0,0) itself is never frozen in). Time 1: the source is empty (input 0
+    antijoins key 2 away), so round 0 is empty; round 1 freezes round 0 of time 0 ((1,0) is not
+    there yet): empty again; round 2 freezes round 1 of time 0, where (1,0) is, cutoff 1 keeps
+    its time-0 weight, halve_key makes it (0,0), which stays in every later round."""
+    by_input = ref.script_updates(FREEZE_IN_LOOP_SCRIPT, 2)
+    assert ref.evaluate_at(FREEZE_IN_LOOP, by_input, 0) == {(0, 0): 1, (1, 0): 1, (2, 0): 1}
+    assert ref.evaluate_at(FREEZE_IN_LOOP, by_input, 1) == {(0, 0): 1}
+    run_and_check(FREEZE_IN_LOOP, FREEZE_IN_LOOP_SCRIPT, 2, workers=1)
+    run_and_check(FREEZE_IN_LOOP, FREEZE_IN_LOOP_SCRIPT, 2, workers=1, direct=True)
+    run_and_check(FREEZE_IN_LOOP, FREEZE_IN_LOOP_SCRIPT, 2, workers=2, backend="inline")
+
+
 @_settings(EXAMPLES // 2)
 @given(program_and_script(ITERATIVE))
+@example((FREEZE_IN_LOOP, FREEZE_IN_LOOP_SCRIPT, 2))
 def test_temporal_stages_inside_iterate_one_worker(case):
     """Product times: the loop's body filters and freezes on the outer coordinate."""
     program, script, n_inputs = case

@@ -12,7 +12,9 @@ at the (outer, int) time ``T``, where ``h(t)`` gives the inputs accumulated at a
 ``t`` (what :class:`~timelypy.plan.FreezeAt` reads). Inside a fixpoint, round ``i`` at time
 ``T`` is the ``i``-th iterate of the loop on the inputs at ``T`` (the engine's ``Product(T,
 i)``): a ``FreezeAt`` in a body reads its input at round ``i`` of the same loop at the earlier
-time, evaluated from scratch there.
+time, evaluated from scratch there. Such a loop's body depends on the round, not only on
+``x(i)``: it has reached its limit when ``x(i+1) == x(i)`` *and* the loops at the earlier
+times have reached theirs by round ``i``.
 """
 
 from __future__ import annotations
@@ -355,10 +357,11 @@ def _loop_rounds(p: n.Fixpoint, env: _Env) -> List[Dict[str, ZSet]]:
     if rounds is None:
         x = {name: _eval(i, env) for name, i in zip(p.names, p.initial)}
         rounds = [x]
+        reads_past = env.time is not None and _reads_other_times(p)
         for i in range(env.max_iterations):
             inner = env.round(p, i, x)
             nxt = {name: _eval(b, inner) for name, b in zip(p.names, p.bodies)}
-            if nxt == x:
+            if nxt == x and (not reads_past or _earlier_rounds_settled(p, env, i)):
                 break
             x = nxt
             rounds.append(x)
@@ -368,6 +371,32 @@ def _loop_rounds(p: n.Fixpoint, env: _Env) -> List[Dict[str, ZSet]]:
             )
         env.memo[loop] = rounds
     return rounds  # type: ignore[no-any-return]
+
+
+def _reads_other_times(p: n.Fixpoint) -> bool:
+    """Whether a ``FreezeAt`` is in ``p``'s bodies (round ``i`` then reads round ``i`` of the
+    same loop at earlier times)."""
+    seen: set = set()
+    todo: List[n.Plan] = list(p.bodies)
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, n.FreezeAt):
+            return True
+        todo.extend(node.children())
+    return False
+
+
+def _earlier_rounds_settled(p: n.Fixpoint, env: _Env, i: int) -> bool:
+    """Whether round ``i`` of ``p`` at ``env``'s time is at or past the last round of ``p`` at
+    every earlier time: ``x(i+1) == x(i)`` is a fixed point only then. Before, a ``FreezeAt``
+    in the body reads round ``i`` at an earlier time, which may still change (the engine's
+    ``Product(t, i)``): a loop whose round ``i + 1`` repeats round ``i`` at time ``T`` can
+    still move at round ``i + 2`` when the loop at ``t < T`` does."""
+    assert env.time is not None
+    return all(i >= len(_loop_rounds(p, env.at(t))) - 1 for t in range(FIRST_TIME, env.time))
 
 
 def _ev_fixpoint(p: n.Fixpoint, env: _Env) -> ZSet:

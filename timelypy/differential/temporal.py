@@ -9,7 +9,11 @@ with the map / filter / flat_map chain around it (:mod:`.fusion`).
 
 Bounds are in the outermost coordinate of the scope's time: in a nested scope (``Product``
 times) ``lower`` and ``upper`` move the outer time and keep the inner rounds. ``None`` is
-unbounded: no ``lower`` means present from arrival, no ``upper`` means never leaves.
+unbounded: no ``lower`` means present from arrival, no ``upper`` means never leaves. In a loop,
+``freeze_at`` keeps the updates at ``Product(t, i)`` with ``t`` before the cutoff: round ``i``
+at a later time sees round ``i`` of the last time before the cutoff, so the loop at the later
+time can still change after a round that repeated the one before, until the rounds it reads
+have settled.
 
 A bound that does not compare with the time (a string bound on int times) is a ``TypeError``
 naming the record, the bound and the time; the operator running the stage reports it as an

@@ -58,6 +58,11 @@ Their bounds are expressions over the row or :class:`Fn` s of the record; a boun
 ``None`` (or gives ``None``) is no bound. They are linear: the lowering fuses them with the
 maps and filters around them.
 
+In a fixpoint's body, a ``FreezeAt`` at round ``i`` reads round ``i`` of the same loop at the
+earlier time (the engine's ``Product(t, i)``), so the body depends on the round: a round that
+repeats the one before is the limit only once the loops at the earlier times have reached
+theirs.
+
 A Datalog stratum is one :class:`Fixpoint` whose bodies are ``Distinct(Union(initial, rules))``
 (semi-naive by construction: the loop's operators see only each round's changes).
 """
