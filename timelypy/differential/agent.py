@@ -17,7 +17,7 @@ from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import TimelyError
 from ..progress.frontier import Antichain
-from .trace import Batch, Cursor, Spine
+from .trace import Batch, BatchReader, Cursor, Spine
 
 if TYPE_CHECKING:
     from ..dataflow.scope import Scope
@@ -181,7 +181,7 @@ class _ImportListener:
     def __init__(self, op: "ImportOperator"):
         self.op = op
 
-    def notify(self, batch: Batch) -> None:
+    def notify(self, batch: BatchReader) -> None:
         """A new batch (and the upper frontier it reaches)."""
         self.op.queue.append(("batch", batch))
         self.op.queue.append(("upper", list(batch.upper)))

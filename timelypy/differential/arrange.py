@@ -473,13 +473,16 @@ class _ColumnChoice:
         if self.key_layout is None:
             first = pending[0][0]
             if type(first) is not tuple or len(first) != 2:
-                return self._miss(give_up=True)
+                self._miss(give_up=True)
+                return None
             self.key_layout, self.val_layout = Layout.of(first[0]), Layout.of(first[1])
             if self.key_layout is None or self.val_layout is None:
-                return self._miss(give_up=True)
+                self._miss(give_up=True)
+                return None
         encoded = encode_updates(pending, self.key_layout, self.val_layout)
         if encoded is None:
-            return self._miss(give_up=self.misses >= 2)
+            self._miss(give_up=self.misses >= 2)
+            return None
         key_layout, val_layout, key_cols, val_cols, times, diffs = encoded
         keep: List[Update] = []
         if bound is not None and times.max() >= bound:
@@ -556,12 +559,12 @@ class _CheckpointLog:
 
     def __init__(self, limit: int):
         self.limit = limit
-        self.segments: List[Tuple[_Base, List[Batch]]] = []
-        self.pending: List[Batch] = []
+        self.segments: List[Tuple[_Base, List[BatchReader]]] = []
+        self.pending: List[BatchReader] = []
         self.count = 0
         self.overflow = False
 
-    def notify(self, batch: Batch) -> None:
+    def notify(self, batch: BatchReader) -> None:
         if self.overflow or not batch.count:
             return
         self.pending.append(batch)
@@ -580,7 +583,7 @@ class _CheckpointLog:
         pass
 
 
-def _segment_pieces(batches: List[Batch]) -> Callable[[], List[Tuple[int, Any]]]:
+def _segment_pieces(batches: List[BatchReader]) -> Callable[[], List[Tuple[int, Any]]]:
     """The keyed pieces of a log segment (a key may have a piece per batch)."""
 
     def pieces() -> List[Tuple[int, Any]]:
@@ -592,7 +595,7 @@ def _segment_pieces(batches: List[Batch]) -> Callable[[], List[Tuple[int, Any]]]
     return pieces
 
 
-def _base_pieces(spine: Spine, logged: List[Batch]) -> Callable[[], List[Tuple[int, Any]]]:
+def _base_pieces(spine: Spine, logged: List[BatchReader]) -> Callable[[], List[Tuple[int, Any]]]:
     """The pieces of the base: the spine's batches, less the batches logged since the base
     (their updates with negated diffs), so that base and log together are the trace. Asked
     for once per base by a store that keeps what it wrote, and again only by one that lost

@@ -225,7 +225,7 @@ class ColumnBatch(BatchReader):
         updates = [((k, v), t, r) for k, vals in batch.items() for v, t, r in vals]
         if not updates:
             cols: List[np.ndarray] = [np.empty(0, d) for d in self.key_layout.dtypes]
-            vals = [np.empty(0, d) for d in self.val_layout.dtypes]
+            vals: List[np.ndarray] = [np.empty(0, d) for d in self.val_layout.dtypes]
             empty = np.empty(0, np.int64)
             return ColumnBatch(
                 self.key_layout,

@@ -192,7 +192,7 @@ def _encode(shape: Shape, values: Sequence[Any], n: int) -> Optional[List[np.nda
         if set(map(type, values)) - {_TYPE_OF_KIND[shape]}:
             return None
         try:
-            column = np.fromiter(values, _DTYPE_OF_KIND[shape], n)
+            column: np.ndarray = np.fromiter(values, _DTYPE_OF_KIND[shape], n)
         except OverflowError:
             return None
         if shape == "f" and n and (np.isnan(column).any() or np.signbit(column[column == 0]).any()):

@@ -73,7 +73,7 @@ class Reader(Protocol):
 class Listener(Protocol):
     """Told of every new batch and of every region sealed without updates (an import)."""
 
-    def notify(self, batch: Batch) -> None:
+    def notify(self, batch: BatchReader) -> None:
         """A new batch."""
 
     def notify_upper(self, upper: List[Any]) -> None:
@@ -123,7 +123,7 @@ class Spine:
         self._pins = 0
         self.state = SpineState.LIVE
         """Where the spine is in its life (see :mod:`.lifecycle`)."""
-        self.dropped_sizes: Optional[Dict[str, int]] = None
+        self.dropped_sizes: Optional[Dict[str, Optional[int]]] = None
         """Updates, batches and keys when dropped (kept only when instruments listen)."""
         self.sealed_paths = [0, 0]
         """Batches made on the object path and as columns (the statistics name the path)."""
@@ -479,7 +479,7 @@ class Spine:
         """Merge the column batches ``j .. i`` into one column batch (times advanced to since,
         consolidated): O(updates of the run), with numpy."""
         batches = self.batches
-        run = batches[j : i + 1]
+        run = [b for b in batches[j : i + 1] if type(b) is ColumnBatch]
         merged = merge_columns(run, list(self._since.frontier))
         instruments = self.instruments
         if instruments is not None and instruments.enabled:
