@@ -172,8 +172,8 @@ class JoinOperator(OperatorCore):
         maker = _COLUMN_PRODUCTS.get(product) if self.order.is_total else None
         self._builders = None if maker is None else (maker(True, logic), maker(False, logic))
         self._fits: Dict[int, Tuple[ColumnBatch, bool]] = {}
-        """Whether a column batch's diffs multiply within ``int64``, by batch (kept for the
-        batches of the latest work)."""
+        """Whether a column batch's diffs multiply within ``int64``, by batch identity (the
+        batches the traces hold: pruned when they maintain)."""
         self.column_batches = 0
         """Batches joined on the column path."""
         self.object_batches = 0
@@ -298,19 +298,23 @@ class JoinOperator(OperatorCore):
             if type(o) is not ColumnBatch or o.key_layout != layout:
                 return None
         fits = self._fits
-        self._fits = {}
         for o in [batch, *others]:
             known = fits.get(id(o))
-            ok = known[1] if known is not None and known[0] is o else diffs_fit(o.diffs)
-            self._fits[id(o)] = (o, ok)
-            if not ok:
+            if known is None or known[0] is not o:
+                known = fits[id(o)] = (o, diffs_fit(o.diffs))
+            if not known[1]:
                 return None
         columns = cast(List[ColumnBatch], others)  # (checked above)
         starts = batch.starts()
         keys = batch.search_keys()[starts]
+        ends = np.empty_like(starts)
+        ends[:-1] = starts[1:]
+        ends[-1:] = batch.count
         ranges = [key_ranges(keys, o.search_keys()) for o in columns]
-        ends = np.append(starts[1:], batch.count)
-        offsets = pair_offsets(starts, batch.count, ranges)
+        offsets, hit = pair_offsets(starts, ends, ranges)
+        if not all(hit):  # (a small batch against a spine: most batches lack its keys)
+            columns = [o for o, h in zip(columns, hit) if h]
+            ranges = [r for r, h in zip(ranges, hit) if h]
         return _ColumnJoin(columns, starts, ends, ranges, offsets)
 
     def _join_columns(self, work: _JoinWork, fuel: int) -> List[Any]:
@@ -390,6 +394,7 @@ class JoinOperator(OperatorCore):
         moves alone, so it may not have seen its inputs close)."""
         self.ha.close()
         self.hb.close()
+        self._fits = {}
 
     def _release(self) -> None:
         """Trace a is only ever joined with future b updates, and vice versa: let each trace
@@ -404,12 +409,17 @@ class JoinOperator(OperatorCore):
         if not fb and not self.ha.closed and self._finished(1):
             self._let_go(self.ha)
         if not fa and not fb:
+            self._fits = {}
             return
         self.ha.set_logical_compaction(self.a.unmap_frontier(fb) if fb else [])
         self.hb.set_logical_compaction(self.b.unmap_frontier(fa) if fa else [])
         self.a.spine.maintain()
         if self.b.spine is not self.a.spine:
             self.b.spine.maintain()
+        if self._fits:  # forget merged-away batches (each entry keeps its batch alive)
+            live = {id(b) for b in self.a.spine.batches}
+            live.update(id(b) for b in self.b.spine.batches)
+            self._fits = {k: v for k, v in self._fits.items() if k in live}
 
     def _let_go(self, handle: TraceAgent) -> None:
         handle.close()

@@ -10,9 +10,10 @@ Contract. :func:`key_ranges` gives, for each distinct key of ``mine`` (a sorted
 :func:`.columns.search_array` of them), the rows ``[lo, hi)`` of the equal keys in ``theirs``
 (the sorted search array of another batch's updates). :func:`pair_offsets` gives the running
 count of matching pairs over the keys of ``mine`` (``offsets[k]``: the pairs of the keys before
-``k``; one entry more than keys), given each key's first update (``starts``), the number of
-updates of ``mine`` and the ranges against every other batch. :func:`chunk_end` gives the end
-``e > k`` of the keys from ``k`` whose pairs make at least ``fuel`` (or every key left).
+``k``; one entry more than keys), given each key's rows ``[starts, ends)`` in ``mine`` and the
+ranges against every other batch, and which of those batches match any key at all.
+:func:`chunk_end` gives the end ``e > k`` of the keys from ``k`` whose pairs make at least
+``fuel`` (or every key left).
 :func:`expand_pairs` gives the index pairs ``(i, j)`` of those keys against one other batch,
 ``i``-major (``i`` rows of ``mine``, ``j`` rows of ``theirs``). :func:`pair_updates` gives the
 joined times (``max(t1, t2)``) and diffs (``r1 * r2``) of such pairs as Python lists.
@@ -35,9 +36,9 @@ Example:
 >>> mine, starts = np.array([1, 2]), np.array([0, 1])
 >>> theirs = np.array([1, 1, 3])
 >>> lo, hi = key_ranges(mine, theirs)
->>> offsets = pair_offsets(starts, 2, [(lo, hi)])
->>> offsets.tolist(), chunk_end(offsets, 0, 1)
-([0, 2, 2], 1)
+>>> offsets, hit = pair_offsets(starts, np.array([1, 2]), [(lo, hi)])
+>>> offsets.tolist(), hit, chunk_end(offsets, 0, 1)
+([0, 2, 2], [True], 1)
 >>> [a.tolist() for a in expand_pairs(starts[:1], np.array([1]), lo[:1], hi[:1])]
 [[0, 0], [0, 1]]
 >>> column_pairs(True)([1], ["a"], ["b"], [3], [2])
@@ -73,15 +74,23 @@ def key_ranges(mine_keys: np.ndarray, theirs: np.ndarray) -> Ranges:
     return np.searchsorted(theirs, mine_keys, "left"), np.searchsorted(theirs, mine_keys, "right")
 
 
-def pair_offsets(starts: np.ndarray, count: int, ranges: Sequence[Ranges]) -> np.ndarray:
-    """The running count of matching pairs before each key (one entry more than keys)."""
-    sizes = np.diff(starts, append=count) if len(starts) else starts
+def pair_offsets(
+    starts: np.ndarray, ends: np.ndarray, ranges: Sequence[Ranges]
+) -> Tuple[np.ndarray, List[bool]]:
+    """The running count of matching pairs before each key (one entry more than keys), and
+    whether each range matches any key."""
     matched = np.zeros(len(starts), dtype=np.int64)
+    hit: List[bool] = []
     for lo, hi in ranges:
-        matched += hi - lo
+        n = hi - lo
+        if n.any():
+            matched += n
+            hit.append(True)
+        else:
+            hit.append(False)
     offsets = np.zeros(len(starts) + 1, dtype=np.int64)
-    np.cumsum(sizes * matched, out=offsets[1:])
-    return offsets
+    np.cumsum((ends - starts) * matched, out=offsets[1:])
+    return offsets, hit
 
 
 def chunk_end(offsets: np.ndarray, start: int, fuel: int) -> int:
