@@ -5,9 +5,11 @@ Random update streams of fixed-width records (int, float and bool fields, tuple 
 with ``TIMELYPY_COLUMNS=auto`` and ``off``: the accumulated output at every time is the same on
 both, and equal to the join of the accumulated inputs (the join is bilinear). Some streams carry
 a record that does not fit columns (a string), so that column and object batches mix in one
-trace. Deterministic cases check that the column path is really taken (the join's
-``column_batches`` counter), that tiny fuel resumes it exactly, that diffs whose products would
-overflow ``int64`` fall back to the object path, and one run on worker processes.
+trace. Small column batches (which read the other trace only at their keys) and large ones
+(matched on their columns) are both exercised. Deterministic cases check that the column path
+is really taken (the join's ``column_batches`` counter), that tiny fuel resumes it exactly, that
+diffs whose products would overflow ``int64`` fall back to the object path, and one run on
+worker processes.
 """
 
 from __future__ import annotations
@@ -182,7 +184,14 @@ PROPERTY = settings(
 
 @pytest.mark.parametrize("kind", sorted(PRODUCTS))
 @pytest.mark.parametrize("workers", [1, 2])
-def test_random_streams_give_the_same_answers_on_both_paths(kind, workers, monkeypatch):
+@pytest.mark.parametrize("small_batch", [0, JoinOperator.small_batch])
+def test_random_streams_give_the_same_answers_on_both_paths(
+    kind, workers, small_batch, monkeypatch
+):
+    """``small_batch`` 0: every column batch is matched on its columns; else the small ones
+    read the other trace at their keys."""
+    monkeypatch.setattr(JoinOperator, "small_batch", small_batch)
+
     @PROPERTY
     @given(streams(kind))
     def check(rounds):
@@ -192,10 +201,11 @@ def test_random_streams_give_the_same_answers_on_both_paths(kind, workers, monke
 
 
 @PROPERTY
-@given(st.sampled_from(sorted(PRODUCTS)), st.data())
-def test_random_streams_with_tiny_fuel(monkeypatch, kind, data):
+@given(st.sampled_from(sorted(PRODUCTS)), st.sampled_from([0, 2]), st.data())
+def test_random_streams_with_tiny_fuel(monkeypatch, kind, small_batch, data):
     """A fuel of a few outputs: the column path stops in the middle of a batch and resumes."""
     monkeypatch.setattr(JoinOperator, "fuel", 3)
+    monkeypatch.setattr(JoinOperator, "small_batch", small_batch)
     _check_both_paths(kind, data.draw(streams(kind)), 1, monkeypatch)
 
 
@@ -236,6 +246,7 @@ def test_a_record_that_does_not_fit_mixes_the_paths(monkeypatch):
 
 
 def test_diffs_whose_products_overflow_int64_take_the_object_path(monkeypatch):
+    monkeypatch.setattr(JoinOperator, "small_batch", 0)  # (small batches multiply in Python)
     big = (1 << 31) - 1  # each fits int64 columns; a consolidated sum of two does not multiply
     rounds = [
         [(0, (1, 10), big), (0, (1, 10), big), (1, (1, 20), big)],

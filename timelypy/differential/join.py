@@ -33,6 +33,7 @@ from .kernel.join_columns import (
     key_ranges,
     pair_offsets,
     pair_updates,
+    range_updates,
 )
 from .trace import Batch, BatchReader, TraceView
 from .trace.column_batch import ColumnBatch
@@ -96,7 +97,7 @@ class _JoinWork:
     join has not acknowledged it; or, on the column path, ``columns``) and the other trace's
     batches as they were at the start."""
 
-    __slots__ = ("side", "time", "batch", "keys", "others", "columns")
+    __slots__ = ("side", "time", "batch", "keys", "others", "columns", "lookups")
 
     def __init__(
         self,
@@ -106,6 +107,7 @@ class _JoinWork:
         keys: Any,
         others: List[BatchReader],
         columns: Optional[_ColumnJoin] = None,
+        lookups: Optional[List[Any]] = None,
     ):
         self.side = side
         self.time = time
@@ -113,6 +115,8 @@ class _JoinWork:
         self.keys = keys
         self.others = others
         self.columns = columns
+        self.lookups = lookups
+        """The other batches' look-ups, when made at the start (a small column batch)."""
 
 
 class JoinOperator(OperatorCore):
@@ -136,6 +140,11 @@ class JoinOperator(OperatorCore):
 
     fuel = 100_000
     """Output updates per activation before the join yields."""
+
+    small_batch = 16
+    """A column batch of at most this many keys reads the other trace's column batches only
+    at its keys (their updates decoded into the object kernels' lists): numpy's cost per call
+    outweighs vectorising so few."""
 
     wake_on_frontier = False
     """A frontier move alone does not schedule the join: the compaction it allows the traces
@@ -272,31 +281,51 @@ class JoinOperator(OperatorCore):
         spine = other.spine
         others = spine.batches_through(ack)
         spine.pin()
-        columns = self._column_plan(side, batch, others)
-        if columns is not None:
+        work = self._column_work(side, time, batch, others)
+        if work is not None:
             self.column_batches += 1
-            work = self._work = _JoinWork(side, time, batch, None, others, columns)
         else:
             self.object_batches += 1
-            work = self._work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
+            work = _JoinWork(side, time, batch, iter(mine.read_batch(batch)), others)
+        self._work = work
         return work
 
-    def _column_plan(
-        self, side: int, batch: Batch, others: List[BatchReader]
-    ) -> Optional[_ColumnJoin]:
-        """The column path's plan for ``batch`` against ``others``, or None when one of them
-        (or a view's wrapper, or the product) keeps the join on the object path."""
-        if self._builders is None or type(batch) is not ColumnBatch:
+    def _column_work(
+        self, side: int, time: Any, batch: Batch, others: List[BatchReader]
+    ) -> Optional[_JoinWork]:
+        """The work of ``batch`` against ``others`` reading their columns, or None when one of
+        them (or a view's wrapper) keeps the join on the object path. A small batch (or an
+        unknown product) runs the object kernels on the others' updates at its keys only."""
+        if type(batch) is not ColumnBatch:
             return None
         a, b = self.a, self.b
-        if a.pred is not None or a.time_map is not None or b.pred is not None:
+        if a.pred is not None or a.time_map is not None:
             return None
         layout = batch.key_layout
-        if b.time_map is not None or not layout.width:
+        if b.pred is not None or b.time_map is not None or not layout.width:
             return None
         for o in others:
             if type(o) is not ColumnBatch or o.key_layout != layout:
                 return None
+        columns = cast(List[ColumnBatch], others)  # (checked above)
+        keys = batch.search_keys()[batch.starts()]
+        if batch.key_count() <= self.small_batch or self._builders is None:
+            decoded = batch.sorted_keys()
+            lookups = [
+                range_updates(
+                    decoded, key_ranges(keys, o.search_keys()), _vals_of(o), o.times, o.diffs
+                ).get
+                for o in columns
+            ]
+            return _JoinWork(side, time, batch, iter(batch.items()), others, None, lookups)
+        plan = self._column_plan(batch, columns, keys)
+        return None if plan is None else _JoinWork(side, time, batch, None, others, plan)
+
+    def _column_plan(
+        self, batch: ColumnBatch, others: List[ColumnBatch], keys: np.ndarray
+    ) -> Optional[_ColumnJoin]:
+        """The column path's plan for ``batch`` (its distinct ``keys``) against ``others`` (of
+        its key layout), or None when their diffs may overflow ``int64`` products."""
         fits = self._fits
         for o in [batch, *others]:
             known = fits.get(id(o))
@@ -304,9 +333,8 @@ class JoinOperator(OperatorCore):
                 known = fits[id(o)] = (o, diffs_fit(o.diffs))
             if not known[1]:
                 return None
-        columns = cast(List[ColumnBatch], others)  # (checked above)
+        columns = others
         starts = batch.starts()
-        keys = batch.search_keys()[starts]
         ends = np.empty_like(starts)
         ends[:-1] = starts[1:]
         ends[-1:] = batch.count
@@ -439,6 +467,8 @@ class JoinOperator(OperatorCore):
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""
         if work.columns is not None:
             return self._join_columns(work, fuel)
+        if work.lookups is not None:
+            return join_keys(work.keys, work.lookups, self.kernels[work.side], fuel)
         other = self.b if work.side == 0 else self.a
         if other.pred is None and other.time_map is None:  # the common case: no wrapper
             lookups = list(map(_GET, work.others))
@@ -446,6 +476,16 @@ class JoinOperator(OperatorCore):
             lookup = other.lookup
             lookups = [lookup(batch) for batch in work.others]
         return join_keys(work.keys, lookups, self.kernels[work.side], fuel)
+
+
+def _vals_of(batch: ColumnBatch) -> Callable[[int, int], List[Any]]:
+    """``vals_of(lo, hi)``: the values of the rows ``[lo, hi)`` of ``batch``."""
+    layout, cols = batch.val_layout, batch.val_cols
+
+    def vals_of(lo: int, hi: int) -> List[Any]:
+        return layout.decode([c[lo:hi] for c in cols], hi - lo)
+
+    return vals_of
 
 
 def join_streams(

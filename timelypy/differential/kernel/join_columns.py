@@ -17,6 +17,10 @@ ranges against every other batch, and which of those batches match any key at al
 :func:`expand_pairs` gives the index pairs ``(i, j)`` of those keys against one other batch,
 ``i``-major (``i`` rows of ``mine``, ``j`` rows of ``theirs``). :func:`pair_updates` gives the
 joined times (``max(t1, t2)``) and diffs (``r1 * r2``) of such pairs as Python lists.
+:func:`range_updates` gives, for a few keys and their ranges in one other batch, the
+dictionary ``key -> [(val, time, diff), ...]`` of the keys with updates there (what the object
+kernels of :mod:`.join` read), decoding only those rows (``vals_of(lo, hi)`` decodes the values
+of rows ``[lo, hi)``).
 
 A *column product* (:func:`column_pairs`, :func:`column_semijoin_pairs`, :func:`column_mapped`,
 :func:`column_core`), called as ``product(first, logic)``, returns a *builder*
@@ -47,7 +51,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -61,6 +65,7 @@ __all__ = [
     "key_ranges",
     "pair_offsets",
     "pair_updates",
+    "range_updates",
 ]
 
 Builder = Callable[[List[Any], List[Any], List[Any], List[Any], List[Any]], List[Any]]
@@ -126,6 +131,21 @@ def pair_updates(
 ) -> Tuple[List[Any], List[Any]]:
     """The joined times (``max``) and diffs (products) of matched pairs' updates."""
     return np.maximum(times1, times2).tolist(), (diffs1 * diffs2).tolist()
+
+
+def range_updates(
+    keys: List[Any],
+    ranges: Ranges,
+    vals_of: Callable[[int, int], List[Any]],
+    times: np.ndarray,
+    diffs: np.ndarray,
+) -> Dict[Any, List[Tuple[Any, Any, int]]]:
+    """``key -> [(val, time, diff), ...]`` of the ``keys`` found in another batch's ranges."""
+    found: Dict[Any, List[Tuple[Any, Any, int]]] = {}
+    for key, lo, hi in zip(keys, ranges[0].tolist(), ranges[1].tolist()):
+        if lo < hi:
+            found[key] = list(zip(vals_of(lo, hi), times[lo:hi].tolist(), diffs[lo:hi].tolist()))
+    return found
 
 
 def column_pairs(first: bool, logic: Optional[Callable] = None) -> Builder:
