@@ -146,6 +146,10 @@ class JoinOperator(OperatorCore):
     at its keys (their updates decoded into the object kernels' lists): numpy's cost per call
     outweighs vectorising so few."""
 
+    small_other = 1024
+    """A small batch reads another batch of at most this many updates through its dictionary
+    (decoded once, as the object path does): one look-up per key instead of numpy calls."""
+
     wake_on_frontier = False
     """A frontier move alone does not schedule the join: the compaction it allows the traces
     is applied when the next batch arrives (one round late, which costs no exactness and
@@ -310,9 +314,11 @@ class JoinOperator(OperatorCore):
         columns = cast(List[ColumnBatch], others)  # (checked above)
         keys = batch.search_keys()[batch.starts()]
         if batch.key_count() <= self.small_batch or self._builders is None:
-            decoded = batch.sorted_keys()
+            decoded, small = batch.sorted_keys(), self.small_other
             lookups = [
-                range_updates(
+                o.get
+                if o.count <= small
+                else range_updates(
                     decoded, key_ranges(keys, o.search_keys()), _vals_of(o), o.times, o.diffs
                 ).get
                 for o in columns
