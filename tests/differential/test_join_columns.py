@@ -184,13 +184,13 @@ PROPERTY = settings(
 
 @pytest.mark.parametrize("kind", sorted(PRODUCTS))
 @pytest.mark.parametrize("workers", [1, 2])
-@pytest.mark.parametrize("small_batch", [0, JoinOperator.small_batch])
-def test_random_streams_give_the_same_answers_on_both_paths(
-    kind, workers, small_batch, monkeypatch
-):
-    """``small_batch`` 0: every column batch is matched on its columns; else the small ones
-    read the other trace at their keys."""
-    monkeypatch.setattr(JoinOperator, "small_batch", small_batch)
+@pytest.mark.parametrize("small", [(0, 0), (16, 0), (16, 1024)])
+def test_random_streams_give_the_same_answers_on_both_paths(kind, workers, small, monkeypatch):
+    """``small`` is ``(small_batch, small_other)``: ``(0, 0)`` matches every column batch on
+    its columns; else the small ones read the other trace's column batches at their keys
+    (those of at most ``small_other`` updates through their dictionaries)."""
+    monkeypatch.setattr(JoinOperator, "small_batch", small[0])
+    monkeypatch.setattr(JoinOperator, "small_other", small[1])
 
     @PROPERTY
     @given(streams(kind))
@@ -206,6 +206,7 @@ def test_random_streams_with_tiny_fuel(monkeypatch, kind, small_batch, data):
     """A fuel of a few outputs: the column path stops in the middle of a batch and resumes."""
     monkeypatch.setattr(JoinOperator, "fuel", 3)
     monkeypatch.setattr(JoinOperator, "small_batch", small_batch)
+    monkeypatch.setattr(JoinOperator, "small_other", 0)
     _check_both_paths(kind, data.draw(streams(kind)), 1, monkeypatch)
 
 
