@@ -22,6 +22,7 @@ LAYERS = {
         "kernel.grouping",
         "kernel.histories",
         "kernel.join",
+        "kernel.join_columns",
         "kernel.merge",
         "consolidation",
         "fusion",
