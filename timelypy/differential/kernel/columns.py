@@ -68,15 +68,53 @@ def _changes(cols: Sequence[np.ndarray], n: int) -> np.ndarray:
     return change
 
 
+def _packed(cols: Sequence[np.ndarray]) -> Optional[np.ndarray]:
+    """One ``int64`` per row ordering the rows as the columns do lexicographically (each
+    column offset by its minimum and shifted into its own bits), or None when a column is a
+    float or the ranges need more than 63 bits."""
+    parts = []
+    bits = 0
+    for col in cols:
+        if col.dtype.kind == "f":
+            return None
+        if col.dtype.kind == "b":
+            parts.append((col.astype(np.int64), 0, 1))
+            bits += 1
+            continue
+        low, high = int(col.min()), int(col.max())
+        width = (high - low).bit_length()
+        parts.append((col, low, width))
+        bits += width
+    if bits > 63:
+        return None
+    packed = np.zeros(len(cols[0]), dtype=np.int64)
+    for col, low, width in parts:
+        if width:
+            packed <<= width
+            packed |= col - low if low else col
+    return packed
+
+
 def sort_consolidate(cols: Columns, times: np.ndarray, diffs: np.ndarray) -> Updates:
     """Sort by ``(cols, time)``, sum the diffs of equal rows, drop the zeros."""
     n = len(times)
     if not n:
         return list(cols), times, diffs
-    order = np.lexsort([times] + list(cols[::-1]))
+    everything = list(cols) + [times]
+    packed = _packed(everything)
+    if packed is not None:
+        # a stable sort of one int64 column: runs already sorted (a merge's inputs) cost O(n)
+        order = np.argsort(packed, kind="stable")
+        packed = packed[order]
+        change = np.empty(n, dtype=bool)
+        change[0] = True
+        np.not_equal(packed[1:], packed[:-1], out=change[1:])
+    else:
+        order = np.lexsort(everything[::-1])
+        change = _changes([col[order] for col in everything], n)
     cols = [col[order] for col in cols]
     times = times[order]
-    starts = np.flatnonzero(_changes(cols + [times], n))
+    starts = np.flatnonzero(change)
     summed = np.add.reduceat(diffs[order], starts) if len(starts) != n else diffs[order]
     keep = summed != 0
     if len(starts) == n:

@@ -130,8 +130,6 @@ class ColumnBatch(BatchReader):
         self.seq = seq
         self.count = len(times)
         self._data = None  # type: ignore[assignment]  # decoded when a reader first asks
-        self.get = self._decoding_get
-        self.items = self._decoding_items
         self._starts: Optional[np.ndarray] = None
         self._search: Optional[np.ndarray] = None
         self._sorted: Optional[List[Any]] = None
@@ -266,8 +264,6 @@ class ColumnBatch(BatchReader):
         data = self._data
         if data is None:
             data = self._data = self._decode()
-            self.get = data.get
-            self.items = data.items
         return data
 
     def _decode(self) -> BatchData:
@@ -282,10 +278,17 @@ class ColumnBatch(BatchReader):
             data[key] = triples[bounds[i] : bounds[i + 1]]
         return data
 
-    def _decoding_get(self, key: Any) -> Optional[Vals]:
+    # ``get`` and ``items`` are methods here, not the dictionary's bound methods held in the
+    # slots as a :class:`~.batch.Batch` holds them: a bound method of the batch itself in its
+    # own slot would be a reference cycle, freed only by the cyclic collector, which the
+    # workers pause while they step (so merged-away batches would stay in memory).
+    def get(self, key: Any) -> Optional[Vals]:
         """One key's updates: found by bisection in the key columns while look-ups are few
         (a small batch joined against a large trace asks for a handful of keys); the batch
         decodes itself once look-ups would cost more than decoding."""
+        data = self._data
+        if data is not None:
+            return data.get(key)
         self._lookups += 1
         if self._lookups > self.count // 8 + 16:
             return self._decoded().get(key)
@@ -298,7 +301,8 @@ class ColumnBatch(BatchReader):
         vals = self.val_layout.decode([c[lo:hi] for c in self.val_cols], hi - lo)
         return list(zip(vals, self.times[lo:hi].tolist(), self.diffs[lo:hi].tolist()))
 
-    def _decoding_items(self) -> ItemsView[Any, Vals]:
+    def items(self) -> ItemsView[Any, Vals]:
+        """Every ``(key, [(val, time, diff), ...])`` (the batch decodes itself once)."""
         return self._decoded().items()
 
     def _rows_of(self, key: Any) -> Tuple[int, int]:
