@@ -22,9 +22,10 @@ gives each figure per path (every repetition and the median) and the ratio of th
 
 Every workload sums a digest over its output updates, weighted by their diffs (so it depends on
 the accumulated output, not on how it was batched); the digests of both paths and all
-repetitions must be equal (``digests_equal``). ``--stats`` collects the operator statistics and
-reports every arrangement's trace (and the path it took, where the statistics name it); it
-costs time, so figures from a ``--stats`` run are not comparable.
+repetitions must be equal (``digests_equal``) and equal to the digest of the answer computed
+from scratch in plain Python (``digest_matches_expected``). ``--stats`` collects the operator
+statistics and reports every arrangement's trace (and the path it took, where the statistics
+name it); it costs time, so figures from a ``--stats`` run are not comparable.
 
     python benchmarks/columns.py --size 1000000 --reps 2
     python benchmarks/columns.py --size 100000 --reps 3 --workloads w1 closed
@@ -237,6 +238,44 @@ BUILDS: Dict[str, Callable[[argparse.Namespace], Callable[[Any], Dict[str, Any]]
 }
 
 
+def _final_managers(size: int, changed: int) -> List[int]:
+    """``manager[p]`` after the first ``changed`` changes of W1."""
+    return [p // 3 if 1 <= p <= changed else p // 2 for p in range(size)]
+
+
+def expected_records(workload: str, args: argparse.Namespace) -> Dict[Any, int]:
+    """The workload's output collection at the end, computed from scratch in plain Python."""
+    size = args.size
+    out: Dict[Any, int] = {}
+    if workload in ("w1", "closed"):
+        changed = size - 1 if workload == "w1" else min(size - 1, args.closed_rounds)
+        manager = _final_managers(size, changed)
+        for report, boss in enumerate(manager):
+            # (boss, (boss's manager, report)): the swapped pair (boss, manager) joined on boss.
+            record = (boss, (manager[boss], report))
+            out[record] = out.get(record, 0) + 1
+    elif workload == "join":
+        for key in range((size + 1) // 2):
+            people = [p for p in (2 * key, 2 * key + 1) if p < size]
+            for p in people:
+                for q in people:
+                    out[(key, (p, -q))] = 1
+    else:
+        counts: Dict[int, int] = {}
+        for key in _final_managers(size, size - 1):
+            counts[key] = counts.get(key, 0) + 1
+        out = {item: 1 for item in counts.items()}
+    return out
+
+
+def expected_digest(workload: str, args: argparse.Namespace) -> int:
+    """The digest :class:`Digest` ends with when the output is right."""
+    value = 0
+    for record, count in expected_records(workload, args).items():
+        value = (value + count * hash(record)) & _MASK
+    return value
+
+
 def _arrangements(stats: Any) -> List[Dict[str, Any]]:
     """Every arrange operator's trace sizes (with the path it took, where the statistics name
     it), summed over workers."""
@@ -329,9 +368,9 @@ def _figure(run: Dict[str, Any], keys: Tuple[str, ...]) -> Optional[float]:
     return float(value)
 
 
-def compare(workload: str, runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
+def compare(workload: str, runs: Dict[str, List[Dict[str, Any]]], expected: int) -> Dict[str, Any]:
     """Per figure: each path's values and median, and ``columns / objects`` of the medians;
-    whether every run's digest is the same."""
+    whether every run's digest is the same, and the ``expected`` one."""
     out: Dict[str, Any] = {}
     for keys in FIGURES[workload]:
         name = "_".join(keys)
@@ -347,6 +386,7 @@ def compare(workload: str, runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, A
         out[name] = row
     digests = {r.get("digest") for path in PATHS for r in runs[path]}
     out["digests_equal"] = len(digests) == 1 and None not in digests
+    out["digest_matches_expected"] = digests == {expected}
     out["output_updates"] = {
         PATH_NAMES[p]: sorted({r.get("output_updates") for r in runs[p]}, key=str) for p in PATHS
     }
@@ -398,7 +438,7 @@ def main() -> None:
             for path in PATHS if rep % 2 == 0 else PATHS[::-1]:
                 note(f"columns: {workload} with TIMELYPY_COLUMNS={path} (repetition {rep + 1})")
                 runs[path].append(run_once(args, workload, path))
-        result[workload] = compare(workload, runs)
+        result[workload] = compare(workload, runs, expected_digest(workload, args))
     emit(result)
 
 
