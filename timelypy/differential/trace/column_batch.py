@@ -46,6 +46,11 @@ __all__ = [
 
 _INT = Layout("i")
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_LOOKUPS_BEFORE_DECODING = 256
+"""Look-ups by key a column batch answers from its columns (a few microseconds each) before
+it decodes itself into the dictionary (a ``get`` at dictionary speed from then on): a batch
+probed key by key for long (the large batch behind a closed loop's small ones) is read as
+fast as on the object path."""
 
 
 def encode_updates(
@@ -285,12 +290,12 @@ class ColumnBatch(BatchReader):
     def get(self, key: Any) -> Optional[Vals]:
         """One key's updates: found by bisection in the key columns while look-ups are few
         (a small batch joined against a large trace asks for a handful of keys); the batch
-        decodes itself once look-ups would cost more than decoding."""
+        decodes itself after :data:`_LOOKUPS_BEFORE_DECODING` of them."""
         data = self._data
         if data is not None:
             return data.get(key)
         self._lookups += 1
-        if self._lookups > self.count // 8 + 16:
+        if self._lookups > _LOOKUPS_BEFORE_DECODING or self._lookups > self.count // 8:
             return self._decoded().get(key)
         if self.key_layout.flatten(key) is None:
             # not of the layout: equal keys of other types are found in the dictionary
