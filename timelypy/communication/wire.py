@@ -267,10 +267,10 @@ def register_type(
 def _columns(rows: Any) -> Optional[msgpack.ExtType]:
     """``rows`` (a list or tuple) as one :data:`EXT_FIXED` extension when they are fixed-width
     records (decoded as a tuple, as every sequence), else as one :data:`EXT_COLUMNS` extension
-    when every row is an exact ``tuple`` of one length (1..8), else None. The type and length checks and the
-    transposition run in C (``map``, ``set``, ``zip``), so a batch of ``((k, v), t, r)``
-    updates costs a few C passes instead of two Python calls per update; the columns are tuples
-    again and may go columnar in turn (the ``(k, v)`` column)."""
+    when every row is an exact ``tuple`` of one length (1..8), else None. The type and length
+    checks and the transposition run in C (``map``, ``set``, ``zip``), so a batch of
+    ``((k, v), t, r)`` updates costs a few C passes instead of two Python calls per update; the
+    columns are tuples again and may go columnar in turn (the ``(k, v)`` column)."""
     if type(rows[0]) is not tuple:
         return None
     if len(rows) >= wire_columns.FIXED_MIN_ROWS and wire_columns.enabled:

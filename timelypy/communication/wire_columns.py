@@ -2,8 +2,9 @@
 
 A list of records is *fixed-width* when every record has the shape of the first: an exact
 ``int`` that fits ``int64``, an exact ``float`` (neither NaN nor ``-0.0``), an exact ``bool``,
-a ``Product`` of two such ints (a time of a nested scope), or a plain ``tuple`` of such shapes (nested; the update ``((key, val), time, diff)`` of an exchange
-is one). Such a list travels as one buffer per scalar column instead of record by record:
+a ``Product`` of two such ints (a time of a nested scope), or a plain ``tuple`` of such shapes
+(nested; the update ``((key, val), time, diff)`` of an exchange is one). Such a list travels
+as one buffer per scalar column instead of record by record:
 
 * each ``int`` column in the narrowest of ``int8`` .. ``int64`` that holds its values, and a
   column of one repeated value (the time of a batch, diffs of ``+1``) as that value alone;
@@ -126,7 +127,7 @@ def _column(kind: str, values: Sequence[Any], n: int) -> Optional[Tuple[Any, Opt
     if countOf(map(type, values), _TYPE_OF_KIND[kind]) != n:
         return None
     try:
-        column = np.fromiter(values, _DTYPE_OF_KIND[kind], n)
+        column: np.ndarray = np.fromiter(values, _DTYPE_OF_KIND[kind], n)
     except OverflowError:  # an int beyond int64
         return None
     if kind == "f":
