@@ -134,7 +134,9 @@ class SocketMesh(MeshLinks):
         :mod:`.credit`)."""
         self.wire_columns = wire_columns_mode()
         """When fixed-width records travel as numpy columns (see
-        :data:`~.wire.WIRE_COLUMNS_VARIABLE`)."""
+        :data:`~.wire_columns.WIRE_COLUMNS_VARIABLE`)."""
+        self.fixed_sent = 0
+        """Data messages sent with their records as numpy columns."""
         super().__init__(
             index,
             peers,
@@ -425,7 +427,7 @@ class SocketMesh(MeshLinks):
 
     def _encode_message(self, obj: Any) -> bytes:
         """The frame of ``obj``: fixed-width records as columns or pickled as the mode says
-        (see :data:`~.wire.WIRE_COLUMNS_VARIABLE`), else msgpack."""
+        (see :data:`~.wire_columns.WIRE_COLUMNS_VARIABLE`), else msgpack."""
         mode = self.wire_columns
         fixed = fixed_records(obj) if mode == "always" else None
         if fixed is None:
@@ -434,7 +436,10 @@ class SocketMesh(MeshLinks):
                 return data_frame(pickled, PICKLED_TAG)
             if mode == "auto":
                 fixed = fixed_records(obj)
-        return data_frame(encode(obj) if fixed is None else fixed)
+        if fixed is None:
+            return data_frame(encode(obj))
+        self.fixed_sent += 1
+        return data_frame(fixed)
 
     def broadcast(self, obj: Any) -> None:
         """Send ``obj`` to every worker, this one included (encoded once)."""
