@@ -328,15 +328,26 @@ def _consolidate(results: List[Dict[str, Any]]) -> Dict[str, Counter]:
 
 
 @pytest.mark.processes
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("mode", ["always", "auto"])
-def test_two_processes_with_columns_answer_as_one_worker(monkeypatch, mode):
+@pytest.mark.timeout(400)
+def test_two_processes_with_columns_answer_as_one_worker(monkeypatch):
     size = 600
     expected = _consolidate(tp.execute(fixed_width_program(size), workers=1))
     assert all(expected.values())
     assert any(t == 2 for (_d, t) in expected["join"])
-    monkeypatch.setenv(WIRE_COLUMNS_VARIABLE, mode)
-    results = tp.execute(fixed_width_program(size), workers=2, backend="processes", timeout=240)
-    assert _consolidate(results) == expected
-    # Columns crossed: bulk loads in "always"; Product-time messages of the iterate in "auto".
-    assert sum(r["fixed_sent"] for r in results) > 0
+    sent = {}
+    for mode in ("always", "auto", "off"):
+        # spawn: a worker reads the variable when its mesh is made, and a forkserver started
+        # earlier would hand it the environment of that time
+        monkeypatch.setenv(WIRE_COLUMNS_VARIABLE, mode)
+        results = tp.execute(
+            fixed_width_program(size),
+            workers=2,
+            backend="processes",
+            start_method="spawn",
+            timeout=240,
+        )
+        assert _consolidate(results) == expected, mode
+        sent[mode] = sum(r["fixed_sent"] for r in results)
+    # Columns crossed: bulk loads and changes in "always"; the iterate's messages (Product
+    # times, which msgpack would encode) in "auto"; none in "off".
+    assert sent["always"] > sent["auto"] > 0 == sent["off"], sent
