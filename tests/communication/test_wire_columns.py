@@ -230,6 +230,12 @@ def test_a_corrupt_payload_is_an_error_not_wrong_records():
         unpack_fixed(payload[:-3])
     with pytest.raises(ValueError):
         unpack_fixed(payload + b"\0")
+    header = msgpack.packb([["i", "i"], 40, True, ["<i1"]])  # one column short
+    with pytest.raises(ValueError, match="does not fit"):
+        unpack_fixed(len(header).to_bytes(4, "little") + header + bytes(40))
+    header = msgpack.packb([["i"], 40, True, ["|O"]])
+    with pytest.raises(ValueError, match="unknown column type"):
+        unpack_fixed(len(header).to_bytes(4, "little") + header + bytes(320))
 
 
 def test_message_size_of_ten_thousand_int_pairs_against_the_old_encodings():

@@ -95,7 +95,7 @@ _INT_WIDTHS = (
 _HEADER_LENGTH = struct.Struct("<I")
 _NESTING_LIMIT = 8
 _DTYPES = {spec: np.dtype(spec) for spec in ("<i1", "<i2", "<i4", "<i8", "<f8", "|b1")}
-_shapes: Dict[Any, Shape] = {}
+_shapes: Dict[Any, Tuple[Shape, int]] = {}  # a header's shape -> (shape, its column count)
 
 
 def shape_of(value: Any, depth: int = 0) -> Optional[Shape]:
@@ -209,7 +209,15 @@ def _shape_back(plain: Any) -> Shape:
         if plain not in _TYPE_OF_KIND and plain != _PRODUCT:
             raise ValueError(f"timelypy wire: unknown column kind {plain!r}")
         return plain
+    if type(plain) is not list:
+        raise ValueError(f"timelypy wire: not a column shape: {plain!r}")
     return tuple(_shape_back(part) for part in plain)
+
+
+def _column_count(shape: Shape) -> int:
+    if type(shape) is str:
+        return 2 if shape == _PRODUCT else 1
+    return sum(map(_column_count, shape))
 
 
 def _assemble(shape: Shape, columns: Iterator[Any], n: int) -> Any:
@@ -235,11 +243,15 @@ def unpack_fixed(payload: Any) -> Union[List[Any], Tuple[Any, ...]]:
     offset = _HEADER_LENGTH.size + length
     plain_shape, n, as_list, specs = msgpack.unpackb(view[_HEADER_LENGTH.size : offset])
     key = plain_shape if type(plain_shape) is str else repr(plain_shape)
-    shape = _shapes.get(key)
-    if shape is None:
+    known = _shapes.get(key)
+    if known is None:
         shape = _shape_back(plain_shape)
+        known = (shape, _column_count(shape))
         if len(_shapes) < 1024:
-            _shapes[key] = shape
+            _shapes[key] = known
+    shape, width = known
+    if type(n) is not int or n < 0 or type(specs) is not list or len(specs) != width:
+        raise ValueError(f"timelypy wire: a column batch header that does not fit {shape!r}")
     columns: List[Any] = []
     for spec in specs:
         if type(spec) is list:
