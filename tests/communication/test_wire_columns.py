@@ -357,3 +357,14 @@ def test_two_processes_with_columns_answer_as_one_worker(monkeypatch):
     # Columns crossed: bulk loads and changes in "always"; the iterate's messages (Product
     # times, which msgpack would encode) in "auto"; none in "off".
     assert sent["always"] > sent["auto"] > 0 == sent["off"], sent
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_two_ray_workers_with_columns_answer_as_one_worker(ray_session):
+    """Ray actors meet over the same mesh: the iterate's messages cross as columns there too."""
+    size = 300
+    expected = _consolidate(tp.execute(fixed_width_program(size), workers=1))
+    results = tp.execute(fixed_width_program(size), workers=2, backend="ray", timeout=240)
+    assert _consolidate(results) == expected
+    assert sum(r["fixed_sent"] for r in results) > 0
