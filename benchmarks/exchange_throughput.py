@@ -112,17 +112,17 @@ def message_codec(message: Any, mode: str = "off") -> Any:
 
 
 class columns_mode:
-    """Within the block, :func:`encode` takes columns only if ``mode`` is not ``off``."""
+    """Within the block, :func:`encode` takes columns as ``mode`` says."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
 
     def __enter__(self) -> None:
-        self.saved = wire_columns.enabled
-        wire_columns.enabled = self.mode != "off"
+        self.saved = wire_columns.mode
+        wire_columns.mode = self.mode
 
     def __exit__(self, *exc: Any) -> None:
-        wire_columns.enabled = self.saved
+        wire_columns.mode = self.saved
 
 
 def codec_only(
@@ -230,7 +230,7 @@ def mesh_worker(records: int, batch: int, shape: str, message: str = "raw", mode
 
     def main(index: int, peers: int, mesh: Any) -> Dict[str, Any]:
         mesh.wire_columns = mode
-        wire_columns.enabled = mode != "off"
+        wire_columns.mode = mode
         if index == 0:
             batches = make_batches(records, batch, shape)  # built before the clock starts
             if message == "data":

@@ -56,6 +56,13 @@ def _default_mode(monkeypatch):
     wire_columns_mode()
 
 
+@pytest.fixture
+def always(monkeypatch):
+    """Columns for every fixed-width list (the ``always`` mode)."""
+    monkeypatch.setenv(WIRE_COLUMNS_VARIABLE, "always")
+    assert wire_columns_mode() == "always"
+
+
 def same(a: Any, b: Any) -> bool:
     """Equal and of the same types all the way down (NaN equals NaN, -0.0 is not 0.0)."""
     if type(a) is not type(b):
@@ -114,7 +121,7 @@ def fixed_lists(draw: Any, min_size: int = 0) -> List[Any]:
     shape = draw(SHAPES.filter(lambda s: isinstance(s, tuple) and s != ()))
     one = _value_of(shape)
     pool = draw(st.lists(one, min_size=1, max_size=4))
-    return draw(st.lists(st.one_of(one, st.sampled_from(pool)), min_size=min_size, max_size=60))
+    return draw(st.lists(st.one_of(one, st.sampled_from(pool)), min_size=min_size, max_size=150))
 
 
 SPOILERS = [
@@ -144,21 +151,29 @@ def _spoil(value: Any, spoiler: Any, where: int) -> Any:
 # Round trips
 
 
+def _holds_products(records: List[Any]) -> bool:
+    return "P" in wire_columns._shape_text(shape_of(records[0]))
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fixed_lists())
 def test_fixed_width_lists_round_trip_exactly(records):
-    back = decode(encode(records))
-    assert same(back, tuple(records))
-    as_tuple = tuple(records)
-    assert same(decode(encode(as_tuple)), as_tuple)
-    if len(records) >= FIXED_MIN_ROWS:
-        assert EXT_FIXED in ext_codes(encode(records))
-        assert same(unpack_fixed(pack_fixed(records, as_list=True)), records)
+    for mode in ("always", "auto"):
+        wire_columns.mode = mode
+        back = decode(encode(records))
+        assert same(back, tuple(records))
+        as_tuple = tuple(records)
+        assert same(decode(encode(as_tuple)), as_tuple)
+        if len(records) >= FIXED_MIN_ROWS:
+            expected = mode == "always" or _holds_products(records)
+            assert (EXT_FIXED in ext_codes(encode(records))) == expected, mode
+    assert same(unpack_fixed(pack_fixed(records, as_list=True)), records) if records else True
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fixed_lists(min_size=1), st.sampled_from(SPOILERS), st.integers(0, 1000), st.data())
 def test_a_value_that_does_not_fit_keeps_the_record_encoding(records, spoiler, where, data):
+    wire_columns.mode = "always"  # (the autouse fixture puts the default back)
     at = data.draw(st.integers(0, len(records) - 1))
     mixed = list(records)
     mixed[at] = _spoil(mixed[at], spoiler, where)
@@ -173,6 +188,7 @@ def test_a_value_that_does_not_fit_keeps_the_record_encoding(records, spoiler, w
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fixed_lists(min_size=FIXED_MIN_ROWS), st.one_of(st.integers(0, 10), st.just(Product(3, 1))))
 def test_a_data_message_with_columns_decodes_as_the_pickled_one(records, time):
+    wire_columns.mode = "always"
     message = ("d", 7, time, records)
     fixed = fixed_records(message)
     assert fixed is not None
@@ -191,19 +207,19 @@ def test_shapes_are_detected_exactly():
     assert shape_of(((((((((((1,),),),),),),),),),)) is None  # deeper than the wire nests
 
 
-def test_ragged_and_mixed_lists_keep_the_record_encoding():
+def test_ragged_and_mixed_lists_keep_the_record_encoding(always):
     for records in (
-        [(k, k) for k in range(30)] + [(1, 2, 3)],
-        [(k, k) for k in range(30)] + [(1, 2.0)],
-        [(k, k) for k in range(30)] + [(1, True)],
-        [((k, k), 0, 1) for k in range(30)] + [((1, (2,)), 0, 1)],
-        [(k, Product(1, 2)) for k in range(30)] + [(1, (1, 2))],
+        [(k, k) for k in range(70)] + [(1, 2, 3)],
+        [(k, k) for k in range(70)] + [(1, 2.0)],
+        [(k, k) for k in range(70)] + [(1, True)],
+        [((k, k), 0, 1) for k in range(70)] + [((1, (2,)), 0, 1)],
+        [(k, Product(1, 2)) for k in range(70)] + [(1, (1, 2))],
     ):
         assert pack_fixed(records, as_list=True) is None
         assert same(decode(encode(records)), tuple(records))
 
 
-def test_empty_tuples_and_short_lists():
+def test_empty_tuples_and_short_lists(always):
     assert pack_fixed([], as_list=True) is None
     assert pack_fixed([()] * 20, as_list=True) is None  # no column to count by
     records = [((), k, 1) for k in range(20)]
@@ -230,24 +246,28 @@ def test_a_corrupt_payload_is_an_error_not_wrong_records():
         unpack_fixed(payload[:-3])
     with pytest.raises(ValueError):
         unpack_fixed(payload + b"\0")
-    header = msgpack.packb([["i", "i"], 40, True, ["<i1"]])  # one column short
+    header = msgpack.packb(["(ii)", 40, True, ["<i1"]])  # one column short
     with pytest.raises(ValueError, match="does not fit"):
         unpack_fixed(len(header).to_bytes(4, "little") + header + bytes(40))
-    header = msgpack.packb([["i"], 40, True, ["|O"]])
+    header = msgpack.packb(["(i)", 40, True, ["|O"]])
     with pytest.raises(ValueError, match="unknown column type"):
         unpack_fixed(len(header).to_bytes(4, "little") + header + bytes(320))
+    for text in ("(i", "(ix)", "i)", "(i)(i)", ""):
+        header = msgpack.packb([text, 1, True, ["<i8"]])
+        with pytest.raises(ValueError, match="not a column shape"):
+            unpack_fixed(len(header).to_bytes(4, "little") + header + bytes(8))
 
 
-def test_message_size_of_ten_thousand_int_pairs_against_the_old_encodings():
+def test_message_size_of_ten_thousand_int_pairs_against_the_old_encodings(always):
     records = [((k, (k * 7919) % 1_000_000), 0, 1) for k in range(10_000)]
     message = ("d", 3, 0, records)
     columns = fixed_records(message)
     pickled = pickle_records(message)
-    wire_columns.enabled = False
+    wire_columns.mode = "off"
     try:
         old = encode(message)
     finally:
-        wire_columns.enabled = True
+        wire_columns.mode = "always"
     assert len(columns) < 10_000 * 6 + 100  # an int16 and an int32 column
     assert len(columns) < 0.7 * len(old), (len(columns), len(old))
     assert len(columns) < 0.5 * len(pickled), (len(columns), len(pickled))
@@ -255,11 +275,18 @@ def test_message_size_of_ten_thousand_int_pairs_against_the_old_encodings():
 
 
 def test_the_mode_is_read_from_the_environment(monkeypatch):
+    records = [((k, k), 0, 1) for k in range(FIXED_MIN_ROWS)]
+    nested = [((k, k), Product(0, 3), 1) for k in range(FIXED_MIN_ROWS)]
     monkeypatch.setenv(WIRE_COLUMNS_VARIABLE, "off")
     assert wire_columns_mode() == "off"
-    records = [((k, k), 0, 1) for k in range(50)]
-    assert EXT_FIXED not in ext_codes(encode(records))
+    assert EXT_FIXED not in ext_codes(encode(records)) + ext_codes(encode(nested))
     assert fixed_records(("d", 1, 0, records)) is None
+    monkeypatch.setenv(WIRE_COLUMNS_VARIABLE, "")
+    assert wire_columns_mode() == "auto"  # columns where they cost less CPU: Product times
+    assert EXT_FIXED not in ext_codes(encode(records))
+    assert EXT_FIXED in ext_codes(encode(nested))
+    assert fixed_records(("d", 1, 0, records)) is None
+    assert fixed_records(("d", 1, Product(0, 3), nested)) is not None
     monkeypatch.setenv(WIRE_COLUMNS_VARIABLE, " Always ")
     assert wire_columns_mode() == "always"
     assert EXT_FIXED in ext_codes(encode(records))

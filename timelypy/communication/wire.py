@@ -22,8 +22,9 @@ a progress update, or a small control message. :func:`encode` turns one such obj
 * Anything else msgpack cannot carry exactly (other user classes and subclasses of builtins,
   functions and lambdas, ...) travels as a cloudpickle payload inside a msgpack extension.
   Plain data never touches pickle.
-* A list or tuple of 16 or more fixed-width records (ints in int64, floats, bools,
-  ``Product(int, int)``, tuples of them) travels as numpy columns (:mod:`.wire_columns`).
+* A list or tuple of 64 or more fixed-width records (ints in int64, floats, bools,
+  ``Product(int, int)``, tuples of them) may travel as numpy columns (:mod:`.wire_columns`:
+  by default those holding ``Product`` times, where columns cost less CPU).
 
 >>> from ..order import Product
 >>> decode(encode([(1, "a"), (Product(2, 3), {4, 5})]))
@@ -121,8 +122,9 @@ EXT_STDLIB = 10
 """A ``date``, ``datetime``, ``time``, ``timedelta``, ``Decimal``, ``Fraction`` or ``UUID``: the
 msgpack array ``[kind, *fields]`` (see :mod:`.wire_records`)."""
 EXT_FIXED = 11
-"""A list or tuple of fixed-width records (ints in int64, floats, bools, tuples of them) as numpy
-columns: the layout, the count and each column's raw bytes (see :mod:`.wire_columns`)."""
+"""A list or tuple of fixed-width records (ints in int64, floats, bools, ``Product(int, int)``,
+tuples of them) as numpy columns: the layout, the count and each column's raw bytes (see
+:mod:`.wire_columns`)."""
 
 _INT_PAIR = struct.Struct("<qq")
 _HEADER = struct.Struct("<Q")
@@ -273,8 +275,9 @@ def _columns(rows: Any) -> Optional[msgpack.ExtType]:
     columns are tuples again and may go columnar in turn (the ``(k, v)`` column)."""
     if type(rows[0]) is not tuple:
         return None
-    if len(rows) >= wire_columns.FIXED_MIN_ROWS and wire_columns.enabled:
-        fixed = pack_fixed(rows, as_list=False)
+    mode = wire_columns.mode
+    if len(rows) >= wire_columns.FIXED_MIN_ROWS and mode != "off":
+        fixed = pack_fixed(rows, as_list=False, products_only=mode == "auto")
         if fixed is not None:
             return _ext(EXT_FIXED, fixed)
     types = set(map(type, rows))
@@ -547,8 +550,9 @@ def fixed_records(message: Any) -> Optional[bytes]:
     (:data:`EXT_FIXED`; see :func:`.wire_columns.fixed_payload`), for :func:`decode`, which
     gives them back as a ``list``; None when the records do not fit.
 
-    >>> decode(fixed_records(("d", 3, 7, [((k, 2), 7, 1) for k in range(20)])))[3][:2]
-    [((0, 2), 7, 1), ((1, 2), 7, 1)]
+    >>> time = Product(7, 1)
+    >>> decode(fixed_records(("d", 3, time, [((k, 2), time, 1) for k in range(99)])))[3][:2]
+    [((0, 2), Product(7, 1), 1), ((1, 2), Product(7, 1), 1)]
     """
     payload = fixed_payload(message)
     return None if payload is None else encode((*message[:3], _ext(EXT_FIXED, payload)))

@@ -11,7 +11,7 @@ as one buffer per scalar column instead of record by record:
 * ``float`` columns as ``float64``, ``bool`` columns as one byte per value.
 
 The payload is a little-endian ``u32`` header length, the msgpack header
-``[shape, count, as_list, specs]`` and the columns' bytes back to back. Decoding gives equal
+``[shape as text, count, as_list, specs]`` and the columns' bytes back to back. Decoding gives equal
 records of the same types (a ``list`` or a ``tuple`` of tuples, as ``as_list`` says): the
 columns become Python values with ``ndarray.tolist`` and the records are zipped back together.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import struct
+from functools import partial
 from itertools import repeat
 from operator import countOf, itemgetter
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -51,32 +52,41 @@ __all__ = [
     "wire_columns_mode",
 ]
 
-FIXED_MIN_ROWS = 16
-"""Sequences of at least this many fixed-width records travel as numpy columns; below it the
-per-record encodings cost less (``benchmarks/exchange_throughput.py --codec-only``)."""
+FIXED_MIN_ROWS = 64
+"""Sequences of at least this many fixed-width records may travel as numpy columns; below it
+the per-record encodings cost less CPU (``benchmarks/exchange_throughput.py --codec-only``)."""
 WIRE_COLUMNS_VARIABLE = "TIMELYPY_WIRE_COLUMNS"
-"""The environment variable choosing when fixed-width records travel as numpy columns:
-``auto`` (the default: in every message msgpack encodes, but not in a data message of a root
-scope, which the C pickler encodes for less CPU), ``always`` (those too) or ``off`` (never).
+"""The environment variable choosing when fixed-width records travel as numpy columns, for
+the CPU or for the bytes:
+
+* ``auto`` (the default): where they cost less CPU than the record encodings: records that
+  hold ``Product`` times (the messages of nested scopes), which msgpack encodes one Python
+  call per time. Records of ints, floats and bools only are packed in C by the pickler
+  (a root scope's data messages) or msgpack at least as fast, so they keep those.
+* ``always``: every fixed-width list of :data:`FIXED_MIN_ROWS` or more, root-scope data
+  messages included: 2-5x fewer bytes (narrowed ints, a repeated time or diff sent once) for
+  more CPU, for links where bytes cost more than CPU (a network between machines).
+* ``off``: never.
+
 Read by :func:`wire_columns_mode` when a mesh is made."""
 _MODES = ("auto", "always", "off")
-enabled = True
-"""Whether :func:`~.wire.encode` takes columns (False in the ``off`` mode)."""
+mode = "auto"
+"""The mode :func:`wire_columns_mode` read last (what :func:`~.wire.encode` follows)."""
 
 
 def wire_columns_mode() -> str:
-    """The mode of :data:`WIRE_COLUMNS_VARIABLE`, read now (and :data:`enabled` set by it);
+    """The mode of :data:`WIRE_COLUMNS_VARIABLE`, read now (and kept in :data:`mode`);
     ValueError names a value that is not a mode.
 
     >>> wire_columns_mode() in ("auto", "always", "off")
     True
     """
-    global enabled
-    mode = os.environ.get(WIRE_COLUMNS_VARIABLE, "auto").strip().lower() or "auto"
-    if mode not in _MODES:
-        raise ValueError(f"{WIRE_COLUMNS_VARIABLE}={mode!r}: expected one of {', '.join(_MODES)}")
-    enabled = mode != "off"
-    return mode
+    global mode
+    value = os.environ.get(WIRE_COLUMNS_VARIABLE, "auto").strip().lower() or "auto"
+    if value not in _MODES:
+        raise ValueError(f"{WIRE_COLUMNS_VARIABLE}={value!r}: expected one of {', '.join(_MODES)}")
+    mode = value
+    return value
 
 
 Shape = Union[str, Tuple[Any, ...]]
@@ -92,10 +102,13 @@ _INT_WIDTHS = (
     ("<i2", -(1 << 15), (1 << 15) - 1),
     ("<i4", -(1 << 31), (1 << 31) - 1),
 )
+_new_product = partial(tuple.__new__, Product)  # no Python frame per Product
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_SMALL = 512  # columns up to this long take the bounds of their values in Python
 _HEADER_LENGTH = struct.Struct("<I")
 _NESTING_LIMIT = 8
 _DTYPES = {spec: np.dtype(spec) for spec in ("<i1", "<i2", "<i4", "<i8", "<f8", "|b1")}
-_shapes: Dict[Any, Tuple[Shape, int]] = {}  # a header's shape -> (shape, its column count)
+_shapes: Dict[str, Tuple[Shape, int]] = {}  # a header's shape -> (shape, its column count)
 
 
 def shape_of(value: Any, depth: int = 0) -> Optional[Shape]:
@@ -126,6 +139,8 @@ def _column(kind: str, values: Sequence[Any], n: int) -> Optional[Tuple[Any, Opt
     does not fit ``kind``."""
     if countOf(map(type, values), _TYPE_OF_KIND[kind]) != n:
         return None
+    if kind == "i" and n <= _SMALL:
+        return _small_int_column(values, n)
     try:
         column: np.ndarray = np.fromiter(values, _DTYPE_OF_KIND[kind], n)
     except OverflowError:  # an int beyond int64
@@ -147,6 +162,20 @@ def _column(kind: str, values: Sequence[Any], n: int) -> Optional[Tuple[Any, Opt
         if low <= lo and hi <= high:
             return spec, column.astype(spec).tobytes()
     return "<i8", column.tobytes()
+
+
+def _small_int_column(values: Sequence[int], n: int) -> Optional[Tuple[Any, Optional[bytes]]]:
+    """:func:`_column` of a short int column: bounds by Python's ``min``/``max`` (each numpy
+    call costs about a microsecond, more than a short column's values), numpy only to pack."""
+    lo, hi = min(values), max(values)
+    if lo == hi:
+        return ([lo], None) if _INT64_MIN <= lo <= _INT64_MAX else None
+    for spec, low, high in _INT_WIDTHS:
+        if low <= lo and hi <= high:
+            return spec, np.fromiter(values, _DTYPES[spec], n).tobytes()
+    if lo < _INT64_MIN or hi > _INT64_MAX:
+        return None
+    return "<i8", np.fromiter(values, np.int64, n).tobytes()
 
 
 def _columns(
@@ -176,15 +205,21 @@ def _columns(
     return True
 
 
-def _plain_shape(shape: Shape) -> Any:
-    """``shape`` with lists for tuples (msgpack's strict packer takes lists as themselves)."""
-    return shape if type(shape) is str else [_plain_shape(part) for part in shape]
+def _shape_text(shape: Shape) -> str:
+    """``shape`` as text: its kinds, a tuple in parentheses (``(("i", "i"), "P")`` is
+    ``((ii)P)``), a cheap key for the decoder's cache."""
+    if type(shape) is str:
+        return shape
+    return "(" + "".join(map(_shape_text, shape)) + ")"
 
 
-def pack_fixed(records: Sequence[Any], as_list: bool) -> Optional[bytes]:
+def pack_fixed(
+    records: Sequence[Any], as_list: bool, products_only: bool = False
+) -> Optional[bytes]:
     """The column payload of ``records`` (a non-empty list or tuple of tuples of one fixed-width
     shape), or None when they do not all fit the shape of the first (then the record encoding
-    takes them). ``as_list``: whether :func:`unpack_fixed` gives a list or a tuple.
+    takes them), or, with ``products_only``, when they hold no ``Product``. ``as_list``: whether
+    :func:`unpack_fixed` gives a list or a tuple.
 
     >>> len(pack_fixed([(k, 0, 1) for k in range(1000)], as_list=True)) < 2100
     True
@@ -195,23 +230,33 @@ def pack_fixed(records: Sequence[Any], as_list: bool) -> Optional[bytes]:
     shape = shape_of(records[0])
     if not shape:  # not fixed-width, or the empty tuple (no column to count by)
         return None
+    text = _shape_text(shape)
+    if products_only and _PRODUCT not in text:
+        return None
     specs: List[Any] = []
     buffers: List[bytes] = []
     if not _columns(shape, records, n, specs, buffers):
         return None
-    header = msgpack.packb([_plain_shape(shape), n, as_list, specs], use_bin_type=True)
+    header = msgpack.packb([text, n, as_list, specs], use_bin_type=True)
     return b"".join([_HEADER_LENGTH.pack(len(header)), header, *buffers])
 
 
-def _shape_back(plain: Any) -> Shape:
-    """The shape of a decoded header (tuples of str), validated."""
-    if type(plain) is str:
-        if plain not in _TYPE_OF_KIND and plain != _PRODUCT:
-            raise ValueError(f"timelypy wire: unknown column kind {plain!r}")
-        return plain
-    if type(plain) is not list:
-        raise ValueError(f"timelypy wire: not a column shape: {plain!r}")
-    return tuple(_shape_back(part) for part in plain)
+def _shape_back(text: str) -> Shape:
+    """The shape :func:`_shape_text` wrote, validated."""
+    stack: List[List[Shape]] = [[]]
+    for char in text:
+        if char == "(":
+            stack.append([])
+        elif char == ")" and len(stack) > 1:
+            part = tuple(stack.pop())
+            stack[-1].append(part)
+        elif char in _TYPE_OF_KIND or char == _PRODUCT:
+            stack[-1].append(char)
+        else:
+            raise ValueError(f"timelypy wire: not a column shape: {text!r}")
+    if len(stack) != 1 or len(stack[0]) != 1:
+        raise ValueError(f"timelypy wire: not a column shape: {text!r}")
+    return stack[0][0]
 
 
 def _column_count(shape: Shape) -> int:
@@ -227,7 +272,7 @@ def _assemble(shape: Shape, columns: Iterator[Any], n: int) -> Any:
         outer, inner = next(columns), next(columns)
         if type(outer) is repeat and type(inner) is repeat:  # one time: one Product
             return repeat(Product(next(outer), next(inner)), n)
-        return map(Product, outer, inner)
+        return map(_new_product, zip(outer, inner))
     if type(shape) is str:
         return next(columns)
     if not shape:
@@ -241,14 +286,15 @@ def unpack_fixed(payload: Any) -> Union[List[Any], Tuple[Any, ...]]:
     view = memoryview(payload)
     (length,) = _HEADER_LENGTH.unpack_from(view, 0)
     offset = _HEADER_LENGTH.size + length
-    plain_shape, n, as_list, specs = msgpack.unpackb(view[_HEADER_LENGTH.size : offset])
-    key = plain_shape if type(plain_shape) is str else repr(plain_shape)
-    known = _shapes.get(key)
+    text, n, as_list, specs = msgpack.unpackb(view[_HEADER_LENGTH.size : offset])
+    known = _shapes.get(text)
     if known is None:
-        shape = _shape_back(plain_shape)
+        if type(text) is not str:
+            raise ValueError(f"timelypy wire: not a column shape: {text!r}")
+        shape = _shape_back(text)
         known = (shape, _column_count(shape))
         if len(_shapes) < 1024:
-            _shapes[key] = known
+            _shapes[text] = known
     shape, width = known
     if type(n) is not int or n < 0 or type(specs) is not list or len(specs) != width:
         raise ValueError(f"timelypy wire: a column batch header that does not fit {shape!r}")
@@ -271,14 +317,14 @@ def unpack_fixed(payload: Any) -> Union[List[Any], Tuple[Any, ...]]:
 def fixed_payload(message: Any) -> Optional[bytes]:
     """The column payload of the records of a data message ``("d", channel, time, records)``
     whose records are a list of at least :data:`FIXED_MIN_ROWS` fixed-width records (decoded as
-    a ``list``, as a pickled message's), else None.
+    a ``list``, as a pickled message's) that :data:`mode` sends as columns, else None.
 
     >>> fixed_payload(("d", 3, 7, [(1, 7, 1)])) is None  # too few to pay
     True
     """
-    if type(message) is not tuple or len(message) != 4 or message[0] != "d" or not enabled:
+    if type(message) is not tuple or len(message) != 4 or message[0] != "d" or mode == "off":
         return None
     records = message[3]
     if type(records) is not list or len(records) < FIXED_MIN_ROWS:
         return None
-    return pack_fixed(records, as_list=True)
+    return pack_fixed(records, as_list=True, products_only=mode == "auto")
