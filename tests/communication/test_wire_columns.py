@@ -252,7 +252,7 @@ def test_a_corrupt_payload_is_an_error_not_wrong_records():
     header = msgpack.packb(["(i)", 40, True, ["|O"]])
     with pytest.raises(ValueError, match="unknown column type"):
         unpack_fixed(len(header).to_bytes(4, "little") + header + bytes(320))
-    for text in ("(i", "(ix)", "i)", "(i)(i)", ""):
+    for text in ("(i", "(ix)", "i)", "(i)(i)", "", ["i"]):
         header = msgpack.packb([text, 1, True, ["<i8"]])
         with pytest.raises(ValueError, match="not a column shape"):
             unpack_fixed(len(header).to_bytes(4, "little") + header + bytes(8))

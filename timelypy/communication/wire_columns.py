@@ -287,10 +287,10 @@ def unpack_fixed(payload: Any) -> Union[List[Any], Tuple[Any, ...]]:
     (length,) = _HEADER_LENGTH.unpack_from(view, 0)
     offset = _HEADER_LENGTH.size + length
     text, n, as_list, specs = msgpack.unpackb(view[_HEADER_LENGTH.size : offset])
+    if type(text) is not str:
+        raise ValueError(f"timelypy wire: not a column shape: {text!r}")
     known = _shapes.get(text)
     if known is None:
-        if type(text) is not str:
-            raise ValueError(f"timelypy wire: not a column shape: {text!r}")
         shape = _shape_back(text)
         known = (shape, _column_count(shape))
         if len(_shapes) < 1024:
