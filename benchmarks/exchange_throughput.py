@@ -13,7 +13,15 @@ encoding), and pushed through the codec alone (encode + decode, no sockets).
 ``--message raw`` (the default) sends each batch as it is (msgpack, :func:`wire.encode`);
 ``--message data`` wraps it as a worker's exchange does, ``("d", channel, time, batch)``, which
 the mesh pickles when the time is an ``int`` (:func:`wire.pickle_records`; the ``product``
-shape has ``Product`` times and stays with msgpack).
+and ``iterate`` shapes have ``Product`` times and stay with msgpack).
+
+Columns against objects: every record here is fixed-width, so it may travel as numpy columns
+(:mod:`timelypy.communication.wire_columns`). ``--columns`` sets the mesh's mode for the run
+(``auto``: columns where msgpack would encode, ``always``: root-scope data messages too,
+``off``: never), or ``compare`` (the default) runs ``off`` and ``always`` alternately and
+reports both; ``--codec-only`` reports the codec alone both ways for each shape.
+
+    python benchmarks/exchange_throughput.py --message data --shape triple --records 300000
 """
 
 from __future__ import annotations
@@ -33,7 +41,14 @@ try:
 except ImportError:  # running from a checkout without installing
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from timelypy.communication.wire import decode, encode, pickle_records, unpickle_records
+from timelypy.communication import wire_columns
+from timelypy.communication.wire import (
+    decode,
+    encode,
+    fixed_records,
+    pickle_records,
+    unpickle_records,
+)
 from timelypy.order import Product
 from timelypy.workers.launch.launcher import run_in_processes
 
@@ -55,6 +70,10 @@ def make_batches(records: int, batch: int, shape: str) -> List[list]:
 
         def record(k: int) -> Any:
             return ((k, k * 3), Product(k & 15, 2), 1)
+    elif shape == "iterate":  # as in a nested scope: one time per batch
+
+        def record(k: int) -> Any:
+            return ((k, k * 3), Product(0, 2), 1)
     else:
         raise ValueError(f"unknown shape {shape!r}")
     return [
@@ -78,29 +97,81 @@ def in_process(batches: List[list]) -> float:
 def data_message(batch: list, shape: str) -> tuple:
     """``batch`` as the data message an exchange channel sends (``Product`` time for the
     product shape, else an ``int``)."""
-    return ("d", 1, Product(0, 0) if shape == "product" else 0, batch)
+    return ("d", 1, Product(0, 0) if shape in ("product", "iterate") else 0, batch)
 
 
-def message_codec(message: Any) -> Any:
-    """Encode and decode ``message`` as the mesh does (pickled when it can be)."""
-    pickled = pickle_records(message)
-    return decode(encode(message)) if pickled is None else unpickle_records(pickled)
+def message_codec(message: Any, mode: str = "off") -> Any:
+    """Encode and decode ``message`` as the mesh does in ``mode`` (see ``--columns``)."""
+    fixed = fixed_records(message) if mode == "always" else None
+    if fixed is None:
+        pickled = pickle_records(message)
+        if pickled is not None:
+            return unpickle_records(pickled)
+        fixed = fixed_records(message) if mode == "auto" else None
+    return decode(encode(message) if fixed is None else fixed)
 
 
-def codec_only(batches: List[list], message: str = "raw", shape: str = "pair") -> float:
+class columns_mode:
+    """Within the block, :func:`encode` takes columns as ``mode`` says."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def __enter__(self) -> None:
+        self.saved = wire_columns.mode
+        wire_columns.mode = self.mode
+
+    def __exit__(self, *exc: Any) -> None:
+        wire_columns.mode = self.saved
+
+
+def codec_only(
+    batches: List[list], message: str = "raw", shape: str = "pair", mode: str = "off"
+) -> float:
     """Seconds to encode and decode every batch in one process (as a data message with
-    ``message="data"``)."""
-    start = time.perf_counter()
-    for b in batches:
-        if message == "data":
-            message_codec(data_message(b, shape))
-        else:
-            decode(encode(b))
-    return time.perf_counter() - start
+    ``message="data"``), columns as ``mode`` says."""
+    with columns_mode(mode):
+        start = time.perf_counter()
+        for b in batches:
+            if message == "data":
+                message_codec(data_message(b, shape), mode)
+            else:
+                decode(encode(b))
+        return time.perf_counter() - start
+
+
+def _encoders(message: Any, mode: str) -> Any:
+    """``(encode, decode)`` of ``message`` as the mesh in ``mode`` takes it."""
+    fixed = fixed_records(message) if mode == "always" else None
+    if fixed is not None:
+        return functools.partial(fixed_records, message), decode
+    if pickle_records(message) is not None:
+        return functools.partial(pickle_records, message), unpickle_records
+    return functools.partial(encode, message), decode
+
+
+def _one_way(records: list, message: Any, mode: str) -> Dict[str, Any]:
+    """Seconds (one run) to encode and decode ``records`` raw and as the data ``message``."""
+    with columns_mode(mode):
+        out: Dict[str, Any] = {}
+        for name, enc, dec in (
+            ("", functools.partial(encode, records), decode),
+            ("data_message_", *_encoders(message, mode)),
+        ):
+            start = time.perf_counter()
+            data = enc()
+            middle = time.perf_counter()
+            dec(data)
+            end = time.perf_counter()
+            out[name + "encode_ms"] = (middle - start) * 1e3
+            out[name + "decode_ms"] = (end - middle) * 1e3
+            out[name + "bytes"] = len(data)
+        return out
 
 
 def codec_report(batch: int, repeat: int) -> Dict[str, Any]:
-    """Encode+decode of one batch of each shape: timelypy.wire vs. references (best of repeat).
+    """Encode+decode of one batch of each shape, objects (``off``) against columns (``always``)
+    run alternately, best of ``repeat`` each; with references (best of repeat).
 
     The references are not alternatives with the same semantics: non-strict msgpack loses Product
     (and every tuple subclass); pickle is what multiprocessing would use.
@@ -119,44 +190,47 @@ def codec_report(batch: int, repeat: int) -> Dict[str, Any]:
 
     plain = msgpack.Packer(use_bin_type=True)
     report: Dict[str, Any] = {}
-    for shape in ("pair", "triple", "product"):
+    for shape in ("pair", "triple", "product", "iterate"):
         (records,) = make_batches(batch, batch, shape)
-        data = encode(records)
-        enc, dec = best(encode, records), best(decode, data)
+        message = data_message(records, shape)
+        paths: Dict[str, Dict[str, Any]] = {"objects": {}, "columns": {}}
+        for _ in range(repeat):
+            for path, mode in (("objects", "off"), ("columns", "always")):
+                for key, value in _one_way(records, message, mode).items():
+                    seen = paths[path].get(key)
+                    paths[path][key] = value if seen is None else min(seen, value)
+        for numbers in paths.values():
+            for prefix in ("", "data_message_"):
+                seconds = (numbers[prefix + "encode_ms"] + numbers[prefix + "decode_ms"]) / 1e3
+                numbers[prefix + "records_per_s"] = round(batch / seconds)
+            for key in list(numbers):
+                if key.endswith("_ms"):
+                    numbers[key] = round(numbers[key], 3)
         plain_data = plain.pack(records)
         pickled = pickle.dumps(records, 5)
         ref_msgpack = best(plain.pack, records) + best(
             functools.partial(msgpack.unpackb, plain_data, use_list=False)
         )
         ref_pickle = best(pickle.dumps, records, 5) + best(pickle.loads, pickled)
-        message = data_message(records, shape)
-        as_data = pickle_records(message)
-        if as_data is None:
-            data_enc = best(encode, message)
-            data_dec = best(decode, encode(message))
-            as_data = encode(message)
-        else:
-            data_enc = best(pickle_records, message)
-            data_dec = best(unpickle_records, as_data)
         report[shape] = {
-            "encode_ms": round(enc * 1e3, 3),
-            "decode_ms": round(dec * 1e3, 3),
-            "records_per_s": round(batch / (enc + dec)),
-            "bytes": len(data),
-            "data_message_encode_ms": round(data_enc * 1e3, 3),
-            "data_message_decode_ms": round(data_dec * 1e3, 3),
-            "data_message_records_per_s": round(batch / (data_enc + data_dec)),
-            "data_message_bytes": len(as_data),
+            **paths,
+            "columns_vs_objects_data_message": round(
+                paths["columns"]["data_message_records_per_s"]
+                / paths["objects"]["data_message_records_per_s"],
+                2,
+            ),
             "nonstrict_msgpack_records_per_s": round(batch / ref_msgpack),
             "pickle5_records_per_s": round(batch / ref_pickle),
         }
     return report
 
 
-def mesh_worker(records: int, batch: int, shape: str, message: str = "raw"):
-    """The worker function shipped to both processes."""
+def mesh_worker(records: int, batch: int, shape: str, message: str = "raw", mode: str = "auto"):
+    """The worker function shipped to both processes (columns as ``mode`` says)."""
 
     def main(index: int, peers: int, mesh: Any) -> Dict[str, Any]:
+        mesh.wire_columns = mode
+        wire_columns.mode = mode
         if index == 0:
             batches = make_batches(records, batch, shape)  # built before the clock starts
             if message == "data":
@@ -171,7 +245,12 @@ def mesh_worker(records: int, batch: int, shape: str, message: str = "raw"):
             ack = mesh.recv_nowait()
             elapsed = time.perf_counter() - start
             assert ack == [(1, ("ack", records))], ack
-            return {"seconds": elapsed, "bytes": mesh.bytes_sent, "messages": mesh.messages_sent}
+            return {
+                "seconds": elapsed,
+                "bytes": mesh.bytes_sent,
+                "messages": mesh.messages_sent,
+                "column_messages": mesh.fixed_sent,
+            }
         mesh.send(0, "ready")
         received = 0
         deadline = time.monotonic() + 600
@@ -191,9 +270,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument(
         "--shape",
-        choices=["pair", "triple", "product"],
+        choices=["pair", "triple", "product", "iterate"],
         default="pair",
-        help="pair: (k, v); triple: ((k, v), t, 1); product: t is Product",
+        help="pair: (k, v); triple: ((k, v), t, 1); product: t is Product; iterate: "
+        "t is one Product",
     )
     parser.add_argument(
         "--message",
@@ -201,6 +281,12 @@ def main() -> None:
         default="raw",
         help="raw: each batch as is (msgpack); data: as an exchange channel's "
         "data message (pickled at int times)",
+    )
+    parser.add_argument(
+        "--columns",
+        choices=["compare", "auto", "always", "off"],
+        default="compare",
+        help="the mesh's column mode; compare: off and always, alternately",
     )
     parser.add_argument("--start-method", default=None)
     parser.add_argument("--repeat", type=int, default=3, help="report the best of this many runs")
@@ -226,24 +312,32 @@ def main() -> None:
         )
         return
 
+    modes = ["off", "always"] if args.columns == "compare" else [args.columns]
     batches = make_batches(args.records, args.batch, args.shape)
     local = min(in_process(batches) for _ in range(args.repeat))
-    codec = min(codec_only(batches, args.message, args.shape) for _ in range(args.repeat))
+    codec = {mode: float("inf") for mode in modes}
+    for _ in range(args.repeat):  # alternated
+        for mode in modes:
+            seconds = codec_only(batches, args.message, args.shape, mode)
+            codec[mode] = min(codec[mode], seconds)
     del batches
 
-    runs = []
+    runs: Dict[str, List[Dict[str, Any]]] = {mode: [] for mode in modes}
     for _ in range(args.repeat):
-        started = time.perf_counter()
-        sender, receiver = run_in_processes(
-            profile_mesh_worker(mesh_worker(args.records, args.batch, args.shape, args.message)),
-            2,
-            timeout=600,
-            start_method=args.start_method,
-        )
-        assert receiver["received"] == args.records
-        sender["job_seconds"] = time.perf_counter() - started
-        runs.append(sender)
-    best = min(runs, key=lambda r: r["seconds"])
+        for mode in modes:
+            runs[mode].append(mesh_run(args, mode))
+    mesh = {}
+    for mode in modes:
+        best = min(runs[mode], key=lambda r: r["seconds"])
+        mesh[mode] = {
+            "seconds": round(best["seconds"], 4),
+            "records_per_s": round(args.records / best["seconds"]),
+            "bytes_sent": best["bytes"],
+            "column_messages": best["column_messages"],
+            "MB_per_s": round(best["bytes"] / best["seconds"] / 1e6, 1),
+            "job_seconds_incl_startup": round(best["job_seconds"], 3),
+            "codec_only_one_process_records_per_s": round(args.records / codec[mode]),
+        }
 
     print(
         json.dumps(
@@ -255,17 +349,7 @@ def main() -> None:
                 "message": args.message,
                 "python": platform.python_version(),
                 "cpus": os.cpu_count(),
-                "mesh_two_processes": {
-                    "seconds": round(best["seconds"], 4),
-                    "records_per_s": round(args.records / best["seconds"]),
-                    "bytes_sent": best["bytes"],
-                    "MB_per_s": round(best["bytes"] / best["seconds"] / 1e6, 1),
-                    "job_seconds_incl_startup": round(best["job_seconds"], 3),
-                },
-                "codec_only_one_process": {
-                    "seconds": round(codec, 4),
-                    "records_per_s": round(args.records / codec),
-                },
+                "mesh_two_processes_by_column_mode": mesh,
                 "in_process_deque": {
                     "seconds": round(local, 6),
                     "records_per_s": round(args.records / local),
@@ -275,6 +359,20 @@ def main() -> None:
             indent=2,
         )
     )
+
+
+def mesh_run(args: Any, mode: str) -> Dict[str, Any]:
+    """One two-process run in column ``mode``: the sender's figures."""
+    started = time.perf_counter()
+    sender, receiver = run_in_processes(
+        profile_mesh_worker(mesh_worker(args.records, args.batch, args.shape, args.message, mode)),
+        2,
+        timeout=600,
+        start_method=args.start_method,
+    )
+    assert receiver["received"] == args.records
+    sender["job_seconds"] = time.perf_counter() - started
+    return sender
 
 
 def profile_mesh_worker(fn: Any) -> Any:

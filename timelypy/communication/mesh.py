@@ -59,7 +59,16 @@ from .links import (
     data_frame,
     log,
 )
-from .wire import HEADER_SIZE, FrameReader, decode, encode, pickle_records, unpickle_records
+from .wire import (
+    HEADER_SIZE,
+    FrameReader,
+    decode,
+    encode,
+    fixed_records,
+    pickle_records,
+    unpickle_records,
+)
+from .wire_columns import wire_columns_mode
 
 __all__ = ["SocketMesh", "MeshFabric", "MeshSettings", "Address"]
 
@@ -123,6 +132,11 @@ class SocketMesh(MeshLinks):
         self.blocked_seconds = 0.0
         """Seconds sends spent blocked on flow control (a peer's window full, see
         :mod:`.credit`)."""
+        self.wire_columns = wire_columns_mode()
+        """When fixed-width records travel as numpy columns (see
+        :data:`~.wire_columns.WIRE_COLUMNS_VARIABLE`)."""
+        self.fixed_sent = 0
+        """Data messages sent with their records as numpy columns."""
         super().__init__(
             index,
             peers,
@@ -407,10 +421,25 @@ class SocketMesh(MeshLinks):
             self._deliver_local((obj,))
             return
         start = time.perf_counter()
-        pickled = pickle_records(obj)
-        data = data_frame(encode(obj)) if pickled is None else data_frame(pickled, PICKLED_TAG)
+        data = self._encode_message(obj)
         self.encode_seconds += time.perf_counter() - start
         self._send_frames(self._peer(dest), data, 1)
+
+    def _encode_message(self, obj: Any) -> bytes:
+        """The frame of ``obj``: fixed-width records as columns or pickled as the mode says
+        (see :data:`~.wire_columns.WIRE_COLUMNS_VARIABLE`), else msgpack."""
+        mode = self.wire_columns
+        fixed = fixed_records(obj) if mode == "always" else None
+        if fixed is None:
+            pickled = pickle_records(obj)
+            if pickled is not None:
+                return data_frame(pickled, PICKLED_TAG)
+            if mode == "auto":
+                fixed = fixed_records(obj)
+        if fixed is None:
+            return data_frame(encode(obj))
+        self.fixed_sent += 1
+        return data_frame(fixed)
 
     def broadcast(self, obj: Any) -> None:
         """Send ``obj`` to every worker, this one included (encoded once)."""

@@ -22,6 +22,9 @@ a progress update, or a small control message. :func:`encode` turns one such obj
 * Anything else msgpack cannot carry exactly (other user classes and subclasses of builtins,
   functions and lambdas, ...) travels as a cloudpickle payload inside a msgpack extension.
   Plain data never touches pickle.
+* A list or tuple of 64 or more fixed-width records (ints in int64, floats, bools,
+  ``Product(int, int)``, tuples of them) may travel as numpy columns (:mod:`.wire_columns`:
+  by default those holding ``Product`` times, where columns cost less CPU).
 
 >>> from ..order import Product
 >>> decode(encode([(1, "a"), (Product(2, 3), {4, 5})]))
@@ -64,6 +67,8 @@ import cloudpickle
 import msgpack
 
 from ..order import Product
+from . import wire_columns
+from .wire_columns import fixed_payload, pack_fixed, unpack_fixed
 from .wire_records import STDLIB_FIELDS, rebuild_record, rebuild_stdlib, record_header, record_kind
 from .wire_records import reset as reset_records
 
@@ -86,6 +91,8 @@ __all__ = [
     "register_type",
     "EXT_RECORD",
     "EXT_STDLIB",
+    "EXT_FIXED",
+    "fixed_records",
 ]
 
 # msgpack extension type codes (0..127 are free for applications; -1 is msgpack's Timestamp).
@@ -114,6 +121,10 @@ the first time a message holds it, then its number), then the msgpack array of i
 EXT_STDLIB = 10
 """A ``date``, ``datetime``, ``time``, ``timedelta``, ``Decimal``, ``Fraction`` or ``UUID``: the
 msgpack array ``[kind, *fields]`` (see :mod:`.wire_records`)."""
+EXT_FIXED = 11
+"""A list or tuple of fixed-width records (ints in int64, floats, bools, ``Product(int, int)``,
+tuples of them) as numpy columns: the layout, the count and each column's raw bytes (see
+:mod:`.wire_columns`)."""
 
 _INT_PAIR = struct.Struct("<qq")
 _HEADER = struct.Struct("<Q")
@@ -221,7 +232,7 @@ def _encode_product(obj: Product) -> msgpack.ExtType:
 COLUMNAR_MIN_ROWS = 16
 """Sequences of at least this many plain tuples of one length travel column by column."""
 _COLUMNAR_MAX_WIDTH = 8
-_BUILT_IN_CODES = frozenset(range(1, 8)) | {9, 10}
+_BUILT_IN_CODES = frozenset(range(1, 8)) | {9, 10, EXT_FIXED}
 # exact class -> (code, encode, its cache by value or None); code -> decode
 _encoders: Dict[type, Tuple[int, Callable[[Any], bytes], Optional[Dict[Any, Any]]]] = {}
 _decoders: Dict[int, Callable[[bytes], Any]] = {}
@@ -256,13 +267,19 @@ def register_type(
 
 
 def _columns(rows: Any) -> Optional[msgpack.ExtType]:
-    """``rows`` (a list or tuple) as one :data:`EXT_COLUMNS` extension when every row is an
-    exact ``tuple`` of one length (1..8), else None. The type and length checks and the
-    transposition run in C (``map``, ``set``, ``zip``), so a batch of ``((k, v), t, r)``
-    updates costs a few C passes instead of two Python calls per update; the columns are tuples
-    again and may go columnar in turn (the ``(k, v)`` column)."""
+    """``rows`` (a list or tuple) as one :data:`EXT_FIXED` extension when they are fixed-width
+    records (decoded as a tuple, as every sequence), else as one :data:`EXT_COLUMNS` extension
+    when every row is an exact ``tuple`` of one length (1..8), else None. The type and length
+    checks and the transposition run in C (``map``, ``set``, ``zip``), so a batch of
+    ``((k, v), t, r)`` updates costs a few C passes instead of two Python calls per update; the
+    columns are tuples again and may go columnar in turn (the ``(k, v)`` column)."""
     if type(rows[0]) is not tuple:
         return None
+    mode = wire_columns.mode
+    if len(rows) >= wire_columns.FIXED_MIN_ROWS and mode != "off":
+        fixed = pack_fixed(rows, as_list=False, products_only=mode == "auto")
+        if fixed is not None:
+            return _ext(EXT_FIXED, fixed)
     types = set(map(type, rows))
     if len(types) != 1 or tuple not in types:
         return None
@@ -374,6 +391,8 @@ def encode(obj: Any) -> bytes:
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
+    if code == EXT_FIXED:
+        return unpack_fixed(data)
     if code == EXT_COLUMNS:
         width, *columns = _unpack(data)
         if len(columns) != width:
@@ -524,6 +543,19 @@ def pickle_records(message: Any) -> Optional[bytes]:
         slot.renew()
         return None
     return buffer.getvalue()
+
+
+def fixed_records(message: Any) -> Optional[bytes]:
+    """A data message ``("d", channel, time, records)`` with its records as numpy columns
+    (:data:`EXT_FIXED`; see :func:`.wire_columns.fixed_payload`), for :func:`decode`, which
+    gives them back as a ``list``; None when the records do not fit.
+
+    >>> time = Product(7, 1)
+    >>> decode(fixed_records(("d", 3, time, [((k, 2), time, 1) for k in range(99)])))[3][:2]
+    [((0, 2), Product(7, 1), 1), ((1, 2), Product(7, 1), 1)]
+    """
+    payload = fixed_payload(message)
+    return None if payload is None else encode((*message[:3], _ext(EXT_FIXED, payload)))
 
 
 def unpickle_records(data: Any) -> Any:
