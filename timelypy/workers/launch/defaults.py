@@ -32,7 +32,7 @@ WORKERS_ENV = "TIMELYPY_WORKERS"
 BACKEND_ENV = "TIMELYPY_BACKEND"
 RAY_ADDRESS_ENV = "TIMELYPY_RAY_ADDRESS"
 
-ENGINE_SETTINGS = ("TIMELYPY_COLUMNS", "TIMELYPY_GC")
+ENGINE_SETTINGS = ("TIMELYPY_COLUMNS", "TIMELYPY_GC", "TIMELYPY_WIRE_COLUMNS")
 """The environment variables a worker reads while it runs (the column path, the collector
 policy): the launchers hand the driver's values to every worker process and actor, whose own
 environment was fixed when its server or node started."""
