@@ -133,23 +133,9 @@ def sum_column_batch(
     base = csum[kv_starts] - diffs[kv_starts]
     after = prior_kv[kv_id] + csum - base[kv_id]
     d_support = (after != 0).astype(np.int64) - (after != diffs)
-    # Per (key, time): sums of value * diff and of the support changes, then per key the
-    # running total and support after each of its times.
-    order = np.lexsort((times, key_id))
-    k_o, t_o = key_id[order], times[order]
-    change = np.empty(n, dtype=bool)
-    change[0] = True
-    change[1:] = (k_o[1:] != k_o[:-1]) | (t_o[1:] != t_o[:-1])
-    g_starts = np.flatnonzero(change)
-    d_total = np.add.reduceat((vals * diffs)[order], g_starts)
-    d_supp = np.add.reduceat(d_support[order], g_starts)
-    gk, gt = k_o[g_starts], t_o[g_starts]
-    key_first = np.searchsorted(gk, np.arange(len(keys)))
-    group_key, _ = _groups(key_first, len(g_starts))
-    c_total, c_supp = np.cumsum(d_total), np.cumsum(d_supp)
-    total = total0[gk] + c_total - (c_total - d_total)[key_first][group_key]
-    support = support0[gk] + c_supp - (c_supp - d_supp)[key_first][group_key]
-    before_total, before_supp = total - d_total, support - d_supp
+    gk, gt, total, before_total, support, before_supp = _per_time(
+        key_id, times, vals * diffs, d_support, total0, support0
+    )
     now, was = support > 0, before_supp > 0
     same = total == before_total
     retract = was & ~(now & same)
@@ -168,15 +154,43 @@ def sum_column_batch(
             )
         )
         _put(in_hist, in_sizes, keys[i], [(v, last, c) for v, c in merged.items() if c])
-    key_last = np.append(key_first[1:], len(g_starts)) - 1
-    present = np.flatnonzero(support[key_last] > 0)
-    final = total[key_last].tolist()
-    for i in range(len(keys)):
-        out_hist.pop(keys[i], None)
-        out_sizes.pop(keys[i], None)
-    for i in present.tolist():
-        out_hist[keys[i]] = [(final[i], last, 1)]
+    # A key's output after the batch: its total after its last time, if it has support.
+    key_last = np.append(np.flatnonzero(gk[1:] != gk[:-1]), len(gk) - 1)
+    for key in keys:
+        out_hist.pop(key, None)
+        out_sizes.pop(key, None)
+    totals = total[key_last].tolist()
+    for i in np.flatnonzero(support[key_last] > 0).tolist():
+        out_hist[keys[i]] = [(totals[i], last, 1)]
     return out
+
+
+def _per_time(
+    key_id: np.ndarray,
+    times: np.ndarray,
+    d_total: np.ndarray,
+    d_support: np.ndarray,
+    total0: np.ndarray,
+    support0: np.ndarray,
+) -> Tuple[np.ndarray, ...]:
+    """Per ``(key, time)`` of the rows (in key, then time order): the key, the time, the
+    key's total after and before that time, and its support after and before."""
+    n = len(times)
+    order = np.lexsort((times, key_id))
+    k_o, t_o = key_id[order], times[order]
+    change = np.empty(n, dtype=bool)
+    change[0] = True
+    change[1:] = (k_o[1:] != k_o[:-1]) | (t_o[1:] != t_o[:-1])
+    g_starts = np.flatnonzero(change)
+    dt = np.add.reduceat(d_total[order], g_starts)
+    ds = np.add.reduceat(d_support[order], g_starts)
+    gk, gt = k_o[g_starts], t_o[g_starts]
+    key_first = np.searchsorted(gk, np.arange(len(total0)))
+    group_key, _ = _groups(key_first, len(g_starts))
+    c_total, c_supp = np.cumsum(dt), np.cumsum(ds)
+    total = total0[gk] + c_total - (c_total - dt)[key_first][group_key]
+    support = support0[gk] + c_supp - (c_supp - ds)[key_first][group_key]
+    return gk, gt, total, total - dt, support, support - ds
 
 
 def _changes(
