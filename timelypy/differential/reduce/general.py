@@ -58,9 +58,11 @@ class ReduceOperator(KeyedState, OperatorCore):
 
     state_keyed = ("in_hist", "out_hist", "_in_sizes", "_out_sizes")
 
-    column_min = 2048
-    """The least updates of a column batch the column path takes (smaller ones cost less on
-    the object path; measured with ``benchmarks/components.py``)."""
+    column_min = 4096
+    """The least updates of a column batch the column path takes: below it the object path
+    costs as little or less (batches of changes to keys that hold state break even at a few
+    thousand updates; loads of new keys gain from far fewer; ``benchmarks/reduce_columns.py``
+    measures both paths)."""
 
     def __init__(
         self, scope: "Scope", view: "TraceView", logic: Union[Logic, GroupLogic], name: str
