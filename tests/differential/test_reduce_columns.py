@@ -23,6 +23,7 @@ from timelypy.differential.reduce import ReduceOperator
 from timelypy.differential.reduce.column_sum import sum_column_batch, sum_columns_fit
 from timelypy.differential.trace.column_batch import ColumnBatch
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE, Layout
+from timelypy.workers.worker import Worker
 
 Round = List[Tuple[Tuple[int, int], int, int]]
 """One round's ``((key, val), ahead, diff)``: the update is at the round's time + ``ahead``."""
@@ -227,3 +228,21 @@ def test_only_int_values_fit() -> None:
     assert not sum_columns_fit(_batch([((1, 1 << 33), 0, 1)]), 1)
     assert not sum_columns_fit(_batch([((1, 2), 0, 1)]), 2)  # below min_count
     assert Layout.of(1) == floats.key_layout
+
+
+def test_a_snapshot_takes_the_waiting_column_batches_into_the_histories() -> None:
+    worker = Worker()
+    graphs: List[Any] = []
+
+    def program(scope: Any) -> Any:
+        session, coll = scope.new_collection()
+        graphs.append(scope.subgraph)
+        return session, coll.sum().probe()
+
+    worker.dataflow(program)
+    (op,) = [c for c in graphs[0].children if isinstance(c, ReduceOperator)]
+    batch = _batch([((k % 7, k), 0, 1) for k in range(50)])
+    op._deferred.append((0, batch))
+    op.snapshot_state()
+    assert not op._deferred and op.object_batches == 1
+    assert sorted(op.in_hist) == list(range(7)) and set(op.pending_times) == {0}
