@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import timelypy as tp
+from timelypy.differential import arrange
 from timelypy.differential.reduce import ReduceOperator
 from timelypy.differential.reduce.column_sum import sum_column_batch, sum_columns_fit
 from timelypy.differential.trace.column_batch import ColumnBatch
@@ -112,6 +113,13 @@ def _same_answers(
     return columns, objects
 
 
+def _small_batches(monkeypatch: pytest.MonkeyPatch, least: int) -> None:
+    """Batches of ``least`` updates or more on the column path (sealed as columns by the
+    arrangement, read as columns by the reduce), so small examples exercise it."""
+    monkeypatch.setattr(ReduceOperator, "column_min", least)
+    monkeypatch.setattr(arrange, "COLUMNS_MIN_UPDATES", least, raising=False)
+
+
 updates = st.tuples(
     st.tuples(st.integers(0, 6), st.integers(-4, 4)),
     st.integers(0, 2),
@@ -127,8 +135,7 @@ rounds_strategy = st.lists(st.lists(updates, max_size=30), min_size=1, max_size=
 def test_random_streams_give_the_same_answers_on_both_paths(
     monkeypatch: pytest.MonkeyPatch, rounds: List[Round], workers: int
 ) -> None:
-    # Every batch of two or more updates on the column path, so small examples exercise it.
-    monkeypatch.setattr(ReduceOperator, "column_min", 2)
+    _small_batches(monkeypatch, 2)
     _same_answers(monkeypatch, rounds, workers)
 
 
@@ -148,7 +155,7 @@ def _load_then_changes(keys: int, load: int, changes: int) -> List[Round]:
 def test_a_load_takes_the_column_path_and_small_changes_the_object_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    columns, objects = _same_answers(monkeypatch, _load_then_changes(300, 5000, 20))
+    columns, objects = _same_answers(monkeypatch, _load_then_changes(300, 10000, 20))
     assert columns["column_batches"] == 1  # the load
     assert columns["object_batches"] > 0  # each change is below column_min
     assert objects["object_batches"] > 0
@@ -156,7 +163,7 @@ def test_a_load_takes_the_column_path_and_small_changes_the_object_path(
 
 def test_bursts_after_a_load_keep_both_paths_on_one_state(monkeypatch: pytest.MonkeyPatch) -> None:
     # Column batches and object batches alternate on the same keys.
-    monkeypatch.setattr(ReduceOperator, "column_min", 30)
+    _small_batches(monkeypatch, 30)
     rng = np.random.default_rng(11)
     rounds: List[Round] = []
     for i in range(8):
@@ -176,7 +183,7 @@ def test_bursts_after_a_load_keep_both_paths_on_one_state(monkeypatch: pytest.Mo
 
 
 def test_totals_past_int64_stay_exact_on_the_object_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ReduceOperator, "column_min", 2)
+    _small_batches(monkeypatch, 2)
     big = 1 << 40
     rounds: List[Round] = [
         [((1, big), 0, 1 << 30), ((1, big + 1), 0, 1 << 30), ((2, 3), 0, 1)],
@@ -191,7 +198,7 @@ def test_totals_past_int64_stay_exact_on_the_object_path(monkeypatch: pytest.Mon
 @pytest.mark.timeout(300)
 def test_two_processes_give_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     # The workers import timelypy afresh: the load is above the default column_min.
-    columns, _ = _same_answers(monkeypatch, _load_then_changes(300, 8000, 6), 2, "processes")
+    columns, _ = _same_answers(monkeypatch, _load_then_changes(300, 16000, 6), 2, "processes")
     assert columns["column_batches"] >= 1
 
 
