@@ -51,6 +51,7 @@ LAYERS = {
         "reduce.distinct_product",
         "reduce.general",
         "reduce.total",
+        "reduce.column_sum",
         "consolidate",
         "iterate",
     },

@@ -313,8 +313,10 @@ class Collection:
         Example: ``seen = nodes.arrange_by_self()``; ``edges.semijoin(seen)`` reuses it."""
         return self._arrange(True, name or "ArrangeBySelf")
 
-    def _arrange(self, by_self: bool, name: str, keep_trace: bool = True) -> "Arranged":
-        stream, spine = arrange_stream(self.inner, self.scope, name, by_self, keep_trace)
+    def _arrange(
+        self, by_self: bool, name: str, keep_trace: bool = True, columns: Optional[bool] = None
+    ) -> "Arranged":
+        stream, spine = arrange_stream(self.inner, self.scope, name, by_self, keep_trace, columns)
         return Arranged(self.scope, stream, spine, by_self=by_self)
 
     def join(self, other: "Collection") -> "Collection":
@@ -362,7 +364,8 @@ class Collection:
         key) turns ``{("tea", 3), ("tea", 2)}`` into ``{("tea", 2)}``."""
         if is_product_order(self.scope.order):  # no arrangement: see reduce_product
             return Collection(self.scope, reduce_product(self.inner, logic, name))
-        return self._arrange(False, "ArrangeByKey", keep_trace=False).reduce(logic, name)
+        columns = True if logic is sum_logic else None  # the reduce reads its column batches
+        return self._arrange(False, "ArrangeByKey", False, columns).reduce(logic, name)
 
     def count(self) -> "Collection":
         """``(record, count)`` for every record with a non-zero count.

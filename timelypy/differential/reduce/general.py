@@ -7,11 +7,19 @@ are the new update times and, for partially ordered times, their *joins* with th
 (output can change at a time no input touched, as in "Differential Dataflow", McSherry et al.,
 CIDR 2013). Histories are compacted to the input frontier after each evaluation, so they stay
 proportional to the live values.
+
+At totally ordered times, reduce with :func:`~.logic.sum_logic` reads large column batches
+(:class:`~timelypy.differential.trace.column_batch.ColumnBatch` of ``int`` values) with numpy
+(:mod:`.column_sum`): such a batch waits, in arrival order, until the input frontier has passed
+its times, and is then evaluated for all its keys at once. Smaller batches, and every other
+logic, take the object path (per key, as above); both give the same output and leave the same
+state. ``column_batches`` and ``object_batches`` count the batches each path took.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Set, Tuple, Union
 
 from ...dataflow.capability import CapabilitySet
 from ...dataflow.operator import OperatorCore
@@ -21,8 +29,9 @@ from ...errors import TimelyError, user_error
 from ...progress.frontier import Antichain
 from ..consolidation import advance_and_consolidate
 from ..kernel.histories import accumulate, close_under_joins
+from .column_sum import sum_column_batch, sum_columns_fit
 from .common import Logic, check_output, is_product_order, sorted_group
-from .logic import GroupLogic, as_group_logic
+from .logic import GroupLogic, as_group_logic, sum_logic
 from .product import ProductReduce
 
 if TYPE_CHECKING:
@@ -41,9 +50,19 @@ class ReduceOperator(KeyedState, OperatorCore):
     """Input: batches of an arrangement by key. Output: ``((key, out_val), time, diff)``.
 
     Stateful: its input and output histories per key, and the pending times of each key
-    (at a closed time only times at or beyond the input frontier are pending)."""
+    (at a closed time only times at or beyond the input frontier are pending). Column batches
+    waiting for the frontier (see the module) join the histories before a snapshot.
+
+    Example: ``prices.sum()`` runs one (at ``int`` times, large batches of ``int`` prices on
+    the column path: ``column_batches`` counts them)."""
 
     state_keyed = ("in_hist", "out_hist", "_in_sizes", "_out_sizes")
+
+    column_min = 4096
+    """The least updates of a column batch the column path takes: below it the object path
+    costs as little or less (batches of changes to keys that hold state break even at a few
+    thousand updates; loads of new keys gain from far fewer; ``benchmarks/reduce_columns.py``
+    measures both paths)."""
 
     def __init__(
         self, scope: "Scope", view: "TraceView", logic: Union[Logic, GroupLogic], name: str
@@ -62,6 +81,20 @@ class ReduceOperator(KeyedState, OperatorCore):
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
         self._out = self.output_ports[0]
+        self.column_batches = 0
+        """Batches evaluated on the column path."""
+        self.object_batches = 0
+        """Batches taken into the histories on the object path."""
+        self._columns = (
+            self.order.is_total
+            and self.logic is sum_logic
+            and view.pred is None
+            and view.time_map is None
+        )
+        """Does this operator read column batches (total order, ``sum_logic``, plain view)?"""
+        self._deferred: Deque[Tuple[Any, Any]] = deque()
+        """``(message time, batch)`` not yet taken, in arrival order (column batches waiting
+        for the frontier, and every batch after the first of them)."""
 
     def _add_pending(self, key: Any, t: Any) -> None:
         p = self.pending.get(key)
@@ -104,6 +137,12 @@ class ReduceOperator(KeyedState, OperatorCore):
         for t in times:
             self.caps.retain(t, internal, 0, self.name)
 
+    def snapshot_state(self) -> Any:
+        """The keyed state, with the waiting column batches taken into the histories first."""
+        while self._deferred:
+            self._take(self._deferred.popleft()[1])
+        return super().snapshot_state()
+
     def schedule(self) -> bool:
         """Take arrived batches into the histories; evaluate the keys the frontier passed."""
         changed = self._apply_frontiers()
@@ -114,26 +153,86 @@ class ReduceOperator(KeyedState, OperatorCore):
             consumed = self._consumed
             caps = self.caps
             internal = self.shared.internals[0]
-            inputs = self.in_hist
-            read = self.view.read_batch
-            fresh = self._fresh if not self.order.is_total else set()  # total: no closures
+            deferred = self._deferred
+            columns, least = self._columns, self.column_min
             while q:
                 time, batches = q.popleft()
                 consumed.update(time, len(batches))
                 caps.retain(time, internal, 0, self.name)
                 for batch in batches:
-                    for key, vals in read(batch):
-                        hist = inputs.get(key)
-                        if hist is None:
-                            inputs[key] = list(vals)
-                        else:
-                            hist.extend(vals)
-                        for _, t, _ in vals:
-                            self._add_pending(key, t)
-                        fresh.add(key)
+                    if deferred or (columns and sum_columns_fit(batch, least)):
+                        deferred.append((time, batch))
+                    else:
+                        self._take(batch)
         if changed or received:
             self._process()
+            if self._deferred:
+                self._drain()
         return False
+
+    def _take(self, batch: Any) -> None:
+        """The object path: a batch's updates into the histories, their times pending."""
+        self.object_batches += 1
+        inputs = self.in_hist
+        fresh = self._fresh if not self.order.is_total else set()  # total: no closures
+        for key, vals in self.view.read_batch(batch):
+            hist = inputs.get(key)
+            if hist is None:
+                inputs[key] = list(vals)
+            else:
+                hist.extend(vals)
+            for _, t, _ in vals:
+                self._add_pending(key, t)
+            fresh.add(key)
+
+    def _drain(self) -> None:
+        """Take the waiting batches in order: a column batch once the input frontier has
+        passed its times and every earlier time is evaluated (else on the object path, if
+        an earlier time is still pending), an object batch as it comes."""
+        frontier = self.input_frontiers[0].frontier
+        bound = frontier[0] if frontier else None
+        deferred = self._deferred
+        taken = False
+        while deferred:
+            time, batch = deferred[0]
+            if not sum_columns_fit(batch, self.column_min):
+                deferred.popleft()
+                self._take(batch)
+                taken = True
+                continue
+            if bound is not None and int(batch.times.max()) >= bound:
+                break
+            if taken:
+                self._process()
+                taken = False
+            deferred.popleft()
+            if not self.pending_times and self._sum_columns(time, batch):
+                continue
+            self._take(batch)
+            taken = True
+        if taken:
+            self._process()
+        self._hold()
+
+    def _sum_columns(self, time: Any, batch: Any) -> bool:
+        """Evaluate a column batch at once (False: a key's state does not fit; untouched)."""
+        try:
+            out = sum_column_batch(
+                batch, self.in_hist, self.out_hist, self._in_sizes, self._out_sizes
+            )
+        except TimelyError:
+            raise
+        except Exception as exc:
+            raise user_error(self, exc, f"a column batch at time {time!r}") from exc
+        if out is None:
+            return False
+        self.column_batches += 1
+        if out:
+            cap = self.caps.find(time)
+            if cap is None:  # pragma: no cover - a bug if it happens
+                raise TimelyError(f"reduce {self.name!r}: no capability for time {time!r}")
+            self._out.push(cap.time, out)
+        return True
 
     def _process(self) -> None:
         frontier = list(self.input_frontiers[0].frontier)
@@ -156,8 +255,14 @@ class ReduceOperator(KeyedState, OperatorCore):
         for cap_time, data in output.items():
             if data:
                 self._out.push(cap_time, data)
+        self._hold()
+
+    def _hold(self) -> None:
+        """Hold capabilities at the least pending times and waiting batches' times only."""
         pending_frontier = Antichain(le=self.order.le)
         for t in self.pending_times:
+            pending_frontier.insert(t)
+        for t, _ in self._deferred:
             pending_frontier.insert(t)
         self.caps.downgrade(list(pending_frontier))
 
