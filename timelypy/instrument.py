@@ -146,6 +146,18 @@ class ArrangementCreated(NamedTuple):
     trace: Any
 
 
+class PathCounted(NamedTuple):
+    """An operator that reads batches on the column path or the object path (the join, a
+    reduce) was built (emitted once, if a sink listens). ``counters`` is the live operator,
+    whose ``column_batches`` and ``object_batches`` a sink reads when it is asked."""
+
+    worker: int
+    scope: str
+    operator: int
+    name: str
+    counters: Any
+
+
 EVENT_TYPES: Tuple[type, ...] = (
     OperatorScheduled,
     OperatorFinished,
@@ -156,6 +168,7 @@ EVENT_TYPES: Tuple[type, ...] = (
     SpineMerged,
     FrontierChanged,
     ArrangementCreated,
+    PathCounted,
 )
 """Every event type the engine emits."""
 

@@ -38,7 +38,13 @@ import json
 import sys
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from .instrument import ArrangementCreated, BatchProduced, OperatorFinished, OperatorScheduled
+from .instrument import (
+    ArrangementCreated,
+    BatchProduced,
+    OperatorFinished,
+    OperatorScheduled,
+    PathCounted,
+)
 
 __all__ = [
     "StatsSink",
@@ -79,6 +85,7 @@ class StatsSink:
         self._stack: List[OperatorKey] = []
         self._unattributed: Dict[int, int] = {}
         self._traces: Dict[OperatorKey, Tuple[str, Any]] = {}
+        self._paths: Dict[OperatorKey, Any] = {}  # operators counting the path of their batches
 
     def _entry(self, key: OperatorKey, name: str) -> List[Any]:
         entry = self._ops.get(key)
@@ -102,6 +109,8 @@ class StatsSink:
             self._finished(event)
         elif kind is ArrangementCreated:
             self._traces[(event.scope, event.operator)] = (event.name, event.trace)
+        elif kind is PathCounted:
+            self._paths[(event.scope, event.operator)] = event.counters
 
     def _finished(self, event: Any) -> None:
         key = (event.scope, event.operator)
@@ -127,6 +136,9 @@ class StatsSink:
             row: Dict[str, Any] = {"scope": key[0], "operator": key[1], "name": entry[_NAME]}
             row.update(zip(COUNTERS, entry[1:]))
             row["arrangement"] = _trace_sizes(self._traces[key][1]) if key in self._traces else None
+            counters = self._paths.get(key)
+            if counters is not None:
+                row["path"] = _named_path(counters.object_batches, counters.column_batches)
             out.append(row)
         return {"worker": self.worker, "operators": out}
 
@@ -154,6 +166,10 @@ def _path(trace: Any) -> str:
     """Which path a trace's batches took: ``"columns"``, ``"objects"``, ``"mixed"``, or
     ``"none"`` before the first batch."""
     objects, columns = trace.sealed_paths
+    return _named_path(objects, columns)
+
+
+def _named_path(objects: int, columns: int) -> str:
     if columns and objects:
         return "mixed"
     return "columns" if columns else "objects" if objects else "none"
@@ -221,6 +237,10 @@ class Statistics:
                 for c in COUNTERS:
                     total[c] += op.get(c, 0)
                 _add_arrangement(total, op.get("arrangement"))
+                path = op.get("path")
+                if path is not None:
+                    known = total.get("path")
+                    total["path"] = path if known in (None, "none", path) else "mixed"
         return [summed[k] for k in sorted(summed)]
 
     def operator(self, scope: str, index: int, worker: Optional[int] = None) -> Dict[str, Any]:

@@ -19,6 +19,7 @@ import numpy as np
 from ..dataflow.operator import OperatorCore
 from ..dataflow.stream import Stream
 from ..errors import NamedStage, TimelyError, user_error
+from ..instrument import PathCounted
 from .agent import TraceAgent
 from .kernel.columns import diffs_fit
 from .kernel.join import Kernel, core, join_keys, mapped, pairs, semijoin_pairs
@@ -191,6 +192,11 @@ class JoinOperator(OperatorCore):
         """Batches joined on the column path."""
         self.object_batches = 0
         """Batches joined on the object path."""
+        instruments = scope.worker.instruments
+        if instruments.enabled:
+            instruments.emit(
+                PathCounted(scope.worker.index, self.subgraph.name, self.index, name, self)
+            )
 
     def fuse_inspect(self, f: Callable[[Any], Any]) -> bool:
         """Call ``f((record, time, diff))`` on every output update as it is sent (what an

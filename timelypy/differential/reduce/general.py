@@ -26,6 +26,7 @@ from ...dataflow.operator import OperatorCore
 from ...dataflow.state import KeyedState, future_pieces
 from ...dataflow.stream import Stream
 from ...errors import TimelyError, user_error
+from ...instrument import PathCounted
 from ...progress.frontier import Antichain
 from ..consolidation import advance_and_consolidate
 from ..kernel.histories import accumulate, close_under_joins
@@ -85,6 +86,11 @@ class ReduceOperator(KeyedState, OperatorCore):
         """Batches evaluated on the column path."""
         self.object_batches = 0
         """Batches taken into the histories on the object path."""
+        instruments = scope.worker.instruments
+        if instruments.enabled:
+            instruments.emit(
+                PathCounted(scope.worker.index, self.subgraph.name, self.index, self.name, self)
+            )
         self._columns = (
             self.order.is_total
             and self.logic is sum_logic
