@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import strategies as strat
-from support.harness import ref, run_and_check
+from support.harness import run_and_check
 from support.paths import ROOT
 from support.ray_cluster import (
     RAY_AUTH_VARIABLES,
@@ -32,6 +32,7 @@ from support.ray_cluster import (
     probe_ray_gcs,
     stop_processes_under,
 )
+from workers.ray.programs import programs_build
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
@@ -94,47 +95,6 @@ PROGRAMS_PER_JOB = 5
 small program): ``TIMELYPY_RAY_EXAMPLES`` jobs of this many programs each."""
 
 
-def _programs_build(cases):
-    """A ``build(worker)`` with every case's program in one dataflow, each driven by its own
-    script in turn (updates spread over the workers, every advance on every worker, as the
-    harness does); returns each program's output updates on this worker."""
-
-    def build(worker):
-        def dataflow(scope):
-            made = []
-            for program, _script, n_inputs in cases:
-                pairs = [scope.new_collection(name=f"in{i}") for i in range(n_inputs)]
-                out = ref.build(program, scope, [c for _, c in pairs])
-                made.append(([s for s, _ in pairs], out.capture()))
-            return made
-
-        made = worker.dataflow(dataflow)
-        for (_program, script, _n), (sessions, _captured) in zip(cases, made):
-            for k, action in enumerate(script):
-                mine = (k % worker.peers) == worker.index
-                if action[0] == "update" and mine:
-                    sessions[action[1]].update(action[2], action[3])
-                elif action[0] == "update_at" and mine:
-                    _, i, rec, offset, diff = action
-                    sessions[i].update_at(rec, sessions[i].time + offset, diff)
-                elif action[0] == "advance":
-                    sessions[action[1]].advance_to(action[2])
-                    sessions[action[1]].flush()
-                elif action[0] == "close":
-                    sessions[action[1]].close()
-                elif action[0] == "step":
-                    for session in sessions:
-                        session.flush()
-                    for _ in range(action[1]):
-                        worker.step()
-            for session in sessions:
-                session.close()
-        worker.step_until_done(timeout=120)
-        return [captured.updates() for _sessions, captured in made]
-
-    return build
-
-
 @settings(
     max_examples=int(os.environ.get("TIMELYPY_RAY_EXAMPLES", "3")),
     deadline=None,
@@ -144,7 +104,7 @@ def _programs_build(cases):
 def test_random_programs_two_ray_workers_match_one_inline_worker(cases):
     """Each program's output on two Ray workers equals its output on one inline worker, which
     is checked against the from-scratch reference at every time."""
-    results = tp.execute(_programs_build(cases), workers=2, backend="ray", timeout=300)
+    results = tp.execute(programs_build(cases), workers=2, backend="ray", timeout=300)
     for k, (program, script, n_inputs) in enumerate(cases):
         on_ray = [update for per_worker in results for update in per_worker[k]]
         inline = run_and_check(program, script, n_inputs, workers=1, backend="inline")
