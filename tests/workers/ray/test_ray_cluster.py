@@ -52,7 +52,7 @@ CHILD = "TIMELYPY_RAY_CLUSTER_DIR"
 """Set (to the cluster's directory) in the child process that runs :class:`TestOnTwoNodes`."""
 
 CHILD_TIMEOUT = 420
-"""Seconds the child process may take (it takes about 40-60 s on 2 cores)."""
+"""Seconds the child process may take (it takes about 20-30 s on 2 cores)."""
 
 LOOPBACK = "127.0.0.1"
 
