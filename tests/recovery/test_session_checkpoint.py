@@ -261,7 +261,9 @@ KILL_RUNS = [
     pytest.param(
         "processes", 2, "processes", 3, marks=pytest.mark.processes, id="processes-2-then-3"
     ),
-    pytest.param("ray", 2, "ray", 3, marks=pytest.mark.ray, id="ray-2-then-ray-3"),
+    # A killed Ray driver once (its Ray must follow it), restored on processes: restoring onto
+    # Ray with more workers is tests/recovery/test_ray_recovery.py's (a second driver starting
+    # a Ray of its own here would add ~15 s and no other path).
     pytest.param(
         "ray",
         2,

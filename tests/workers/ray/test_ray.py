@@ -32,6 +32,7 @@ from support.ray_cluster import (
     probe_ray_gcs,
     stop_processes_under,
 )
+from workers.ray.programs import programs_build
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
@@ -89,17 +90,25 @@ def program_and_script(draw):
     return program, script, program.n_inputs
 
 
+PROGRAMS_PER_JOB = 5
+"""Programs per Ray job, side by side in one dataflow (a Ray job's start costs more than a
+small program): ``TIMELYPY_RAY_EXAMPLES`` jobs of this many programs each."""
+
+
 @settings(
-    max_examples=int(os.environ.get("TIMELYPY_RAY_EXAMPLES", "15")),
+    max_examples=int(os.environ.get("TIMELYPY_RAY_EXAMPLES", "3")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(program_and_script())
-def test_random_programs_two_ray_workers_match_one_inline_worker(case):
-    program, script, n_inputs = case
-    on_ray = run_and_check(program, script, n_inputs, workers=2, backend="ray")
-    inline = run_and_check(program, script, n_inputs, workers=1, backend="inline")
-    assert consolidate(on_ray) == consolidate(inline), f"program {program!r}"
+@given(st.lists(program_and_script(), min_size=PROGRAMS_PER_JOB, max_size=PROGRAMS_PER_JOB))
+def test_random_programs_two_ray_workers_match_one_inline_worker(cases):
+    """Each program's output on two Ray workers equals its output on one inline worker, which
+    is checked against the from-scratch reference at every time."""
+    results = tp.execute(programs_build(cases), workers=2, backend="ray", timeout=300)
+    for k, (program, script, n_inputs) in enumerate(cases):
+        on_ray = [update for per_worker in results for update in per_worker[k]]
+        inline = run_and_check(program, script, n_inputs, workers=1, backend="inline")
+        assert consolidate(on_ray) == consolidate(inline), f"program {program!r}"
 
 
 def _skip_level_build(size: int, interactive: bool):

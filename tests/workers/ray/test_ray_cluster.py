@@ -52,7 +52,7 @@ CHILD = "TIMELYPY_RAY_CLUSTER_DIR"
 """Set (to the cluster's directory) in the child process that runs :class:`TestOnTwoNodes`."""
 
 CHILD_TIMEOUT = 420
-"""Seconds the child process may take (it takes about 40-60 s on 2 cores)."""
+"""Seconds the child process may take (it takes about 20-30 s on 2 cores)."""
 
 LOOPBACK = "127.0.0.1"
 
@@ -111,11 +111,14 @@ if os.environ.get(CHILD):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
     from support import strategies as strat
-    from support.harness import make_build, ref
+    from support.harness import ref
+    from workers.ray.programs import programs_build
 
     import timelypy as tp
 
-    EXAMPLES = int(os.environ.get("TIMELYPY_RAY_CLUSTER_EXAMPLES", "8"))
+    PER_JOB = 4
+    """Programs side by side in one job (a Ray job's start costs more than a small program)."""
+    EXAMPLES = int(os.environ.get("TIMELYPY_RAY_CLUSTER_EXAMPLES", "2"))
 
     OPTIONS: Dict[str, Any] = {"num_cpus_per_worker": 1, "timeout": 240}
     """One CPU per worker on nodes of one CPU each: the two workers must use both nodes."""
@@ -212,28 +215,26 @@ if os.environ.get(CHILD):
                 HealthCheck.function_scoped_fixture,
             ],
         )
-        @given(case=program_and_script())
-        def test_random_programs_on_two_nodes(self, cluster, case):
+        @given(cases=st.lists(program_and_script(), min_size=PER_JOB, max_size=PER_JOB))
+        def test_random_programs_on_two_nodes(self, cluster, cases):
             """The property suite, sized down: output equals a from-scratch evaluation at every
-            time, workers on both nodes."""
-            program, script, n_inputs = case
-            build = make_build(program, script, n_inputs, check_promptly=False)
-            results = tp.execute(_placed(build), workers=2, backend="ray", **OPTIONS)
-            _check_placement(results)
-            updates = []
-            for (worker_updates, problems), _node, _address in results:
-                assert not problems, f"program {program!r}: " + "; ".join(problems)
-                updates.extend(worker_updates)
-            by_input = ref.script_updates(script, n_inputs)
-            horizon = max(
-                [t for us in by_input.values() for _, t, _ in us]
-                + ref.final_times(script, n_inputs)
-                + [0]
+            time, workers on both nodes (a few programs side by side in each job)."""
+            results = tp.execute(
+                _placed(programs_build(cases)), workers=2, backend="ray", **OPTIONS
             )
-            for t in range(horizon + 1):
-                expected = ref.evaluate_at(program, by_input, t)
-                got = ref.accumulate(updates, t)
-                assert got == expected, (
-                    f"program {program!r} at time {t}: expected "
-                    f"{expected}, got {got}\nscript={list(script)!r}"
+            _check_placement(results)
+            for k, (program, script, n_inputs) in enumerate(cases):
+                updates = [u for per_worker, _node, _address in results for u in per_worker[k]]
+                by_input = ref.script_updates(script, n_inputs)
+                horizon = max(
+                    [t for us in by_input.values() for _, t, _ in us]
+                    + ref.final_times(script, n_inputs)
+                    + [0]
                 )
+                for t in range(horizon + 1):
+                    expected = ref.evaluate_at(program, by_input, t)
+                    got = ref.accumulate(updates, t)
+                    assert got == expected, (
+                        f"program {program!r} at time {t}: expected "
+                        f"{expected}, got {got}\nscript={list(script)!r}"
+                    )

@@ -88,7 +88,9 @@ def test_a_killed_worker_is_named_as_the_root_cause_on_processes():
 @pytest.mark.ray
 @pytest.mark.timeout(600)
 def test_a_killed_worker_is_named_as_the_root_cause_on_ray(ray_session):
-    _root_cause_is_named("ray", 2, 5, seed=5)
+    # 3 rounds of seed 5 kill each of the 2 workers, between calls and during one; the random
+    # moments are explored on processes (20 rounds), where a session starts faster
+    _root_cause_is_named("ray", 2, 3, seed=5)
 
 
 # ------------------------------------------------------------------------------------------
