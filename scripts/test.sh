@@ -44,7 +44,7 @@ if [ "${1:-}" = "quick" ]; then
     shift
     python -m pip install -q --disable-pip-version-check -e '.[dev]'
     lint
-    # fewer generated programs than the full run's 500 (TIMELYPY_EXAMPLES overrides)
+    # fewer generated programs than the full run's 200 (TIMELYPY_EXAMPLES overrides)
     export TIMELYPY_EXAMPLES="${TIMELYPY_EXAMPLES:-150}"
     exec python -m pytest -q -p no:cacheprovider -n 2 \
         -m "not ray and not spark and not processes and not slow" "$@"
