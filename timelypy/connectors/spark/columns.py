@@ -566,8 +566,8 @@ def _values(column: Any) -> List[Any]:
     if not column.null_count and (
         pt.is_integer(kind) or pt.is_boolean(kind) or pt.is_float32(kind) or pt.is_float64(kind)
     ):
-        return column.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]
-    return column.to_pylist()  # type: ignore[no-any-return]
+        return column.to_numpy(zero_copy_only=False).tolist()
+    return column.to_pylist()
 
 
 def _arrow_strings(values: Sequence[str]) -> Any:
