@@ -140,7 +140,7 @@ def _start_arrow_collect(df: "DataFrame") -> Optional[Tuple[int, str, Any]]:
         from pyspark.traceback_utils import SCCallSiteSync
 
         collect = df._jdf.collectAsArrowToPython
-        context = df._sc
+        context = df.sparkSession.sparkContext
     except (ImportError, AttributeError):
         return None
     with SCCallSiteSync(context):
