@@ -117,6 +117,22 @@ def test_a_bad_column_falls_back_to_the_rows_and_names_the_row():
     assert records == [(1, 0.5)]
 
 
+@pytest.mark.parametrize("workers", [2, 3, 7])
+@pytest.mark.parametrize("columns", MAPPINGS[:4], ids=repr)
+def test_owners_hashed_from_columns_are_stable_hash_of_the_records(columns, workers):
+    from timelypy.connectors.spark.hashes import column_hashes, column_owners
+    from timelypy.hashing import stable_hash
+
+    table = _table(400).select(list(columns.selected))
+    floats = pa.array([0.5, -0.0, 3.0, -7.0, 2.0**63, -(2.0**63), 1e308, float("inf"), -1.25])
+    assert column_hashes(floats).tolist() == [stable_hash(v) for v in floats.to_pylist()]
+    records = RowReader(columns, "records", TYPES).convert_columns(table)[0]
+    owners = column_owners(table.columns, columns.shape, workers)
+    assert owners.tolist() == [stable_hash(r) % workers for r in records]
+    assert column_owners([pa.array(["a", "b"])], (1,), 2) is None  # strings: the session's
+    assert column_owners([pa.array([1, None])], (1,), 2) is None
+
+
 def _numbers(scope: Any) -> Dict[str, Any]:
     numbers_in, numbers = scope.new_collection()
     events_in, events = scope.new_input()
@@ -191,11 +207,14 @@ SPARK_ROWS = "id % 97 - 40 AS k", "cast(id AS int) % 7 AS a", "id / 8.0 - 3 AS f
 
 @pytest.mark.spark
 @pytest.mark.timeout(300)
-def test_a_dataframe_of_ints_floats_and_bools_loads_as_through_the_rows(spark):
+@pytest.mark.parametrize(
+    "backend,workers", [("inline", 1), pytest.param("processes", 2, marks=pytest.mark.processes)]
+)
+def test_a_dataframe_of_ints_floats_and_bools_loads_as_through_the_rows(spark, backend, workers):
     df = spark.range(20_000).selectExpr(*SPARK_ROWS).repartition(3)
     df = df.selectExpr("k", "a", "cast(f AS double) AS f", "b")
     for columns in (Columns(key=["k"], value=["a", "f", "b"]), Columns(["f", "b", "a"])):
-        with tp.open_session(_numbers, timeout=120) as s:
+        with tp.open_session(_numbers, workers=workers, backend=backend, timeout=120) as s:
             assert load(s, "numbers", df, columns, batch_rows=3_000) == 20_000
             s.advance_to(1)
             s.wait("probe")

@@ -194,6 +194,12 @@ class Columns:
         return self.record or self.key + self.value
 
     @property
+    def shape(self) -> Tuple[int, ...]:
+        """The record's parts, each the number of columns it takes: ``(1,)`` the value itself,
+        ``(2,)`` a pair of values, ``(1, 2)`` a key and a pair of values."""
+        return (len(self.record),) if self.record else (len(self.key), len(self.value))
+
+    @property
     def null_checked(self) -> Tuple[str, ...]:
         """The columns ``null_keys`` applies to: the key, or the record when there is no key."""
         return self.key or self.record

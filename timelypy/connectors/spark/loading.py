@@ -29,6 +29,7 @@ from .columns import (
     require_pyspark,
 )
 from .event_time import event_time_feed, event_time_reader
+from .hashes import column_owners
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from pyspark.sql import DataFrame
@@ -217,9 +218,19 @@ def _send_part(
         diffs = sign * diffs if isinstance(diffs, int) else [sign * d for d in diffs]
     try:
         if isinstance(session, DataflowSession):
+            owners = None
+            if session.workers > 1 and len(records) == part.num_rows:
+                owners = column_owners(
+                    part.columns[: reader.width], reader.columns.shape, session.workers
+                )
             # the reader's records are routable by construction: record types only, no NaN
             session.update_many(
-                input, records, diffs, time if times is None else times, routable=True
+                input,
+                records,
+                diffs,
+                time if times is None else times,
+                routable=True,
+                owners=owners,
             )
         else:  # a wrapper of a session, maybe without the keyword
             session.update_many(input, records, diffs, time if times is None else times)
