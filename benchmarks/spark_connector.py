@@ -3,7 +3,8 @@
 (a) Load: a DataFrame of ``--rows`` rows ``(k, v)`` is loaded into an input collection of a
     session with 1 worker (inline) and with 2 workers (processes): rows per second, from the
     call to the last worker's probe passing the load, once Spark's Python workers run
-    (starting them, 2-3 s once per Spark session, is timed apart: ``spark_warm_up_s``).
+    (starting them, 2-3 s once per Spark session, and a first pass of Spark's JVM over the rows
+    are timed apart: ``spark_warm_up_s``).
     Spark's own part is measured apart too (``spark_only_*``: the same Arrow batches drained
     on the driver, nothing done with them), and the CPU seconds of the driver and of the whole
     process tree (``cpu_s``, with Spark's JVM; a busy machine inflates them less than wall
@@ -71,10 +72,12 @@ def measure_load(spark: Any, rows: int, backend: str, workers: int) -> Dict[str,
     """Rows per second from a Spark DataFrame into a session's input."""
     df = spark.range(rows).selectExpr("id % 1000 AS k", "id AS v").cache()
     df.count()  # materialised: the timing is the connector's, not the range's
-    # Spark starts its Python workers (for mapInArrow) at the first use, 2-3 s here: a cost of
-    # the Spark session, once, not of the rows loaded.
+    # Spark starts its Python workers (for mapInArrow) at the first use, 2-3 s here, and its
+    # JVM compiles the Arrow collect's code in the first pass over the rows: costs of the Spark
+    # session, once, not of the rows loaded.
     warm_up = time.perf_counter()
     sum(t.num_rows for t in arrow_batches(df.limit(10)))
+    sum(b.num_rows for b in arrow_stream(df))
     warm_up = time.perf_counter() - warm_up
     # Spark's own part: the same Arrow batches drained, nothing done with them
     spark_started, spark_cpu = time.perf_counter(), _tree_cpu()
