@@ -153,21 +153,21 @@ class _SpySession:
 
 
 def test_load_holds_about_one_batch(spark, monkeypatch):
-    """Rows come from Spark in Arrow tables of about one partition; the session never holds
-    more than ``batch_rows`` of them unflushed."""
+    """Rows come from Spark's JVM in Arrow batches as its tasks finish (arrow_stream); the
+    session never holds more than ``batch_rows`` of them unflushed."""
     from timelypy.connectors.spark import loading as connector
 
     rows, batch = 10_000, 1_000
     df = spark.range(rows).selectExpr("id % 10 as src", "id as dst").repartition(4)
     tables = []
-    original = connector.arrow_batches
+    original = connector.arrow_stream
 
-    def counted(frame: Any) -> Iterator[Any]:
-        for table in original(frame):
+    def counted(frame: Any, *args: Any) -> Iterator[Any]:
+        for table in original(frame, *args):
             tables.append(table.num_rows)
             yield table
 
-    monkeypatch.setattr(connector, "arrow_batches", counted)
+    monkeypatch.setattr(connector, "arrow_stream", counted)
     with tp.open_session(edges_dataflow) as real:
         spy = _SpySession(real)
         assert load(spy, "edges", df, Columns(key="src", value="dst"), batch_rows=batch) == rows

@@ -181,6 +181,7 @@ OWNERS = source.private_owners()
 EXTERNAL_PRIVATES = {
     "_exit",  # os._exit: leave a forked worker process without running the parent's handlers
     "_jsc",  # pyspark's Java SparkContext: the executors registered have no Python API
+    "_jdf",  # pyspark's Java Dataset: its Arrow collect (what toPandas uses) has no Python API
     "_spark_context_lock",  # RayDP's lock: is this thread inside raydp.stop_spark()?
     "_is_owned",  # threading.RLock's: does this thread hold RayDP's lock?
     "_private",  # ray._private: the node and constants Ray has no public API for

@@ -4,7 +4,7 @@
   row; the connector's errors.
 - :mod:`.driver`: a local Spark with this machine's settings (:func:`local_spark`).
 - :mod:`.loading`: DataFrames into driver sessions through the driver (:func:`load`,
-  :func:`apply_changes`, :func:`arrow_batches`).
+  :func:`apply_changes`, :func:`arrow_batches`, :func:`arrow_stream`).
 - :mod:`.sink`: the :class:`ForeachBatchSink` of Structured Streaming, exactly once per
   micro-batch, across driver restarts too (an input journal beside the session's checkpoints).
 - :mod:`.view`: a session capture accumulated on the driver and handed back to Spark
@@ -45,6 +45,7 @@ from .driver import (
     ForeachBatchSink,
     apply_changes,
     arrow_batches,
+    arrow_stream,
     load,
     local_spark,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "local_spark",
     "load",
     "arrow_batches",
+    "arrow_stream",
     "apply_changes",
     "ForeachBatchSink",
     "JAVA_OPTIONS",

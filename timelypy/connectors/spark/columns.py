@@ -194,6 +194,12 @@ class Columns:
         return self.record or self.key + self.value
 
     @property
+    def shape(self) -> Tuple[int, ...]:
+        """The record's parts, each the number of columns it takes: ``(1,)`` the value itself,
+        ``(2,)`` a pair of values, ``(1, 2)`` a key and a pair of values."""
+        return (len(self.record),) if self.record else (len(self.key), len(self.value))
+
+    @property
     def null_checked(self) -> Tuple[str, ...]:
         """The columns ``null_keys`` applies to: the key, or the record when there is no key."""
         return self.key or self.record
@@ -484,28 +490,37 @@ class RowReader:
         columns: ``(records, diffs, times)`` (times None: the input's time). Checks run on whole
         columns (nulls, NaN, ops, times); a batch that fails one is converted row by row, so
         the error (:class:`BadRow`) and ``null_keys="drop"`` act exactly as :meth:`convert`."""
+        records, diffs, times = self.convert_columns(table, now)
+        return records, ([diffs] * len(records) if isinstance(diffs, int) else diffs), times
+
+    def convert_columns(
+        self, table: Any, now: Optional[int] = None
+    ) -> Tuple[List[Any], Union[int, List[int]], Optional[List[Optional[int]]]]:
+        """:meth:`convert_table` with one int for the diffs when every row has the same
+        (no diff or op column): what a session checks once instead of per record. Fixed-width
+        columns without nulls (ints, floats, bools) become Python values through numpy,
+        a column at a time; the records are tuples zipped from those lists."""
         import pyarrow.compute as pc
 
         columns = table.columns
         if not self._columns_clean(columns, now, pc):
             return self._convert_rows(columns, now)
-        lists = [c.to_pylist() for c in columns[: self.width]]
+        lists = [_values(c) for c in columns[: self.width]]
         cols = self.columns
         if cols.record:
             records = lists[0] if len(lists) == 1 else list(zip(*lists))
         else:
             k = len(cols.key)
-            keys = lists[0] if k == 1 else list(zip(*lists[:k]))
-            values = lists[k] if len(lists) == k + 1 else list(zip(*lists[k:]))
+            keys = lists[0] if k == 1 else zip(*lists[:k])
+            values = lists[k] if len(lists) == k + 1 else zip(*lists[k:])
             records = list(zip(keys, values))
+        diffs: Union[int, List[int]] = 1
         if self._diff is not None:
-            diffs = columns[self._diff].to_pylist()
+            diffs = _values(columns[self._diff])
         elif self._op is not None:
             signs = self._signs
             diffs = [signs[o] for o in columns[self._op].to_pylist()]
-        else:
-            diffs = [1] * len(records)
-        times = columns[self._time].to_pylist() if self._time is not None else None
+        times = _values(columns[self._time]) if self._time is not None else None
         return records, diffs, times
 
     def _columns_clean(self, columns: Sequence[Any], now: Optional[int], pc: Any) -> bool:
@@ -545,6 +560,20 @@ class RowReader:
 
     def _bad(self, row: Sequence[Any], index: int, reason: str) -> Any:
         raise BadRow((self.row_dict(row), self.columns.selected[index], reason))
+
+
+def _values(column: Any) -> List[Any]:
+    """The Python values of an Arrow column: through numpy (several times faster than
+    ``to_pylist``, the same values) when it holds ints, floats or bools and no null, else
+    ``to_pylist``."""
+    import pyarrow.types as pt
+
+    kind = column.type
+    if not column.null_count and (
+        pt.is_integer(kind) or pt.is_boolean(kind) or pt.is_float32(kind) or pt.is_float64(kind)
+    ):
+        return column.to_numpy(zero_copy_only=False).tolist()
+    return column.to_pylist()
 
 
 def _arrow_strings(values: Sequence[str]) -> Any:

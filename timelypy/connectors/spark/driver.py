@@ -10,8 +10,8 @@ bounded batches.
 - :func:`local_spark` (here): a local Spark with the settings this machine needs (Java 17
   flags, this Python for the executors, Arrow on, UI off, loopback). Any existing
   ``SparkSession`` works everywhere else.
-- :func:`load`, :func:`apply_changes`, :func:`arrow_batches` (:mod:`.loading`): DataFrames into
-  an input, streamed in batches or as one atomic epoch.
+- :func:`load`, :func:`apply_changes`, :func:`arrow_batches`, :func:`arrow_stream`
+  (:mod:`.loading`): DataFrames into an input, streamed in batches or as one atomic epoch.
 - :class:`ForeachBatchSink` (:mod:`.sink`): ``writeStream.foreachBatch(sink)``: each
   micro-batch one epoch, exactly once per ``batch_id``, also across driver restarts (an input
   journal beside the session's checkpoints).
@@ -38,7 +38,7 @@ from .columns import (
     SparkUnavailableError,
     require_pyspark,
 )
-from .loading import DEFAULT_BATCH_ROWS, apply_changes, arrow_batches, load
+from .loading import DEFAULT_BATCH_ROWS, apply_changes, arrow_batches, arrow_stream, load
 from .sink import ForeachBatchSink
 from .view import CollectionView
 
@@ -50,6 +50,7 @@ __all__ = [
     "local_spark",
     "load",
     "arrow_batches",
+    "arrow_stream",
     "apply_changes",
     "ForeachBatchSink",
     "CollectionView",

@@ -186,13 +186,21 @@ def check_updates(
     now: Any,
     workers: int,
     retracts: bool,
+    routable: bool = False,
+    owned: Optional[Sequence[int]] = None,
 ) -> UpdateColumns:
     """:func:`check_update` of many records at once: the accepted updates as columns, or the
     :class:`SessionInputError` of the first bad one (then none is accepted). ``diffs`` and
     ``times`` are one value for all records or one per record (a time of None: ``now``).
     Clean int updates take a fast path (records hashed column-wise by
-    :func:`~timelypy.hashing.stable_hashes`); anything else is checked one by one."""
+    :func:`~timelypy.hashing.stable_hashes`; one diff and one time for all are checked once);
+    anything else is checked one by one. ``routable``: the caller vouches that every record is
+    routable and hashable (built from checked columns), so none is hashed to check it; with
+    more than one worker they are hashed to route them unless ``owned`` gives each one's
+    worker (``stable_hash(record) % workers``)."""
     n = len(records)
+    if routable or _one_int(diffs) and _one_int(times):
+        return _bulk_updates(input, records, diffs, times, now, workers, retracts, routable, owned)
     diff_list = _spread(diffs, n, "diffs", input)
     time_list = _spread(times, n, "times", input)
     if None in time_list:
@@ -221,6 +229,61 @@ def check_updates(
             [u.diff for u in checked],
             [u.worker for u in checked] if workers > 1 else None,
         )
+    return UpdateColumns(input, list(records), time_list, diff_list, owned if workers > 1 else None)
+
+
+def _one_int(value: Any) -> bool:
+    """``value`` is one int time or diff for all records (None: the input's time)."""
+    return value is None or type(value) is int
+
+
+def _bulk_updates(
+    input: str,
+    records: Sequence[Any],
+    diffs: Any,
+    times: Any,
+    now: Any,
+    workers: int,
+    retracts: bool,
+    routable: bool,
+    owned: Optional[Sequence[int]],
+) -> UpdateColumns:
+    """:func:`check_updates` of records with one diff and one time for all (each checked once)
+    or of ``routable`` records (diffs and times checked column-wise, records not hashed to
+    check them); falls back to the record-by-record checks for anything unclean."""
+    n = len(records)
+    if type(diffs) is int:
+        diff_list = [diffs] * n
+        clean = retracts or diffs >= 0
+    else:
+        diff_list = _spread(diffs, n, "diffs", input)
+        clean = not n or _all_type(diff_list, int) and (retracts or min(diff_list) >= 0)
+    if times is None or type(times) is int:
+        time = now if times is None else times
+        time_list = [time] * n
+        clean = clean and type(time) is int and type(now) is int and time >= now
+    else:
+        time_list = _spread(times, n, "times", input)
+        clean = clean and type(now) is int and (not n or _all_type(time_list, int))
+        clean = clean and (not n or min(time_list) >= now)
+    if clean and owned is not None and len(owned) != n:
+        raise SessionInputError(
+            f"session: input {input!r}: {len(owned)} owners for {n} records",
+            input=input,
+            value=len(owned),
+        )
+    if clean and workers > 1 and owned is None:
+        try:
+            owned = owners(records, workers)
+        except Exception:  # noqa: BLE001 - the slow path names the record
+            clean = False
+    elif clean and not routable:
+        try:
+            stable_hashes(records)
+        except Exception:  # noqa: BLE001 - the slow path names the record
+            clean = False
+    if not clean:
+        return check_updates(input, records, diff_list, time_list, now, workers, retracts)
     return UpdateColumns(input, list(records), time_list, diff_list, owned if workers > 1 else None)
 
 

@@ -45,12 +45,26 @@ class SessionInputs(SessionCore):
             self._fresh_buffered.add(input)
 
     def update_many(
-        self, input: str, records: Sequence[Any], diffs: Any = 1, times: Any = None
+        self,
+        input: str,
+        records: Sequence[Any],
+        diffs: Any = 1,
+        times: Any = None,
+        *,
+        routable: bool = False,
+        owners: Optional[Sequence[int]] = None,
     ) -> None:
         """Change every one of ``records`` in the named input: by ``diffs`` (one int for all,
         or one per record) at ``times`` (None: the input's time; one time for all, or one per
         record). The bulk form of :meth:`update`, for loads: all are checked first, and if one
         is wrong :class:`~timelypy.errors.SessionInputError` names it and none is buffered.
+        One diff and one time for all are checked once, not per record.
+
+        ``routable=True``: the caller vouches that every record is routable and hashable
+        (:func:`~timelypy.hashing.stable_hash` accepts it), as records built from checked
+        columns of ints, floats, bools, strings and bytes are; they are then not hashed to
+        check them, only (with more than one worker) to route them, unless ``owners`` gives
+        the worker of each (``stable_hash(record) % workers``, e.g. hashed column-wise).
 
         >>> import timelypy as tp
         >>> def dataflow(scope):
@@ -67,7 +81,15 @@ class SessionInputs(SessionCore):
         now = self._input_times[input]
         self._batch.extend_columns(
             check_updates(
-                input, records, diffs, times, now, self.workers, self._handles.retracts(input)
+                input,
+                records,
+                diffs,
+                times,
+                now,
+                self.workers,
+                self._handles.retracts(input),
+                routable,
+                owners if routable else None,
             )
         )
         if len(records) and _includes(times, now):

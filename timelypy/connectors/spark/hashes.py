@@ -1,0 +1,91 @@
+"""The owners of a batch of records hashed from their Arrow columns, not record by record.
+
+A session with several workers sends each record to ``stable_hash(record) % workers``
+(:func:`timelypy.hashing.stable_hash`). For records made of int, bool and float columns
+without nulls, :func:`column_owners` computes the same numbers with numpy a column at a time:
+ints are themselves, bools 0 and 1, a float equal to an int that int (others, and ints past 64
+bits, one value at a time), and a tuple combines its items as :func:`stable_hash` does.
+Anything else (strings, bytes, nulls) returns None: the session hashes the records itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from ...hashing import stable_hash
+
+__all__ = ["column_hashes", "column_owners"]
+
+_TUPLE_START = 0x345678
+_MULTIPLIER = 1000003
+
+
+def column_hashes(column: Any) -> Optional[Any]:
+    """:func:`~timelypy.hashing.stable_hash` of every value of an Arrow int, bool or float
+    column without nulls, as a numpy ``uint64`` array; None for any other column.
+
+    Example: ``column_hashes(pa.array([1, 2]))`` is ``array([1, 2], dtype=uint64)``."""
+    import numpy as np
+    import pyarrow.types as pt
+
+    kind = column.type
+    if column.null_count:
+        return None
+    if pt.is_integer(kind) or pt.is_boolean(kind):
+        values = column.to_numpy(zero_copy_only=False)
+        if values.dtype == np.uint64:  # past int64: Python's ints, as stable_hash takes them
+            return np.array([stable_hash(v) for v in values.tolist()], dtype=np.uint64)
+        return values.astype(np.int64).view(np.uint64)
+    if not (pt.is_float32(kind) or pt.is_float64(kind)):
+        return None
+    values = column.to_numpy(zero_copy_only=False).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        whole = np.isfinite(values) & (values == np.floor(values)) & (np.abs(values) < 2.0**63)
+    hashes = np.where(whole, values, 0.0).astype(np.int64).view(np.uint64)
+    others = np.flatnonzero(~whole)
+    if len(others):
+        hashes[others] = [stable_hash(v) for v in values[others].tolist()]
+    return hashes
+
+
+def _tuple_hashes(items: Sequence[Any]) -> Any:
+    """The hash of tuples whose items hash to ``items`` (arrays), as ``stable_hash``'s tuple:
+    ``h = h * 1000003 + item``, then the splitmix64 finaliser, per item (``uint64`` wraps
+    modulo 2**64, the ``& _MASK`` of the Python code)."""
+    import numpy as np
+
+    h = np.full(len(items[0]), _TUPLE_START + len(items), dtype=np.uint64)
+    for item in items:
+        h = h * np.uint64(_MULTIPLIER) + item
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(27)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+    return h
+
+
+def column_owners(columns: Sequence[Any], shape: Sequence[int], workers: int) -> Optional[Any]:
+    """The worker of each record made of the Arrow ``columns``: ``shape`` gives the record's
+    parts in order, each the number of columns it takes (``[2]``: records ``(a, b)``; ``[1]``:
+    the value itself; ``[1, 2]``: ``(a, (b, c))``), as a numpy array; None if a column cannot
+    be hashed here.
+
+    Example: ``column_owners([pa.array([1, 2])], [1], 2)`` is ``array([1, 0])``."""
+    import numpy as np
+
+    hashes = []
+    for column in columns:
+        one = column_hashes(column)
+        if one is None:
+            return None
+        hashes.append(one)
+    if not hashes:
+        return None
+    parts, start = [], 0
+    for width in shape:
+        chunk = hashes[start : start + width]
+        parts.append(chunk[0] if width == 1 else _tuple_hashes(chunk))
+        start += width
+    record = parts[0] if len(parts) == 1 else _tuple_hashes(parts)
+    return (record % np.uint64(workers)).astype(np.intp)
