@@ -108,6 +108,7 @@ class Worker:
         self._inputs: List[InputSource] = []
         self._channels: Dict[int, ChannelTarget] = {}
         self._progcasters: Dict[int, Tuple[Progcaster, Subgraph]] = {}
+        self._early: List[Tuple[int, Any]] = []  # see _hold_early
         self._building = False
         self.instruments = Instruments(index)
         self._link_totals: Dict[int, Tuple[int, int, int, int]] = {}
@@ -214,6 +215,8 @@ class Worker:
             self._building = False
         root.finalize()
         self._dataflows.append(root)
+        if self._early:
+            self._replay_early()
         for built, _ in observers:
             built(self, scope)
         log.debug(
@@ -286,27 +289,56 @@ class Worker:
         if fabric is None:
             return 0
         messages = fabric.recv_nowait()
+        self._dispatch(messages)
+        return len(messages)
+
+    def _dispatch(self, messages: List[Tuple[int, Any]]) -> None:
         instruments = self.instruments
         for source, msg in messages:
             kind = msg[0]
             if kind == DATA:
                 _, channel, time, data = msg
+                target = self._channels.get(channel)
+                if target is None:
+                    self._hold_early(source, msg)
+                    continue
                 if instruments.enabled:
                     instruments.emit(ChannelReceived(self.index, channel, source, time, len(data)))
-                self._channels[channel].push(time, list(data) if type(data) is not list else data)
+                target.push(time, list(data) if type(data) is not list else data)
             elif kind == CONTROL:
                 self.control.append(msg[1])
             elif kind == PROGRESS:
                 _, channel, batch = msg
                 entry = self._progcasters.get(channel)
                 if entry is None:
-                    continue  # a dataflow that already completed here
+                    self._hold_early(source, msg)
+                    continue
                 progcaster, subgraph = entry
                 progcaster.deliver([((Location(*loc), t), d) for (loc, t), d in batch])
                 subgraph.wake()
             else:  # pragma: no cover - defensive
                 log.warning("worker %d: unknown message kind %r", self.index, kind)
-        return len(messages)
+
+    def _hold_early(self, source: int, msg: Any) -> None:
+        """A message for a channel this worker has no receiver for. A channel numbered past
+        this worker's identifiers belongs to a dataflow a peer has built and this worker has
+        not yet (a peer that finished an earlier dataflow sooner): keep the message until that
+        dataflow is built, as timely buffers data for channels not yet built. Otherwise it is
+        the progress of a dataflow that completed here, which nothing needs any more."""
+        channel = msg[1]
+        if channel > self._next_id:
+            self._early.append((source, msg))
+        elif msg[0] == DATA:
+            raise TimelyError(
+                f"worker {self.index}: data from worker {source} for channel {channel}, "
+                f"which has no receiver on this worker"
+            )
+
+    def _replay_early(self) -> None:
+        """Deliver the held messages whose channels the dataflow just built has made (in
+        arrival order, so each sender's progress stays in order); keep the others."""
+        early, self._early = self._early, []
+        self._dispatch(early)
 
     def step(self) -> bool:
         """Do some work on every dataflow; returns whether any dataflow is incomplete.
