@@ -215,8 +215,9 @@ class Worker:
             self._building = False
         root.finalize()
         self._dataflows.append(root)
-        if self._early:
-            self._replay_early()
+        if self._early:  # what peers sent for it before it was built here (see _hold_early)
+            early, self._early = self._early, []
+            self._dispatch(early)  # in arrival order: each sender's progress stays in order
         for built, _ in observers:
             built(self, scope)
         log.debug(
@@ -320,11 +321,10 @@ class Worker:
                 log.warning("worker %d: unknown message kind %r", self.index, kind)
 
     def _hold_early(self, source: int, msg: Any) -> None:
-        """A message for a channel this worker has no receiver for. A channel numbered past
-        this worker's identifiers belongs to a dataflow a peer has built and this worker has
-        not yet (a peer that finished an earlier dataflow sooner): keep the message until that
-        dataflow is built, as timely buffers data for channels not yet built. Otherwise it is
-        the progress of a dataflow that completed here, which nothing needs any more."""
+        """A message for a channel without a receiver here. A channel numbered past this
+        worker's identifiers belongs to a dataflow a peer has built and this one not yet (the
+        peer finished an earlier dataflow sooner): keep it until :meth:`dataflow` builds it, as
+        timely buffers messages for channels not yet built; else it is stale progress."""
         channel = msg[1]
         if channel > self._next_id:
             self._early.append((source, msg))
@@ -333,12 +333,6 @@ class Worker:
                 f"worker {self.index}: data from worker {source} for channel {channel}, "
                 f"which has no receiver on this worker"
             )
-
-    def _replay_early(self) -> None:
-        """Deliver the held messages whose channels the dataflow just built has made (in
-        arrival order, so each sender's progress stays in order); keep the others."""
-        early, self._early = self._early, []
-        self._dispatch(early)
 
     def step(self) -> bool:
         """Do some work on every dataflow; returns whether any dataflow is incomplete.
