@@ -108,6 +108,7 @@ class Worker:
         self._inputs: List[InputSource] = []
         self._channels: Dict[int, ChannelTarget] = {}
         self._progcasters: Dict[int, Tuple[Progcaster, Subgraph]] = {}
+        self._early: List[Tuple[int, Any]] = []  # see _hold_early
         self._building = False
         self.instruments = Instruments(index)
         self._link_totals: Dict[int, Tuple[int, int, int, int]] = {}
@@ -214,6 +215,9 @@ class Worker:
             self._building = False
         root.finalize()
         self._dataflows.append(root)
+        if self._early:  # what peers sent for it before it was built here (see _hold_early)
+            early, self._early = self._early, []
+            self._dispatch(early)  # in arrival order: each sender's progress stays in order
         for built, _ in observers:
             built(self, scope)
         log.debug(
@@ -286,27 +290,49 @@ class Worker:
         if fabric is None:
             return 0
         messages = fabric.recv_nowait()
+        self._dispatch(messages)
+        return len(messages)
+
+    def _dispatch(self, messages: List[Tuple[int, Any]]) -> None:
         instruments = self.instruments
         for source, msg in messages:
             kind = msg[0]
             if kind == DATA:
                 _, channel, time, data = msg
+                target = self._channels.get(channel)
+                if target is None:
+                    self._hold_early(source, msg)
+                    continue
                 if instruments.enabled:
                     instruments.emit(ChannelReceived(self.index, channel, source, time, len(data)))
-                self._channels[channel].push(time, list(data) if type(data) is not list else data)
+                target.push(time, list(data) if type(data) is not list else data)
             elif kind == CONTROL:
                 self.control.append(msg[1])
             elif kind == PROGRESS:
                 _, channel, batch = msg
                 entry = self._progcasters.get(channel)
                 if entry is None:
-                    continue  # a dataflow that already completed here
+                    self._hold_early(source, msg)
+                    continue
                 progcaster, subgraph = entry
                 progcaster.deliver([((Location(*loc), t), d) for (loc, t), d in batch])
                 subgraph.wake()
             else:  # pragma: no cover - defensive
                 log.warning("worker %d: unknown message kind %r", self.index, kind)
-        return len(messages)
+
+    def _hold_early(self, source: int, msg: Any) -> None:
+        """A message for a channel without a receiver here. A channel numbered past this
+        worker's identifiers belongs to a dataflow a peer has built and this one not yet (the
+        peer finished an earlier dataflow sooner): keep it until :meth:`dataflow` builds it, as
+        timely buffers messages for channels not yet built; else it is stale progress."""
+        channel = msg[1]
+        if channel > self._next_id:
+            self._early.append((source, msg))
+        elif msg[0] == DATA:
+            raise TimelyError(
+                f"worker {self.index}: data from worker {source} for channel {channel}, "
+                f"which has no receiver on this worker"
+            )
 
     def step(self) -> bool:
         """Do some work on every dataflow; returns whether any dataflow is incomplete.
