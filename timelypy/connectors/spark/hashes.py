@@ -12,12 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from ...hashing import stable_hash
+from ...hashing import stable_hash, tuple_hashes
 
 __all__ = ["column_hashes", "column_owners"]
-
-_TUPLE_START = 0x345678
-_MULTIPLIER = 1000003
 
 
 def column_hashes(column: Any) -> Optional[Any]:
@@ -48,23 +45,6 @@ def column_hashes(column: Any) -> Optional[Any]:
     return hashes
 
 
-def _tuple_hashes(items: Sequence[Any]) -> Any:
-    """The hash of tuples whose items hash to ``items`` (arrays), as ``stable_hash``'s tuple:
-    ``h = h * 1000003 + item``, then the splitmix64 finaliser, per item (``uint64`` wraps
-    modulo 2**64, the ``& _MASK`` of the Python code)."""
-    import numpy as np
-
-    h = np.full(len(items[0]), _TUPLE_START + len(items), dtype=np.uint64)
-    for item in items:
-        h = h * np.uint64(_MULTIPLIER) + item
-        h ^= h >> np.uint64(30)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(27)
-        h *= np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(31)
-    return h
-
-
 def column_owners(columns: Sequence[Any], shape: Sequence[int], workers: int) -> Optional[Any]:
     """The worker of each record made of the Arrow ``columns``: ``shape`` gives the record's
     parts in order, each the number of columns it takes (``[2]``: records ``(a, b)``; ``[1]``:
@@ -85,7 +65,7 @@ def column_owners(columns: Sequence[Any], shape: Sequence[int], workers: int) ->
     parts, start = [], 0
     for width in shape:
         chunk = hashes[start : start + width]
-        parts.append(chunk[0] if width == 1 else _tuple_hashes(chunk))
+        parts.append(chunk[0] if width == 1 else tuple_hashes(chunk))
         start += width
-    record = parts[0] if len(parts) == 1 else _tuple_hashes(parts)
+    record = parts[0] if len(parts) == 1 else tuple_hashes(parts)
     return (record % np.uint64(workers)).astype(np.intp)
