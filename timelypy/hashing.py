@@ -389,7 +389,8 @@ def tuple_hashes(items: Sequence[Any]) -> Any:
     Python code).
 
     >>> import numpy as np
-    >>> tuple_hashes([np.array([1], np.uint64), np.array([2], np.uint64)])[0] == stable_hash((1, 2))
+    >>> ones, twos = np.array([1], np.uint64), np.array([2], np.uint64)
+    >>> int(tuple_hashes([ones, twos])[0]) == stable_hash((1, 2))
     True
     """
     import numpy as np
