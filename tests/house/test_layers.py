@@ -30,6 +30,7 @@ from support.source import MODULES
 
 LEAVES = {
     "timelypy.errors",
+    "timelypy.fixed_width",
     "timelypy.instrument",
     "timelypy.hashing",
     "timelypy.kernels",

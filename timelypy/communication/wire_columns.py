@@ -39,6 +39,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import msgpack
 import numpy as np
 
+from ..fixed_width import DTYPE_OF_KIND, PRODUCT, TYPE_OF_KIND, Shape
+from ..fixed_width import shape_of as fixed_shape
 from ..order import Product
 
 __all__ = [
@@ -89,14 +91,6 @@ def wire_columns_mode() -> str:
     return value
 
 
-Shape = Union[str, Tuple[Any, ...]]
-"""``"i"`` (int64), ``"f"`` (float64), ``"b"`` (bool), ``"P"`` (a ``Product`` of two such
-ints: the time of a nested scope), or a tuple of shapes."""
-
-_KIND_OF_TYPE = {int: "i", float: "f", bool: "b"}
-_TYPE_OF_KIND = {"i": int, "f": float, "b": bool}
-_PRODUCT = "P"  # a Product(int, int): two int columns
-_DTYPE_OF_KIND = {"i": np.int64, "f": np.float64, "b": np.bool_}
 _INT_WIDTHS = (
     ("<i1", -(1 << 7), (1 << 7) - 1),
     ("<i2", -(1 << 15), (1 << 15) - 1),
@@ -111,38 +105,25 @@ _DTYPES = {spec: np.dtype(spec) for spec in ("<i1", "<i2", "<i4", "<i8", "<f8", 
 _shapes: Dict[str, Tuple[Shape, int]] = {}  # a header's shape -> (shape, its column count)
 
 
-def shape_of(value: Any, depth: int = 0) -> Optional[Shape]:
-    """The fixed-width shape of ``value``, or None (another type, or nested too deep).
+def shape_of(value: Any) -> Optional[Shape]:
+    """The fixed-width shape of ``value`` as the wire packs it (``Product(int, int)`` times
+    included, nested at most 8 tuples deep), or None.
 
     >>> shape_of(((1, 2), 0, 1)), shape_of((1, "a"))
     ((('i', 'i'), 'i', 'i'), None)
     """
-    cls = type(value)
-    kind = _KIND_OF_TYPE.get(cls)
-    if kind is not None:
-        return kind
-    if cls is Product:
-        return _PRODUCT if type(value[0]) is int and type(value[1]) is int else None
-    if cls is not tuple or depth >= _NESTING_LIMIT:
-        return None
-    parts = []
-    for item in value:
-        part = shape_of(item, depth + 1)
-        if part is None:
-            return None
-        parts.append(part)
-    return tuple(parts)
+    return fixed_shape(value, products=True, limit=_NESTING_LIMIT)
 
 
 def _column(kind: str, values: Sequence[Any], n: int) -> Optional[Tuple[Any, Optional[bytes]]]:
     """The spec and bytes of one scalar column (bytes None for a constant), None if a value
     does not fit ``kind``."""
-    if countOf(map(type, values), _TYPE_OF_KIND[kind]) != n:
+    if countOf(map(type, values), TYPE_OF_KIND[kind]) != n:
         return None
     if kind == "i" and n <= _SMALL:
         return _small_int_column(values, n)
     try:
-        column: np.ndarray = np.fromiter(values, _DTYPE_OF_KIND[kind], n)
+        column: np.ndarray = np.fromiter(values, DTYPE_OF_KIND[kind], n)
     except OverflowError:  # an int beyond int64
         return None
     if kind == "f":
@@ -182,7 +163,7 @@ def _columns(
     shape: Shape, values: Sequence[Any], n: int, specs: List[Any], buffers: List[bytes]
 ) -> bool:
     """Append the specs and bytes of ``values``' columns; False if a value does not fit."""
-    if shape == _PRODUCT:  # Products are tuples: their coordinates as two int columns
+    if shape == PRODUCT:  # Products are tuples: their coordinates as two int columns
         if countOf(map(type, values), Product) != n:
             return False
         shape = ("i", "i")
@@ -231,7 +212,7 @@ def pack_fixed(
     if not shape:  # not fixed-width, or the empty tuple (no column to count by)
         return None
     text = _shape_text(shape)
-    if products_only and _PRODUCT not in text:
+    if products_only and PRODUCT not in text:
         return None
     specs: List[Any] = []
     buffers: List[bytes] = []
@@ -250,7 +231,7 @@ def _shape_back(text: str) -> Shape:
         elif char == ")" and len(stack) > 1:
             part = tuple(stack.pop())
             stack[-1].append(part)
-        elif char in _TYPE_OF_KIND or char == _PRODUCT:
+        elif char in TYPE_OF_KIND or char == PRODUCT:
             stack[-1].append(char)
         else:
             raise ValueError(f"timelypy wire: not a column shape: {text!r}")
@@ -261,14 +242,14 @@ def _shape_back(text: str) -> Shape:
 
 def _column_count(shape: Shape) -> int:
     if type(shape) is str:
-        return 2 if shape == _PRODUCT else 1
+        return 2 if shape == PRODUCT else 1
     return sum(map(_column_count, shape))
 
 
 def _assemble(shape: Shape, columns: Iterator[Any], n: int) -> Any:
     """An iterable of the values of ``shape``, taking its columns from ``columns`` in order
     (a column is a list, or a ``repeat`` of its one value)."""
-    if shape == _PRODUCT:
+    if shape == PRODUCT:
         outer, inner = next(columns), next(columns)
         if type(outer) is repeat and type(inner) is repeat:  # one time: one Product
             return repeat(Product(next(outer), next(inner)), n)

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import os
 from operator import itemgetter
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from ...fixed_width import DTYPE_OF_KIND, KIND_OF_TYPE, TYPE_OF_KIND, Shape, shape_of
 
 __all__ = ["COLUMNS_VARIABLE", "Layout", "Shape", "columns_enabled"]
 
@@ -55,31 +57,8 @@ def columns_enabled() -> bool:
     return mode == "auto"
 
 
-Shape = Union[str, Tuple[Any, ...]]
-"""``"i"``, ``"f"``, ``"b"``, or a tuple of shapes."""
-
-_KIND_OF_TYPE = {int: "i", float: "f", bool: "b"}
-_TYPE_OF_KIND = {"i": int, "f": float, "b": bool}
-_DTYPE_OF_KIND = {"i": np.int64, "f": np.float64, "b": np.bool_}
-
-
-def _shape_of(value: Any) -> Optional[Shape]:
-    kind = _KIND_OF_TYPE.get(type(value))
-    if kind is not None:
-        return kind
-    if type(value) is tuple:
-        parts = []
-        for item in value:
-            part = _shape_of(item)
-            if part is None:
-                return None
-            parts.append(part)
-        return tuple(parts)
-    return None
-
-
 def _shape_of_types(spec: Any, whole: Any) -> Shape:
-    for python_type, kind in _KIND_OF_TYPE.items():
+    for python_type, kind in KIND_OF_TYPE.items():
         if spec is python_type:
             return kind
     if type(spec) is tuple:
@@ -92,7 +71,7 @@ def _shape_of_types(spec: Any, whole: Any) -> Shape:
 
 def _describe(shape: Shape) -> str:
     if isinstance(shape, str):
-        return _TYPE_OF_KIND[shape].__name__
+        return TYPE_OF_KIND[shape].__name__
     inner = ", ".join(_describe(part) for part in shape)
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
 
@@ -120,12 +99,12 @@ class Layout:
         self.shape = shape
         self.kinds = _kinds(shape)
         self.width = len(self.kinds)
-        self.dtypes = tuple(_DTYPE_OF_KIND[k] for k in self.kinds)
+        self.dtypes = tuple(DTYPE_OF_KIND[k] for k in self.kinds)
 
     @classmethod
     def of(cls, value: Any) -> "Optional[Layout]":
         """The layout of ``value``, or None when it is not fixed-width."""
-        shape = _shape_of(value)
+        shape = shape_of(value)
         return None if shape is None else cls(shape)
 
     def __eq__(self, other: object) -> bool:
@@ -176,7 +155,7 @@ class Layout:
 
 def _flatten(shape: Shape, value: Any, out: List[Any]) -> bool:
     if isinstance(shape, str):
-        if type(value) is not _TYPE_OF_KIND[shape]:
+        if type(value) is not TYPE_OF_KIND[shape]:
             return False
         if shape == "f" and (value != value or (value == 0.0 and str(value)[0] == "-")):
             return False  # NaN and -0.0 are never in columns
@@ -189,10 +168,10 @@ def _flatten(shape: Shape, value: Any, out: List[Any]) -> bool:
 
 def _encode(shape: Shape, values: Sequence[Any], n: int) -> Optional[List[np.ndarray]]:
     if isinstance(shape, str):
-        if set(map(type, values)) - {_TYPE_OF_KIND[shape]}:
+        if set(map(type, values)) - {TYPE_OF_KIND[shape]}:
             return None
         try:
-            column: np.ndarray = np.fromiter(values, _DTYPE_OF_KIND[shape], n)
+            column: np.ndarray = np.fromiter(values, DTYPE_OF_KIND[shape], n)
         except OverflowError:
             return None
         if shape == "f" and n and (np.isnan(column).any() or np.signbit(column[column == 0]).any()):
