@@ -8,11 +8,10 @@ The first tests need only pyarrow; the last ones a local Spark (marked ``spark``
 from __future__ import annotations
 
 import math
-import os
-import shutil
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
+from support.spark import local_spark_for_module
 
 import timelypy as tp
 from timelypy.connectors.spark import Columns, apply_changes, load
@@ -168,18 +167,8 @@ def test_one_diff_and_one_time_are_still_checked():
 # ----------------------------------------------------------------------------- through Spark
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory) -> Iterator[Any]:
-    """One local Spark for this module, its files under pytest's temp dir."""
-    pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java 17 (no java on PATH, no JAVA_HOME)")
-    from timelypy.connectors.spark import local_spark
-
-    base = tmp_path_factory.mktemp("spark")
-    session = local_spark("timelypy-columns", cores=2, local_dir=str(base), log_level="ERROR")
-    try:
-        yield session
-    finally:
-        session.stop()
+    """One local Spark for this module."""
+    yield from local_spark_for_module(tmp_path_factory, "timelypy-columns", cores=2)
 
 
 def _row_road(df: Any, columns: Columns, now: int = 0) -> List[Tuple[Any, int, Any]]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Any, Iterator
 
 import pytest
+from support.spark import local_spark_for_module
 
 from timelypy import datalog
 from timelypy.errors import DatalogError
@@ -25,18 +24,8 @@ path(x, z) :- path(x, y), edge(y, z).
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory) -> Iterator[Any]:
-    """A local Spark for this file, its files under pytest's temp dir."""
-    pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java 17 (no java on PATH, no JAVA_HOME)")
-    from timelypy.connectors.spark import local_spark
-
-    base = tmp_path_factory.mktemp("spark")
-    session = local_spark("timelypy-datalog", cores=1, local_dir=str(base), log_level="ERROR")
-    try:
-        yield session
-    finally:
-        session.stop()
+    """One local Spark for this module."""
+    yield from local_spark_for_module(tmp_path_factory, "timelypy-datalog", cores=1)
 
 
 def test_load_dataframe(spark):
