@@ -379,12 +379,13 @@ def _int_row_hashes(values: Sequence[Any]) -> Optional[Any]:
         return None
     if kinds == {int}:
         return arrays[0].view(np.uint64)
-    return tuple_hashes([column.view(np.uint64) for column in arrays])
+    return tuple_hashes([column.view(np.uint64) for column in arrays], len(values))
 
 
-def tuple_hashes(items: Sequence[Any]) -> Any:
+def tuple_hashes(items: Sequence[Any], count: Optional[int] = None) -> Any:
     """The :func:`stable_hash` of tuples whose items hash to ``items`` (numpy ``uint64``
-    arrays, one per position), computed column-wise: ``h = h * 1000003 + item``, then the
+    arrays, one per position; ``count`` tuples, needed for the empty tuple), computed
+    column-wise: ``h = h * 1000003 + item``, then the
     splitmix64 finaliser, per item (``uint64`` wraps modulo 2**64, the ``& _MASK`` of the
     Python code).
 
@@ -395,7 +396,10 @@ def tuple_hashes(items: Sequence[Any]) -> Any:
     """
     import numpy as np
 
-    h = np.full(len(items[0]), 0x345678 + len(items), dtype=np.uint64)
+    n = len(items[0]) if items else count
+    if n is None:
+        raise ValueError("tuple_hashes: no item arrays, so the count of tuples must be given")
+    h = np.full(n, 0x345678 + len(items), dtype=np.uint64)
     for item in items:
         h = h * np.uint64(1000003) + item
         h ^= h >> np.uint64(30)

@@ -466,3 +466,11 @@ def test_equal_keys_of_different_types_meet_on_one_worker(workers, backend):
     assert single == {((key, n), 0): 1 for key, n in expected.items()}
     results = tp.execute(mixed_keys_build, workers=workers, backend=backend, timeout=60)
     assert _consolidate(results) == single
+
+
+def test_column_wise_hashes_of_empty_tuples_equal_stable_hash():
+    """The column-wise path of :func:`stable_hashes` (64 values or more) has no item column to
+    count empty tuples by."""
+    from timelypy.hashing import stable_hashes
+
+    assert stable_hashes([()] * 100) == [stable_hash(())] * 100
