@@ -528,3 +528,43 @@ def test_spine_stress_of_columns_against_objects(seed: int) -> None:
         pair.check()
     if seed < 2:
         assert pair.columns.column_batches() == len(pair.columns.batches) > 0
+
+
+_MISFITS = [True, 2**31, -(2**31) - 1, 2**40, 1.5, "x", None, np.int64(1), float("nan"), -0.0]
+
+
+@SETTINGS
+@given(case=shaped_updates(), misfit=st.sampled_from([None, *_MISFITS]), where=st.integers(0, 3))
+def test_marshal_encoding_equals_the_general_encoding(case: tuple, misfit: Any, where: int) -> None:
+    """The one-pass encoding through marshal bytes gives the columns of the general encoding;
+    it refuses (None) whatever the general encoding refuses (one scalar of one update of
+    another type, a bool among ints, a numpy int, a NaN or -0.0), and ints beyond 32 bits,
+    which the general encoding takes (up to 64 bits)."""
+    from timelypy.differential.trace.marshal_columns import marshal_encode
+
+    key_shape, val_shape, (updates,) = case
+    key_layout, val_layout = Layout(key_shape), Layout(val_shape)
+    if misfit is not None:
+        (key, val), t, d = updates[-1]
+        at = where % 3
+        if at == 0:
+            updates[-1] = ((key, val), t, misfit)
+        elif at == 1:
+            updates[-1] = ((key, val), misfit, d)
+        else:
+            updates[-1] = ((misfit, val), t, d)
+    fast = marshal_encode(updates, key_layout, val_layout)
+    general = encode_updates(updates, key_layout, val_layout)
+    if general is None:
+        assert fast is None
+        return
+    beyond_32_bits = type(misfit) is int and not -(2**31) <= misfit < 2**31
+    assert (fast is None) == beyond_32_bits, (fast, general)
+    if fast is None:
+        return
+    key_cols, val_cols, times, diffs = fast
+    assert [c.tolist() for c in key_cols] == [c.tolist() for c in general[2]]
+    assert [c.dtype for c in key_cols] == [c.dtype for c in general[2]]
+    assert [c.tolist() for c in val_cols] == [c.tolist() for c in general[3]]
+    assert times.tolist() == general[4].tolist() and diffs.tolist() == general[5].tolist()
+    assert key_layout.decode(key_cols, len(times)) == [u[0][0] for u in updates]

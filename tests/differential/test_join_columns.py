@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import timelypy as tp
-from timelypy.differential import arrange
+from timelypy.differential import arrange_columns
 from timelypy.differential.join import JoinOperator
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE
 
@@ -82,7 +82,7 @@ def _run(kind: str, rounds: Rounds, mode: str, workers: int, backend: str = "inl
         # Set in the worker: a worker process may come from a server started before the test.
         os.environ[COLUMNS_VARIABLE] = mode
         if os.getpid() != driver:  # (inline: the driver's module, patched by the test)
-            arrange.COLUMNS_MIN_UPDATES = 1
+            arrange_columns.COLUMNS_MIN_UPDATES = 1
         out: List[Tuple[Any, int, int]] = []
         ops: List[JoinOperator] = []
 
@@ -121,7 +121,7 @@ def _check_both_paths(kind: str, rounds: Rounds, workers: int, monkeypatch, back
     Returns the column run's ``(column_batches, object_batches)``."""
     runs = {}
     # the test's batches are small: seal them as columns all the same
-    monkeypatch.setattr(arrange, "COLUMNS_MIN_UPDATES", 1)
+    monkeypatch.setattr(arrange_columns, "COLUMNS_MIN_UPDATES", 1)
     for mode in ("auto", "off"):
         monkeypatch.setenv(COLUMNS_VARIABLE, mode)
         runs[mode] = _run(kind, rounds, mode, workers, backend)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import timelypy as tp
-from timelypy.differential import arrange
+from timelypy.differential import arrange_columns
 from timelypy.differential.reduce import ReduceOperator
 from timelypy.differential.reduce.column_sum import sum_column_batch, sum_columns_fit
 from timelypy.differential.trace.column_batch import ColumnBatch
@@ -117,7 +117,7 @@ def _small_batches(monkeypatch: pytest.MonkeyPatch, least: int) -> None:
     """Batches of ``least`` updates or more on the column path (sealed as columns by the
     arrangement, read as columns by the reduce), so small examples exercise it."""
     monkeypatch.setattr(ReduceOperator, "column_min", least)
-    monkeypatch.setattr(arrange, "COLUMNS_MIN_UPDATES", least, raising=False)
+    monkeypatch.setattr(arrange_columns, "COLUMNS_MIN_UPDATES", least, raising=False)
 
 
 updates = st.tuples(

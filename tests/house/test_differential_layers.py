@@ -35,6 +35,7 @@ LAYERS = {
         "trace.column_batch",
         "trace.holds",
         "trace.layout",
+        "trace.marshal_columns",
         "trace.cursor",
         "trace.lifecycle",
         "trace.spine",
@@ -43,6 +44,7 @@ LAYERS = {
     "agent": {"agent"},
     "operator": {
         "arrange",
+        "arrange_columns",
         "join",
         "reduce",
         "reduce.common",

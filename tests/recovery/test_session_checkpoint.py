@@ -471,7 +471,33 @@ def test_updates_sent_ahead_are_kept_by_a_checkpoint(tmp_path, workers_after):
     input does for records ahead of its watermark) are pending work when the checkpoint is
     taken: it keeps them, and the restored session (on other worker counts) shows them at their
     times, as the uninterrupted run does."""
+    _check_updates_sent_ahead(tmp_path, workers_after)
 
+
+@pytest.mark.timeout(180)
+def test_updates_waiting_as_columns_are_kept_by_a_checkpoint(tmp_path, monkeypatch):
+    """As above with the join's arrangements sealing columns from the first update and
+    encoding every two waiting updates into columns: the updates sent ahead wait as columns
+    (split from the sealed ones at the frontier), and the checkpoint turns them back into
+    tuples and keeps them."""
+    from timelypy.differential import arrange_columns
+
+    monkeypatch.setattr(arrange_columns, "COLUMNS_MIN_UPDATES", 1)
+    monkeypatch.setattr(arrange_columns, "ENCODE_CHUNK", 2)
+    calls = {"absorb": 0, "release": 0}
+    for name in calls:
+        method = getattr(arrange_columns.ColumnChoice, name)
+
+        def counted(self, batcher, _method=method, _name=name):
+            calls[_name] += 1
+            return _method(self, batcher)
+
+        monkeypatch.setattr(arrange_columns.ColumnChoice, name, counted)
+    _check_updates_sent_ahead(tmp_path, 2)
+    assert calls["absorb"] > 0 and calls["release"] > 0, calls
+
+
+def _check_updates_sent_ahead(tmp_path, workers_after):
     def drive(s, start, end):
         for t in range(start, end):
             for edge, diff in updates_at(t):

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, List, Optional
 
-from timelypy.differential import arrange
+from timelypy.differential import arrange_columns
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE
 
 MODES = ("auto", "off")
@@ -53,9 +53,15 @@ def mode_of(script: Any) -> Optional[str]:
 
 MIN_UPDATES = 1
 """The fewest pending updates the arrange operator seals as columns in ``auto`` runs of the
-suite. The engine's own threshold (``arrange.COLUMNS_MIN_UPDATES``, where it has one) keeps
-small batches on the object path for speed; the suite's batches are small, and the column path
-must be right at every size, so runs in ``auto`` lower it (see :func:`columns_mode`)."""
+suite. The engine's own threshold (``arrange_columns.COLUMNS_MIN_UPDATES``) keeps small batches
+on the object path for speed; the suite's batches are small, and the column path must be right
+at every size, so runs in ``auto`` lower it (see :func:`columns_mode`)."""
+
+ENCODE_CHUNK = 3
+"""The waiting updates the arrange operator encodes into columns at a time in ``auto`` runs of
+the suite (the engine's ``arrange_columns.ENCODE_CHUNK`` is tens of thousands): updates held
+as columns across several steps, split at the frontier and turned back into tuples by a
+checkpoint, at the suite's sizes."""
 
 
 @contextlib.contextmanager
@@ -72,7 +78,7 @@ def columns_mode(mode: Optional[str]) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(_environment(mode))
         if mode == "auto":
-            stack.enter_context(_min_updates(MIN_UPDATES))
+            stack.enter_context(_min_updates(MIN_UPDATES, ENCODE_CHUNK))
         yield
 
 
@@ -93,16 +99,16 @@ def _environment(mode: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _min_updates(least: int) -> Iterator[None]:
-    saved = getattr(arrange, "COLUMNS_MIN_UPDATES", None)
-    if saved is None or saved == least:
+def _min_updates(least: int, chunk: int) -> Iterator[None]:
+    saved = arrange_columns.COLUMNS_MIN_UPDATES, arrange_columns.ENCODE_CHUNK
+    if saved == (least, chunk):
         yield
         return
-    arrange.COLUMNS_MIN_UPDATES = least  # type: ignore[attr-defined]
+    arrange_columns.COLUMNS_MIN_UPDATES, arrange_columns.ENCODE_CHUNK = least, chunk
     try:
         yield
     finally:
-        arrange.COLUMNS_MIN_UPDATES = saved  # type: ignore[attr-defined]
+        arrange_columns.COLUMNS_MIN_UPDATES, arrange_columns.ENCODE_CHUNK = saved
 
 
 @dataclass

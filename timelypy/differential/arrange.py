@@ -12,8 +12,6 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
-import numpy as np
-
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.channels import Exchange
 from ..dataflow.operator import OperatorCore
@@ -23,11 +21,13 @@ from ..errors import RecoveryError, unhashable_error
 from ..hashing import stable_hash, stable_hashes
 from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
+from . import arrange_columns
+from .arrange_columns import ColumnChoice
 from .kernel.consolidation import advance_and_consolidate
 from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
 from .trace import Batch, BatchData, BatchReader, Spine
-from .trace.column_batch import ColumnBatch, encode_updates
-from .trace.layout import Layout, columns_enabled
+from .trace.column_batch import ColumnBatch
+from .trace.layout import columns_enabled
 
 if TYPE_CHECKING:
     from ..dataflow.scope import Scope
@@ -200,6 +200,7 @@ class ArrangeOperator(OperatorCore):
         their time) are plain keyed pieces ``("pending", key, [(val, time, diff), ...])``;
         :class:`~timelypy.errors.RecoveryError` if one waits at a time the input frontier has
         passed (the time is not closed). Version 3 (2: before pending updates were kept)."""
+        self._as_tuples()
         pending = future_pieces(
             f"{self.subgraph.name}/{self.index} ({self.name!r})",
             "the batcher",
@@ -286,6 +287,9 @@ class ArrangeOperator(OperatorCore):
             self.batcher.push(waiting)
             self._hold_restored(self.batcher.frontier())
 
+    def _as_tuples(self) -> None:
+        """Have every waiting update in the batcher as a tuple (a snapshot reads them)."""
+
     def _hold_restored(self, times: List[Any]) -> None:
         """Hold capabilities at ``times`` (restored pending work; none held yet)."""
         internal = self.shared.internals[0]
@@ -349,9 +353,9 @@ class _TotalArrange(ArrangeOperator):
         self._cap: Any = None
         self._internal = self.shared.internals[0]
         wanted = keep_trace if columns is None else columns
-        self.columns = _ColumnChoice(enabled=wanted and columns_enabled())
+        self.columns = ColumnChoice(enabled=wanted and columns_enabled())
         """Which path the batches take: columns where the updates fit (see
-        :class:`_ColumnChoice`)."""
+        :class:`~.arrange_columns.ColumnChoice`)."""
 
     def schedule(self) -> bool:
         """Hand arrived updates to the batcher; seal a batch when the input frontier passes
@@ -376,12 +380,17 @@ class _TotalArrange(ArrangeOperator):
                 elif time < cap:
                     self._move_cap(time)
                 push(data)
+            if self.columns.absorbing and len(self.batcher.pending) >= arrange_columns.ENCODE_CHUNK:
+                self.columns.absorb(self.batcher)
         if changed:
             try:
                 self._seal()
             except TypeError as exc:
                 raise unhashable_error(self, (u[0] for u in self.batcher.pending)) from exc
         return False
+
+    def _as_tuples(self) -> None:
+        self.columns.release(self.batcher)
 
     def _hold_restored(self, times: List[Any]) -> None:
         if times and self._cap is None:
@@ -406,7 +415,7 @@ class _TotalArrange(ArrangeOperator):
         batcher = self.batcher
         sealed = self.columns.seal(batcher, frontier[0] if frontier else None)
         if sealed is not None:
-            columns, keep = sealed
+            columns, waiting = sealed
             batch: BatchReader = self.writer.write_columns(columns, frontier)
             count = batch.count
         else:
@@ -414,10 +423,11 @@ class _TotalArrange(ArrangeOperator):
             batcher.pending = keep
             count = consolidate_groups(data)
             batch = self.writer.write(data, frontier, count)
+            waiting = min(u[1] for u in keep) if keep else None
         if count:
             self._out.push(cap, [batch])
-        if keep:
-            self._move_cap(min(u[1] for u in keep))
+        if waiting is not None:
+            self._move_cap(waiting)
         else:  # the common case: everything sealed, release the capability
             internal = self._internal.counts
             c = internal.get(cap, 0) - 1
@@ -427,83 +437,6 @@ class _TotalArrange(ArrangeOperator):
                 del internal[cap]
             self._cap = None
         self.writer.spine.advance_writer(frontier)
-
-
-COLUMNS_MIN_UPDATES = 256
-"""Fewer pending updates than this are sealed on the object path: numpy's cost per call
-outweighs its speed per update on a handful (a closed loop's batches), and the spine turns them
-into columns when they merge with a column batch."""
-
-
-class _ColumnChoice:
-    """The arrange operator's choice of path, batch by batch: a batch is sealed as columns
-    (:class:`~.trace.column_batch.ColumnBatch`) when every update it takes fits the layouts of
-    the first columns batch (detected from its first update) at ``int`` times, else on the
-    object path. An arrangement whose first update does not fit stays on the object path; one
-    whose batches stop fitting three times gives up columns (mixed streams pay the detection
-    only a few times). Small batches (:data:`COLUMNS_MIN_UPDATES`) stay objects.
-    ``sealed_columns`` and ``sealed_objects`` count the batches."""
-
-    __slots__ = (
-        "enabled",
-        "key_layout",
-        "val_layout",
-        "misses",
-        "sealed_columns",
-        "sealed_objects",
-    )
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.key_layout: Optional[Layout] = None
-        self.val_layout: Optional[Layout] = None
-        self.misses = 0
-        self.sealed_columns = 0
-        self.sealed_objects = 0
-
-    def seal(
-        self, batcher: Batcher, bound: Optional[Any]
-    ) -> Optional[Tuple[ColumnBatch, List[Update]]]:
-        """The batcher's updates at times ``< bound`` (all if None) as an unnumbered column
-        batch, and the updates it keeps; None (nothing taken) when they do not fit."""
-        pending = batcher.pending
-        if not self.enabled or len(pending) < COLUMNS_MIN_UPDATES:
-            self.sealed_objects += 1
-            return None
-        if self.key_layout is None:
-            first = pending[0][0]
-            if type(first) is not tuple or len(first) != 2:
-                self._miss(give_up=True)
-                return None
-            self.key_layout, self.val_layout = Layout.of(first[0]), Layout.of(first[1])
-            if self.key_layout is None or self.val_layout is None:
-                self._miss(give_up=True)
-                return None
-        encoded = encode_updates(pending, self.key_layout, self.val_layout)
-        if encoded is None:
-            self._miss(give_up=self.misses >= 2)
-            return None
-        key_layout, val_layout, key_cols, val_cols, times, diffs = encoded
-        keep: List[Update] = []
-        if bound is not None and times.max() >= bound:
-            taken = times < bound
-            keep = [pending[i] for i in np.flatnonzero(~taken).tolist()]
-            key_cols = [c[taken] for c in key_cols]
-            val_cols = [c[taken] for c in val_cols]
-            times, diffs = times[taken], diffs[taken]
-        batcher.pending = keep
-        self.sealed_columns += 1
-        batch = ColumnBatch.sorted_from(
-            key_layout, val_layout, key_cols, val_cols, times, diffs, [], []
-        )
-        return batch, keep
-
-    def _miss(self, give_up: bool) -> None:
-        self.misses += 1
-        self.sealed_objects += 1
-        if give_up:
-            self.enabled = False
-        return None
 
 
 def _key_of_update(u: Update) -> Any:

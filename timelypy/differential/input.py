@@ -40,8 +40,8 @@ class InputSession:
 
     max_pending: Optional[int] = 200_000
     """Backpressure for an open-loop producer: once this many updates were sent into the
-    dataflow without a worker step in between, the next :meth:`advance_to` to a later time
-    asks the worker to take them in (``pace_input`` of
+    dataflow without a worker step in between (within a time, as a bulk load sends them, or
+    across times), the session asks the worker to take them in (``pace_input`` of
     :class:`~timelypy.dataflow.worker_interface.AsWorker`, the worker's policy: the
     ``Worker`` flushes and steps until it is quiet, only without peers, never from inside a
     step or while a dataflow is being built, nor on a driver session's workers), so the
@@ -275,6 +275,8 @@ class InputSession:
                     self._sent_step = worker.steps
                     self._sent = 0
                 self._sent += len(data)
+                if self._sent >= self._bound:
+                    self._pace()
 
     def _check_schema(self, data: List[Tuple[Any, Any, int]]) -> None:
         """SchemaError naming the first record of ``data`` that does not fit the schema (the

@@ -15,7 +15,10 @@ of each distinct key of sorted columns; :func:`search_array` one array ordering 
 columns do (the column itself for a one-column key, a structured array otherwise), for
 ``numpy.searchsorted``. :func:`match_pairs` gives, for keys sorted in both inputs, the index
 pairs ``(i, j)`` of every update ``i`` of ``mine`` and ``j`` of ``theirs`` with equal keys, in
-``i``-major order. :func:`diffs_fit` says whether diffs are small enough that sums and products
+``i``-major order. :func:`compact_sorted` advances the times of updates already sorted and
+consolidated (one batch) to ``since``: ``max(t, since)`` keeps their order, so it only sums
+neighbours that became equal, without a sort (and returns its inputs when no time is below
+``since``). :func:`diffs_fit` says whether diffs are small enough that sums and products
 of them cannot overflow ``int64`` (callers fall back to the object path when not).
 Invariants: equal inputs give equal outputs (deterministic); nothing is aliased but ``cols``
 entries a caller passes through unchanged. Cost: O(n log n) for sorting (``numpy.lexsort``),
@@ -30,6 +33,7 @@ import numpy as np
 
 __all__ = [
     "DIFF_LIMIT",
+    "compact_sorted",
     "diffs_fit",
     "key_starts",
     "match_pairs",
@@ -134,6 +138,22 @@ def merge_advance(parts: Sequence[Updates], since: Optional[int]) -> Updates:
     if since is not None:
         np.maximum(times, since, out=times)
     return sort_consolidate(cols, times, diffs)
+
+
+def compact_sorted(cols: Columns, times: np.ndarray, diffs: np.ndarray, since: int) -> Updates:
+    """Sorted, consolidated updates with their times advanced to ``since``, consolidated."""
+    n = len(times)
+    if not n or times.min() >= since:
+        return list(cols), times, diffs
+    times = np.maximum(times, since)
+    change = _changes(list(cols) + [times], n)
+    if change.all():
+        return list(cols), times, diffs
+    starts = np.flatnonzero(change)
+    summed = np.add.reduceat(diffs, starts)
+    keep = summed != 0
+    rows = starts[keep]
+    return [col[rows] for col in cols], times[rows], summed[keep]
 
 
 def key_starts(key_cols: Columns, n: int) -> np.ndarray:

@@ -25,6 +25,7 @@ from typing import Any, Dict, ItemsView, KeysView, List, Optional, Sequence, Tup
 import numpy as np
 
 from ..kernel.columns import (
+    compact_sorted,
     diffs_fit,
     key_starts,
     merge_advance,
@@ -33,6 +34,7 @@ from ..kernel.columns import (
 )
 from .batch import BatchData, BatchReader, Vals
 from .layout import Layout
+from .marshal_columns import marshal_encode
 
 __all__ = [
     "ColumnBatch",
@@ -65,6 +67,10 @@ def encode_updates(
     n = len(updates)
     if not n:
         return None
+    if key_layout is not None and val_layout is not None:
+        fast = marshal_encode(updates, key_layout, val_layout)
+        if fast is not None and diffs_fit(fast[3]):
+            return (key_layout, val_layout, *fast)
     kvs = list(map(_FIRST, updates))
     times = list(map(_SECOND, updates))
     diffs = list(map(_THIRD, updates))
@@ -377,7 +383,24 @@ def compact_columns(batch: ColumnBatch, since: List[Any]) -> ColumnBatch:
     ``since`` is empty: nothing will be read any more)."""
     if not since:
         return batch
-    return merge_columns([batch], since)
+    cols, times, diffs = compact_sorted(*batch.columns(), since[0])
+    width = batch.key_layout.width
+    compacted = ColumnBatch(
+        batch.key_layout,
+        batch.val_layout,
+        cols[:width],
+        cols[width:],
+        times,
+        diffs,
+        batch.lower,
+        batch.upper,
+        batch.seq,
+        list(since),
+    )
+    if compacted.count == batch.count:  # the same rows: the key index still holds
+        compacted._starts, compacted._search = batch._starts, batch._search
+        compacted._sorted, compacted._index = batch._sorted, batch._index
+    return compacted
 
 
 def as_column_run(run: Sequence[BatchReader]) -> Optional[List[ColumnBatch]]:

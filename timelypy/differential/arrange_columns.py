@@ -1,0 +1,190 @@
+"""The arrange operator's column path: which batches it seals as columns, and how it waits.
+
+An arrangement at totally ordered ``int`` times seals a :class:`~.trace.column_batch.ColumnBatch`
+when the updates it takes all fit one layout (detected from the first update, see
+:class:`~.trace.layout.Layout`). While updates wait for the frontier (a bulk load at one time
+waits until the time closes), every :data:`ENCODE_CHUNK` of them are encoded into columns
+right away: the batcher then holds ~32 bytes per ``(int, int)`` update instead of a Python
+tuple of ~120, and the seal sorts columns it already has.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+
+import numpy as np
+
+from .trace.column_batch import ColumnBatch, encode_updates
+from .trace.layout import Layout
+
+if TYPE_CHECKING:
+    from .arrange import Batcher
+
+__all__ = ["COLUMNS_MIN_UPDATES", "ENCODE_CHUNK", "ColumnChoice"]
+
+COLUMNS_MIN_UPDATES = 256
+"""Fewer pending updates than this are sealed on the object path: numpy's cost per call
+outweighs its speed per update on a handful (a closed loop's batches), and the spine turns them
+into columns when they merge with a column batch."""
+
+ENCODE_CHUNK = 1 << 16
+"""Pending updates encoded into columns at a time while they wait for the frontier."""
+
+_Chunk = Tuple[List[np.ndarray], List[np.ndarray], np.ndarray, np.ndarray]
+"""Unsorted ``(key_cols, val_cols, times, diffs)``."""
+
+
+class ColumnChoice:
+    """The arrange operator's choice of path, batch by batch: a batch is sealed as columns
+    (:class:`~.trace.column_batch.ColumnBatch`) when every update it takes fits the layouts of
+    the first columns batch (detected from its first update) at ``int`` times, else on the
+    object path. An arrangement whose first update does not fit stays on the object path; one
+    whose batches stop fitting three times gives up columns (mixed streams pay the detection
+    only a few times). Small batches (:data:`COLUMNS_MIN_UPDATES`) stay objects.
+    ``sealed_columns`` and ``sealed_objects`` count the batches.
+
+    Waiting updates are encoded :data:`ENCODE_CHUNK` at a time (:meth:`absorb`) into
+    ``chunks``; :meth:`release` turns them back into the batcher's tuples (a checkpoint, or
+    updates that stopped fitting).
+
+    Example: ``ColumnChoice(enabled=True)`` starts with no layout; the first batch it seals
+    detects one.
+    """
+
+    __slots__ = (
+        "enabled",
+        "key_layout",
+        "val_layout",
+        "misses",
+        "sealed_columns",
+        "sealed_objects",
+        "chunks",
+        "held",
+        "absorbing",
+    )
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.key_layout: Optional[Layout] = None
+        self.val_layout: Optional[Layout] = None
+        self.misses = 0
+        self.sealed_columns = 0
+        self.sealed_objects = 0
+        self.chunks: List[_Chunk] = []
+        self.held = 0
+        """Updates in ``chunks``."""
+        self.absorbing = enabled
+        """Whether :meth:`absorb` encodes (off after a chunk did not fit, until the seal)."""
+
+    def absorb(self, batcher: "Batcher") -> None:
+        """Encode the batcher's pending updates into a chunk of columns (when they fit)."""
+        pending = batcher.pending
+        if not self._detect(pending):
+            self.absorbing = False
+            return
+        encoded = encode_updates(pending, self.key_layout, self.val_layout)
+        if encoded is None:
+            self.absorbing = False  # the seal decides (and counts the miss)
+            return
+        self.chunks.append(encoded[2:])
+        self.held += len(pending)
+        batcher.pending = []
+
+    def release(self, batcher: "Batcher") -> None:
+        """Move the updates held as columns back into the batcher, as tuples."""
+        if not self.chunks:
+            return
+        key_layout, val_layout = self.key_layout, self.val_layout
+        assert key_layout is not None and val_layout is not None
+        updates: List[Any] = []
+        for key_cols, val_cols, times, diffs in self.chunks:
+            n = len(times)
+            keys, vals = key_layout.decode(key_cols, n), val_layout.decode(val_cols, n)
+            updates += zip(zip(keys, vals), times.tolist(), diffs.tolist())
+        self.chunks, self.held = [], 0
+        batcher.pending = updates + batcher.pending
+
+    def least_time(self) -> Optional[int]:
+        """The least time of the updates held as columns (None: none held)."""
+        if not self.chunks:
+            return None
+        return min(int(chunk[2].min()) for chunk in self.chunks)
+
+    def seal(
+        self, batcher: "Batcher", bound: Optional[Any]
+    ) -> Optional[Tuple[ColumnBatch, Optional[int]]]:
+        """The waiting updates at times ``< bound`` (all if None) as an unnumbered column
+        batch, and the least time of those that wait on (None: none), which stay in
+        ``chunks``; None (nothing taken, everything back in the batcher as tuples) when they
+        do not fit."""
+        pending = batcher.pending
+        self.absorbing = self.enabled
+        if not self.enabled or len(pending) + self.held < COLUMNS_MIN_UPDATES:
+            self.release(batcher)
+            self.sealed_objects += 1
+            return None
+        parts = self.chunks
+        if pending:
+            if not self._detect(pending):
+                self._refuse(batcher, give_up=True)
+                return None
+            encoded = encode_updates(pending, self.key_layout, self.val_layout)
+            if encoded is None:
+                self._refuse(batcher, give_up=self.misses >= 2)
+                return None
+            parts = parts + [encoded[2:]]
+        key_cols, val_cols, times, diffs = _concatenate(parts)
+        self.chunks, self.held = [], 0
+        batcher.pending = []
+        waiting: Optional[int] = None
+        if bound is not None and len(times) and times.max() >= bound:
+            taken = times < bound
+            rest = ~taken
+            self.chunks = [
+                ([c[rest] for c in key_cols], [c[rest] for c in val_cols], times[rest], diffs[rest])
+            ]
+            self.held = len(self.chunks[0][2])
+            waiting = int(self.chunks[0][2].min())
+            key_cols = [c[taken] for c in key_cols]
+            val_cols = [c[taken] for c in val_cols]
+            times, diffs = times[taken], diffs[taken]
+        self.sealed_columns += 1
+        assert self.key_layout is not None and self.val_layout is not None
+        batch = ColumnBatch.sorted_from(
+            self.key_layout, self.val_layout, key_cols, val_cols, times, diffs, [], []
+        )
+        return batch, waiting
+
+    def _detect(self, pending: List[Any]) -> bool:
+        """Whether the layouts are known (detected from the first pending update if not)."""
+        if self.key_layout is not None:
+            return True
+        if not pending:
+            return False
+        first = pending[0][0]
+        if type(first) is not tuple or len(first) != 2:
+            return False
+        self.key_layout, self.val_layout = Layout.of(first[0]), Layout.of(first[1])
+        if self.key_layout is None or self.val_layout is None:
+            self.key_layout = self.val_layout = None
+            return False
+        return True
+
+    def _refuse(self, batcher: "Batcher", give_up: bool) -> None:
+        self.release(batcher)
+        self.misses += 1
+        self.sealed_objects += 1
+        if give_up or self.key_layout is None:
+            self.enabled = self.absorbing = False
+
+
+def _concatenate(parts: List[_Chunk]) -> _Chunk:
+    if len(parts) == 1:
+        return parts[0]
+    width_k, width_v = len(parts[0][0]), len(parts[0][1])
+    return (
+        [np.concatenate([p[0][c] for p in parts]) for c in range(width_k)],
+        [np.concatenate([p[1][c] for p in parts]) for c in range(width_v)],
+        np.concatenate([p[2] for p in parts]),
+        np.concatenate([p[3] for p in parts]),
+    )
