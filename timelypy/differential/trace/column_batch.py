@@ -283,6 +283,8 @@ class ColumnBatch(BatchReader):
         keys = self.decode_keys(starts)
         vals = self.val_layout.decode(self.val_cols, n)
         triples = list(zip(vals, self.times.tolist(), self.diffs.tolist()))
+        if len(keys) == n:  # one update per key: the dictionary made in C
+            return dict(zip(keys, map(list, zip(triples))))
         bounds = starts.tolist() + [n]
         data: Dict[Any, Vals] = {}
         for i, key in enumerate(keys):
