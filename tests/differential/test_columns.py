@@ -568,3 +568,35 @@ def test_marshal_encoding_equals_the_general_encoding(case: tuple, misfit: Any, 
     assert [c.tolist() for c in val_cols] == [c.tolist() for c in general[3]]
     assert times.tolist() == general[4].tolist() and diffs.tolist() == general[5].tolist()
     assert key_layout.decode(key_cols, len(times)) == [u[0][0] for u in updates]
+
+
+@SETTINGS
+@given(
+    per_key=st.integers(1, 3),
+    keys=st.integers(1, 3000),
+    probes=st.lists(
+        st.one_of(st.integers(-5, 3100), st.sampled_from(["a", 1.0, True, None, (1,), 2**70, 0.5])),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_lookups_by_decoded_segments_equal_the_whole_decoding(
+    per_key: int, keys: int, probes: List[Any]
+) -> None:
+    """Past the look-ups it answers by bisection, a column batch answers from the segment of
+    keys it decodes when first asked: the same updates as the dictionary of the whole batch,
+    for keys present, absent, before the first and after the last, equal keys of other
+    types (1.0, True) and keys not comparable with ints (found as objects)."""
+    n = keys * per_key
+    key_col = np.repeat(np.arange(keys, dtype=np.int64), per_key)
+    val_col = np.arange(n, dtype=np.int64) % 7
+    times = np.arange(n, dtype=np.int64) % 3
+    diffs = np.ones(n, dtype=np.int64)
+    layout = Layout("i")
+    probed = ColumnBatch.sorted_from(layout, layout, [key_col], [val_col], times, diffs, [0], [3])
+    whole = ColumnBatch.sorted_from(layout, layout, [key_col], [val_col], times, diffs, [0], [3])
+    expected = whole._decoded()
+    probed._lookups = 10**9  # past the bisection look-ups
+    for key in probes:
+        assert probed.get(key) == expected.get(key), key
+    assert probed._data is None or any(not isinstance(k, (int, float)) for k in probes)
