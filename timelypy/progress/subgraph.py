@@ -33,6 +33,9 @@ def _identity(t: Any) -> Any:
     return t
 
 
+_run: Callable[[Any], None] = deque(maxlen=0).extend  # an iterator to its end, keeping nothing
+
+
 def _move(
     source: Dict[Any, int], locations: Tuple[Any, ...], sign: int, counts: Dict[Any, int]
 ) -> None:
@@ -343,8 +346,7 @@ class Subgraph(Operate):
         final = self.final_progress
         if self.inputs:
             self._accept_frontier()  # 1. The parent's frontier at our inputs.
-            # 2. Records that entered through our inputs.
-            for i, ic in enumerate(self.ingress_counts):
+            for i, ic in enumerate(self.ingress_counts):  # 2. Records that entered.
                 if ic.counts:
                     src = Location(0, i, True)
                     targets = self.edges_from.get(src, ())
@@ -352,8 +354,7 @@ class Subgraph(Operate):
                         local.update((src, t), -n)
                         for tgt in targets:
                             local.update((tgt, t), n)
-        # 3. Every worker's progress batches.
-        if self.progcaster is not None:
+        if self.progcaster is not None:  # 3. Every worker's progress batches.
             for batch in self.progcaster.recv():
                 final.extend(batch)
         if local.counts:  # (each call below is skipped when it has nothing to do)
@@ -364,7 +365,6 @@ class Subgraph(Operate):
         # 5-7. Run active children, share progress, propagate; on one worker repeat while
         # the new frontiers activated children (bounded, so a step stays short).
         rounds = 1 if self.progcaster is not None else self.max_rounds
-        activations = self.activations
         for _ in range(rounds):
             self._run_children(local)
             if self._queue_counts:
@@ -373,7 +373,7 @@ class Subgraph(Operate):
                 self._send_progress()
             if final.counts or tracker.staged:
                 self._propagate()
-            if not any(activations):
+            if not any(self.activations):
                 break
         return self.incomplete()
 
@@ -497,7 +497,7 @@ class Subgraph(Operate):
         """Stage the change of the records waiting in each counted queue since the last
         count (see :meth:`count_in_queue`). O(queues + messages that came or went), and one
         C-level test when every queue was and is empty."""
-        deque(map(dict.clear, self._uncounted), 0)  # the reports of these edges, in C
+        _run(map(dict.clear, self._uncounted))  # the reports of these edges, in C
         if not self._waiting_counted and not any(self._counted_queues):
             return  # (the common case: every queue was and is empty, tested in C)
         tracker = self._tracker()
