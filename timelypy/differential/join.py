@@ -60,6 +60,9 @@ JoinProduct = Callable[[Any, bool, Optional[Callable]], Kernel]
 _GET = attrgetter("get")
 """A batch's own look-up."""
 
+_consume: Callable[[Any], None] = deque(maxlen=0).extend
+"""Runs an iterator to its end (in C), keeping nothing: a fused inspection's calls."""
+
 _COLUMN_PRODUCTS: Dict[Any, Callable[[bool, Optional[Callable]], Builder]] = {
     pairs: column_pairs,
     semijoin_pairs: column_semijoin_pairs,
@@ -212,7 +215,7 @@ class JoinOperator(OperatorCore):
         inspect = self._inspect
         if inspect is not None:
             try:
-                deque(map(inspect, data), maxlen=0)
+                _consume(map(inspect, data))
             except TimelyError:
                 raise
             except Exception as exc:

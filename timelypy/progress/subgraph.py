@@ -33,6 +33,9 @@ def _identity(t: Any) -> Any:
     return t
 
 
+_run: Callable[[Any], None] = deque(maxlen=0).extend  # an iterator to its end, keeping nothing
+
+
 def _move(
     source: Dict[Any, int], locations: Tuple[Any, ...], sign: int, counts: Dict[Any, int]
 ) -> None:
@@ -120,6 +123,7 @@ class Subgraph(Operate):
         self._waiting_counted = 0
         """How many counted queues had messages waiting at the last count."""
         self._adopted: List[bool] = [False]
+        self._nested: List[bool] = [False]  # per child: a nested scope (runs while incomplete)
         self._incomplete: List[bool] = [False]
         self.finalized = False
         self.parent: Optional["Subgraph"] = None
@@ -142,6 +146,7 @@ class Subgraph(Operate):
             raise RuntimeError(f"scope {self.name!r} is already built; add operators inside it")
         op.index = len(self.children)
         self.children.append(op)
+        self._nested.append(isinstance(op, Subgraph))
         if isinstance(op, Subgraph):
             op.parent = self
         self.activations.append(True)  # every operator runs once at start
@@ -337,25 +342,26 @@ class Subgraph(Operate):
     def schedule(self) -> bool:
         """One step of the progress protocol around the active children; True while anything
         inside is incomplete."""
-        # 1. The parent's frontier at our inputs.
-        self._accept_frontier()
-        # 2. Records that entered through our inputs.
         local = self.local_progress
-        for i, ic in enumerate(self.ingress_counts):
-            if ic.counts:
-                src = Location(0, i, True)
-                targets = self.edges_from.get(src, ())
-                for t, n in ic.drain_unsorted():
-                    local.update((src, t), -n)
-                    for tgt in targets:
-                        local.update((tgt, t), n)
-        # 3. Every worker's progress batches.
-        if self.progcaster is not None:
+        final = self.final_progress
+        if self.inputs:
+            self._accept_frontier()  # 1. The parent's frontier at our inputs.
+            for i, ic in enumerate(self.ingress_counts):  # 2. Records that entered.
+                if ic.counts:
+                    src = Location(0, i, True)
+                    targets = self.edges_from.get(src, ())
+                    for t, n in ic.drain_unsorted():
+                        local.update((src, t), -n)
+                        for tgt in targets:
+                            local.update((tgt, t), n)
+        if self.progcaster is not None:  # 3. Every worker's progress batches.
             for batch in self.progcaster.recv():
-                self.final_progress.extend(batch)
-        self._send_progress()
-        # 4. Propagate and push frontiers.
-        self._propagate()
+                final.extend(batch)
+        if local.counts:  # (each call below is skipped when it has nothing to do)
+            self._send_progress()
+        tracker = self._tracker()  # 4. Propagate and push frontiers.
+        if final.counts or tracker.staged:
+            self._propagate()
         # 5-7. Run active children, share progress, propagate; on one worker repeat while
         # the new frontiers activated children (bounded, so a step stays short).
         rounds = 1 if self.progcaster is not None else self.max_rounds
@@ -363,8 +369,10 @@ class Subgraph(Operate):
             self._run_children(local)
             if self._queue_counts:
                 self._count_queues()
-            self._send_progress()
-            self._propagate()
+            if local.counts:
+                self._send_progress()
+            if final.counts or tracker.staged:
+                self._propagate()
             if not any(self.activations):
                 break
         return self.incomplete()
@@ -428,9 +436,10 @@ class Subgraph(Operate):
         listening = self.instruments is not None and self.instruments.enabled
         direct = self.progcaster is None
         staged = self._tracker().staged
+        nested = self._nested
         for idx in range(1, len(children)):
             if not active[idx]:
-                if not incomplete[idx] or not isinstance(children[idx], Subgraph):
+                if not (incomplete[idx] and nested[idx]):
                     continue
             active[idx] = False
             child = children[idx]
@@ -488,7 +497,7 @@ class Subgraph(Operate):
         """Stage the change of the records waiting in each counted queue since the last
         count (see :meth:`count_in_queue`). O(queues + messages that came or went), and one
         C-level test when every queue was and is empty."""
-        deque(map(dict.clear, self._uncounted), 0)  # the reports of these edges, in C
+        _run(map(dict.clear, self._uncounted))  # the reports of these edges, in C
         if not self._waiting_counted and not any(self._counted_queues):
             return  # (the common case: every queue was and is empty, tested in C)
         tracker = self._tracker()

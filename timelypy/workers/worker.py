@@ -359,7 +359,7 @@ class Worker:
         maybe_collect()
         for handle in self._inputs:
             handle.flush()
-        received = self._receive()
+        received = 0 if self.fabric is None else self._receive()
         if self._dataflows:
             self._schedule_round()
             if self.fabric is not None:

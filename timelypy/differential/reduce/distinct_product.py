@@ -154,7 +154,10 @@ def _evaluate_distinct(
                         output[t] = bucket = (_tuple_new(Product, t), [])
                     bucket[1].append((key, bucket[0], want))
                 if frontier:
-                    _keep(state, key, h, stored, m0, m1)
+                    n = len(h)
+                    # (_keep's common case, tested here: a stored state that stays as it is)
+                    if not stored or n == 1 or (n > 25 and n > 2 * h[0]):
+                        _keep(state, key, h, stored, m0, m1)
                 continue
         elif new is not None:
             _several_new(op, key, h, new, times, rest, beyond)
