@@ -424,7 +424,9 @@ class SocketMesh(MeshLinks):
         data = self._encode_message(obj)
         self.encode_seconds += time.perf_counter() - start
         self._send_frames(self._peer(dest), data, 1)
-        if self._credit.has_requests():  # a peer waits for our credit (see _serve_requests)
+        # A peer waits for our credit (see _serve_requests). Read without the lock: a stale
+        # answer only leaves the request to the next send or receive.
+        if self._credit.has_requests():
             self._serve_requests()
 
     def _serve_requests(self) -> None:
