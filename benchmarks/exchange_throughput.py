@@ -22,6 +22,12 @@ Columns against objects: every record here is fixed-width, so it may travel as n
 reports both; ``--codec-only`` reports the codec alone both ways for each shape.
 
     python benchmarks/exchange_throughput.py --message data --shape triple --records 300000
+
+``--routing`` times only the exchange's routing of one message (``ExchangePusher.push`` with
+a fabric that drops what it is given): record by record against column-wise (keys hashed with
+numpy, parts split in C), alternately, for 2, 4 and 8 workers.
+
+    python benchmarks/exchange_throughput.py --routing --batch 4096
 """
 
 from __future__ import annotations
@@ -225,6 +231,44 @@ def codec_report(batch: int, repeat: int) -> Dict[str, Any]:
     return report
 
 
+class _Drop:
+    """A target and a fabric that drop what they are given."""
+
+    def push(self, time: Any, data: Any) -> None:
+        pass
+
+    def send(self, dest: int, message: Any) -> None:
+        pass
+
+
+def routing_report(batch: int, repeat: int) -> Dict[str, Any]:
+    """Nanoseconds per record to route one message of ``batch`` ``((k, v), t, 1)`` updates by
+    ``k`` (an arrangement's exchange), record by record and column-wise, alternately, best of
+    ``repeat`` runs of 20 pushes each."""
+    from timelypy.dataflow import channels
+
+    (records,) = make_batches(batch, batch, "triple")
+    report: Dict[str, Any] = {}
+    threshold = channels.COLUMNWISE_MIN
+    for peers in (2, 4, 8):
+        pusher = channels.ExchangePusher(_Drop(), lambda u: u[0][0], peers, 0, _Drop(), 1)  # type: ignore[arg-type]
+        best = {"record_by_record": float("inf"), "column_wise": float("inf")}
+        for _ in range(repeat):
+            for path, minimum in (("record_by_record", batch + 1), ("column_wise", threshold)):
+                channels.COLUMNWISE_MIN = minimum
+                try:
+                    start = time.perf_counter()
+                    for _ in range(20):
+                        pusher.push(0, records)
+                    best[path] = min(best[path], time.perf_counter() - start)
+                finally:
+                    channels.COLUMNWISE_MIN = threshold
+        report[f"{peers}_workers_ns_per_record"] = {
+            path: round(seconds / 20 / batch * 1e9, 1) for path, seconds in best.items()
+        }
+    return report
+
+
 def mesh_worker(records: int, batch: int, shape: str, message: str = "raw", mode: str = "auto"):
     """The worker function shipped to both processes (columns as ``mode`` says)."""
 
@@ -295,8 +339,26 @@ def main() -> None:
         action="store_true",
         help="only time encode+decode of one batch of each shape",
     )
+    parser.add_argument(
+        "--routing",
+        action="store_true",
+        help="only time the exchange's routing of one batch, record by record and column-wise",
+    )
     add_profile_argument(parser)
     args = parser.parse_args()
+    if args.routing:
+        print(
+            json.dumps(
+                {
+                    "benchmark": "exchange_routing",
+                    "batch": args.batch,
+                    "repeat": max(args.repeat, 7),
+                    "routing": routing_report(args.batch, max(args.repeat, 7)),
+                },
+                indent=2,
+            )
+        )
+        return
     if args.codec_only:
         print(
             json.dumps(

@@ -665,3 +665,25 @@ class TestFlowControl:
             assert [obj for _, obj in got] == [tuple(big), (1,)]
         finally:
             close_all([m0, m1])
+
+
+def test_a_worker_that_sends_frees_a_peer_blocked_on_its_window():
+    """Worker 1 blocks on a full window to worker 0, which never receives but keeps sending:
+    worker 0's next send returns the credit (an open loop of inputs on both workers), and
+    everything arrives in order once worker 0 receives."""
+    m0, m1 = build_meshes(2, window=4096)
+    try:
+        big = list(range(2000))  # more than half the window: the second send blocks
+        sender = threading.Thread(target=lambda: (m1.send(0, big), m1.send(0, big)))
+        sender.start()
+        deadline = time.monotonic() + 10
+        while not m0._credit.has_requests() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sender.is_alive()  # blocked, waiting for worker 0's credit
+        m0.send(1, ["tick"])  # worker 0 sends; it does not receive
+        sender.join(10)
+        assert not sender.is_alive()
+        assert [obj for _, obj in drain(m0, 2)] == [tuple(big), tuple(big)]
+        assert [obj for _, obj in drain(m1, 1)] == [("tick",)]
+    finally:
+        close_all([m0, m1])

@@ -10,7 +10,10 @@ Why this cannot deadlock (the rule that keeps iterate loops and all-to-all excha
 worker that is blocked sending still drains its own inbox (into a holding list its next receive
 returns first) and returns credit for what it drained. Two workers blocked on each other
 therefore free each other, and a cycle of blocked workers cannot form. What a blocked worker
-drains is bounded by what its peers may send before they block in turn.
+drains is bounded by what its peers may send before they block in turn. A worker that sends
+while a peer waits for its credit drains and credits the same way, so that a peer is not held
+until this worker blocks too (workers feeding their inputs in an open loop, between steps,
+send to each other without consuming).
 
 The ledger holds only numbers; :class:`~timelypy.communication.mesh.SocketMesh` calls it with
 its lock held and sends the credit and "blocked" frames itself.

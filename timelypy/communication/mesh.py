@@ -424,6 +424,23 @@ class SocketMesh(MeshLinks):
         data = self._encode_message(obj)
         self.encode_seconds += time.perf_counter() - start
         self._send_frames(self._peer(dest), data, 1)
+        # A peer waits for our credit (see _serve_requests). Read without the lock: a stale
+        # answer only leaves the request to the next send or receive.
+        if self._credit.has_requests():
+            self._serve_requests()
+
+    def _serve_requests(self) -> None:
+        """Free peers blocked on their window to this worker: drain the inbox (into the
+        list the next receive returns first) and return credit for it, as a blocked send
+        does. A worker that sends without stepping (an open loop feeding an input between
+        steps) would otherwise hold a peer blocked until it blocks in turn."""
+        with self._cond:
+            if self._inbox:
+                self._held.extend(self._inbox)
+                self._inbox.clear()
+            credits = self._credit.take_credits()
+        if credits:
+            self._send_credits(credits)
 
     def _encode_message(self, obj: Any) -> bytes:
         """The frame of ``obj``: fixed-width records as columns or pickled as the mode says
