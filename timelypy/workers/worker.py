@@ -269,9 +269,9 @@ class Worker:
         since the worker last stepped and moves to a later time. Flushes ``source`` and steps
         until the worker is quiet (at most :attr:`pacing_steps` steps), so that the dataflow
         seals, joins and compacts them before more arrive; returns whether it did. Never from
-        inside a step, while a dataflow is being built, with peers (the frontier also waits for
-        their inputs, which move when they flush), or when :attr:`pace_inputs` is off."""
-        if self.peers > 1 or self.stepping or self._building or not self.pace_inputs:
+        inside a step, while a dataflow is being built, or when :attr:`pace_inputs` is off
+        (with peers a step may seal less: the frontier also waits for their inputs)."""
+        if self.stepping or self._building or not self.pace_inputs:
             return False
         source.flush()
         for _ in range(self.pacing_steps):
