@@ -11,7 +11,6 @@ acknowledged. What a matching pair produces is a *product*: :func:`pairs`,
 from __future__ import annotations
 
 from collections import deque
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, cast
 
 import numpy as np
@@ -56,9 +55,6 @@ JoinProduct = Callable[[Any, bool, Optional[Callable]], Kernel]
 """``product(order, first, logic)``: the kernel for a batch of the first (or second) input
 (see :mod:`.kernel.join`)."""
 
-
-_GET = attrgetter("get")
-"""A batch's own look-up."""
 
 _consume: Callable[[Any], None] = deque(maxlen=0).extend
 """Runs an iterator to its end (in C), keeping nothing: a fused inspection's calls."""
@@ -486,7 +482,7 @@ class JoinOperator(OperatorCore):
             return join_keys(work.keys, work.lookups, self.kernels[work.side], fuel)
         other = self.b if work.side == 0 else self.a
         if other.pred is None and other.time_map is None:  # the common case: no wrapper
-            lookups = list(map(_GET, work.others))
+            lookups = [o.getter() if type(o) is ColumnBatch else o.get for o in work.others]
         else:
             lookup = other.lookup
             lookups = [lookup(batch) for batch in work.others]

@@ -19,8 +19,9 @@ Example:
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import partial
 from operator import itemgetter
-from typing import Any, Dict, ItemsView, KeysView, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, ItemsView, KeysView, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -48,16 +49,17 @@ __all__ = [
 
 _INT = Layout("i")
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
-_LOOKUPS_BEFORE_DECODING = 256
-"""Look-ups by key a column batch answers from its columns (a few microseconds each) before
-it answers from decoded segments (a ``get`` at about dictionary speed from then on): a batch
-probed key by key for long (the large batch behind a closed loop's small ones) is read about
-as fast as on the object path."""
+_LOOKUPS_BEFORE_DECODING = 16
+"""Look-ups by key a column batch answers from its columns by bisection (a few microseconds
+each) before it answers from decoded segments (a dictionary hit once a key's segment is
+decoded): a batch probed key by key for long (the large batch behind a closed loop's small
+ones) is read about as fast as on the object path."""
 
-_SEGMENT_KEYS = 1024
+_SEGMENT_KEYS = 256
 """Distinct keys per segment a column batch decodes when a look-up first needs it: a closed
-loop probing a few keys of a large batch decodes the parts it reads (a fraction of a
-millisecond each), not the whole batch at once (tens of milliseconds per 10^5 updates)."""
+loop probing a few keys of a large batch decodes the parts it reads (about 40 µs each, the
+cost of some twenty look-ups by bisection), not the whole batch at once (tens of
+milliseconds per 10^5 updates)."""
 
 
 def encode_updates(
@@ -152,7 +154,7 @@ class ColumnBatch(BatchReader):
         self._sorted: Optional[List[Any]] = None
         self._lookups = 0
         self._index: Optional[Tuple[List[Any], List[int]]] = None
-        self._segments: Optional[Tuple[List[Any], List[Optional[BatchData]]]] = None
+        self._segments: Optional[_SegmentDict] = None
 
     @classmethod
     def from_updates(
@@ -281,46 +283,49 @@ class ColumnBatch(BatchReader):
     def _decoded(self) -> BatchData:
         data = self._data
         if data is None:
-            data = self._data = self._decode()
+            segments = self._segments
+            if segments is not None:  # decode the segments left into it
+                for j in range(len(segments.firsts)):
+                    segments._fill(j)
+                data = self._data = segments
+            else:
+                data = self._data = self._decode()
         return data
 
     def _decode(self) -> BatchData:
-        return self._decode_keys_range(0, len(self.starts()))
+        return self._range_decoder()(0, len(self.starts()))
 
-    def _decode_keys_range(self, first: int, end: int) -> BatchData:
-        """``key -> [(val, time, diff), ...]`` of the distinct keys ``first`` to ``end - 1``."""
-        starts = self.starts()
-        lo = int(starts[first]) if first < len(starts) else self.count
-        hi = int(starts[end]) if end < len(starts) else self.count
-        keys = self.decode_keys(starts[first:end])
-        n = hi - lo
-        vals = self.val_layout.decode([c[lo:hi] for c in self.val_cols], n)
-        triples = list(zip(vals, self.times[lo:hi].tolist(), self.diffs[lo:hi].tolist()))
-        if len(keys) == n:  # one update per key: the dictionary made in C
-            return dict(zip(keys, map(list, zip(triples))))
-        bounds = (starts[first:end] - lo).tolist() + [n]
-        data: Dict[Any, Vals] = {}
-        for i, key in enumerate(keys):
-            data[key] = triples[bounds[i] : bounds[i + 1]]
-        return data
+    def _range_decoder(self) -> "partial[BatchData]":
+        """``decode(first, end)``: the dictionary of the distinct keys ``first .. end - 1``
+        (holding the columns, not the batch)."""
+        return partial(
+            _decode_range,
+            self.key_layout,
+            self.val_layout,
+            self.key_cols,
+            self.val_cols,
+            self.times,
+            self.diffs,
+            self.starts(),
+        )
 
-    def _segment_get(self, key: Any) -> Optional[Vals]:
-        """``get`` through the segment of :data:`_SEGMENT_KEYS` keys that holds ``key``,
-        decoded when first asked (its bounds found by bisection in the segments' first
-        keys)."""
+    def _segmented(self) -> "_SegmentDict":
         segments = self._segments
         if segments is None:
             starts = self.starts()
             firsts = self.decode_keys(starts[::_SEGMENT_KEYS])
-            segments = self._segments = (firsts, [None] * len(firsts))
-        firsts, decoded = segments
-        j = bisect_right(firsts, key) - 1
-        if j < 0:
-            return None
-        part = decoded[j]
-        if part is None:
-            part = decoded[j] = self._decode_keys_range(j * _SEGMENT_KEYS, (j + 1) * _SEGMENT_KEYS)
-        return part.get(key)
+            segments = self._segments = _SegmentDict(firsts, self._range_decoder())
+        return segments
+
+    def getter(self) -> Callable[[Any], Optional[Vals]]:
+        """The fastest ``get`` for many look-ups now: the dictionary's own once the batch is
+        decoded, or the segments' (a C-level hit once a key's segment is decoded), else
+        :meth:`get` (bisection while look-ups are few)."""
+        if self._data is not None:
+            return self._data.get
+        if self._segments is not None:
+            return self._segments.__getitem__
+        return self.get
 
     # ``get`` and ``items`` are methods here, not the dictionary's bound methods held in the
     # slots as a :class:`~.batch.Batch` holds them: a bound method of the batch itself in its
@@ -333,12 +338,12 @@ class ColumnBatch(BatchReader):
         data = self._data
         if data is not None:
             return data.get(key)
+        segments = self._segments
+        if segments is not None:
+            return segments[key]
         self._lookups += 1
         if self._lookups > _LOOKUPS_BEFORE_DECODING or self._lookups > self.count // 8:
-            try:
-                return self._segment_get(key)
-            except TypeError:  # not comparable with the keys: found (or not) as objects
-                return self._decoded().get(key)
+            return self._segmented()[key]
         if self.key_layout.flatten(key) is None:
             # not of the layout: equal keys of other types are found in the dictionary
             return self._decoded().get(key)
@@ -391,6 +396,74 @@ class ColumnBatch(BatchReader):
             f"{self.val_layout.shape!r}), updates={self.count}, lower={self.lower}, "
             f"upper={self.upper}, since={self.since})"
         )
+
+
+def _decode_range(
+    key_layout: Layout,
+    val_layout: Layout,
+    key_cols: List[np.ndarray],
+    val_cols: List[np.ndarray],
+    times: np.ndarray,
+    diffs: np.ndarray,
+    starts: np.ndarray,
+    first: int,
+    end: int,
+) -> BatchData:
+    """``key -> [(val, time, diff), ...]`` of the distinct keys ``first .. end - 1`` of sorted
+    columns (``starts``: the first row of each distinct key)."""
+    count = len(times)
+    lo = int(starts[first]) if first < len(starts) else count
+    hi = int(starts[end]) if end < len(starts) else count
+    keys = key_layout.decode([col[starts[first:end]] for col in key_cols], len(starts[first:end]))
+    n = hi - lo
+    vals = val_layout.decode([c[lo:hi] for c in val_cols], n)
+    triples = list(zip(vals, times[lo:hi].tolist(), diffs[lo:hi].tolist()))
+    if len(keys) == n:  # one update per key: the dictionary made in C
+        return dict(zip(keys, map(list, zip(triples))))
+    bounds = (starts[first:end] - lo).tolist() + [n]
+    data: Dict[Any, Vals] = {}
+    for i, key in enumerate(keys):
+        data[key] = triples[bounds[i] : bounds[i + 1]]
+    return data
+
+
+class _SegmentDict(Dict[Any, Vals]):
+    """A column batch's ``key -> [(val, time, diff), ...]``, filled a segment of
+    :data:`_SEGMENT_KEYS` keys at a time: ``d[key]`` is a dictionary hit (in C) once the key's
+    segment is decoded; a miss (``__missing__``) finds the segment by bisection in the
+    segments' first keys, decodes it, and answers None for a key the batch does not hold. A key
+    not comparable with the batch's keys decodes every segment (then equal keys of other
+    types are found as in the whole dictionary). It holds the columns, not the batch (no
+    reference cycle)."""
+
+    __slots__ = ("firsts", "decoded", "left", "decode")
+
+    def __init__(self, firsts: List[Any], decode: "partial[BatchData]"):
+        super().__init__()
+        self.firsts = firsts
+        self.decoded = [False] * len(firsts)
+        self.left = len(firsts)
+        self.decode = decode
+
+    def __missing__(self, key: Any) -> Optional[Vals]:
+        if not self.left:
+            return None
+        try:
+            j = bisect_right(self.firsts, key) - 1
+        except TypeError:  # not comparable with the keys: decode them all
+            for j in range(len(self.firsts)):
+                self._fill(j)
+            return self.get(key)
+        if j < 0 or self.decoded[j]:
+            return None
+        self._fill(j)
+        return self.get(key)
+
+    def _fill(self, j: int) -> None:
+        if not self.decoded[j]:
+            self.decoded[j] = True
+            self.left -= 1
+            self.update(self.decode(j * _SEGMENT_KEYS, (j + 1) * _SEGMENT_KEYS))
 
 
 def merge_columns(run: Sequence[ColumnBatch], since: List[Any]) -> ColumnBatch:
