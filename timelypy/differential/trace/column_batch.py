@@ -6,7 +6,8 @@ the key's and the value's :class:`~.layout.Layout`), ``times`` and ``diffs`` (``
 totally ordered). Operators that know columns (the spine's merges and compaction, the join) read
 the arrays; every other reader uses the :class:`~.batch.BatchReader` methods, for which the
 batch decodes itself into the dictionary ``key -> [(val, time, diff), ...]`` once, when first
-asked (both views hold the same updates). A column batch costs 8 bytes per scalar, time and diff
+asked (both views hold the same updates); a look-up by key decodes only the segment of keys
+it needs. A column batch costs 8 bytes per scalar, time and diff
 (32 bytes per update of an ``(int, int)`` record), where the dictionary costs about 160.
 
 Example:
@@ -333,8 +334,9 @@ class ColumnBatch(BatchReader):
     # workers pause while they step (so merged-away batches would stay in memory).
     def get(self, key: Any) -> Optional[Vals]:
         """One key's updates: found by bisection in the key columns while look-ups are few
-        (a small batch joined against a large trace asks for a handful of keys); the batch
-        decodes itself after :data:`_LOOKUPS_BEFORE_DECODING` of them."""
+        (a small batch joined against a large trace asks for a handful of keys); after
+        :data:`_LOOKUPS_BEFORE_DECODING` of them, in the dictionary of decoded segments
+        (:class:`_SegmentDict`: a miss decodes the key's segment)."""
         data = self._data
         if data is not None:
             return data.get(key)
