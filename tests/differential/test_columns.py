@@ -602,3 +602,32 @@ def test_lookups_by_decoded_segments_equal_the_whole_decoding(
         assert probed.getter()(key) == expected.get(key), key  # the join's (a C-level hit)
     assert probed._data is None
     assert probed._decoded() == expected  # the segments left decoded into it
+
+
+def test_an_arrangement_stops_trying_the_encoding_it_keeps_refusing(monkeypatch) -> None:
+    """Updates at times beyond 32 bits (milliseconds since the epoch) are refused by the
+    one-pass marshal encoding: the arrange operator's column choice tries it twice, then only
+    the general encoding (which takes them), and the batches hold the same updates."""
+    from timelypy.differential import arrange_columns
+    from timelypy.differential.arrange import Batcher
+
+    tried: List[int] = []
+    real = arrange_columns.marshal_encode
+
+    def counted(*args: Any) -> Any:
+        tried.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(arrange_columns, "marshal_encode", counted)
+    choice = arrange_columns.ColumnChoice(enabled=True)
+    batcher = Batcher(INT_ORDER)
+    base = 1_700_000_000_000
+    for step in range(4):
+        batcher.pending = [((k, -k), base + step, 1) for k in range(300)]
+        sealed = choice.seal(batcher, None)
+        assert sealed is not None
+        batch, waiting = sealed
+        assert waiting is None and batcher.pending == []
+        assert batch.count == 300 and set(batch.times.tolist()) == {base + step}
+        assert batch.get(7) == [(-7, base + step, 1)]
+    assert len(tried) == 2 and choice.marshal_misses == 2

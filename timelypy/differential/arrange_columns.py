@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import numpy as np
 
+from .kernel.columns import diffs_fit
 from .trace.column_batch import ColumnBatch, encode_updates
 from .trace.layout import Layout
+from .trace.marshal_columns import marshal_encode
 
 if TYPE_CHECKING:
     from .arrange import Batcher
@@ -61,6 +63,7 @@ class ColumnChoice:
         "chunks",
         "held",
         "absorbing",
+        "marshal_misses",
     )
 
     def __init__(self, enabled: bool):
@@ -75,6 +78,9 @@ class ColumnChoice:
         """Updates in ``chunks``."""
         self.absorbing = enabled
         """Whether :meth:`absorb` encodes (off after a chunk did not fit, until the seal)."""
+        self.marshal_misses = 0
+        """Encodings the one-pass path refused: after two, only the general path is tried
+        (updates with ints beyond 32 bits, e.g. millisecond times, would pay both)."""
 
     def absorb(self, batcher: "Batcher") -> None:
         """Encode the batcher's pending updates into a chunk of columns (when they fit)."""
@@ -82,7 +88,7 @@ class ColumnChoice:
         if not self._detect(pending):
             self.absorbing = False
             return
-        encoded = encode_updates(pending, self.key_layout, self.val_layout)
+        encoded = self._encode(pending)
         if encoded is None:
             self.absorbing = False  # the seal decides (and counts the miss)
             return
@@ -128,7 +134,7 @@ class ColumnChoice:
             if not self._detect(pending):
                 self._refuse(batcher, give_up=True)
                 return None
-            encoded = encode_updates(pending, self.key_layout, self.val_layout)
+            encoded = self._encode(pending)
             if encoded is None:
                 self._refuse(batcher, give_up=self.misses >= 2)
                 return None
@@ -154,6 +160,18 @@ class ColumnChoice:
             self.key_layout, self.val_layout, key_cols, val_cols, times, diffs, [], []
         )
         return batch, waiting
+
+    def _encode(self, pending: List[Any]) -> Optional[Tuple[Any, ...]]:
+        """``encode_updates`` of ``pending`` in the detected layouts, the one-pass encoding
+        first while it has not been refused twice."""
+        key_layout, val_layout = self.key_layout, self.val_layout
+        assert key_layout is not None and val_layout is not None
+        if self.marshal_misses < 2:
+            fast = marshal_encode(pending, key_layout, val_layout)
+            if fast is not None and diffs_fit(fast[3]):
+                return (key_layout, val_layout, *fast)
+            self.marshal_misses += 1
+        return encode_updates(pending, key_layout, val_layout, marshal=False)
 
     def _detect(self, pending: List[Any]) -> bool:
         """Whether the layouts are known (detected from the first pending update if not)."""

@@ -67,15 +67,18 @@ def encode_updates(
     updates: Sequence[Tuple[Tuple[Any, Any], Any, int]],
     key_layout: Optional[Layout] = None,
     val_layout: Optional[Layout] = None,
+    marshal: bool = True,
 ) -> Optional[Tuple[Layout, Layout, List[np.ndarray], List[np.ndarray], np.ndarray, np.ndarray]]:
     """``((key, val), time, diff)`` updates as ``(key_layout, val_layout, key_cols, val_cols,
     times, diffs)`` (not yet sorted), or None when they are not all fixed-width, of one layout
     (the given ones, else the first update's), at ``int`` times, with diffs small enough to add
-    and multiply in ``int64``."""
+    and multiply in ``int64``. With given layouts, the one-pass encoding
+    (:func:`~.marshal_columns.marshal_encode`) is tried first unless ``marshal`` is False (a
+    caller whose updates it keeps refusing, e.g. times beyond 32 bits)."""
     n = len(updates)
     if not n:
         return None
-    if key_layout is not None and val_layout is not None:
+    if marshal and key_layout is not None and val_layout is not None:
         fast = marshal_encode(updates, key_layout, val_layout)
         if fast is not None and diffs_fit(fast[3]):
             return (key_layout, val_layout, *fast)
@@ -191,6 +194,23 @@ class ColumnBatch(BatchReader):
     ) -> "ColumnBatch":
         """A batch of unsorted columns: sorted and consolidated here."""
         cols, times, diffs = sort_consolidate(key_cols + val_cols, times, diffs)
+        return cls.joined(key_layout, val_layout, cols, times, diffs, lower, upper, seq, since)
+
+    @classmethod
+    def joined(
+        cls,
+        key_layout: Layout,
+        val_layout: Layout,
+        cols: List[np.ndarray],
+        times: np.ndarray,
+        diffs: np.ndarray,
+        lower: List[Any],
+        upper: List[Any],
+        seq: int = 0,
+        since: Optional[List[Any]] = None,
+    ) -> "ColumnBatch":
+        """A batch of sorted, consolidated ``cols`` (the key's columns, then the value's, as
+        the column kernels take and give them)."""
         width = key_layout.width
         return cls(
             key_layout,
@@ -474,12 +494,10 @@ def merge_columns(run: Sequence[ColumnBatch], since: List[Any]) -> ColumnBatch:
     (totally ordered; empty: left as they are) and consolidated."""
     first = run[0]
     cols, times, diffs = merge_advance([b.columns() for b in run], since[0] if since else None)
-    width = first.key_layout.width
-    return ColumnBatch(
+    return ColumnBatch.joined(
         first.key_layout,
         first.val_layout,
-        cols[:width],
-        cols[width:],
+        cols,
         times,
         diffs,
         first.lower,
@@ -495,12 +513,10 @@ def compact_columns(batch: ColumnBatch, since: List[Any]) -> ColumnBatch:
     if not since:
         return batch
     cols, times, diffs = compact_sorted(*batch.columns(), since[0])
-    width = batch.key_layout.width
-    compacted = ColumnBatch(
+    compacted = ColumnBatch.joined(
         batch.key_layout,
         batch.val_layout,
-        cols[:width],
-        cols[width:],
+        cols,
         times,
         diffs,
         batch.lower,
