@@ -66,13 +66,15 @@ def test_each_mode_reaches_every_worker(backend: str, workers: int) -> None:
 @pytest.mark.ray
 def test_each_mode_reaches_every_ray_worker(ray_session) -> None:
     """As on the other backends: Ray's worker processes started with the cluster, so the
-    harness sets the mode in each actor, for the run, and puts it back."""
+    harness sets the mode in each actor, for the run, and puts it back (the next ``auto`` run
+    seals columns again: ``off`` did not stay)."""
     auto = _usage(JOIN, "auto", workers=2, backend="ray")
     assert auto.sealed_columns > 0 and auto.column_batches > 0, auto
     off = _usage(JOIN, "off", workers=2, backend="ray")
     assert off.sealed_columns == 0 and off.column_batches == 0, off
     again = _usage(JOIN, "auto", workers=2, backend="ray")
-    assert again.sealed_columns == auto.sealed_columns, again
+    # (how many batches each worker seals depends on when the paced workers step)
+    assert again.sealed_columns > 0 and again.column_batches > 0, again
 
 
 def test_records_that_do_not_fit_stay_objects() -> None:
