@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import timelypy as tp
 from timelypy.differential import arrange_columns
+from timelypy.differential import join as join_module
 from timelypy.differential.join import JoinOperator
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE
 
@@ -195,9 +196,11 @@ PROPERTY = settings(
 def test_random_streams_give_the_same_answers_on_both_paths(kind, workers, small, monkeypatch):
     """``small`` is ``(small_batch, small_other)``: ``(0, 0)`` matches every column batch on
     its columns; else the small ones read the other trace's column batches at their keys
-    (those of at most ``small_other`` updates through their dictionaries)."""
+    (those of at most ``small_other`` updates through their dictionaries). Every chunk of
+    matched pairs that may cancel is consolidated before its records are built."""
     monkeypatch.setattr(JoinOperator, "small_batch", small[0])
     monkeypatch.setattr(JoinOperator, "small_other", small[1])
+    monkeypatch.setattr(join_module, "CONSOLIDATE_PAIRS_MIN", 1)
 
     @PROPERTY
     @given(streams(kind))
@@ -270,3 +273,50 @@ def test_worker_processes_give_the_same_answers(monkeypatch):
     rounds[3].append((1, (5, "a string"), 1))
     columns, objects = _check_both_paths("join", rounds, 2, monkeypatch, backend="processes")
     assert columns > 0, (columns, objects)
+
+
+def _history_then_change(mode: str) -> List[Tuple[Any, int, int]]:
+    """One side's history of eight keys in two batches (inserts at 0, retractions at 1) while
+    the other side holds time 0 (so that history is not compacted away), then the other side
+    changes those keys at time 2."""
+    os.environ[COLUMNS_VARIABLE] = mode
+
+    def build(worker):
+        out: List[Tuple[Any, int, int]] = []
+
+        def define(scope):
+            sa, a = scope.new_collection()
+            sb, b = scope.new_collection()
+            return (sa, sb), a.join(b).inspect(out.append).probe()
+
+        (sa, sb), probe = worker.dataflow(define)
+        for t, diff in ((0, 1), (1, -1)):
+            for k in range(8):
+                sb.update((k, 10 + k), diff)
+            sb.advance_to(t + 1)
+            sb.flush()
+            for _ in range(20):
+                worker.step()
+        sa.advance_to(2)
+        for k in range(8):
+            sa.insert((k, 100 + k))
+        sa.close()
+        sb.close()
+        while worker.step():
+            pass
+        return out
+
+    return tp.execute(build, timeout=60)[0]
+
+
+def test_matched_pairs_that_cancel_are_not_made(monkeypatch):
+    """A key's history on one side (an insert, then its retraction), met by a
+    later change on the other side: the two pairs land on the same time and cancel. The column
+    path consolidates a chunk's pairs before building records, so it makes neither; the object
+    path makes both (the answers, accumulated, are the same: nothing)."""
+    monkeypatch.setattr(join_module, "CONSOLIDATE_PAIRS_MIN", 1)
+    monkeypatch.setattr(JoinOperator, "small_batch", 0)  # (match every batch on its columns)
+    monkeypatch.setattr(arrange_columns, "COLUMNS_MIN_UPDATES", 1)
+    on_objects = _history_then_change("off")
+    assert len(on_objects) == 16 and not _accumulate(on_objects, 2), on_objects
+    assert _history_then_change("auto") == []

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, List, Optional
 
 from timelypy.differential import arrange_columns
+from timelypy.differential import join as join_operator
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE
 
 MODES = ("auto", "off")
@@ -100,15 +101,25 @@ def _environment(mode: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _min_updates(least: int, chunk: int) -> Iterator[None]:
-    saved = arrange_columns.COLUMNS_MIN_UPDATES, arrange_columns.ENCODE_CHUNK
-    if saved == (least, chunk):
+    """Also the fewest matched pairs a join consolidates before building records: ``least``."""
+    saved = (
+        arrange_columns.COLUMNS_MIN_UPDATES,
+        arrange_columns.ENCODE_CHUNK,
+        join_operator.CONSOLIDATE_PAIRS_MIN,
+    )
+    if saved == (least, chunk, least):
         yield
         return
     arrange_columns.COLUMNS_MIN_UPDATES, arrange_columns.ENCODE_CHUNK = least, chunk
+    join_operator.CONSOLIDATE_PAIRS_MIN = least
     try:
         yield
     finally:
-        arrange_columns.COLUMNS_MIN_UPDATES, arrange_columns.ENCODE_CHUNK = saved
+        (
+            arrange_columns.COLUMNS_MIN_UPDATES,
+            arrange_columns.ENCODE_CHUNK,
+            join_operator.CONSOLIDATE_PAIRS_MIN,
+        ) = saved
 
 
 @dataclass

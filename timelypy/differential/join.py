@@ -29,11 +29,13 @@ from .kernel.join_columns import (
     column_mapped,
     column_pairs,
     column_semijoin_pairs,
+    consolidate_pairs,
     expand_pairs,
     key_ranges,
     pair_offsets,
     pair_updates,
     range_updates,
+    repeats_records,
 )
 from .trace import Batch, BatchReader, TraceView
 from .trace.column_batch import ColumnBatch
@@ -73,7 +75,7 @@ class _ColumnJoin:
     activations: the batch's distinct keys (their first and end rows), each other batch's
     rows of equal keys, the running count of pairs before each key, and the next key."""
 
-    __slots__ = ("others", "starts", "ends", "ranges", "offsets", "next")
+    __slots__ = ("others", "starts", "ends", "ranges", "offsets", "history", "next")
 
     def __init__(
         self,
@@ -82,12 +84,16 @@ class _ColumnJoin:
         ends: np.ndarray,
         ranges: List[Tuple[np.ndarray, np.ndarray]],
         offsets: np.ndarray,
+        history: bool,
     ):
         self.others = others
         self.starts = starts
         self.ends = ends
         self.ranges = ranges
         self.offsets = offsets
+        # matched pairs may cancel: a record at several times on one side (its history, not
+        # compacted yet), or the other trace's updates in several batches
+        self.history = history
         self.next = 0
 
 
@@ -184,7 +190,8 @@ class JoinOperator(OperatorCore):
         self._inspect: Optional[Callable[[Any], Any]] = None
         maker = _COLUMN_PRODUCTS.get(product) if self.order.is_total else None
         self._builders = None if maker is None else (maker(True, logic), maker(False, logic))
-        self._fits: Dict[int, Tuple[ColumnBatch, bool]] = {}
+        # id -> (batch, its diffs fit int64 products, it holds a record at several times)
+        self._fits: Dict[int, Tuple[ColumnBatch, bool, bool]] = {}
         """Whether a column batch's diffs multiply within ``int64``, by batch identity (the
         batches the traces hold: pruned when they maintain)."""
         self.column_batches = 0
@@ -338,12 +345,14 @@ class JoinOperator(OperatorCore):
         """The column path's plan for ``batch`` (its distinct ``keys``) against ``others`` (of
         its key layout), or None when their diffs may overflow ``int64`` products."""
         fits = self._fits
+        history = len(others) > 1
         for o in [batch, *others]:
             known = fits.get(id(o))
             if known is None or known[0] is not o:
-                known = fits[id(o)] = (o, diffs_fit(o.diffs))
+                known = fits[id(o)] = (o, diffs_fit(o.diffs), repeats_records(o.columns()[0]))
             if not known[1]:
                 return None
+            history = history or known[2]
         columns = others
         starts = batch.starts()
         ends = np.empty_like(starts)
@@ -354,7 +363,7 @@ class JoinOperator(OperatorCore):
         if not all(hit):  # (a small batch against a spine: most batches lack its keys)
             columns = [o for o, h in zip(columns, hit) if h]
             ranges = [r for r, h in zip(ranges, hit) if h]
-        return _ColumnJoin(columns, starts, ends, ranges, offsets)
+        return _ColumnJoin(columns, starts, ends, ranges, offsets, history)
 
     def _join_columns(self, work: _JoinWork, fuel: int) -> List[Any]:
         """Outputs of the next keys of ``work`` on the column path, chunk by chunk of keys
@@ -371,15 +380,13 @@ class JoinOperator(OperatorCore):
             if offsets[e] == offsets[k]:
                 continue
             starts, ends = plan.starts[k:e], plan.ends[k:e]
+            parts = []
             for other, (lo, hi) in zip(plan.others, plan.ranges):
                 i, j = expand_pairs(starts, ends, lo[k:e], hi[k:e])
-                if not len(i):
-                    continue
-                times, diffs = pair_updates(
-                    batch.times[i], batch.diffs[i], other.times[j], other.diffs[j]
-                )
-                mine, theirs = batch.decode_vals(i), other.decode_vals(j)
-                out += build(batch.decode_keys(i), mine, theirs, times, diffs)
+                if len(i):
+                    parts.append((other, i, j))
+            if parts:
+                out += _chunk_outputs(batch, parts, build, plan.history)
         return out
 
     def _run_work(self, work: _JoinWork, fuel: int) -> int:
@@ -516,3 +523,56 @@ def join_streams(
     a_stream.connect_to(op, 0)
     b_stream.connect_to(op, 1)
     return Stream(scope, op.output_ports[0])
+
+
+CONSOLIDATE_PAIRS_MIN = 64
+"""A chunk of at least this many matched pairs is consolidated before its outputs are built."""
+
+
+def _chunk_outputs(
+    batch: ColumnBatch,
+    parts: List[Tuple[ColumnBatch, np.ndarray, np.ndarray]],
+    build: Builder,
+    history: bool,
+) -> List[Any]:
+    """The outputs of one chunk's matched pairs (``(other, i, j)``: rows ``i`` of ``batch``
+    against rows ``j`` of ``other``). A large chunk whose pairs may cancel (``history``; the
+    other batches of one value layout) is consolidated first, with numpy: equal ``(key, v1,
+    v2, time)`` made once, with the sum of their diffs (fewer records built, and fewer for
+    every operator downstream)."""
+    first = parts[0][0]
+    if (
+        (history or len(parts) > 1)
+        and sum(len(i) for _, i, _ in parts) >= CONSOLIDATE_PAIRS_MIN
+        and all(o.val_layout == first.val_layout for o, _, _ in parts)
+    ):
+        i = np.concatenate([i for _, i, _ in parts])
+        j_times = np.concatenate([o.times[j] for o, _, j in parts])
+        j_diffs = np.concatenate([o.diffs[j] for o, _, j in parts])
+        j_vals = [
+            np.concatenate([o.val_cols[c][j] for o, _, j in parts])
+            for c in range(len(first.val_cols))
+        ]
+        consolidated = consolidate_pairs(
+            ([col[i] for col in batch.key_cols], [col[i] for col in batch.val_cols], j_vals),
+            np.maximum(batch.times[i], j_times),
+            batch.diffs[i] * j_diffs,
+        )
+        if consolidated is not None:
+            (keys, mine, other_vals), times, diffs = consolidated
+            n = len(times)
+            return build(
+                batch.key_layout.decode(keys, n),
+                batch.val_layout.decode(mine, n),
+                first.val_layout.decode(other_vals, n),
+                times.tolist(),
+                diffs.tolist(),
+            )
+    out: List[Any] = []
+    for other, i, j in parts:
+        times_list, diffs_list = pair_updates(
+            batch.times[i], batch.diffs[i], other.times[j], other.diffs[j]
+        )
+        mine_vals, their_vals = batch.decode_vals(i), other.decode_vals(j)
+        out += build(batch.decode_keys(i), mine_vals, their_vals, times_list, diffs_list)
+    return out

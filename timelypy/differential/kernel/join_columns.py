@@ -55,17 +55,21 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
+from .columns import sort_consolidate
+
 __all__ = [
     "chunk_end",
     "column_core",
     "column_mapped",
     "column_pairs",
     "column_semijoin_pairs",
+    "consolidate_pairs",
     "expand_pairs",
     "key_ranges",
     "pair_offsets",
     "pair_updates",
     "range_updates",
+    "repeats_records",
 ]
 
 Builder = Callable[[List[Any], List[Any], List[Any], List[Any], List[Any]], List[Any]]
@@ -131,6 +135,42 @@ def pair_updates(
 ) -> Tuple[List[Any], List[Any]]:
     """The joined times (``max``) and diffs (products) of matched pairs' updates."""
     return np.maximum(times1, times2).tolist(), (diffs1 * diffs2).tolist()
+
+
+CONSOLIDATE_LIMIT = 1 << 31
+"""Matched pairs are consolidated only while every product of diffs is below this in
+magnitude, so that no sum of them can leave ``int64``."""
+
+
+def consolidate_pairs(
+    parts: Sequence[Sequence[np.ndarray]], times: np.ndarray, diffs: np.ndarray
+) -> Optional[Tuple[List[List[np.ndarray]], np.ndarray, np.ndarray]]:
+    """The matched pairs with equal columns and time summed, zeros dropped: ``parts`` are
+    lists of equally long columns (the keys', ``mine``'s values', ``theirs``' values'),
+    returned in the same grouping; None when a product of diffs is too large to sum safely.
+
+    A pair of updates and the pair of their retractions at the same joined time cancel here
+    (the history of a key not yet compacted meets a change at a later time twice)."""
+    if len(diffs) and not (-CONSOLIDATE_LIMIT < diffs.min() and diffs.max() < CONSOLIDATE_LIMIT):
+        return None
+    cols, times, diffs = sort_consolidate([col for part in parts for col in part], times, diffs)
+    grouped, at = [], 0
+    for part in parts:
+        grouped.append(cols[at : at + len(part)])
+        at += len(part)
+    return grouped, times, diffs
+
+
+def repeats_records(cols: Sequence[np.ndarray]) -> bool:
+    """Sorted columns hold some row twice in a row (in a batch of consolidated updates sorted
+    by record and time: a record at several times)."""
+    n = len(cols[0]) if cols else 0
+    if n < 2:
+        return False
+    same = cols[0][1:] == cols[0][:-1]
+    for col in cols[1:]:
+        same &= col[1:] == col[:-1]
+    return bool(same.any())
 
 
 def range_updates(
