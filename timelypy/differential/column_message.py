@@ -1,0 +1,152 @@
+"""Column messages: updates ``((key, val), time, diff)`` travelling along a stream as columns.
+
+An input that takes columns (:meth:`~.input.InputSession.update_columns`) sends its updates
+as one :class:`ColumnMessage` instead of a list of tuples: the key's and the value's numpy
+columns (one per scalar of their :class:`~.trace.layout.Layout`), a column of times and one of
+diffs. Its length is the number of updates, which is what progress counts. The exchange into
+an arrangement routes it by hashing its key columns (:meth:`ColumnMessage.route`, the owners
+record by record routing gives), a part crosses processes pickled as its numpy buffers, and
+the arrangement keeps its columns as they are. An operator that reads lists receives the
+tuples, decoded once at its input port (:class:`~timelypy.dataflow.channels.ColumnarData`).
+
+>>> import numpy as np
+>>> from .trace.layout import Layout
+>>> message = ColumnMessage(
+...     Layout("i"), Layout("f"), [np.array([1, 2])], [np.array([0.5, 1.5])],
+...     np.array([0, 0]), np.array([1, -1]))
+>>> len(message), message.records()
+(2, [((1, 0.5), 0, 1), ((2, 1.5), 0, -1)])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..dataflow.channels import ColumnarData
+from ..hashing import shape_hashes
+from .trace.layout import Layout
+
+__all__ = ["ColumnMessage", "key_of_update"]
+
+Update = Tuple[Tuple[Any, Any], Any, int]
+
+
+def key_of_update(update: Update) -> Any:
+    """The key of an update ``((key, val), time, diff)``: the exchange function of an
+    arrangement's input, which a :class:`ColumnMessage` computes column-wise.
+
+    >>> key_of_update((("k", 1), 0, 1))
+    'k'
+    """
+    return update[0][0]
+
+
+class ColumnMessage(ColumnarData):
+    """Updates ``((key, val), time, diff)`` as columns: ``key_cols`` and ``val_cols`` (numpy
+    arrays, one per scalar of ``key_layout`` and ``val_layout``, ``int64``, ``float64`` or
+    ``bool``), ``times`` and ``diffs`` (``int64``), all of one length. The columns are not
+    copied and must not be changed once the message is sent (every consumer shares them).
+    :meth:`records` decodes the tuples once and keeps them.
+
+    Example: ``ColumnMessage(Layout("i"), Layout("i"), [keys], [vals], times, diffs)`` of
+    numpy arrays ``keys``, ``vals``, ``times`` and ``diffs`` of one length.
+    """
+
+    __slots__ = ("key_layout", "val_layout", "key_cols", "val_cols", "times", "diffs", "_records")
+
+    def __init__(
+        self,
+        key_layout: Layout,
+        val_layout: Layout,
+        key_cols: Sequence[np.ndarray],
+        val_cols: Sequence[np.ndarray],
+        times: np.ndarray,
+        diffs: np.ndarray,
+    ) -> None:
+        self.key_layout = key_layout
+        self.val_layout = val_layout
+        self.key_cols = list(key_cols)
+        self.val_cols = list(val_cols)
+        self.times = times
+        self.diffs = diffs
+        self._records: Optional[List[Update]] = None
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def __iter__(self) -> Iterator[Update]:
+        return iter(self.records())
+
+    def __repr__(self) -> str:
+        return (
+            f"ColumnMessage({len(self)} updates, key {self.key_layout.describe()}, "
+            f"value {self.val_layout.describe()})"
+        )
+
+    def __reduce__(self) -> Any:
+        # the columns alone (pickled as their raw bytes), never the decoded tuples
+        return (
+            ColumnMessage,
+            (
+                self.key_layout,
+                self.val_layout,
+                self.key_cols,
+                self.val_cols,
+                self.times,
+                self.diffs,
+            ),
+        )
+
+    def records(self) -> List[Update]:
+        """The updates as ``((key, val), time, diff)`` tuples (decoded once, then kept).
+
+        Example: ``message.records()[0]`` is ``((1, 0.5), 0, 1)`` for the module's example."""
+        decoded = self._records
+        if decoded is None:
+            n = len(self.times)
+            keys = self.key_layout.decode(self.key_cols, n)
+            vals = self.val_layout.decode(self.val_cols, n)
+            decoded = self._records = list(
+                zip(zip(keys, vals), self.times.tolist(), self.diffs.tolist())
+            )
+        return decoded
+
+    def take(self, chosen: np.ndarray) -> "ColumnMessage":
+        """The updates ``chosen`` selects (a boolean mask or indexes), as a message.
+
+        Example: ``message.take(message.diffs > 0)``: the insertions."""
+        return ColumnMessage(
+            self.key_layout,
+            self.val_layout,
+            [c[chosen] for c in self.key_cols],
+            [c[chosen] for c in self.val_cols],
+            self.times[chosen],
+            self.diffs[chosen],
+        )
+
+    def owners(self, peers: int) -> np.ndarray:
+        """The worker owning each update: ``stable_hash(key) % peers``, hashed column-wise.
+
+        Example: ``message.owners(2)`` is an array of 0s and 1s, one per update."""
+        hashes = shape_hashes(self.key_layout.shape, self.key_cols, len(self))
+        return (hashes % np.uint64(peers)).astype(np.intp)
+
+    def route(self, key_fn: Callable[[Any], Any], peers: int) -> Optional[List[Any]]:
+        """The parts owned by each worker when ``key_fn`` is :func:`key_of_update` (None for
+        any other function: it is computed record by record).
+
+        Example: ``message.route(key_of_update, 2)`` is two messages, one per worker."""
+        if key_fn is not key_of_update:
+            return None
+        if peers == 1:
+            return [self]
+        dest = self.owners(peers)
+        return [self.take(dest == d) for d in range(peers)]
+
+    def first_time(self) -> int:
+        """The least time of the updates (the message must not be empty).
+
+        Example: ``0`` for the module's example."""
+        return int(self.times.min())
