@@ -16,6 +16,7 @@ from ..errors import (
     UnhashableDataError,
 )
 from .collection import Collection
+from .column_message import ColumnMessage
 from .input_columns import Unfit, arrow_parts, column_updates
 from .trace.layout import Layout
 
@@ -230,12 +231,42 @@ class InputSession:
             for data, _, diff in unfit.records:
                 self.update(data, diff)
             return len(unfit.records)
+        self.send_column_message(message)
+        return len(message)
+
+    def send_column_message(self, message: ColumnMessage) -> None:
+        """Send a column message checked already (:meth:`check_message`, times at or after
+        the session time): the bulk road of a driver session's columns. The updates
+        buffered before it go first.
+
+        Example: ``session.send_column_message(message)`` for a message of
+        :func:`~.input_columns.column_updates`."""
+        if self._closed:
+            raise InputClosedError(f"input session {self._name!r}: used after close()")
         n = len(message)
         if n:
-            self._send()  # what was buffered goes first
+            self._send()
             self._handle.send_message(message)
             self._counted(n)
-        return n
+            if message.first_time() != self._time:
+                self._ahead += n
+
+    def check_message(self, message: ColumnMessage) -> Optional[str]:
+        """Why the session cannot take ``message`` (its layouts do not match the declared
+        schema), or None.
+
+        Example: ``None`` for any message when no schema was declared."""
+        schema = self.schema
+        if schema is None:
+            return None
+        shape = (message.key_layout.shape, message.val_layout.shape)
+        if schema.shape == shape:
+            return None
+        return (
+            f"columns of the layout ({message.key_layout.describe()}, "
+            f"{message.val_layout.describe()}) do not match the declared schema "
+            f"{schema.describe()}"
+        )
 
     def update_arrow(
         self, table: Any, key: Sequence[str], value: Sequence[str], diff: Optional[str] = None
