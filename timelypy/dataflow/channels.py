@@ -98,15 +98,18 @@ class InputPort:
     """An operator input: a FIFO of messages; pushing activates the operator.
 
     ``columns``: the operator reads :class:`ColumnarData` messages as they are; otherwise
-    (the default) such a message is queued as the list of its records."""
+    (the default) such a message is queued as the list of its records. ``encode`` (None: do
+    not): how an exchange from another process may encode a list of records it sends here
+    as columns (returns None when they do not fit)."""
 
-    __slots__ = ("queue", "subgraph", "node", "columns", "_activations", "_nested")
+    __slots__ = ("queue", "subgraph", "node", "columns", "encode", "_activations", "_nested")
 
     def __init__(self, subgraph: "Subgraph", node: int):
         self.queue: deque = deque()
         self.subgraph = subgraph
         self.node = node
         self.columns = False
+        self.encode: Optional[Callable[[List[Any]], Optional[ColumnarData]]] = None
         self._activations = subgraph.activations
         self._nested = subgraph.parent is not None
 
@@ -236,11 +239,14 @@ class ExchangePusher:
         index = self.index
         if self.instruments.enabled:
             self._emit_sent(time, parts)
+        encode = getattr(self.target, "encode", None)
         for dest, part in enumerate(parts):
             if part:
                 if dest == index:
                     self.target.push(time, part)
                 else:
+                    if encode is not None and type(part) is list and len(part) >= COLUMNWISE_MIN:
+                        part = encode(part) or part  # columns: no record by record on the wire
                     try:
                         self.fabric.send(dest, (DATA, self.channel, time, part))
                     except (TypeError, ValueError, OverflowError) as exc:

@@ -23,7 +23,7 @@ from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
 from . import arrange_columns
 from .arrange_columns import ColumnChoice
-from .column_message import ColumnMessage, key_of_update
+from .column_message import ColumnMessage, MessageEncoder, key_of_update
 from .kernel.consolidation import advance_and_consolidate
 from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
 from .trace import Batch, BatchData, BatchReader, Spine
@@ -357,7 +357,10 @@ class _TotalArrange(ArrangeOperator):
         self.columns = ColumnChoice(enabled=wanted and columns_enabled())
         """Which path the batches take: columns where the updates fit (see
         :class:`~.arrange_columns.ColumnChoice`)."""
-        self.input_ports[0].columns = True  # column messages arrive as they are (schedule)
+        port = self.input_ports[0]
+        port.columns = True  # column messages arrive as they are (schedule)
+        if self.columns.enabled:  # other processes send lists of 256+ updates as columns
+            port.encode = MessageEncoder()
 
     def schedule(self) -> bool:
         """Hand arrived updates to the batcher; seal a batch when the input frontier passes

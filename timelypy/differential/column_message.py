@@ -26,9 +26,10 @@ import numpy as np
 
 from ..dataflow.channels import ColumnarData
 from ..hashing import shape_hashes
+from .trace.column_batch import encode_updates
 from .trace.layout import Layout
 
-__all__ = ["ColumnMessage", "key_of_update"]
+__all__ = ["ColumnMessage", "MessageEncoder", "key_of_update"]
 
 Update = Tuple[Tuple[Any, Any], Any, int]
 
@@ -150,3 +151,45 @@ class ColumnMessage(ColumnarData):
 
         Example: ``0`` for the module's example."""
         return int(self.times.min())
+
+
+class MessageEncoder:
+    """Turns lists of updates ``((key, val), time, diff)`` into column messages, for an
+    exchange that sends them to another process's arrangement: the receiver then neither
+    unpickles a tuple per update nor encodes them again. The layouts are detected from the
+    first update encoded; a list that does not fit them (or is not fixed-width at ``int``
+    times) stays a list, and after three such misses the encoder stops trying.
+
+    >>> message = MessageEncoder()([((k, k * 2), 0, 1) for k in range(3)])
+    >>> message.records()
+    [((0, 0), 0, 1), ((1, 2), 0, 1), ((2, 4), 0, 1)]
+    """
+
+    __slots__ = ("key_layout", "val_layout", "misses")
+
+    def __init__(self) -> None:
+        self.key_layout: Optional[Layout] = None
+        self.val_layout: Optional[Layout] = None
+        self.misses = 0
+
+    def __call__(self, updates: List[Any]) -> Optional[ColumnMessage]:
+        """The updates as a message, or None (they travel as they are)."""
+        if self.misses >= 3 or not updates:
+            return None
+        if self.key_layout is None:
+            first = updates[0]
+            if type(first) is not tuple or len(first) != 3 or type(first[0]) is not tuple:
+                self.misses = 3
+                return None
+            if len(first[0]) != 2:
+                self.misses = 3
+                return None
+            self.key_layout, self.val_layout = Layout.of(first[0][0]), Layout.of(first[0][1])
+            if self.key_layout is None or self.val_layout is None:
+                self.misses = 3
+                return None
+        encoded = encode_updates(updates, self.key_layout, self.val_layout)
+        if encoded is None:
+            self.misses += 1
+            return None
+        return ColumnMessage(*encoded)
