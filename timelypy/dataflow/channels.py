@@ -114,14 +114,15 @@ class InputPort:
         self._nested = subgraph.parent is not None
 
     def push(self, time: Any, data: List[Any]) -> None:
-        """Queue one message and activate the operator. O(1) (a column message for an
-        operator that reads lists: decoded, O(len(data)))."""
-        if type(data) is not list and not self.columns and isinstance(data, ColumnarData):
-            data = data.records()
+        """Queue one message and activate the operator. O(1)."""
         self.queue.append((time, data))
         self._activations[self.node] = True
         if self._nested:
             self.subgraph.wake()
+
+    def push_columns(self, time: Any, data: ColumnarData) -> None:
+        """Queue a column message: as it is if the operator reads columns, else its records."""
+        self.push(time, data if self.columns else data.records())
 
 
 class OutputPort:
@@ -163,6 +164,45 @@ class OutputPort:
             )
         for p in self.pushers:
             p.push(time, data)
+
+    def carry_columns(self) -> None:
+        """Let this port push :class:`ColumnarData` messages too: each pusher that takes
+        them (``push_columns``: an input port, an exchange) gets the message, every other
+        its records. Lists cost what they cost before (only the ports of inputs that send
+        column messages check what they push)."""
+        if type(self) is OutputPort:
+            self.__class__ = _ColumnsOutputPort
+
+
+class _ColumnsOutputPort(OutputPort):
+    """An :class:`OutputPort` that may push :class:`ColumnarData` messages."""
+
+    __slots__ = ()
+
+    def push(self, time: Any, data: Any) -> None:
+        if type(data) is list or not isinstance(data, ColumnarData):
+            OutputPort.push(self, time, data)
+            return
+        n = len(data)
+        if not n:
+            return
+        if self.counted:
+            counts = self.produced.counts  # count-table contract, full form (progress.kernel)
+            c = counts.get(time, 0) + n
+            if c:
+                counts[time] = c
+            else:
+                del counts[time]
+        if self.instruments.enabled:
+            self.instruments.emit(
+                BatchProduced(self.instruments.worker, self.node, self.port, time, n)
+            )
+        for p in self.pushers:
+            push_columns = getattr(p, "push_columns", None)
+            if push_columns is not None:
+                push_columns(time, data)
+            else:
+                p.push(time, data.records())
 
 
 class IngressPort:
@@ -239,18 +279,44 @@ class ExchangePusher:
         index = self.index
         if self.instruments.enabled:
             self._emit_sent(time, parts)
-        encode = getattr(self.target, "encode", None)
         for dest, part in enumerate(parts):
             if part:
                 if dest == index:
                     self.target.push(time, part)
                 else:
-                    if encode is not None and type(part) is list and len(part) >= COLUMNWISE_MIN:
-                        part = encode(part) or part  # columns: no record by record on the wire
+                    if len(part) >= COLUMNWISE_MIN:
+                        encode = getattr(self.target, "encode", None)
+                        if encode is not None:  # columns: no record by record on the wire
+                            part = encode(part) or part
                     try:
                         self.fabric.send(dest, (DATA, self.channel, time, part))
                     except (TypeError, ValueError, OverflowError) as exc:
                         raise self._encoding_error(exc, dest, part) from exc
+
+    def push_columns(self, time: Any, data: ColumnarData) -> None:
+        """Route a column message on its columns when it can compute the key function
+        (each part stays columns if the consumer reads them, else its records), or else
+        as the list of its records."""
+        try:
+            routed = data.route(self.key_fn, self.peers)
+        except Exception as exc:
+            raise self._routing_error(exc, data.records()) from exc
+        if routed is None:
+            self.push(time, data.records())
+            return
+        parts = [part if part is not None and len(part) else [] for part in routed]
+        if self.instruments.enabled:
+            self._emit_sent(time, parts)
+        reads = getattr(self.target, "columns", False)
+        for dest, part in enumerate(parts):
+            if not len(part):
+                continue
+            if not reads:
+                part = part.records()
+            if dest == self.index:
+                self.target.push(time, part)
+            else:
+                self.fabric.send(dest, (DATA, self.channel, time, part))
 
     def _split(self, data: List[Any]) -> List[List[Any]]:
         """``data``'s records by owner, each part in the order of ``data``. A message of
@@ -259,11 +325,6 @@ class ExchangePusher:
         tuples of ints (the same owners as record by record, split in C)."""
         peers = self.peers
         key_fn = self.key_fn
-        if type(data) is not list and isinstance(data, ColumnarData):
-            routed = data.route(key_fn, peers)
-            if routed is not None:
-                return [part if part is not None else [] for part in routed]
-            data = data.records()
         if len(data) < COLUMNWISE_MIN or peers == 1:
             parts: List[List[Any]] = [[] for _ in range(peers)]
             for record in data:

@@ -208,6 +208,7 @@ class InputHandle:
         if not len(data):
             return
         self.flush()
+        self._port.carry_columns()
         self._fresh += len(data)
         self._deliver(self._now, data)
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..dataflow.channels import ColumnarData
+from ..fixed_width import DTYPE_OF_KIND
 from ..hashing import shape_hashes
 from .trace.column_batch import encode_updates
 from .trace.layout import Layout
@@ -87,16 +88,19 @@ class ColumnMessage(ColumnarData):
         )
 
     def __reduce__(self) -> Any:
-        # the columns alone (pickled as their raw bytes), never the decoded tuples
+        # the columns alone as their raw bytes (ints narrowed, a constant column as its one
+        # value), never the decoded tuples
+        n = len(self.times)
         return (
-            ColumnMessage,
+            _rebuild,
             (
-                self.key_layout,
-                self.val_layout,
-                self.key_cols,
-                self.val_cols,
-                self.times,
-                self.diffs,
+                self.key_layout.shape,
+                self.val_layout.shape,
+                n,
+                [_narrow(c) for c in self.key_cols],
+                [_narrow(c) for c in self.val_cols],
+                _narrow(self.times),
+                _narrow(self.diffs),
             ),
         )
 
@@ -151,6 +155,50 @@ class ColumnMessage(ColumnarData):
 
         Example: ``0`` for the module's example."""
         return int(self.times.min())
+
+
+_NARROW = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
+
+
+def _narrow(column: np.ndarray) -> Any:
+    """A column as it travels: its one value if constant (a tuple), an int column in the
+    narrowest dtype that holds it, else itself."""
+    if not len(column):
+        return column
+    lo, hi = column.min(), column.max()
+    if lo == hi:
+        return (lo.item(),)
+    if column.dtype.kind == "i" and column.dtype.itemsize > 1:
+        for dtype in _NARROW:
+            info = np.iinfo(dtype)
+            if dtype.itemsize < column.dtype.itemsize and info.min <= lo and hi <= info.max:
+                return column.astype(dtype)
+    return column
+
+
+def _widen(packed: Any, kind: str, n: int) -> np.ndarray:
+    """The column :func:`_narrow` packed, in the dtype of its ``kind`` again."""
+    dtype = DTYPE_OF_KIND[kind]
+    if type(packed) is tuple:
+        return np.full(n, packed[0], dtype=dtype)
+    return packed if packed.dtype == dtype else packed.astype(dtype)
+
+
+def _rebuild(
+    key_shape: Any, val_shape: Any, n: int, keys: Any, vals: Any, times: Any, diffs: Any
+) -> ColumnMessage:
+    """The message :meth:`ColumnMessage.__reduce__` packed."""
+    key_layout, val_layout = Layout(key_shape), Layout(val_shape)
+    if len(keys) != key_layout.width or len(vals) != val_layout.width:
+        raise ValueError(f"a column message of {len(keys)} + {len(vals)} columns for {n} rows")
+    return ColumnMessage(
+        key_layout,
+        val_layout,
+        [_widen(c, k, n) for c, k in zip(keys, key_layout.kinds)],
+        [_widen(c, k, n) for c, k in zip(vals, val_layout.kinds)],
+        _widen(times, "i", n),
+        _widen(diffs, "i", n),
+    )
 
 
 class MessageEncoder:
