@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import timelypy as tp
 from timelypy.communication.wire import pickle_records, unpickle_records
 from timelypy.differential.arrange import _TotalArrange
-from timelypy.differential.column_message import ColumnMessage, key_of_update
+from timelypy.differential.column_message import ColumnMessage, MessageEncoder, key_of_update
 from timelypy.errors import DiffTypeError, InputClosedError, SchemaError, SessionInputError
 from timelypy.hashing import stable_hash
 
@@ -118,6 +118,30 @@ def test_message_routes_as_records_do_and_pickles_as_columns() -> None:
     assert type(sent[3]) is ColumnMessage and sent[3]._records is None
     assert sent[3].records() == message.records()
     assert len(pickle.dumps(message)) < 600 * 8 * 5 + 1000  # buffers, not a tuple per update
+
+
+@pytest.mark.parametrize(
+    "updates",
+    [
+        [((k % 7 - 3, k * 70_000), 5, 1) for k in range(300)],  # int8 keys, int32 values
+        [((True, -1.5), 2**40, -1), ((False, 2.5), 2**40, 3)],  # bools, floats, wide time
+        [(((1, (2, 3)), ()), 0, 2**30)] * 3,  # nested keys, the empty value
+    ],
+)
+def test_encoded_updates_cross_narrowed_and_come_back_equal(updates: List[Any]) -> None:
+    """What an exchange sends for another process's arrangement: equal updates of the same
+    types after the trip, in fewer bytes than int64 columns where ints are small."""
+    message = MessageEncoder()(updates)
+    assert message is not None
+    back = pickle.loads(pickle.dumps(message, protocol=5))
+    assert back.records() == updates
+    assert [type(x) for u in back.records() for x in (u[0][0], u[0][1], u[1], u[2])] == [
+        type(x) for u in updates for x in (u[0][0], u[0][1], u[1], u[2])
+    ]
+    assert [c.dtype for c in back.key_cols + back.val_cols] == [
+        c.dtype for c in message.key_cols + message.val_cols
+    ]
+    assert MessageEncoder()([(("a", 1), 0, 1)]) is None  # not fixed-width: stays a list
 
 
 def _layouts() -> Any:

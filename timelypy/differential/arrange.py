@@ -360,7 +360,7 @@ class _TotalArrange(ArrangeOperator):
         port = self.input_ports[0]
         port.columns = True  # column messages arrive as they are (schedule)
         if self.columns.enabled:  # other processes send lists of 256+ updates as columns
-            port.encode = MessageEncoder()
+            port.encode = MessageEncoder(self.columns.keeps_columns)
 
     def schedule(self) -> bool:
         """Hand arrived updates to the batcher; seal a batch when the input frontier passes

@@ -97,6 +97,10 @@ class ColumnChoice:
         self.held += len(pending)
         batcher.pending = []
 
+    def keeps_columns(self) -> bool:
+        """Whether batches may still be sealed as columns (not given up)."""
+        return self.enabled
+
     def take_message(self, batcher: "Batcher", message: ColumnMessage) -> None:
         """Hold the updates of a column message: its columns as a chunk when they fit (the
         layouts of the columns held, or the first layouts; diffs that :func:`diffs_fit`),

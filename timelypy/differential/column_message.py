@@ -213,16 +213,22 @@ class MessageEncoder:
     [((0, 0), 0, 1), ((1, 2), 0, 1), ((2, 4), 0, 1)]
     """
 
-    __slots__ = ("key_layout", "val_layout", "misses")
+    __slots__ = ("key_layout", "val_layout", "misses", "wanted")
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: Optional[Callable[[], bool]] = None) -> None:
         self.key_layout: Optional[Layout] = None
         self.val_layout: Optional[Layout] = None
         self.misses = 0
+        self.wanted = wanted
+        """Whether the receiver still keeps columns (None: always): once it gave them up,
+        encoding would be wasted."""
 
     def __call__(self, updates: List[Any]) -> Optional[ColumnMessage]:
         """The updates as a message, or None (they travel as they are)."""
         if self.misses >= 3 or not updates:
+            return None
+        if self.wanted is not None and not self.wanted():
+            self.misses = 3
             return None
         if self.key_layout is None:
             first = updates[0]
