@@ -524,11 +524,9 @@ class RowReader:
         return records, diffs, times
 
     def column_parts(self, table: Any, now: Optional[int] = None) -> Optional[Tuple[Any, Any, Any]]:
-        """``(keys, values, diffs)`` of an Arrow slice as Arrow arrays (a key or value of
-        several columns: a list of them), for a session's ``update_columns``: when the
-        records are ``(key, value)`` pairs of ints, floats or bools, there is no time
-        column, and every check passes column-wise; else None (the rows take
-        :meth:`convert_columns`)."""
+        """``(keys, values, diffs)`` of an Arrow slice (a part of several columns: a list),
+        for a session's ``update_columns``, when the records are ``(key, value)`` pairs of
+        ints, floats or bools, without a time column, and all checks pass; else None."""
         import pyarrow.compute as pc
         import pyarrow.types as pt
 
@@ -545,6 +543,7 @@ class RowReader:
                     or pt.is_float32(kind)
                     or pt.is_float64(kind)
                 )
+                or pt.is_uint64(kind)  # ints beyond int64 take the tuples
                 or column.null_count
             ):
                 return None
