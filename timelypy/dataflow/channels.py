@@ -122,7 +122,8 @@ class InputPort:
 
     def push_columns(self, time: Any, data: ColumnarData) -> None:
         """Queue a column message: as it is if the operator reads columns, else its records."""
-        self.push(time, data if self.columns else data.records())
+        queued: Any = data if self.columns else data.records()
+        self.push(time, queued)
 
 
 class OutputPort:
