@@ -91,9 +91,12 @@ def test_columns_and_tuples_agree_inline(rounds: List[Round], workers: int) -> N
 
 
 @pytest.mark.processes
-def test_columns_and_tuples_agree_in_processes() -> None:
-    """Two worker processes: the column messages cross as numpy buffers."""
-    rounds = _rounds(3)
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**16))
+def test_columns_and_tuples_agree_in_processes(seed: int) -> None:
+    """Two worker processes: the column messages cross as numpy buffers (and the tuples of
+    600 per message as column messages too)."""
+    rounds = _rounds(seed)
     columns = _run(rounds, "columns", "processes", 2)
     assert columns == _run(rounds, "tuples", "processes", 2)
     assert columns == _run(rounds, "tuples", "inline", 1)
@@ -254,11 +257,12 @@ def test_arrow_table_and_driver_session() -> None:
     table = pa.table({"k": [1, 2, 3], "a": [1.5, 2.5, 3.5], "b": [True, False, True]})
     worker, pairs_in, captured, probe = _session()
     assert pairs_in.update_arrow(table, ["k"], ["a", "b"]) == 3
+    assert pairs_in.insert_columns(np.array([4]), [np.array([4.5]), np.array([False])]) == 1
     pairs_in.advance_to(1)
     pairs_in.flush()
     worker.step_while(lambda: probe.less_than(1), timeout=10)
     expected = [((1, (1.5, True)), 0, 1), ((2, (2.5, False)), 0, 1), ((3, (3.5, True)), 0, 1)]
-    assert sorted(captured.consolidated()) == expected
+    assert sorted(captured.consolidated()) == expected + [((4, (4.5, False)), 0, 1)]
 
     def dataflow(scope: Any) -> Any:
         pairs_in, pairs = scope.new_collection("pairs")

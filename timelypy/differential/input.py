@@ -268,6 +268,13 @@ class InputSession:
             f"{schema.describe()}"
         )
 
+    def insert_columns(self, keys: Any, values: Any) -> int:
+        """Insert one copy of each record ``(keys[i], values[i])`` at the current time (see
+        :meth:`update_columns`); returns the number inserted.
+
+        Example: ``session.insert_columns(np.array([1, 2]), np.array([10, 20]))``."""
+        return self.update_columns(keys, values)
+
     def update_arrow(
         self, table: Any, key: Sequence[str], value: Sequence[str], diff: Optional[str] = None
     ) -> int:
