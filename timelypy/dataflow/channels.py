@@ -272,7 +272,16 @@ class ExchangePusher:
         self.instruments = instruments if instruments is not None else Instruments(index)
 
     def push(self, time: Any, data: List[Any]) -> None:
-        """Split ``data`` by owner; push this worker's part, send the others'. O(len(data))."""
+        """Split ``data`` by owner; push this worker's part, send the others'. O(len(data)).
+        A message of :data:`COLUMNWISE_MIN` records or more for a consumer that reads columns
+        (its port's ``encode``) is encoded once and routed on its columns."""
+        if len(data) >= COLUMNWISE_MIN:
+            encode = getattr(self.target, "encode", None)
+            if encode is not None:
+                message = encode(data)
+                if message is not None:
+                    self.push_columns(time, message)
+                    return
         try:
             parts = self._split(data)
         except Exception as exc:
@@ -285,10 +294,6 @@ class ExchangePusher:
                 if dest == index:
                     self.target.push(time, part)
                 else:
-                    if len(part) >= COLUMNWISE_MIN:
-                        encode = getattr(self.target, "encode", None)
-                        if encode is not None:  # columns: no record by record on the wire
-                            part = encode(part) or part
                     try:
                         self.fabric.send(dest, (DATA, self.channel, time, part))
                     except (TypeError, ValueError, OverflowError) as exc:
