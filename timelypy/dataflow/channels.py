@@ -40,8 +40,8 @@ __all__ = [
 class ColumnarData:
     """A message's records held as columns rather than a list (the differential layer's
     column messages): it travels along edges as one object, and every consumer that does not
-    read columns receives its records as a list, decoded once at its input port
-    (:attr:`InputPort.columns`). ``len`` is the number of records (what progress counts).
+    read columns (:attr:`InputPort.columns`) receives its records as a list, decoded once
+    where it is pushed. ``len`` is the number of records (what progress counts).
 
     Example: a subclass holding one column ``[1, 2]`` decodes to ``[1, 2]``; an
     :class:`InputPort` whose operator reads lists queues ``[1, 2]``."""
@@ -99,8 +99,8 @@ class InputPort:
 
     ``columns``: the operator reads :class:`ColumnarData` messages as they are; otherwise
     (the default) such a message is queued as the list of its records. ``encode`` (None: do
-    not): how an exchange from another process may encode a list of records it sends here
-    as columns (returns None when they do not fit)."""
+    not): how an exchange may encode a list of :data:`COLUMNWISE_MIN` or more records it
+    routes here as columns (returns None when they do not fit)."""
 
     __slots__ = ("queue", "subgraph", "node", "columns", "encode", "_activations", "_nested")
 
@@ -279,8 +279,7 @@ class ExchangePusher:
             encode = getattr(self.target, "encode", None)
             if encode is not None:
                 message = encode(data)
-                if message is not None:
-                    self.push_columns(time, message)
+                if message is not None and self._send_routed(time, message):
                     return
         try:
             parts = self._split(data)
@@ -303,13 +302,18 @@ class ExchangePusher:
         """Route a column message on its columns when it can compute the key function
         (each part stays columns if the consumer reads them, else its records), or else
         as the list of its records."""
+        if not self._send_routed(time, data):
+            self.push(time, data.records())
+
+    def _send_routed(self, time: Any, data: ColumnarData) -> bool:
+        """Push and send the parts of ``data`` routed on its columns; False (nothing done)
+        when it cannot compute the key function."""
         try:
             routed = data.route(self.key_fn, self.peers)
         except Exception as exc:
             raise self._routing_error(exc, data.records()) from exc
         if routed is None:
-            self.push(time, data.records())
-            return
+            return False
         parts = [part if part is not None and len(part) else [] for part in routed]
         if self.instruments.enabled:
             self._emit_sent(time, parts)
@@ -323,6 +327,7 @@ class ExchangePusher:
                 self.target.push(time, part)
             else:
                 self.fabric.send(dest, (DATA, self.channel, time, part))
+        return True
 
     def _split(self, data: List[Any]) -> List[List[Any]]:
         """``data``'s records by owner, each part in the order of ``data``. A message of
