@@ -28,6 +28,13 @@ a fabric that drops what it is given): record by record against column-wise (key
 numpy, parts split in C), alternately, for 2, 4 and 8 workers.
 
     python benchmarks/exchange_throughput.py --routing --batch 4096
+
+``--arrange-trip`` times one batch's whole trip into another process's arrangement (routing,
+pickling, unpickling, what the arrangement does to hold it as columns): sent as tuples (the
+receiver encodes them) against sent as a column message (the sender encodes, the receiver
+keeps the columns), alternately, in CPU seconds.
+
+    python benchmarks/exchange_throughput.py --arrange-trip --batch 65536
 """
 
 from __future__ import annotations
@@ -269,6 +276,65 @@ def routing_report(batch: int, repeat: int) -> Dict[str, Any]:
     return report
 
 
+class _Keep:
+    """A target and a fabric that keep the last thing they are given."""
+
+    def __init__(self) -> None:
+        self.last: Any = None
+        self.columns = True
+        self.encode: Any = None
+
+    def push(self, time: Any, data: Any) -> None:
+        self.last = data
+
+    def send(self, dest: int, message: Any) -> None:
+        self.last = message
+
+
+def arrange_trip_report(batch: int, repeat: int) -> Dict[str, Any]:
+    """CPU nanoseconds per update for one message of ``batch`` ``((k, v), t, 1)`` updates to
+    reach another process's arrangement as columns: routed by ``k`` for 2 workers, the other
+    worker's part pickled (:func:`wire.pickle_records`) and unpickled, then held by the
+    receiving arrangement (``ColumnChoice``): as tuples the receiver encodes them; as a
+    column message (the sender's ``MessageEncoder``) it keeps the columns. Alternated, best
+    of ``repeat``; bytes of the part on the wire."""
+    from timelypy.communication.wire import pickle_records, unpickle_records
+    from timelypy.dataflow import channels
+    from timelypy.differential.arrange import Batcher
+    from timelypy.differential.arrange_columns import ColumnChoice
+    from timelypy.differential.column_message import ColumnMessage, MessageEncoder, key_of_update
+    from timelypy.order import INT_ORDER
+
+    records = [((k % 1000, k), 7, 1) for k in range(batch)]
+    report: Dict[str, Any] = {}
+    best = {"tuples": float("inf"), "columns": float("inf")}
+    sizes: Dict[str, int] = {}
+    for _ in range(repeat):
+        for path in best:
+            target, fabric = _Keep(), _Keep()
+            target.encode = MessageEncoder() if path == "columns" else None
+            pusher = channels.ExchangePusher(target, key_of_update, 2, 0, fabric, 1)  # type: ignore[arg-type]
+            choice, batcher = ColumnChoice(enabled=True), Batcher(INT_ORDER)
+            start = time.process_time()
+            pusher.push(7, records)
+            wire = pickle_records(fabric.last)
+            data = unpickle_records(wire)[3]
+            if type(data) is ColumnMessage:
+                choice.take_message(batcher, data)
+            else:
+                batcher.push(data)
+                choice.absorb(batcher)
+            best[path] = min(best[path], time.process_time() - start)
+            sizes[path] = len(wire)
+            assert choice.held == len(data) and not batcher.pending, path
+    for path, seconds in best.items():
+        report[path] = {
+            "cpu_ns_per_update": round(seconds / batch * 1e9, 1),
+            "wire_bytes_per_crossing_update": round(sizes[path] / (batch / 2), 1),
+        }
+    return report
+
+
 def mesh_worker(records: int, batch: int, shape: str, message: str = "raw", mode: str = "auto"):
     """The worker function shipped to both processes (columns as ``mode`` says)."""
 
@@ -344,8 +410,26 @@ def main() -> None:
         action="store_true",
         help="only time the exchange's routing of one batch, record by record and column-wise",
     )
+    parser.add_argument(
+        "--arrange-trip",
+        action="store_true",
+        help="only time one batch's trip into another process's arrangement, tuples vs columns",
+    )
     add_profile_argument(parser)
     args = parser.parse_args()
+    if args.arrange_trip:
+        print(
+            json.dumps(
+                {
+                    "benchmark": "exchange_arrange_trip",
+                    "batch": args.batch,
+                    "repeat": max(args.repeat, 7),
+                    "trip": arrange_trip_report(args.batch, max(args.repeat, 7)),
+                },
+                indent=2,
+            )
+        )
+        return
     if args.routing:
         print(
             json.dumps(

@@ -40,6 +40,7 @@ LAYERS = {
         "trace.lifecycle",
         "trace.spine",
         "trace.view",
+        "column_message",
     },
     "agent": {"agent"},
     "operator": {
@@ -57,7 +58,7 @@ LAYERS = {
         "consolidate",
         "iterate",
     },
-    "facade": {"", "collection", "captured", "input"},
+    "facade": {"", "collection", "captured", "input", "input_columns"},
 }
 RANK = {name: i for i, name in enumerate(LAYERS)}
 

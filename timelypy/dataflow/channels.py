@@ -26,7 +26,40 @@ from ..progress.change_batch import ChangeBatch
 if TYPE_CHECKING:
     from ..progress.subgraph import Subgraph
 
-__all__ = ["Pipeline", "Exchange", "InputPort", "OutputPort", "IngressPort", "EgressPort"]
+__all__ = [
+    "ColumnarData",
+    "Pipeline",
+    "Exchange",
+    "InputPort",
+    "OutputPort",
+    "IngressPort",
+    "EgressPort",
+]
+
+
+class ColumnarData:
+    """A message's records held as columns rather than a list (the differential layer's
+    column messages): it travels along edges as one object, and every consumer that does not
+    read columns (:attr:`InputPort.columns`) receives its records as a list, decoded once
+    where it is pushed. ``len`` is the number of records (what progress counts).
+
+    Example: a subclass holding one column ``[1, 2]`` decodes to ``[1, 2]``; an
+    :class:`InputPort` whose operator reads lists queues ``[1, 2]``."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def records(self) -> List[Any]:
+        """The records, as the list a consumer reading lists receives."""
+        raise NotImplementedError
+
+    def route(self, key_fn: Callable[[Any], Any], peers: int) -> Optional[List[Any]]:
+        """The parts owned by each of ``peers`` workers (``stable_hash(key_fn(record)) %
+        peers``; a part is None or empty when nothing is owned), or None when this message
+        cannot compute ``key_fn`` column-wise (its records are then routed one by one)."""
+        return None
 
 
 class Pipeline:
@@ -62,14 +95,21 @@ class Exchange:
 
 
 class InputPort:
-    """An operator input: a FIFO of messages; pushing activates the operator."""
+    """An operator input: a FIFO of messages; pushing activates the operator.
 
-    __slots__ = ("queue", "subgraph", "node", "_activations", "_nested")
+    ``columns``: the operator reads :class:`ColumnarData` messages as they are; otherwise
+    (the default) such a message is queued as the list of its records. ``encode`` (None: do
+    not): how an exchange may encode a list of :data:`COLUMNWISE_MIN` or more records it
+    routes here as columns (returns None when they do not fit)."""
+
+    __slots__ = ("queue", "subgraph", "node", "columns", "encode", "_activations", "_nested")
 
     def __init__(self, subgraph: "Subgraph", node: int):
         self.queue: deque = deque()
         self.subgraph = subgraph
         self.node = node
+        self.columns = False
+        self.encode: Optional[Callable[[List[Any]], Optional[ColumnarData]]] = None
         self._activations = subgraph.activations
         self._nested = subgraph.parent is not None
 
@@ -79,6 +119,11 @@ class InputPort:
         self._activations[self.node] = True
         if self._nested:
             self.subgraph.wake()
+
+    def push_columns(self, time: Any, data: ColumnarData) -> None:
+        """Queue a column message: as it is if the operator reads columns, else its records."""
+        queued: Any = data if self.columns else data.records()
+        self.push(time, queued)
 
 
 class OutputPort:
@@ -120,6 +165,45 @@ class OutputPort:
             )
         for p in self.pushers:
             p.push(time, data)
+
+    def carry_columns(self) -> None:
+        """Let this port push :class:`ColumnarData` messages too: each pusher that takes
+        them (``push_columns``: an input port, an exchange) gets the message, every other
+        its records. Lists cost what they cost before (only the ports of inputs that send
+        column messages check what they push)."""
+        if type(self) is OutputPort:
+            self.__class__ = _ColumnsOutputPort
+
+
+class _ColumnsOutputPort(OutputPort):
+    """An :class:`OutputPort` that may push :class:`ColumnarData` messages."""
+
+    __slots__ = ()
+
+    def push(self, time: Any, data: Any) -> None:
+        if type(data) is list or not isinstance(data, ColumnarData):
+            OutputPort.push(self, time, data)
+            return
+        n = len(data)
+        if not n:
+            return
+        if self.counted:
+            counts = self.produced.counts  # count-table contract, full form (progress.kernel)
+            c = counts.get(time, 0) + n
+            if c:
+                counts[time] = c
+            else:
+                del counts[time]
+        if self.instruments.enabled:
+            self.instruments.emit(
+                BatchProduced(self.instruments.worker, self.node, self.port, time, n)
+            )
+        for p in self.pushers:
+            push_columns = getattr(p, "push_columns", None)
+            if push_columns is not None:
+                push_columns(time, data)
+            else:
+                p.push(time, data.records())
 
 
 class IngressPort:
@@ -188,7 +272,15 @@ class ExchangePusher:
         self.instruments = instruments if instruments is not None else Instruments(index)
 
     def push(self, time: Any, data: List[Any]) -> None:
-        """Split ``data`` by owner; push this worker's part, send the others'. O(len(data))."""
+        """Split ``data`` by owner; push this worker's part, send the others'. O(len(data)).
+        A message of :data:`COLUMNWISE_MIN` records or more for a consumer that reads columns
+        (its port's ``encode``) is encoded once and routed on its columns."""
+        if len(data) >= COLUMNWISE_MIN:
+            encode = getattr(self.target, "encode", None)
+            if encode is not None:
+                message = encode(data)
+                if message is not None and self._send_routed(time, message):
+                    return
         try:
             parts = self._split(data)
         except Exception as exc:
@@ -205,6 +297,37 @@ class ExchangePusher:
                         self.fabric.send(dest, (DATA, self.channel, time, part))
                     except (TypeError, ValueError, OverflowError) as exc:
                         raise self._encoding_error(exc, dest, part) from exc
+
+    def push_columns(self, time: Any, data: ColumnarData) -> None:
+        """Route a column message on its columns when it can compute the key function
+        (each part stays columns if the consumer reads them, else its records), or else
+        as the list of its records."""
+        if not self._send_routed(time, data):
+            self.push(time, data.records())
+
+    def _send_routed(self, time: Any, data: ColumnarData) -> bool:
+        """Push and send the parts of ``data`` routed on its columns; False (nothing done)
+        when it cannot compute the key function."""
+        try:
+            routed = data.route(self.key_fn, self.peers)
+        except Exception as exc:
+            raise self._routing_error(exc, data.records()) from exc
+        if routed is None:
+            return False
+        parts = [part if part is not None and len(part) else [] for part in routed]
+        if self.instruments.enabled:
+            self._emit_sent(time, parts)
+        reads = getattr(self.target, "columns", False)
+        for dest, part in enumerate(parts):
+            if not len(part):
+                continue
+            if not reads:
+                part = part.records()
+            if dest == self.index:
+                self.target.push(time, part)
+            else:
+                self.fabric.send(dest, (DATA, self.channel, time, part))
+        return True
 
     def _split(self, data: List[Any]) -> List[List[Any]]:
         """``data``'s records by owner, each part in the order of ``data``. A message of

@@ -199,6 +199,19 @@ class InputHandle:
         if len(self._buffer) >= self.BUFFER:
             self.flush()
 
+    def send_message(self, data: Any) -> None:
+        """Send ``data`` (a list of records, or a message holding them as columns) as one
+        message at the current time, after the records buffered before it.
+
+        Example: ``handle.send_message([1, 2, 3])``."""
+        self._check_open("send_message")
+        if not len(data):
+            return
+        self.flush()
+        self._port.carry_columns()
+        self._fresh += len(data)
+        self._deliver(self._now, data)
+
     def _deliver(self, time: Any, data: List[Any]) -> None:
         # Until the dataflow is built, its consumers may not be connected yet: hold messages.
         if not self._op.subgraph.finalized:

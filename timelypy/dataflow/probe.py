@@ -110,6 +110,7 @@ class ProbeOperator(OperatorCore):
         super().__init__(scope, name, 1, 0, initial_capabilities=False)
         self.shared.frontiers[0] = _FrontierSink(handle)
         handle.attach(self.subgraph, Location(self.index, 0, False))
+        self.input_ports[0].columns = True  # counts messages only: no need to decode columns
         self._queue = self.input_ports[0].queue
         self._consumed = self.shared.consumeds[0]
 

@@ -23,6 +23,7 @@ from ..instrument import ArrangementCreated
 from ..progress.frontier import Antichain
 from . import arrange_columns
 from .arrange_columns import ColumnChoice
+from .column_message import ColumnMessage, MessageEncoder, key_of_update
 from .kernel.consolidation import advance_and_consolidate
 from .kernel.grouping import consolidate_groups, group_before, group_not_beyond
 from .trace import Batch, BatchData, BatchReader, Spine
@@ -356,6 +357,10 @@ class _TotalArrange(ArrangeOperator):
         self.columns = ColumnChoice(enabled=wanted and columns_enabled())
         """Which path the batches take: columns where the updates fit (see
         :class:`~.arrange_columns.ColumnChoice`)."""
+        port = self.input_ports[0]
+        port.columns = True  # column messages arrive as they are (schedule)
+        if self.columns.enabled:  # other processes send lists of 256+ updates as columns
+            port.encode = MessageEncoder(self.columns.keeps_columns)
 
     def schedule(self) -> bool:
         """Hand arrived updates to the batcher; seal a batch when the input frontier passes
@@ -379,7 +384,10 @@ class _TotalArrange(ArrangeOperator):
                     self._cap = time
                 elif time < cap:
                     self._move_cap(time)
-                push(data)
+                if type(data) is ColumnMessage:
+                    self.columns.take_message(self.batcher, data)
+                else:
+                    push(data)
             if self.columns.absorbing and len(self.batcher.pending) >= arrange_columns.ENCODE_CHUNK:
                 self.columns.absorb(self.batcher)
         if changed:
@@ -439,10 +447,6 @@ class _TotalArrange(ArrangeOperator):
         self.writer.spine.advance_writer(frontier)
 
 
-def _key_of_update(u: Update) -> Any:
-    return u[0][0]
-
-
 def _as_keys(data: List[Tuple[Any, Any, int]]) -> List[Update]:
     return [((d, ()), t, r) for d, t, r in data]
 
@@ -471,7 +475,7 @@ def arrange_stream(
         op: ArrangeOperator = _TotalArrange(scope, name, keep_trace, columns)
     else:
         op = ArrangeOperator(scope, name, keep_trace)
-    updates.connect_to(op, 0, Exchange(_key_of_update))
+    updates.connect_to(op, 0, Exchange(key_of_update))
     return Stream(scope, op.output_ports[0]), op.spine
 
 

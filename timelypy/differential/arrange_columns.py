@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import numpy as np
 
+from .column_message import ColumnMessage
 from .kernel.columns import diffs_fit
 from .trace.column_batch import ColumnBatch, encode_updates
 from .trace.layout import Layout
@@ -95,6 +96,27 @@ class ColumnChoice:
         self.chunks.append(encoded[2:])
         self.held += len(pending)
         batcher.pending = []
+
+    def keeps_columns(self) -> bool:
+        """Whether batches may still be sealed as columns (not given up)."""
+        return self.enabled
+
+    def take_message(self, batcher: "Batcher", message: ColumnMessage) -> None:
+        """Hold the updates of a column message: its columns as a chunk when they fit (the
+        layouts of the columns held, or the first layouts; diffs that :func:`diffs_fit`),
+        else its tuples in the batcher (decoded once)."""
+        if not len(message):
+            return
+        if self.enabled and diffs_fit(message.diffs):
+            if self.key_layout is None and not batcher.pending:
+                self.key_layout, self.val_layout = message.key_layout, message.val_layout
+            if message.key_layout == self.key_layout and message.val_layout == self.val_layout:
+                self.chunks.append(
+                    (message.key_cols, message.val_cols, message.times, message.diffs)
+                )
+                self.held += len(message)
+                return
+        batcher.push(message.records())
 
     def release(self, batcher: "Batcher") -> None:
         """Move the updates held as columns back into the batcher, as tuples."""

@@ -16,6 +16,8 @@ from ..errors import (
     UnhashableDataError,
 )
 from .collection import Collection
+from .column_message import ColumnMessage
+from .input_columns import Unfit, arrow_parts, column_updates
 from .trace.layout import Layout
 
 if TYPE_CHECKING:
@@ -202,6 +204,102 @@ class InputSession:
         if len(self._buffer) >= self.BUFFER:
             self._send()
 
+    def update_columns(self, keys: Any, values: Any, diffs: Any = None) -> int:
+        """Change the records ``(keys[i], values[i])`` by ``diffs[i]`` (None: insert each
+        once; one int: the same for all) at the current time, given as columns: the key and
+        the value are each a 1-d numpy or Arrow array (a scalar: ints, floats or bools, no
+        nulls) or a list or tuple of them (a tuple, nested). The updates travel as one column
+        message: an arrangement of the collection keeps them as columns, any other operator
+        receives them as tuples. Checked against the schema where one was declared
+        (:class:`~timelypy.errors.SchemaError` names the input and the value; nothing is
+        sent then). A NaN or ``-0.0`` (without a schema) sends the tuples instead. Returns
+        the number of updates sent (zero diffs are dropped).
+
+        Example: ``session.update_columns(np.array([1, 2]), np.array([10, 20]))`` inserts
+        ``(1, 10)`` and ``(2, 20)``; ``diffs=-1`` would remove them."""
+        if self._closed:
+            raise InputClosedError(f"input session {self._name!r}: used after close()")
+        time = self._time
+        if type(time) is not int:
+            raise TimeOrderError(
+                f"input session {self._name!r}: columns are taken at int times only (the "
+                f"session is at {time!r}); send the records with update()"
+            )
+        try:
+            message = column_updates(self._name, keys, values, diffs, time, self.schema)
+        except Unfit as unfit:
+            for data, _, diff in unfit.records:
+                self.update(data, diff)
+            return len(unfit.records)
+        self.send_column_message(message)
+        return len(message)
+
+    def send_column_message(self, message: ColumnMessage) -> None:
+        """Send a column message checked already (:meth:`check_message`, times at or after
+        the session time): the bulk road of a driver session's columns. The updates
+        buffered before it go first.
+
+        Example: ``session.send_column_message(message)`` for a message of
+        :func:`~.input_columns.column_updates`."""
+        if self._closed:
+            raise InputClosedError(f"input session {self._name!r}: used after close()")
+        n = len(message)
+        if n:
+            self._send()
+            self._handle.send_message(message)
+            self._counted(n)
+            if message.first_time() != self._time:
+                self._ahead += n
+
+    def check_message(self, message: ColumnMessage) -> Optional[str]:
+        """Why the session cannot take ``message`` (its layouts do not match the declared
+        schema), or None.
+
+        Example: ``None`` for any message when no schema was declared."""
+        schema = self.schema
+        if schema is None:
+            return None
+        shape = (message.key_layout.shape, message.val_layout.shape)
+        if schema.shape == shape:
+            return None
+        return (
+            f"columns of the layout ({message.key_layout.describe()}, "
+            f"{message.val_layout.describe()}) do not match the declared schema "
+            f"{schema.describe()}"
+        )
+
+    def insert_columns(self, keys: Any, values: Any) -> int:
+        """Insert one copy of each record ``(keys[i], values[i])`` at the current time (see
+        :meth:`update_columns`); returns the number inserted.
+
+        Example: ``session.insert_columns(np.array([1, 2]), np.array([10, 20]))``."""
+        return self.update_columns(keys, values)
+
+    def update_arrow(
+        self, table: Any, key: Sequence[str], value: Sequence[str], diff: Optional[str] = None
+    ) -> int:
+        """:meth:`update_columns` of the named columns of an Arrow table or record batch:
+        ``key`` and ``value`` name one column (a scalar) or several (a tuple), ``diff`` the
+        column of diffs (None: insert each row once). Returns the number of updates sent.
+
+        Example: ``session.update_arrow(pa.table({"k": [1, 2], "v": [3, 4]}), ["k"], ["v"])``
+        inserts ``(1, 3)`` and ``(2, 4)``."""
+        keys, values = arrow_parts(table, list(key), list(value))
+        diffs = None if diff is None else table.column(diff)
+        return self.update_columns(keys, values, diffs)
+
+    def _counted(self, n: int) -> None:
+        """Count ``n`` updates sent into the handle (for pacing and ``unadvanced``)."""
+        self._total += n
+        worker = self._worker
+        if worker is not None:
+            if worker.steps != self._sent_step:
+                self._sent_step = worker.steps
+                self._sent = 0
+            self._sent += n
+            if self._sent >= self._bound:
+                self._pace()
+
     def insert_many(self, records: Iterable[Any]) -> None:
         """Insert every record of ``records`` at the current time.
 
@@ -268,15 +366,7 @@ class InputSession:
             if self.schema is not None:
                 self._check_schema(data)
             self._handle.send_batch(data)
-            self._total += len(data)
-            worker = self._worker
-            if worker is not None:
-                if worker.steps != self._sent_step:
-                    self._sent_step = worker.steps
-                    self._sent = 0
-                self._sent += len(data)
-                if self._sent >= self._bound:
-                    self._pace()
+            self._counted(len(data))
 
     def _check_schema(self, data: List[Tuple[Any, Any, int]]) -> None:
         """SchemaError naming the first record of ``data`` that does not fit the schema (the

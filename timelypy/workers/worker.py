@@ -305,7 +305,7 @@ class Worker:
                     continue
                 if instruments.enabled:
                     instruments.emit(ChannelReceived(self.index, channel, source, time, len(data)))
-                target.push(time, list(data) if type(data) is not list else data)
+                target.push(time, list(data) if type(data) is tuple else data)
             elif kind == CONTROL:
                 self.control.append(msg[1])
             elif kind == PROGRESS:

@@ -523,6 +523,44 @@ class RowReader:
         times = _values(columns[self._time]) if self._time is not None else None
         return records, diffs, times
 
+    def column_parts(self, table: Any, now: Optional[int] = None) -> Optional[Tuple[Any, Any, Any]]:
+        """``(keys, values, diffs)`` of an Arrow slice (a part of several columns: a list),
+        for a session's ``update_columns``, when the records are ``(key, value)`` pairs of
+        ints, floats or bools, without a time column, and all checks pass; else None."""
+        import pyarrow.compute as pc
+        import pyarrow.types as pt
+
+        cols = self.columns
+        if cols.record or self._time is not None or not cols.value:
+            return None
+        columns = table.columns
+        for column in columns[: self.width]:
+            kind = column.type
+            if (
+                not (
+                    pt.is_integer(kind)
+                    or pt.is_boolean(kind)
+                    or pt.is_float32(kind)
+                    or pt.is_float64(kind)
+                )
+                or pt.is_uint64(kind)  # ints beyond int64 take the tuples
+                or column.null_count
+            ):
+                return None
+        if not self._columns_clean(columns, now, pc):
+            return None
+        k = len(cols.key)
+        parts = columns[: self.width]
+        keys = parts[0] if k == 1 else list(parts[:k])
+        values = parts[k] if self.width == k + 1 else list(parts[k:])
+        diffs: Any = 1
+        if self._diff is not None:
+            diffs = columns[self._diff]
+        elif self._op is not None:
+            ops = columns[self._op]
+            diffs = pc.if_else(pc.equal(ops, cols.ops[0]), 1, -1).cast("int64")
+        return keys, values, diffs
+
     def _columns_clean(self, columns: Sequence[Any], now: Optional[int], pc: Any) -> bool:
         """No value of ``columns`` fails a check (so no row needs looking at)."""
         if any(columns[i].null_count for i in self._nulls):

@@ -213,6 +213,19 @@ def _send_part(
     sign: int,
 ) -> int:
     """Buffer one Arrow slice's rows in the session; the number of updates buffered."""
+    if isinstance(session, DataflowSession) and time is None:
+        parts = reader.column_parts(part)
+        if parts is not None:  # as columns: no tuple per row on the driver
+            keys, values, diffs = parts
+            if sign != 1:
+                diffs = _negated(diffs, sign)
+            try:
+                session.update_columns(input, keys, values, diffs)
+            except SessionInputError as exc:
+                raise BadRow(
+                    ({}, reader.columns.names[0], f"refused by the session: {exc}")
+                ) from exc
+            return part.num_rows
     records, diffs, times = reader.convert_columns(part)
     if sign != 1:
         diffs = sign * diffs if isinstance(diffs, int) else [sign * d for d in diffs]
@@ -245,6 +258,15 @@ def _send_part(
     if latest is not None and (progress.latest is None or latest > progress.latest):
         progress.latest = latest
     return len(records)
+
+
+def _negated(diffs: Any, sign: int) -> Any:
+    """``diffs`` (one int or an Arrow array) times ``sign``."""
+    if isinstance(diffs, int):
+        return sign * diffs
+    import pyarrow.compute as pc
+
+    return pc.multiply(diffs.cast("int64"), sign)
 
 
 def _timeout(session: DataflowSession) -> float:

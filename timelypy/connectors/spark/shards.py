@@ -264,6 +264,11 @@ def _insert(session: InputSession, shard: Shard, batch: Any, sent: int) -> int:
     """Insert an Arrow batch's rows into ``session`` (an ``InputSession``); the rows used.
     A bad row raises :class:`SparkInputError`; nothing of its batch is inserted."""
     reader, at = shard.reader, shard.time
+    if at == session.time:
+        parts = reader.column_parts(batch, at)
+        if parts is not None:  # fixed-width (key, value) columns: one column message
+            session.update_columns(*parts)
+            return batch.num_rows
     try:
         records, diffs, times = reader.convert_table(batch, at)
     except BadRow as exc:

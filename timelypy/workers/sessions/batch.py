@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import numbers
 from operator import itemgetter
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ...errors import SessionInputError, UnhashableDataError, short_repr
+import numpy as np
+
+from ...differential.column_message import ColumnMessage
+from ...differential.input_columns import Unfit, column_updates
+from ...errors import SessionInputError, TimelyError, UnhashableDataError, short_repr
 from ...hashing import owners, stable_hash, stable_hashes
 from ...order import Product, less_equal
 
@@ -232,6 +236,37 @@ def check_updates(
     return UpdateColumns(input, list(records), time_list, diff_list, owned if workers > 1 else None)
 
 
+def check_columns(
+    input: str, keys: Any, values: Any, diffs: Any, now: Any, retracts: bool
+) -> Union[ColumnMessage, List[Any]]:
+    """The updates of columns (see ``update_columns``) at the input's time ``now`` as one
+    :class:`ColumnMessage`, checked; or, for columns holding a NaN or ``-0.0``, their
+    ``(data, time, diff)`` tuples (the object path takes them). Raises
+    :class:`SessionInputError` naming the input and the offending column or value."""
+    if type(now) is not int:
+        raise SessionInputError(
+            f"session: input {input!r}: columns are taken at int times only (the input is at "
+            f"{now!r}); use update_many",
+            input=input,
+            value=now,
+        )
+    try:
+        message = column_updates(input, keys, values, diffs, now, None)
+    except Unfit as unfit:
+        return unfit.records
+    except (TimelyError, TypeError, ValueError) as exc:
+        raise SessionInputError(f"session: {exc}", input=input) from exc
+    if not retracts and len(message) and int(message.diffs.min()) < 0:
+        row = int(np.flatnonzero(message.diffs < 0)[0])
+        raise SessionInputError(
+            f"session: input {input!r}: diff {int(message.diffs[row])} (row {row}) retracts a "
+            f"record, but the input takes positive counts only",
+            input=input,
+            value=int(message.diffs[row]),
+        )
+    return message
+
+
 def _one_int(value: Any) -> bool:
     """``value`` is one int time or diff for all records (None: the input's time)."""
     return value is None or type(value) is int
@@ -316,15 +351,17 @@ def _by_owner(owned: Sequence[int]) -> List[Tuple[int, List[int]]]:
 
 
 class _Group:
-    """The buffered updates of one input on one worker, as columns in call order."""
+    """The buffered updates of one input on one worker, as columns in call order (and the
+    column messages, each with the place of its first update)."""
 
-    __slots__ = ("records", "times", "diffs", "positions")
+    __slots__ = ("records", "times", "diffs", "positions", "messages")
 
     def __init__(self) -> None:
         self.records: List[Any] = []
         self.times: List[Any] = []
         self.diffs: List[int] = []
         self.positions: List[int] = []  # each update's place in the session's call order
+        self.messages: List[Tuple[ColumnMessage, int]] = []
 
     def extend(
         self,
@@ -387,11 +424,26 @@ class Batch:
                 )
         self._size += n
 
+    def extend_message(self, input: str, parts: Sequence[Any]) -> None:
+        """Buffer column messages: ``parts[w]`` (a :class:`ColumnMessage`, or None or empty)
+        holds the updates of worker ``w``, in order."""
+        start = self._size
+        for worker, part in enumerate(parts):
+            if part is not None and len(part):
+                self._group(worker, input).messages.append((part, start))
+                start += len(part)
+        self._size = start
+
     def parts(self, workers: int) -> Parts:
-        """The updates grouped by worker, then by input, as columns (with their positions)."""
+        """The updates grouped by worker, then by input, as columns (with their positions); a
+        column message is a part of its own: ``(input, message, None, None, positions)``."""
         grouped: Parts = {i: [] for i in range(workers)}
         for (worker, input), g in self._groups.items():
-            grouped[worker].append((input, g.records, g.times, g.diffs, g.positions))
+            if g.records:
+                grouped[worker].append((input, g.records, g.times, g.diffs, g.positions))
+            for message, start in g.messages:
+                chosen = list(range(start, start + len(message)))
+                grouped[worker].append((input, message, None, None, chosen))  # type: ignore
         return grouped
 
     def updates(self) -> List[Update]:
@@ -400,6 +452,12 @@ class Batch:
             (p, Update(input, r, t, d, worker))
             for (worker, input), g in self._groups.items()
             for r, t, d, p in zip(g.records, g.times, g.diffs, g.positions)
+        ]
+        placed += [
+            (start + i, Update(input, data, t, d, worker))
+            for (worker, input), g in self._groups.items()
+            for message, start in g.messages
+            for i, (data, t, d) in enumerate(message.records())
         ]
         placed.sort(key=itemgetter(0))
         return [u for _, u in placed]

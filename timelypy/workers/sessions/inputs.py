@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
+from ...differential.column_message import ColumnMessage, key_of_update
 from ...errors import SessionCommandError, TimelyError
 from ..display import begin_wait, end_wait
 from .base import SessionCore
-from .batch import check_time, check_update, check_updates, rejected_error
+from .batch import check_columns, check_time, check_update, check_updates, rejected_error
 from .commands import ADVANCE, COMMIT, DISCARD, FLUSH, STAGE
 from .handles import Input
 
@@ -94,6 +95,41 @@ class SessionInputs(SessionCore):
         )
         if len(records) and _includes(times, now):
             self._fresh_buffered.add(input)
+
+    def update_columns(self, input: str, keys: Any, values: Any, diffs: Any = None) -> int:
+        """Change the records ``(keys[i], values[i])`` of the named input by ``diffs[i]``
+        (None: insert each once; one int: the same for all) at the input's time, given as
+        columns: the key and the value each a 1-d numpy or Arrow array of ints, floats or
+        bools (a scalar) or a list or tuple of them (a tuple). Checked now (as
+        :meth:`update_many`); the updates travel to the worker owning their key as one
+        column message each (no tuple per record), and an arrangement of the input keeps
+        them as columns (see :meth:`~timelypy.differential.input.InputSession.update_columns`).
+        Returns the number of updates buffered (zero diffs are dropped).
+
+        >>> import numpy as np, timelypy as tp
+        >>> def dataflow(scope):
+        ...     pairs_in, pairs = scope.new_collection()
+        ...     return {"pairs": pairs_in, "probe": pairs.probe(), "out": pairs.capture()}
+        >>> with tp.open_session(dataflow) as s:
+        ...     s.update_columns("pairs", np.array([1, 2]), np.array([10, 20]))
+        ...     s.advance_to(1); s.wait("probe")
+        ...     sorted(s.changes("out"))
+        2
+        [((1, 10), 0, 1), ((2, 20), 0, 1)]
+        """
+        self._check_usable()
+        self._handles.require(input, Input)
+        now = self._input_times[input]
+        message = check_columns(input, keys, values, diffs, now, self._handles.retracts(input))
+        if isinstance(message, list):  # columns the object path takes (a NaN, -0.0)
+            data = [u[0] for u in message]
+            self.update_many(input, data, [u[2] for u in message])
+            return len(data)
+        if not len(message):
+            return 0
+        self._batch.extend_message(input, message.route(key_of_update, self.workers) or [])
+        self._fresh_buffered.add(input)
+        return len(message)
 
     def insert(self, input: str, data: Any) -> None:
         """Add one copy of ``data`` to the named input at the input's current time.
@@ -216,7 +252,7 @@ class SessionInputs(SessionCore):
         rejected: List[Tuple[int, str]] = []
         for by_input in parts.values():
             for _, records, _, _, positions in by_input:
-                if self._client.unsendable(records) is None:
+                if isinstance(records, ColumnMessage) or self._client.unsendable(records) is None:
                     continue
                 for data, p in zip(records, positions):
                     reason = self._client.unsendable([data])

@@ -24,6 +24,7 @@ import numbers
 from collections import deque
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ...differential.column_message import ColumnMessage
 from ...errors import StallError, TimelyError
 from ...order import less_equal
 from ...stats import StatsSink, export_ray_metrics, in_ray_actor
@@ -168,6 +169,12 @@ class HandleService(RecoveryCommands):
             except TimelyError as exc:
                 rejected.append((name, -1, str(exc)))
                 continue
+            if isinstance(records, ColumnMessage):
+                reason = message_rejection(handle, records)
+                if reason is not None:
+                    rejected.append((name, -1, reason))
+                staged.append((handle, records, None, None, True))
+                continue
             clean = clean_columns(handle, records, times, diffs)
             if not clean:
                 for position, update in enumerate(zip(records, times, diffs)):
@@ -186,7 +193,9 @@ class HandleService(RecoveryCommands):
     def apply(self, staged: List[Tuple[Any, Any, Any, Any, bool]]) -> None:
         """Apply updates :meth:`stage` kept, then flush every open input."""
         for handle, records, times, diffs, clean in staged:
-            if clean and hasattr(handle, "send_columns"):
+            if isinstance(records, ColumnMessage):
+                handle.send_column_message(records)
+            elif clean and hasattr(handle, "send_columns"):
                 handle.send_columns(records, times, diffs)
             else:
                 handle.send_updates(zip(records, times, diffs))
@@ -307,6 +316,18 @@ def clean_columns(
     except Exception:  # noqa: BLE001 - rejection() says what is wrong
         return False
     return True
+
+
+def message_rejection(handle: Any, message: ColumnMessage) -> Optional[str]:
+    """Why ``handle`` cannot take the column message (None if it can): an input that takes
+    no column messages, a time behind the input's, a declared schema it does not match."""
+    if not hasattr(handle, "send_column_message"):
+        return f"the input ({type(handle).__name__}) takes no column messages"
+    now = getattr(handle, "time", None)
+    if len(message) and (type(now) is not int or message.first_time() < now):
+        return f"time {message.first_time()} is before the input's time {now!r}"
+    check = getattr(handle, "check_message", None)
+    return None if check is None else check(message)
 
 
 def rejection(handle: Any, update: Any) -> Optional[str]:

@@ -1,0 +1,192 @@
+"""Updates given as columns to an input session: numpy arrays or Arrow arrays, checked.
+
+:func:`column_updates` turns the keys, values and diffs a program hands to
+:meth:`~.input.InputSession.update_columns` into a :class:`~.column_message.ColumnMessage`:
+each part (the key, the value) is one array (a scalar) or a list or tuple of parts (a tuple,
+nested), of ints (``int64``; unsigned ints up to 2^63 - 1), floats (``float64``) or bools, with
+no nulls; the layout is read from the arrays' types, and checked against the input's schema
+where one is declared. Every error names the input and the offending column or value.
+
+>>> import numpy as np
+>>> message = column_updates("pairs", np.array([1, 2]), (np.array([3, 4]), np.array([.5, 1.])),
+...                          None, 7, None)
+>>> message.records()
+[((1, (3, 0.5)), 7, 1), ((2, (4, 1.0)), 7, 1)]
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import DiffTypeError, SchemaError
+from .column_message import ColumnMessage
+from .trace.layout import Layout, Shape
+
+__all__ = ["column_updates", "arrow_parts"]
+
+_INT64_MAX = (1 << 63) - 1
+
+
+class Unfit(Exception):
+    """Columns the object path takes instead (a NaN or ``-0.0`` where no schema was declared):
+    ``records`` are their tuples."""
+
+    def __init__(self, records: List[Any]) -> None:
+        super().__init__("columns that stay on the object path")
+        self.records = records
+
+
+def column_updates(
+    input: str,
+    keys: Any,
+    values: Any,
+    diffs: Any,
+    time: int,
+    schema: Optional[Layout],
+) -> ColumnMessage:
+    """The updates ``((key, value), time, diff)`` of the columns as one message; raises
+    :class:`~timelypy.errors.SchemaError` (a column that does not fit, or a schema it does
+    not match), :class:`ValueError` (columns of different lengths),
+    :class:`~timelypy.errors.DiffTypeError` (diffs that are not ints), or :class:`Unfit` (NaN
+    or ``-0.0`` without a schema: the caller sends the tuples). Zero diffs are dropped."""
+    key_shape, key_cols = _part(input, "key", keys)
+    val_shape, val_cols = _part(input, "value", values)
+    n = len(key_cols[0]) if key_cols else len(val_cols[0]) if val_cols else 0
+    for i, column in enumerate(key_cols + val_cols):
+        if len(column) != n:
+            raise ValueError(
+                f"input session {input!r}: column {i} holds {len(column)} values, the first "
+                f"{n} (every column of keys and values must be of one length)"
+            )
+    if not key_cols and not val_cols:
+        raise ValueError(f"input session {input!r}: no columns (give at least one array)")
+    key_layout, val_layout = Layout(key_shape), Layout(val_shape)
+    if schema is not None:
+        _match_schema(input, schema, key_layout, val_layout)
+    diff_col = _diffs(input, diffs, n)
+    odd = np.union1d(_odd_floats(key_layout, key_cols), _odd_floats(val_layout, val_cols))
+    message = ColumnMessage(
+        key_layout, val_layout, key_cols, val_cols, np.full(n, time, dtype=np.int64), diff_col
+    )
+    if len(odd):
+        row = int(odd[0])
+        if schema is not None:
+            key, value = message.take(np.array([row])).records()[0][0]
+            raise SchemaError(
+                f"input session {input!r}: record {(key, value)!r} (row {row}) does not fit the "
+                f"declared schema {schema.describe()} (NaN and -0.0 are not taken as columns; "
+                f"nothing of the {n} updates was sent)"
+            )
+        raise Unfit(message.records())
+    nonzero = diff_col != 0
+    return message if nonzero.all() else message.take(nonzero)
+
+
+def _part(input: str, what: str, spec: Any) -> Tuple[Shape, List[np.ndarray]]:
+    """The shape and columns of a key or a value given as an array or a list/tuple of them."""
+    if isinstance(spec, (list, tuple)):
+        shapes: List[Shape] = []
+        columns: List[np.ndarray] = []
+        for i, item in enumerate(spec):
+            shape, cols = _part(input, f"{what}[{i}]", item)
+            shapes.append(shape)
+            columns += cols
+        return tuple(shapes), columns
+    column = _numpy(input, what, spec)
+    kind = column.dtype.kind
+    if kind == "b":
+        return "b", [column]
+    if kind == "f":
+        return "f", [column.astype(np.float64, copy=False)]
+    if kind == "u":
+        if len(column) and column.max() > _INT64_MAX:
+            bad = column[column > _INT64_MAX][0]
+            raise SchemaError(
+                f"input session {input!r}: {what} column holds {int(bad)}, beyond int64 (a "
+                f"fixed-width int); send such records with update()"
+            )
+        return "i", [column.astype(np.int64)]
+    if kind == "i":
+        return "i", [column.astype(np.int64, copy=False)]
+    raise SchemaError(
+        f"input session {input!r}: {what} column of type {column.dtype} is not fixed-width "
+        f"(ints, floats or bools); send such records with update()"
+    )
+
+
+def _numpy(input: str, what: str, spec: Any) -> np.ndarray:
+    """``spec`` (a numpy array, an Arrow array or chunked array) as a 1-d numpy array."""
+    if isinstance(spec, np.ndarray):
+        if spec.ndim != 1:
+            raise SchemaError(
+                f"input session {input!r}: {what} array of {spec.ndim} dimensions (give one "
+                f"1-d array per scalar: a list of arrays for a tuple)"
+            )
+        return spec
+    if hasattr(spec, "null_count") and hasattr(spec, "to_numpy"):  # pyarrow (chunked) array
+        if spec.null_count:
+            nulls = spec.is_null()
+            row = next(i for i, v in enumerate(nulls.to_pylist()) if v)
+            raise SchemaError(
+                f"input session {input!r}: {what} column holds a null (row {row}); columns "
+                f"take no nulls"
+            )
+        return np.asarray(spec.to_numpy(zero_copy_only=False))
+    raise SchemaError(
+        f"input session {input!r}: {what} given as {type(spec).__name__}, not a numpy or "
+        f"Arrow array (or a list or tuple of them)"
+    )
+
+
+def _match_schema(input: str, schema: Layout, key: Layout, value: Layout) -> None:
+    shape = schema.shape
+    if not (isinstance(shape, tuple) and len(shape) == 2 and (key.shape, value.shape) == shape):
+        given = f"({key.describe()}, {value.describe()})"
+        raise SchemaError(
+            f"input session {input!r}: columns of the layout {given} do not match the declared "
+            f"schema {schema.describe()} (records are (key, value) pairs)"
+        )
+
+
+def _diffs(input: str, diffs: Any, n: int) -> np.ndarray:
+    if diffs is None:
+        return np.ones(n, dtype=np.int64)
+    if type(diffs) is int:
+        return np.full(n, diffs, dtype=np.int64)
+    column = _numpy(input, "diff", diffs)
+    if column.dtype.kind not in "iu":
+        raise DiffTypeError(
+            f"input session {input!r}: diffs of type {column.dtype}; diffs must be integers"
+        )
+    if len(column) != n:
+        raise ValueError(f"input session {input!r}: {len(column)} diffs for {n} updates")
+    if column.dtype.kind == "u" and len(column) and column.max() > _INT64_MAX:
+        raise DiffTypeError(f"input session {input!r}: a diff beyond int64: {int(column.max())}")
+    return column.astype(np.int64, copy=False)
+
+
+def _odd_floats(layout: Layout, columns: List[np.ndarray]) -> Any:
+    """The rows holding a NaN or a ``-0.0`` in a float column (sorted indexes)."""
+    rows: Any = np.empty(0, dtype=np.intp)
+    for kind, column in zip(layout.kinds, columns):
+        if kind == "f":
+            odd = np.isnan(column) | ((column == 0) & np.signbit(column))
+            if odd.any():
+                rows = np.union1d(rows, np.flatnonzero(odd))
+    return rows
+
+
+def arrow_parts(table: Any, key: List[str], value: List[str]) -> Tuple[Any, Any]:
+    """The key and value parts of an Arrow table or record batch: one named column is a
+    scalar, several a tuple.
+
+    Example: ``arrow_parts(table, ["k"], ["v", "w"])`` is ``(table["k"], [table["v"],
+    table["w"]])``."""
+
+    def part(names: List[str]) -> Any:
+        columns = [table.column(name) for name in names]
+        return columns[0] if len(columns) == 1 else columns
+
+    return part(key), part(value)
