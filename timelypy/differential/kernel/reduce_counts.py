@@ -64,8 +64,14 @@ def count_changes(
     updated; None (nothing changed) if a count would leave ``int64``."""
     n = len(records)
     olds = list(map(pairs.get, records, repeat(_ABSENT, n)))
+    if not _fits(sums):
+        return None
+    if olds.count(_ABSENT) == n:  # all new (a load): each count is its sum, none retracted
+        fresh = list(zip(records, sums.tolist()))
+        pairs.update(zip(records, fresh))
+        return list(zip(fresh, repeat(t), repeat(1)))
     old = _old_counts(olds, n)
-    if old is None or not _fits(sums):
+    if old is None:
         return None
     new = old + sums
     had, has = old != 0, new != 0

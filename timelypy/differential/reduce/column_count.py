@@ -162,7 +162,7 @@ class RecordColumns:
         else:
             cols = [np.concatenate([p[0][c] for p in parts]) for c in range(width)]
             diffs = np.concatenate([p[1] for p in parts])
-        cols, _, summed = sort_consolidate(cols, np.zeros(len(diffs), np.int64), diffs)
+        cols, summed = _consolidate(cols, diffs)
         return layout.decode(cols, len(summed)), summed
 
     def _encode_sums(self, sums: Dict[Any, int]) -> Optional[Chunk]:
@@ -213,6 +213,22 @@ def _one_pass(data: Sequence[Any], layout: Layout) -> Optional[Tuple[List[np.nda
     if not diffs_fit(diffs):
         return None
     return [rows["record"].astype(np.int64)], rows["time"].astype(np.int64), diffs
+
+
+def _consolidate(cols: List[np.ndarray], diffs: np.ndarray) -> Chunk:
+    """The distinct records (sorted) and their summed diffs, zeros dropped."""
+    if len(cols) != 1 or cols[0].dtype.kind != "i":
+        cols, _, summed = sort_consolidate(cols, np.zeros(len(diffs), np.int64), diffs)
+        return cols, summed
+    order = np.argsort(cols[0])  # one int column: any sort will do, equal records are summed
+    ordered = cols[0][order]
+    change = np.empty(len(ordered), dtype=bool)
+    change[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    summed = np.add.reduceat(diffs[order], starts) if len(starts) else diffs[:0]
+    keep = summed != 0
+    return [ordered[starts[keep]]], summed[keep]
 
 
 def _add_into(sums: Dict[Any, int], layout: Layout, parts: List[Chunk]) -> None:
