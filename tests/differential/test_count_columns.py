@@ -91,6 +91,7 @@ def _same(
     monkeypatch: pytest.MonkeyPatch, rounds: List[List[Update]], workers: int
 ) -> Dict[str, Any]:
     monkeypatch.setattr(column_count, "COLUMNS_MIN_UPDATES", 2)
+    monkeypatch.setattr(column_count, "COLUMNS_PER_TIME", 1)
     monkeypatch.setenv(COLUMNS_VARIABLE, "off")
     objects = _run(rounds, "off", workers)
     monkeypatch.setenv(COLUMNS_VARIABLE, "auto")
@@ -156,6 +157,7 @@ def test_counts_beyond_int64_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_a_checkpoint_takes_the_held_columns_back_as_sums(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(column_count, "COLUMNS_MIN_UPDATES", 2)
+    monkeypatch.setattr(column_count, "COLUMNS_PER_TIME", 1)
     monkeypatch.setenv(COLUMNS_VARIABLE, "auto")
     worker = Worker()
     graphs: List[Any] = []
@@ -203,3 +205,13 @@ def test_threshold_changes_calls_f_on_non_zero_counts_only() -> None:
     assert counts == {"b": 3}
     distinct = threshold_changes(["b", "c"], np.array([-5, -1]), counts, None, 5)
     assert distinct == [("b", 5, -1)] and counts == {"b": -2, "c": -1}
+
+
+def test_an_open_loop_s_messages_stay_on_the_object_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two updates at each of many times in one message: below COLUMNS_PER_TIME per time.
+    monkeypatch.setattr(column_count, "COLUMNS_MIN_UPDATES", 2)
+    pending: Dict[Any, Dict[Any, int]] = {}
+    cols = column_count.RecordColumns(enabled=True)
+    loop = [(p % 5, p // 2, 1 - 2 * (p % 2)) for p in range(200)]
+    assert not cols.absorb(loop, pending) and not pending and cols.misses == 1
+    assert cols.absorb([(p % 5, 0, 1) for p in range(200)], pending) and set(pending) == {0}

@@ -126,6 +126,7 @@ def _small_batches(monkeypatch: pytest.MonkeyPatch, least: int) -> None:
     monkeypatch.setattr(ReduceOperator, "column_min", least)
     monkeypatch.setattr(arrange_columns, "COLUMNS_MIN_UPDATES", least, raising=False)
     monkeypatch.setattr(column_count, "COLUMNS_MIN_UPDATES", least)
+    monkeypatch.setattr(column_count, "COLUMNS_PER_TIME", 1)
 
 
 updates = st.tuples(
@@ -145,7 +146,7 @@ def test_random_streams_give_the_same_answers_on_both_paths(
 ) -> None:
     _small_batches(monkeypatch, 2)
     columns, _ = _same_answers(monkeypatch, rounds, workers)
-    if any(len(r) >= 2 * workers for r in rounds):
+    if workers == 1 and any(len(r) >= 2 for r in rounds):  # (2 workers: split by the exchange)
         assert columns["total_column_batches"] > 0
 
 

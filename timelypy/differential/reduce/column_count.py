@@ -8,7 +8,8 @@ record) at ``int`` times, :class:`RecordColumns` instead encodes the records, ti
 into numpy columns and keeps them per time; when the time closes its columns are sorted and
 summed at once (``sort_consolidate``), the changed records decoded once each, and
 :mod:`~timelypy.differential.kernel.reduce_counts` turns them into output changes with C-level
-loops. Records that do not fit, small messages (below :data:`COLUMNS_MIN_UPDATES`) and chains
+loops. Records that do not fit, small messages (below :data:`COLUMNS_MIN_UPDATES`), messages
+of a few updates at each of many times (below :data:`COLUMNS_PER_TIME` on average) and chains
 of fused linear stages stay on the object path; a time with both is summed on the column path
 when its object sums fit the layout, else on the object path. Both give the same output
 (as a multiset per time) and leave the same state.
@@ -36,7 +37,7 @@ from ..kernel.columns import diffs_fit, sort_consolidate
 from ..trace.layout import Layout
 from ..trace.marshal_columns import marshal_encode
 
-__all__ = ["COLUMNS_MIN_UPDATES", "RecordColumns"]
+__all__ = ["COLUMNS_MIN_UPDATES", "COLUMNS_PER_TIME", "RecordColumns"]
 
 COLUMNS_MIN_UPDATES = 2048
 """The fewest updates of a message the column path takes: below it the dictionary costs less
@@ -44,6 +45,11 @@ than numpy's calls (``benchmarks/columns.py``, workload ``counts``, measures bot
 
 _MAX_MISSES = 3
 """Messages that did not fit the layout before the operator gives columns up."""
+
+COLUMNS_PER_TIME = 64
+"""The fewest updates per time, on average, of a message the column path takes (a message of
+an open loop's changes, a few at each of many times, is cheaper on the object path; such
+messages count as misses)."""
 
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 _INT = Layout("i")
@@ -90,9 +96,7 @@ class RecordColumns:
         registered in ``pending`` (with no sums); False (nothing held) when they do not fit."""
         encoded = self._encode(data)
         if encoded is None:
-            self.misses += 1
-            if self.misses >= _MAX_MISSES or self.layout is None:
-                self.enabled = False
+            self._miss()
             return False
         cols, times, diffs = encoded
         chunks = self.chunks
@@ -103,6 +107,11 @@ class RecordColumns:
             order = np.argsort(times, kind="stable")
             sorted_times = times[order]
             starts = np.flatnonzero(np.r_[True, sorted_times[1:] != sorted_times[:-1]])
+            if len(starts) * COLUMNS_PER_TIME > len(
+                times
+            ):  # an open loop's changes: a few per time
+                self._miss()
+                return False
             bounds = np.append(starts, len(order)).tolist()
             parts = []
             for i, t in enumerate(sorted_times[starts].tolist()):
@@ -117,6 +126,11 @@ class RecordColumns:
             if t not in pending:
                 pending[t] = {}
         return True
+
+    def _miss(self) -> None:
+        self.misses += 1
+        if self.misses >= _MAX_MISSES or self.layout is None:
+            self.enabled = False
 
     def _encode(self, data: Sequence[Any]) -> Optional[Tuple[List[np.ndarray], Any, Any]]:
         """The records, times and diffs of ``data`` as columns, or None."""
