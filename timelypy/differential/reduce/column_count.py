@@ -39,9 +39,11 @@ from ..trace.marshal_columns import marshal_encode
 
 __all__ = ["COLUMNS_MIN_UPDATES", "COLUMNS_PER_TIME", "RecordColumns"]
 
-COLUMNS_MIN_UPDATES = 2048
+COLUMNS_MIN_UPDATES = 1024
 """The fewest updates of a message the column path takes: below it the dictionary costs less
-than numpy's calls (``benchmarks/columns.py``, workload ``counts``, measures both paths)."""
+than numpy's calls per message. An input session sends 4,096 updates a message, which an
+exchange between two workers splits in about halves (``benchmarks/columns.py``, workload
+``counts``, measures both paths)."""
 
 _MAX_MISSES = 3
 """Messages that did not fit the layout before the operator gives columns up."""

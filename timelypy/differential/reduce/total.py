@@ -20,6 +20,12 @@ Two more fusions keep a whole activation free of intermediate lists:
   message: it carries as many placeholders, so every count the progress protocol and the
   instruments see is unchanged, while each time's update tuples are freed as soon as the
   inspection saw them (the collector is not triggered by a large activation's output).
+
+Large messages of fixed-width records (a bulk load, a round of bulk changes) take the column
+path of :mod:`.column_count` instead of the dictionaries: held as numpy columns per time, summed
+with a sort when the time closes, the output changes built by C-level loops
+(:mod:`~timelypy.differential.kernel.reduce_counts`). ``column_batches`` and ``object_batches``
+count the messages each path took (the statistics' ``path`` of the operator).
 """
 
 from __future__ import annotations
