@@ -308,7 +308,11 @@ class CountTotal(_TotalReduce):
     """``(record, count)`` for every record with a non-zero count.
 
     ``pairs`` keeps each record's current ``(record, count)`` tuple: it is both the state and
-    the record a later change retracts, so a change builds one pair, not two."""
+    the record a later change retracts, so a change builds one pair, not two. A new pair
+    reuses the record object of the pair it replaces, not the equal one that just arrived
+    (e.g. a word ``split`` made afresh): one object per record lives on, the arrivals are freed
+    at once, and consumers comparing the output pairs (dictionaries keyed by them) find the
+    records identical without comparing their contents."""
 
     state_keyed = ("pairs",)
 
@@ -332,7 +336,7 @@ class CountTotal(_TotalReduce):
                 c = old[1] + r
                 append((old, t, -1))
                 if c:
-                    new = (d, c)
+                    new = (old[0], c)  # the record object the state holds: see the class
                     pairs[d] = new
                     append((new, t, 1))
                 else:
