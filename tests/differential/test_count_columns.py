@@ -215,3 +215,27 @@ def test_an_open_loop_s_messages_stay_on_the_object_path(monkeypatch: pytest.Mon
     loop = [(p % 5, p // 2, 1 - 2 * (p % 2)) for p in range(200)]
     assert not cols.absorb(loop, pending) and not pending and cols.misses == 1
     assert cols.absorb([(p % 5, 0, 1) for p in range(200)], pending) and set(pending) == {0}
+
+
+def test_a_new_count_pair_holds_the_record_object_the_state_holds() -> None:
+    # Words split afresh are equal, not identical: the output pair reuses the state's object.
+    first, later = "".join(["wo", "rd"]), "".join(["w", "ord"])
+    assert first == later and first is not later
+    seen: List[Any] = []
+    worker = Worker()
+
+    def program(scope: Any) -> Any:
+        session, coll = scope.new_collection()
+        return session, coll.count().inspect(seen.append).probe()
+
+    session, probe = worker.dataflow(program)
+    session.insert(first)
+    session.advance_to(1)
+    session.flush()
+    worker.step_until(probe, 1)
+    session.insert(later)
+    session.advance_to(2)
+    session.flush()
+    worker.step_until(probe, 2)
+    assert sorted((u[0][1], u[2]) for u in seen) == [(1, -1), (1, 1), (2, 1)]
+    assert all(u[0][0] is first for u in seen)
