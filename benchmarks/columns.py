@@ -18,7 +18,14 @@ gives each figure per path (every repetition and the median) and the ratio of th
 * ``join``: a join load only: two collections of N ``(int, int)`` records ``(p // 2, p)`` and
   ``(p // 2, -p)``, joined, the outputs counted: ``load_s`` (2N outputs);
 * ``count``: ``count()`` over N int records ``p // 2``, then N - 1 changes ``remove(p // 2);
-  insert(p // 3)`` in an open loop: ``load_s``, ``update_s``.
+  insert(p // 3)`` in an open loop: ``load_s``, ``update_s``;
+* ``counts``: ``count()`` and ``distinct()`` (each in a dataflow of its own) over N int records
+  ``p // 2``, then ``--bulk-changes`` changes (default N / 10) ``remove(a_j); insert(b_j)`` of
+  records spread over the keys, in ``--bulk-rounds`` rounds (default 10), each round at a time
+  of its own and waited for: ``count_load_s``, ``count_update_s``, ``distinct_load_s``,
+  ``distinct_update_s``, and each in CPU seconds (``..._cpu_s``, ``time.process_time``, which
+  other tenants of a busy machine inflate less): large messages, where the column path of
+  count and distinct works.
 
 Every workload sums a digest over its output updates, weighted by their diffs (so it depends on
 the accumulated output, not on how it was batched); the digests of both paths and all
@@ -39,6 +46,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from common import emit, environment, latency_stats_us, median, note, now
@@ -50,7 +58,7 @@ PATHS = ("off", "auto")
 
 PATH_NAMES = {"off": "objects", "auto": "columns"}
 
-WORKLOADS = ("w1", "closed", "join", "count")
+WORKLOADS = ("w1", "closed", "join", "count", "counts")
 
 _MASK = (1 << 61) - 1
 
@@ -230,11 +238,70 @@ def count(args: argparse.Namespace) -> Callable[[Any], Dict[str, Any]]:
     return build
 
 
+def _bulk_change(size: int, j: int) -> Tuple[int, int]:
+    """The ``j``-th change of ``counts``: the record removed and the record inserted."""
+    half = max(size // 2, 1)
+    return (j * 7919) % half, (j * 104729 + 1) % half
+
+
+def counts(args: argparse.Namespace) -> Callable[[Any], Dict[str, Any]]:
+    """``count()`` and ``distinct()`` over N int records, load + rounds of bulk changes."""
+    size, changes, rounds = args.size, _bulk_changes(args), max(args.bulk_rounds, 1)
+
+    def one(worker: Any, digest: Digest, op: str) -> Dict[str, float]:
+        def dataflow(scope: Any) -> Tuple[Any, Any]:
+            session, keys = scope.new_collection()
+            out = keys.count() if op == "count" else keys.distinct()
+            return session, out.inspect(digest).probe()
+
+        session, probe = worker.dataflow(dataflow)
+        start, cpu = now(), time.process_time()
+        insert, remove = session.insert, session.remove
+        for p in range(size):
+            insert(p // 2)
+        session.advance_to(1)
+        session.flush()
+        _wait(worker, probe, 1)
+        load_s, load_cpu_s = now() - start, time.process_time() - cpu
+        start, cpu = now(), time.process_time()
+        per_round = -(-changes // rounds)
+        for r in range(rounds):
+            for j in range(r * per_round, min(changes, (r + 1) * per_round)):
+                old, new = _bulk_change(size, j)
+                remove(old)
+                insert(new)
+            session.advance_to(r + 2)
+            session.flush()
+            _wait(worker, probe, r + 2)
+        update_s, update_cpu_s = now() - start, time.process_time() - cpu
+        session.close()
+        return {
+            f"{op}_load_s": load_s,
+            f"{op}_update_s": update_s,
+            f"{op}_load_cpu_s": load_cpu_s,
+            f"{op}_update_cpu_s": update_cpu_s,
+        }
+
+    def build(worker: Any) -> Dict[str, Any]:
+        digest = Digest()
+        out: Dict[str, Any] = {}
+        for op in ("count", "distinct"):
+            out.update(one(worker, digest, op))
+        return {**out, **digest.result()}
+
+    return build
+
+
+def _bulk_changes(args: argparse.Namespace) -> int:
+    return args.bulk_changes if args.bulk_changes is not None else args.size // 10
+
+
 BUILDS: Dict[str, Callable[[argparse.Namespace], Callable[[Any], Dict[str, Any]]]] = {
     "w1": w1,
     "closed": closed,
     "join": join,
     "count": count,
+    "counts": counts,
 }
 
 
@@ -260,11 +327,24 @@ def expected_records(workload: str, args: argparse.Namespace) -> Dict[Any, int]:
             for p in people:
                 for q in people:
                     out[(key, (p, -q))] = 1
+    elif workload == "counts":
+        tally: Dict[int, int] = {}
+        for p in range(size):
+            tally[p // 2] = tally.get(p // 2, 0) + 1
+        for j in range(_bulk_changes(args)):
+            old, new = _bulk_change(size, j)
+            tally[old] = tally.get(old, 0) - 1
+            tally[new] = tally.get(new, 0) + 1
+        for key, n in tally.items():
+            if n:
+                out[(key, n)] = 1
+            if n > 0:
+                out[key] = out.get(key, 0) + 1
     else:
-        counts: Dict[int, int] = {}
+        tally = {}
         for key in _final_managers(size, size - 1):
-            counts[key] = counts.get(key, 0) + 1
-        out = {item: 1 for item in counts.items()}
+            tally[key] = tally.get(key, 0) + 1
+        out = {item: 1 for item in tally.items()}
     return out
 
 
@@ -297,9 +377,10 @@ def run_child(args: argparse.Namespace) -> Dict[str, Any]:
         from timelypy.stats import Statistics
 
         stats = Statistics()
-    start = now()
+    start, cpu = now(), time.process_time()
     [out] = timelypy.execute(BUILDS[args.child](args), statistics=stats)
     out["wall_s"] = now() - start
+    out["cpu_s"] = time.process_time() - cpu  # the whole run (inputs, dataflow, digest)
     out["peak_mb"] = _peak_mb()
     if stats is not None:
         out["arrangements"] = _arrangements(stats)
@@ -323,7 +404,9 @@ def _child_command(args: argparse.Namespace, workload: str) -> List[str]:
         str(args.open_loop_batch),
         "--timeout",
         str(args.timeout),
-    ]
+        "--bulk-rounds",
+        str(args.bulk_rounds),
+    ] + ([] if args.bulk_changes is None else ["--bulk-changes", str(args.bulk_changes)])
     return command + (["--stats"] if args.stats else [])
 
 
@@ -355,6 +438,12 @@ FIGURES: Dict[str, Tuple[Tuple[str, ...], ...]] = {
     "closed": (("latency_us", "median_us"), ("latency_us", "p99_us"), ("load_s",)),
     "join": (("load_s",), ("peak_mb",)),
     "count": (("load_s",), ("update_s",), ("peak_mb",)),
+    "counts": tuple(
+        (f"{op}_{phase}",)
+        for op in ("count", "distinct")
+        for phase in ("load_s", "update_s", "load_cpu_s", "update_cpu_s")
+    )
+    + (("cpu_s",),),
 }
 """The figures compared per workload (a path into the child's JSON)."""
 
@@ -410,6 +499,10 @@ def main() -> None:
         default=10_000,
         help="flush and step once every this many changes (0: only at the end)",
     )
+    ap.add_argument(
+        "--bulk-changes", type=int, default=None, help="changes of 'counts' (default N / 10)"
+    )
+    ap.add_argument("--bulk-rounds", type=int, default=10, help="rounds of 'counts' changes")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds a run may take")
     ap.add_argument("--stats", action="store_true", help="report each arrangement's trace")
     ap.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
@@ -427,6 +520,8 @@ def main() -> None:
             "workloads": args.workloads,
             "closed_rounds": args.closed_rounds,
             "open_loop_batch": args.open_loop_batch,
+            "bulk_changes": _bulk_changes(args),
+            "bulk_rounds": args.bulk_rounds,
             "stats": args.stats,
         },
         **environment(),

@@ -33,7 +33,7 @@ def test_every_workload_gives_the_right_digest_on_both_paths() -> None:
     result = _run("columns.py", "--size", "3000", "--reps", "1", "--closed-rounds", "50")
     assert result["benchmark"] == "columns"
     assert {"python", "cpus", "commit", "loadavg_1m_at_start"} <= set(result)
-    for workload in ("w1", "closed", "join", "count"):
+    for workload in ("w1", "closed", "join", "count", "counts"):
         run = result[workload]
         assert "errors" not in run, run["errors"]
         assert run["digests_equal"] is True, workload

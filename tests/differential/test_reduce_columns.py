@@ -4,8 +4,10 @@ Every dataflow here runs twice, with ``TIMELYPY_COLUMNS=auto`` and ``off`` (set 
 dataflow is built), and the captured outputs must be equal update for update (consolidated per
 time). ``sum`` at ``int`` times reads the column batches of its private arrangement; the
 operator's ``column_batches`` / ``object_batches`` counters show which path each batch took.
-``count``, ``distinct`` and ``threshold`` at ``int`` times run fused, without an arrangement, and
-must be unchanged by the setting.
+``count``, ``distinct`` and ``threshold`` at ``int`` times run without an arrangement and sum
+large messages of fixed-width records on their own column path (``reduce.column_count``),
+counted as ``total_column_batches`` / ``total_object_batches``; ``test_count_columns.py`` tests
+it on more kinds of records.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 
 import timelypy as tp
 from timelypy.differential import arrange_columns
-from timelypy.differential.reduce import ReduceOperator
+from timelypy.differential.reduce import CountTotal, ReduceOperator, ThresholdTotal, column_count
 from timelypy.differential.reduce.column_sum import sum_column_batch, sum_columns_fit
 from timelypy.differential.trace.column_batch import ColumnBatch
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE, Layout
@@ -30,6 +32,7 @@ Round = List[Tuple[Tuple[int, int], int, int]]
 """One round's ``((key, val), ahead, diff)``: the update is at the round's time + ``ahead``."""
 
 OPS = ("sum", "count", "distinct", "threshold")
+COUNTERS = ("column_batches", "object_batches", "total_column_batches", "total_object_batches")
 
 
 def _at_least_two(record: Any, count: int) -> int:
@@ -69,6 +72,9 @@ def _build(rounds: List[Round], mode: str) -> Any:
         out: Dict[str, Any] = {name: cap.consolidated() for name, cap in caps.items()}
         out["column_batches"] = sum(op.column_batches for op in reducers)
         out["object_batches"] = sum(op.object_batches for op in reducers)
+        totals = [op for op in graph.children if isinstance(op, (CountTotal, ThresholdTotal))]
+        out["total_column_batches"] = sum(op.column_batches for op in totals)
+        out["total_object_batches"] = sum(op.object_batches for op in totals)
         return out
 
     return build
@@ -84,12 +90,13 @@ def _run(
     monkeypatch.setenv(COLUMNS_VARIABLE, mode)
     results = tp.execute(_build(rounds, mode), workers=workers, backend=backend)
     merged: Dict[str, Any] = {name: [] for name in OPS}
-    merged["column_batches"] = merged["object_batches"] = 0
+    for counter in COUNTERS:
+        merged[counter] = 0
     for part in results:
         for name in OPS:
             merged[name] += part[name]
-        merged["column_batches"] += part["column_batches"]
-        merged["object_batches"] += part["object_batches"]
+        for counter in COUNTERS:
+            merged[counter] += part[counter]
     for name in OPS:
         merged[name] = _consolidate(merged[name])
     return merged
@@ -109,7 +116,7 @@ def _same_answers(
     objects = _run(monkeypatch, rounds, "off", workers, backend)
     for name in OPS:
         assert columns[name] == objects[name], name
-    assert objects["column_batches"] == 0
+    assert objects["column_batches"] == 0 and objects["total_column_batches"] == 0
     return columns, objects
 
 
@@ -118,6 +125,8 @@ def _small_batches(monkeypatch: pytest.MonkeyPatch, least: int) -> None:
     arrangement, read as columns by the reduce), so small examples exercise it."""
     monkeypatch.setattr(ReduceOperator, "column_min", least)
     monkeypatch.setattr(arrange_columns, "COLUMNS_MIN_UPDATES", least, raising=False)
+    monkeypatch.setattr(column_count, "COLUMNS_MIN_UPDATES", least)
+    monkeypatch.setattr(column_count, "COLUMNS_PER_TIME", 1)
 
 
 updates = st.tuples(
@@ -136,7 +145,9 @@ def test_random_streams_give_the_same_answers_on_both_paths(
     monkeypatch: pytest.MonkeyPatch, rounds: List[Round], workers: int
 ) -> None:
     _small_batches(monkeypatch, 2)
-    _same_answers(monkeypatch, rounds, workers)
+    columns, _ = _same_answers(monkeypatch, rounds, workers)
+    if workers == 1 and any(len(r) >= 2 for r in rounds):  # (2 workers: split by the exchange)
+        assert columns["total_column_batches"] > 0
 
 
 def _load_then_changes(keys: int, load: int, changes: int) -> List[Round]:
@@ -158,6 +169,7 @@ def test_a_load_takes_the_column_path_and_small_changes_the_object_path(
     columns, objects = _same_answers(monkeypatch, _load_then_changes(300, 10000, 20))
     assert columns["column_batches"] == 1  # the load
     assert columns["object_batches"] > 0  # each change is below column_min
+    assert columns["total_column_batches"] >= 3  # the load (its messages), into each of three
     assert objects["object_batches"] > 0
 
 

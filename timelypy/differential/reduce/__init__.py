@@ -8,6 +8,8 @@
   states) and :func:`threshold_product`;
 * :mod:`.total` -- ``count`` / ``distinct`` / ``threshold`` at totally ordered times in O(1)
   per update (:func:`count_total`, :func:`threshold_total`);
+* :mod:`.column_count` -- the column path of :mod:`.total`: large messages of fixed-width
+  records summed per time with numpy, the output changes built by C-level loops;
 * :mod:`.column_sum` -- ``sum`` at totally ordered times on large column batches of ``int``
   values, with numpy (the column path of :class:`ReduceOperator`);
 * :mod:`.logic` -- the built-in group logics and :class:`GroupLogic`, how a logic declares its

@@ -20,6 +20,12 @@ Two more fusions keep a whole activation free of intermediate lists:
   message: it carries as many placeholders, so every count the progress protocol and the
   instruments see is unchanged, while each time's update tuples are freed as soon as the
   inspection saw them (the collector is not triggered by a large activation's output).
+
+Large messages of fixed-width records (a bulk load, a round of bulk changes) take the column
+path of :mod:`.column_count` instead of the dictionaries: held as numpy columns per time, summed
+with a sort when the time closes, the output changes built by C-level loops
+(:mod:`~timelypy.differential.kernel.reduce_counts`). ``column_batches`` and ``object_batches``
+count the messages each path took (the statistics' ``path`` of the operator).
 """
 
 from __future__ import annotations
@@ -39,7 +45,12 @@ from ...errors import (
     unhashable_error,
     user_error,
 )
+from ...instrument import PathCounted
 from ..fusion import fuse_accumulate, fuse_updates
+from ..kernel.reduce_counts import count_changes, threshold_changes
+from ..trace.layout import columns_enabled
+from . import column_count
+from .column_count import RecordColumns
 
 if TYPE_CHECKING:
     from ...dataflow.scope import Scope
@@ -82,9 +93,20 @@ class _TotalReduce(KeyedState, OperatorCore):
         self._consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
         self._sinks: Tuple[int, bool] = (-1, False)
         """``(number of consumers, whether all are probes)`` when last checked."""
+        self._columns = RecordColumns(columns_enabled() and not self._stages)
+        self.column_batches = 0
+        """Messages summed on the column path (see :mod:`.column_count`)."""
+        self.object_batches = 0
+        """Messages summed on the object path."""
+        instruments = scope.worker.instruments
+        if instruments.enabled:
+            instruments.emit(
+                PathCounted(scope.worker.index, self.subgraph.name, self.index, self.name, self)
+            )
 
     def future_state(self) -> List[Tuple[Any, str, Any]]:
         """The pending sums per record, ``(record, "pending", [(time, diff), ...])``."""
+        self._columns.unfold(self.pending)
         return future_pieces(
             self._state_owner(),
             "pending",
@@ -126,6 +148,8 @@ class _TotalReduce(KeyedState, OperatorCore):
         if q:
             consumed = self._consumed.counts  # count-table contract, short form (progress.kernel)
             accept, pending = self._accept, self.pending
+            columns = self._columns
+            least = column_count.COLUMNS_MIN_UPDATES
             while q:
                 time, data = q.popleft()
                 consumed[time] = consumed.get(time, 0) + len(data)
@@ -136,6 +160,10 @@ class _TotalReduce(KeyedState, OperatorCore):
                     if cap is not None:
                         internal.update(cap, -1)
                     self._cap = time
+                if columns.enabled and len(data) >= least and columns.absorb(data, pending):
+                    self.column_batches += 1
+                    continue
+                self.object_batches += 1
                 try:
                     accept(data, pending)
                 except TimelyError:
@@ -196,11 +224,15 @@ class _TotalReduce(KeyedState, OperatorCore):
         inspect = self._inspect
         sink = self._sink_only()
         emit = self._emit
+        held = self._columns.chunks
         out: List[Any] = []
         produced = 0
         try:
             for t in ready:
-                changes = emit(pending.pop(t), t)
+                if held and t in held:
+                    changes = self._emit_columns(pending.pop(t), t)
+                else:
+                    changes = emit(pending.pop(t), t)
                 if not changes:
                     continue
                 if inspect is not None:
@@ -254,12 +286,33 @@ class _TotalReduce(KeyedState, OperatorCore):
         list, which the caller may keep)."""
         raise NotImplementedError
 
+    def _emit_columns(self, sums: Dict[Any, int], t: Any) -> List[Any]:
+        """The output changes at time ``t``, which holds columns: summed and compared with
+        numpy where the records and counts fit, else by :meth:`_emit`."""
+        taken = self._columns.take(t, sums)
+        if taken is None:  # the object sums did not fit: the columns were added into them
+            return self._emit(sums, t)
+        records, summed = taken
+        out = self._emit_vector(records, summed, t)
+        if out is None:  # a count beyond int64: the object path, with nothing changed yet
+            return self._emit(dict(zip(records, summed.tolist())), t)
+        return out
+
+    def _emit_vector(self, records: List[Any], sums: Any, t: Any) -> Optional[List[Any]]:
+        """The output changes at ``t`` for distinct ``records`` and their non-zero summed
+        changes (an ``int64`` array), or None (nothing changed) if they do not fit."""
+        raise NotImplementedError
+
 
 class CountTotal(_TotalReduce):
     """``(record, count)`` for every record with a non-zero count.
 
     ``pairs`` keeps each record's current ``(record, count)`` tuple: it is both the state and
-    the record a later change retracts, so a change builds one pair, not two."""
+    the record a later change retracts, so a change builds one pair, not two. A new pair
+    reuses the record object of the pair it replaces, not the equal one that just arrived
+    (e.g. a word ``split`` made afresh): one object per record lives on, the arrivals are freed
+    at once, and consumers comparing the output pairs (dictionaries keyed by them) find the
+    records identical without comparing their contents."""
 
     state_keyed = ("pairs",)
 
@@ -283,12 +336,15 @@ class CountTotal(_TotalReduce):
                 c = old[1] + r
                 append((old, t, -1))
                 if c:
-                    new = (d, c)
+                    new = (old[0], c)  # the record object the state holds: see the class
                     pairs[d] = new
                     append((new, t, 1))
                 else:
                     del pairs[d]
         return out
+
+    def _emit_vector(self, records: List[Any], sums: Any, t: Any) -> Optional[List[Any]]:
+        return count_changes(records, sums, self.pairs, t)
 
 
 class ThresholdTotal(_TotalReduce):
@@ -325,6 +381,9 @@ class ThresholdTotal(_TotalReduce):
             if fo != fn:
                 append((d, t, fn - fo))
         return out
+
+    def _emit_vector(self, records: List[Any], sums: Any, t: Any) -> Optional[List[Any]]:
+        return threshold_changes(records, sums, self.counts, self.f, t)
 
 
 def count_total(
