@@ -185,6 +185,9 @@ def held_at(run: Run, after: int) -> int:
             if isinstance(op, ArrangeOperator):
                 total += sum(1 for u in op.batcher.pending if u[1] > after)
             elif isinstance(op, (CountTotal, ThresholdTotal)):
+                op._columns.unfold(
+                    op.pending
+                )  # (updates held as columns, as the objects hold them)
                 total += sum(len(sums) for t, sums in op.pending.items() if t > after)
             elif isinstance(op, ConsolidateOperator):
                 total += sum(1 for _, t in op._pending if t > after)

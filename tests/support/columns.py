@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator, List, Optional
 
 from timelypy.differential import arrange_columns
 from timelypy.differential import join as join_operator
+from timelypy.differential.reduce import column_count
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE
 
 MODES = ("auto", "off")
@@ -101,25 +102,27 @@ def _environment(mode: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _min_updates(least: int, chunk: int) -> Iterator[None]:
-    """Also the fewest matched pairs a join consolidates before building records: ``least``."""
-    saved = (
-        arrange_columns.COLUMNS_MIN_UPDATES,
-        arrange_columns.ENCODE_CHUNK,
-        join_operator.CONSOLIDATE_PAIRS_MIN,
+    """Also the fewest matched pairs a join consolidates before building records, and the
+    fewest updates (in all, and per time) a count, distinct or threshold sums as columns:
+    ``least``."""
+    modules = (
+        (arrange_columns, "COLUMNS_MIN_UPDATES", least),
+        (arrange_columns, "ENCODE_CHUNK", chunk),
+        (join_operator, "CONSOLIDATE_PAIRS_MIN", least),
+        (column_count, "COLUMNS_MIN_UPDATES", least),
+        (column_count, "COLUMNS_PER_TIME", least),
     )
-    if saved == (least, chunk, least):
+    saved = [getattr(module, name) for module, name, _ in modules]
+    if saved == [value for _, _, value in modules]:
         yield
         return
-    arrange_columns.COLUMNS_MIN_UPDATES, arrange_columns.ENCODE_CHUNK = least, chunk
-    join_operator.CONSOLIDATE_PAIRS_MIN = least
+    for module, name, value in modules:
+        setattr(module, name, value)
     try:
         yield
     finally:
-        (
-            arrange_columns.COLUMNS_MIN_UPDATES,
-            arrange_columns.ENCODE_CHUNK,
-            join_operator.CONSOLIDATE_PAIRS_MIN,
-        ) = saved
+        for (module, name, _), value in zip(modules, saved):
+            setattr(module, name, value)
 
 
 @dataclass
