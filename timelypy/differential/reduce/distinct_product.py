@@ -95,7 +95,11 @@ def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
         t = (a, b)
         p = pending.get(key)
         if p is None:
-            pending[key] = {t}
+            pending[key] = t  # (the only pending time: no set until there are two)
+        elif p.__class__ is tuple:
+            if p == t:
+                continue
+            pending[key] = {p, t}
         elif t in p:
             continue
         else:
@@ -104,7 +108,7 @@ def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
         if keys is None:
             op.add_pending_time(t, key)
         else:
-            keys.add(key)
+            keys.append(key)
 
 
 def _evaluate_distinct(
@@ -123,7 +127,7 @@ def _evaluate_distinct(
     m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
     for key, times in ready.items():
         p = pending[key]
-        if len(p) == len(times):
+        if p.__class__ is tuple or len(p) == len(times):
             del pending[key]
             rest: Optional[Set[Time]] = None
         else:
