@@ -22,7 +22,7 @@ from ..kernel.histories import (
     quad_counts_at,
     split_quads,
 )
-from .common import Logic, Output, Time, beyond_test, check_product, place_new_times
+from .common import Logic, Output, Time, beyond_test, check_product
 from .logic import GroupLogic, distinct_logic, threshold_logic
 from .product import ProductReduceUpdates
 
@@ -126,13 +126,13 @@ def _evaluate_distinct(
     fresh = op.fresh
     m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
     for key, times in ready.items():
-        p = pending[key]
+        p = pending.pop(key)
         if p.__class__ is tuple or len(p) == len(times):
-            del pending[key]
             rest: Optional[Set[Time]] = None
         else:
             rest = p
             p.difference_update(times)
+            pending[key] = p
         h = state.get(key)
         stored = h is not None
         if h is None:
@@ -217,11 +217,39 @@ def _joins_with_new(
         candidates = {(a, s1) for a, _ in above}
     else:
         candidates = joins({(s0, s1)}, set(above))
-    candidates.add((s0, s1))
     known = set(times)
+    known.add((s0, s1))
     if rest:
         known |= rest
-    place_new_times(op, key, candidates, known, times, rest, beyond)
+    _place(op, key, candidates, known, times, beyond)
+
+
+def _place(
+    op: ProductDistinct,
+    key: Any,
+    candidates: Set[Time],
+    known: Set[Time],
+    times: List[Time],
+    beyond: Callable[[int, int], bool],
+) -> None:
+    """Each of ``candidates`` not in ``known`` (``key``'s ready and pending times): appended
+    to ``times`` if the frontier has passed it, else pending for ``key`` (as ``place_new_times``,
+    keeping a key's only pending time as the time itself)."""
+    pending = op.pending
+    for t in candidates:
+        if t in known:
+            continue
+        if not beyond(t[0], t[1]):
+            times.append(t)
+            continue
+        p = pending.get(key)
+        if p is None:
+            pending[key] = t
+        elif p.__class__ is tuple:
+            pending[key] = {p, t}
+        else:
+            p.add(t)
+        op.add_pending_time(t, key)
 
 
 def _several_new(
