@@ -139,3 +139,58 @@ def test_reachability_loop_exact_at_every_time_two_workers(scenario: Any) -> Non
     for x, t, d in two:
         net[(x, t)] += d
     assert sorted((x, t, d) for (x, t), d in net.items() if d) == sorted(one)
+
+
+def _as_version_1(state: Any) -> Any:
+    """A version 2 state of distinct at Product times written as version 1 was: each quad list
+    ``[size, mark, quads...]`` as ``[size, quads...]`` and the quads past the mark (updates
+    not yet evaluated) apart, in ``fresh``."""
+    from timelypy.dataflow.state import OperatorState
+
+    keyed = []
+    for h, (key, parts) in state.all_keyed():
+        parts = dict(parts)
+        quads = parts.pop("state", None)
+        if quads is not None:
+            mark = quads[1]
+            parts["state"] = [quads[0] - 1] + quads[2:mark]
+            fresh = [x for i in range(mark, len(quads), 4) for x in quads[i + 1 : i + 4]]
+            if fresh:
+                parts["fresh"] = fresh
+        keyed.append((h, (key, parts)))
+    return OperatorState(keyed=keyed, shared=state.shared, version=1)
+
+
+def test_a_version_1_state_is_restored() -> None:
+    """A checkpoint written before the quad lists had a mark restores to the same answers as an
+    uninterrupted run; another version is refused, naming the operator."""
+    import pytest
+
+    from tests.recovery import test_state_operators as t
+    from timelypy.dataflow.state import OperatorState
+    from timelypy.differential.reduce import ProductDistinct
+    from timelypy.errors import RecoveryError
+    from timelypy.recovery.snapshot import restore_worker, snapshot_worker
+    from timelypy.workers.launch.inline import local_workers
+
+    old = local_workers(1)
+    old_built = t.build_all(old, t.reach)
+    t.feed(old, old_built, t.ROUNDS, 0)
+    closed = len(t.ROUNDS)
+    snap = snapshot_worker(old[0])
+    distincts = [oid for oid, s in snap.items() if s.version == 2]
+    assert distincts and all(snap[oid].keyed for oid in distincts)
+    snap = {oid: (_as_version_1(s) if oid in distincts else s) for oid, s in snap.items()}
+    new = local_workers(1)
+    new_built = t.build_all(new, t.reach)
+    restore_worker(new[0], [snap], closed)
+    t.settle(new, closed)
+    t.feed(new, new_built, t.LATER, closed)
+    whole = local_workers(1)
+    whole_built = t.build_all(whole, t.reach)
+    t.feed(whole, whole_built, t.ROUNDS + t.LATER, 0)
+    for time in range(closed, closed + len(t.LATER) + 1):
+        assert t.accumulated(new_built, time) == t.accumulated(whole_built, time), time
+    bare = ProductDistinct.__new__(ProductDistinct)
+    with pytest.raises(RecoveryError, match="state version 7"):
+        bare.restore_state(OperatorState(version=7))
