@@ -13,6 +13,7 @@ that evaluates the declared threshold on counts (:func:`threshold_product` picks
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from ...dataflow.channels import Exchange
@@ -180,14 +181,14 @@ def _evaluate_distinct(
             # history, its ready and its pending times) can be new interesting times.
             s0 = h[n - 3]
             s1 = h[n - 2]
-            c, have, above = _counts_and_above(h, s0, s1)  # (c with the new update)
+            c, have, above = _counts_and_above(h, n - 4, s0, s1)
             t = times[0]
             one = len(times) == 1 and t[0] == s0 and t[1] == s1
             if above or rest or not one:
                 _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
             if one and len(times) == 1:
                 # The one time, the new update's, with its counts from the pass above.
-                want = (1 if c > 0 else 0) - have
+                want = (1 if c + h[n - 1] > 0 else 0) - have
                 if want:
                     h += (1, s0, s1, want)
                     bucket = output.get(t)
@@ -196,7 +197,7 @@ def _evaluate_distinct(
                     bucket[1].append((key, bucket[0], want))
                 n = h[1] = len(h)
                 # (_keep's common case, tested here: a stored state that stays as it is)
-                if frontier and (not stored or n == 2 or (n > 26 and n > 2 * h[0])):
+                if frontier and (not stored or n == 2 or (n > 42 and n > 2 * h[0])):
                     _keep(state, key, h, stored, m0, m1)
                 continue
         elif n > mark:
@@ -214,7 +215,7 @@ def _keep(
     last compaction (every later evaluation is at or beyond the frontier, whose meet is
     ``(m0, m1)``)."""
     n = len(h)
-    if n > 26 and n > 2 * h[0]:
+    if n > 42 and n > 2 * h[0]:
         h = _compact(h, m0, m1)
         n = len(h)
         if stored:
@@ -332,14 +333,12 @@ def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None
 # ``compact_quads`` of kernel.histories, past this module's two header elements.
 
 
-def _counts_and_above(h: List[int], o: int, i: int) -> Tuple[int, int, List[Time]]:
-    """The total input and output diffs of the quad list ``h`` at times below ``(o, i)``, and
-    the times of the other quads."""
+def _counts_and_above(h: List[int], end: int, o: int, i: int) -> Tuple[int, int, List[Time]]:
+    """The total input and output diffs of the quads of ``h`` before index ``end`` at times
+    below ``(o, i)``, and the times of the other quads."""
     c = have = 0
     above: List[Time] = []
-    it = iter(h)
-    next(it)
-    next(it)
+    it = islice(h, 2, end)
     for k, a, b, r in zip(it, it, it, it):
         if a <= o and b <= i:
             if k:
@@ -354,9 +353,7 @@ def _counts_and_above(h: List[int], o: int, i: int) -> Tuple[int, int, List[Time
 def _counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
     """The total input and output diffs of the quad list ``h`` at times below ``(o, i)``."""
     c = have = 0
-    it = iter(h)
-    next(it)
-    next(it)
+    it = islice(h, 2, None)
     for k, a, b, r in zip(it, it, it, it):
         if a <= o and b <= i:
             if k:
