@@ -2,27 +2,27 @@
 
 :class:`ProductDistinct` is ``distinct`` on flat per-key states: an iterative reachability
 evaluates tens of thousands of keys of a large state per round, mostly waiting for memory, so
-each key has ONE flat list of ints (a *quad list*, ``[size, kind, outer, inner, diff, ...]``, read
-by the kernels of :mod:`~timelypy.differential.kernel.histories`), not five dictionaries and a
-tuple per update. ``threshold`` with a function is a :class:`~.product.ProductReduceUpdates`
+each key has ONE flat list of ints, ``[size, mark, kind, outer, inner, diff, ...]`` (a *quad
+list*, as the kernels of :mod:`~timelypy.differential.kernel.histories` read them, with one more
+header element), not five dictionaries and a tuple per update. An arriving update is appended
+to its key's list at once (the key's one look-up in the large state is then the ingest's, and
+the evaluation finds the list still in cache); the quads from ``mark`` on are the updates
+not yet evaluated. ``threshold`` with a function is a :class:`~.product.ProductReduceUpdates`
 that evaluates the declared threshold on counts (:func:`threshold_product` picks).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Union
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from ...dataflow.channels import Exchange
+from ...dataflow.state import OperatorState
 from ...dataflow.stream import Stream
+from ...errors import RecoveryError
 from ...order import Product
-from ..kernel.histories import (
-    compact_quads,
-    joins,
-    quad_counts_and_above,
-    quad_counts_at,
-    split_quads,
-)
-from .common import Logic, Output, Time, beyond_test, check_product, place_new_times
+from ..kernel.histories import joins
+from .common import History, Logic, Output, Time, beyond_test, check_product
 from .logic import GroupLogic, distinct_logic, threshold_logic
 from .product import ProductReduceUpdates
 
@@ -36,16 +36,38 @@ _tuple_new = tuple.__new__
 
 class ProductDistinct(ProductReduceUpdates):
     """``distinct`` of records at ``Product(int, int)`` times, on flat per-key states. Each key
-    has one quad list in :attr:`state` (``size``: its length after its last compaction);
-    arriving updates wait in :attr:`fresh` (``[outer, inner, diff, ...]``) until their key is
+    has one quad list in :attr:`state`: ``[size, mark, kind, outer, inner, diff, ...]``
+    (``size``: its length after its last compaction; ``kind`` 0 input, 1 output); arriving
+    updates are appended as input quads and wait, from index ``mark`` on, until their key is
     evaluated. The steps are :func:`_evaluate_distinct`'s."""
 
-    state_keyed = ProductReduceUpdates.state_keyed + ("state", "fresh")
+    state_keyed = ProductReduceUpdates.state_keyed + ("state",)
 
     def __init__(self, scope: "Scope", logic: Union[Logic, GroupLogic], name: str) -> None:
         super().__init__(scope, logic, name, keyed=False)
         self.state: Dict[Any, List[int]] = {}
-        self.fresh: Dict[Any, List[int]] = {}
+
+    def snapshot_state(self) -> OperatorState:
+        """The per-key states (format version 2: quad lists with a mark) and pending times."""
+        state = super().snapshot_state()
+        state.version = 2
+        return state
+
+    def restore_state(self, state: OperatorState) -> None:
+        """Put the pieces back; version 1 (a quad list without a mark, and the updates not yet
+        evaluated apart, in ``fresh``) is read as well."""
+        if state.version == 1:
+            state = OperatorState(
+                keyed=[(h, _from_version_1(piece)) for h, piece in state.all_keyed()],
+                shared=state.shared,
+                version=2,
+            )
+        elif state.version != 2:
+            raise RecoveryError(
+                f"operator {self._state_owner()}: state version {state.version}; this "
+                "timelypy reads versions 1 and 2"
+            )
+        super().restore_state(state)
 
     def _ingest(self, data: List[Any], keyed: bool) -> None:
         _ingest_distinct(self, data)
@@ -57,7 +79,6 @@ class ProductDistinct(ProductReduceUpdates):
 
     def _drop_histories(self) -> None:
         self.state.clear()
-        self.fresh.clear()
 
 
 def threshold_product(
@@ -80,22 +101,43 @@ def _record_of(u: Any) -> Any:
     return u[0]
 
 
+def _from_version_1(piece: Any) -> Any:
+    """A key's piece of a version 1 state in version 2: its quad list ``[size, quads...]``
+    gets a mark after its quads, and its ``fresh`` updates ``[outer, inner, diff, ...]`` are
+    appended after the mark as input quads."""
+    key, parts = piece
+    parts = dict(parts)
+    old = parts.pop("state", None) or [0]
+    h = [old[0] + 1, len(old) + 1] + list(old[1:])
+    it = iter(parts.pop("fresh", None) or ())
+    for a, b, r in zip(it, it, it):
+        h += (0, a, b, r)
+    if len(h) > 2:
+        parts["state"] = h
+    return key, parts
+
+
 def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
-    """Take ``(record, time, diff)`` updates: into ``op.fresh`` and the pending times."""
-    fresh = op.fresh
+    """Take ``(record, time, diff)`` updates: appended to their keys' states (from ``mark``
+    on), and their times registered as pending."""
+    state = op.state
     pending = op.pending
     pending_times = op.pending_times
     for key, (a, b), r in data:
-        f = fresh.get(key)
-        if f is None:
-            fresh[key] = [a, b, r]
+        h = state.get(key)
+        if h is None:
+            state[key] = [2, 2, 0, a, b, r]
         else:
-            f += (a, b, r)
+            h += (0, a, b, r)
         # Written out as in ProductReduceUpdates' ingest (not a call): one call fewer per update.
         t = (a, b)
         p = pending.get(key)
         if p is None:
-            pending[key] = {t}
+            pending[key] = t  # (the only pending time: no set until there are two)
+        elif p.__class__ is tuple:
+            if p == t:
+                continue
+            pending[key] = {p, t}
         elif t in p:
             continue
         else:
@@ -104,7 +146,7 @@ def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
         if keys is None:
             op.add_pending_time(t, key)
         else:
-            keys.add(key)
+            keys.append(key)
 
 
 def _evaluate_distinct(
@@ -119,49 +161,49 @@ def _evaluate_distinct(
     ``beyond(outer, inner)`` tests a time against the frontier."""
     pending = op.pending
     state = op.state
-    fresh = op.fresh
     m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
     for key, times in ready.items():
-        p = pending[key]
-        if len(p) == len(times):
-            del pending[key]
+        p = pending.pop(key)
+        if p.__class__ is tuple or len(p) == len(times):
             rest: Optional[Set[Time]] = None
         else:
             rest = p
             p.difference_update(times)
+            pending[key] = p
         h = state.get(key)
         stored = h is not None
         if h is None:
-            h = [0]
-        new = fresh.pop(key, None)
-        if new is not None and len(new) == 3:
+            h = [2, 2]
+        n = len(h)
+        mark = h[1]
+        if n - mark == 4:
             # One new update, at s: only the joins of s with the times not below it (from its
             # history, its ready and its pending times) can be new interesting times.
-            s0, s1, r = new
-            c, have, above = quad_counts_and_above(h, s0, s1)
-            h += (0, s0, s1, r)
+            s0 = h[n - 3]
+            s1 = h[n - 2]
+            c, have, above = _counts_and_above(h, n - 4, s0, s1)
             t = times[0]
             one = len(times) == 1 and t[0] == s0 and t[1] == s1
             if above or rest or not one:
                 _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
             if one and len(times) == 1:
                 # The one time, the new update's, with its counts from the pass above.
-                want = (1 if c + r > 0 else 0) - have
+                want = (1 if c + h[n - 1] > 0 else 0) - have
                 if want:
                     h += (1, s0, s1, want)
                     bucket = output.get(t)
                     if bucket is None:
                         output[t] = bucket = (_tuple_new(Product, t), [])
                     bucket[1].append((key, bucket[0], want))
-                if frontier:
-                    n = len(h)
-                    # (_keep's common case, tested here: a stored state that stays as it is)
-                    if not stored or n == 1 or (n > 25 and n > 2 * h[0]):
-                        _keep(state, key, h, stored, m0, m1)
+                n = h[1] = len(h)
+                # (_keep's common case, tested here: a stored state that stays as it is)
+                if frontier and (not stored or n == 2 or (n > 42 and n > 2 * h[0])):
+                    _keep(state, key, h, stored, m0, m1)
                 continue
-        elif new is not None:
-            _several_new(op, key, h, new, times, rest, beyond)
+        elif n > mark:
+            _several_new(op, key, h, mark, times, rest, beyond)
         _at_times(key, h, times, output)
+        h[1] = len(h)
         if frontier:  # (complete input: the operator drops every state)
             _keep(state, key, h, stored, m0, m1)
 
@@ -173,12 +215,12 @@ def _keep(
     last compaction (every later evaluation is at or beyond the frontier, whose meet is
     ``(m0, m1)``)."""
     n = len(h)
-    if n > 25 and n > 2 * h[0]:
-        h = compact_quads(h, m0, m1)
+    if n > 42 and n > 2 * h[0]:
+        h = _compact(h, m0, m1)
         n = len(h)
         if stored:
             state[key] = h
-    if n == 1:
+    if n == 2:
         if stored:
             del state[key]
     elif not stored:
@@ -213,30 +255,60 @@ def _joins_with_new(
         candidates = {(a, s1) for a, _ in above}
     else:
         candidates = joins({(s0, s1)}, set(above))
-    candidates.add((s0, s1))
     known = set(times)
+    known.add((s0, s1))
     if rest:
         known |= rest
-    place_new_times(op, key, candidates, known, times, rest, beyond)
+    _place(op, key, candidates, known, times, beyond)
+
+
+def _place(
+    op: ProductDistinct,
+    key: Any,
+    candidates: Set[Time],
+    known: Set[Time],
+    times: List[Time],
+    beyond: Callable[[int, int], bool],
+) -> None:
+    """Each of ``candidates`` not in ``known`` (``key``'s ready and pending times): appended
+    to ``times`` if the frontier has passed it, else pending for ``key`` (as ``place_new_times``,
+    keeping a key's only pending time as the time itself)."""
+    pending = op.pending
+    for t in candidates:
+        if t in known:
+            continue
+        if not beyond(t[0], t[1]):
+            times.append(t)
+            continue
+        p = pending.get(key)
+        if p is None:
+            pending[key] = t
+        elif p.__class__ is tuple:
+            pending[key] = {p, t}
+        else:
+            p.add(t)
+        op.add_pending_time(t, key)
 
 
 def _several_new(
     op: ProductDistinct,
     key: Any,
     h: List[int],
-    new: List[int],
+    mark: int,
     times: List[Time],
     rest: Optional[Set[Time]],
     beyond: Callable[[int, int], bool],
 ) -> None:
-    """Several new updates of ``key``: append them to ``h`` and find the interesting times
-    they make with the general closure (``ProductReduce._new_times``)."""
-    hin, hout = split_quads(h)
-    done = len(hin)
-    it = iter(new)
-    for a, b, r in zip(it, it, it):
-        hin.append(((), a, b, r))
-        h += (0, a, b, r)
+    """Several new updates of ``key`` (the quads of ``h`` from ``mark`` on): find the
+    interesting times they make with the general closure (``ProductReduce._new_times``)."""
+    hin: History = []
+    hout: History = []
+    it = iter(h)
+    for _ in range(2):
+        next(it)
+    for k, a, b, r in zip(it, it, it, it):
+        (hout if k else hin).append(((), a, b, r))
+    done = len(hin) - (len(h) - mark) // 4
     op._new_times(key, times, rest, hin, hout or None, done, beyond)
 
 
@@ -247,7 +319,7 @@ def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None
     if len(times) > 1:
         times.sort()
     for t in times:
-        c, have = quad_counts_at(h, t[0], t[1])
+        c, have = _counts_at(h, t[0], t[1])
         want = (1 if c > 0 else 0) - have
         if want:
             h += (1, t[0], t[1], want)
@@ -255,3 +327,55 @@ def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None
             if bucket is None:
                 output[t] = bucket = (_tuple_new(Product, t), [])
             bucket[1].append((key, bucket[0], want))
+
+
+# The loops over a key's quad list: as ``quad_counts_and_above``, ``quad_counts_at`` and
+# ``compact_quads`` of kernel.histories, past this module's two header elements.
+
+
+def _counts_and_above(h: List[int], end: int, o: int, i: int) -> Tuple[int, int, List[Time]]:
+    """The total input and output diffs of the quads of ``h`` before index ``end`` at times
+    below ``(o, i)``, and the times of the other quads."""
+    c = have = 0
+    above: List[Time] = []
+    it = islice(h, 2, end)
+    for k, a, b, r in zip(it, it, it, it):
+        if a <= o and b <= i:
+            if k:
+                have += r
+            else:
+                c += r
+        else:
+            above.append((a, b))
+    return c, have, above
+
+
+def _counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
+    """The total input and output diffs of the quad list ``h`` at times below ``(o, i)``."""
+    c = have = 0
+    it = islice(h, 2, None)
+    for k, a, b, r in zip(it, it, it, it):
+        if a <= o and b <= i:
+            if k:
+                have += r
+            else:
+                c += r
+    return c, have
+
+
+def _compact(h: List[int], m0: int, m1: int) -> List[int]:
+    """The (evaluated) quad list ``h`` advanced to the frontier whose meet is ``(m0, m1)`` and
+    consolidated; its size and mark are its new length."""
+    acc: Dict[Tuple[int, int, int], int] = {}
+    it = iter(h)
+    next(it)
+    next(it)
+    for k, a, b, r in zip(it, it, it, it):
+        key = (k, a if a >= m0 else m0, b if b >= m1 else m1)
+        acc[key] = acc.get(key, 0) + r
+    out: List[int] = [0, 0]
+    for (k, a, b), r in acc.items():
+        if r:
+            out += (k, a, b, r)
+    out[0] = out[1] = len(out)
+    return out

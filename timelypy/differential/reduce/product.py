@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ...dataflow.scope import Scope
     from ..trace import TraceView
 
-__all__ = ["ProductReduce", "ProductReduceUpdates", "reduce_product"]
+__all__ = ["ProductReduce", "ProductReduceUpdates", "pending_set", "reduce_product"]
 
 _tuple_new = tuple.__new__
 
@@ -88,10 +88,13 @@ class ProductReduce(KeyedState, OperatorCore):
         self.logic: Logic = declared.fn
         self.in_hist: Dict[Any, History] = {}
         self.out_hist: Dict[Any, History] = {}
-        self.pending: Dict[Any, Set[Time]] = {}
-        """Per key, the times not yet evaluated where its output may change."""
-        self.pending_times: Dict[Time, Set[Any]] = {}
-        """The inverse of ``pending``."""
+        self.pending: Dict[Any, Any] = {}
+        """Per key, the times not yet evaluated where its output may change: a set of times
+        (:class:`ProductDistinct <.distinct_product.ProductDistinct>`: the time itself while it
+        is the only one, see :func:`pending_set`)."""
+        self.pending_times: Dict[Time, List[Any]] = {}
+        """The inverse of ``pending``: per time, its keys (each once: a time is registered for a
+        key only when it is not pending for it yet)."""
         self._outers: Dict[int, Set[int]] = {}
         """``pending_times`` by inner coordinate: ``inner -> {outer, ...}``."""
         self._low: Dict[int, int] = {}
@@ -115,7 +118,7 @@ class ProductReduce(KeyedState, OperatorCore):
         return future_pieces(
             self._state_owner(),
             "pending",
-            ((key, t, None) for key, times in self.pending.items() for t in times),
+            ((key, t, None) for key, times in self.pending.items() for t in pending_set(times)),
             lambda t: at_or_beyond(_tuple_new(Product, t)),
         )
 
@@ -123,7 +126,8 @@ class ProductReduce(KeyedState, OperatorCore):
         """Take back a key's pending times."""
         if name != "pending":
             return False
-        held = self.pending.setdefault(key, set())
+        held = pending_set(self.pending.get(key, ()))
+        self.pending[key] = held
         for (a, b), _ in entries:
             held.add((a, b))
             self.add_pending_time((a, b), key)
@@ -192,16 +196,16 @@ class ProductReduce(KeyedState, OperatorCore):
             if keys is None:
                 self.add_pending_time(t, key)
             else:
-                keys.add(key)
+                keys.append(key)
 
     def add_pending_time(self, t: Time, key: Any) -> None:
         """Register ``t`` as pending for ``key``. (The ingesting loops test for a time pending
         for other keys already inline, and call this only for a new time.)"""
         keys = self.pending_times.get(t)
         if keys is not None:
-            keys.add(key)
+            keys.append(key)
             return
-        self.pending_times[t] = {key}
+        self.pending_times[t] = [key]
         a, b = t
         outs = self._outers.get(b)
         if outs is None:
@@ -536,6 +540,20 @@ class ProductReduceUpdates(ProductReduce):
         if changed or received:
             self._process()
         return False
+
+
+def pending_set(held: Any) -> Set[Time]:
+    """A key's pending times as a set (``held``: a set, or the only pending time itself, as
+    :class:`~.distinct_product.ProductDistinct` keeps it, or an empty tuple for none).
+
+    Example:
+
+    >>> sorted(pending_set((3, 1))), pending_set(()), pending_set({(1, 2)})
+    ([(3, 1)], set(), {(1, 2)})
+    """
+    if type(held) is set:
+        return held
+    return {held} if held else set()
 
 
 def reduce_product(
