@@ -28,10 +28,11 @@ quads = st.lists(st.tuples(st.integers(0, 1), coords, coords, st.integers(-2, 2)
 
 
 def _quad_list(qs):
-    h = [0]
+    h = [0, 0]
     for q in qs:
         h.extend(q)
-    h[0] = len(h) // 2  # any size: the kernels read only the quads
+    h[0] = len(h) // 2  # any size and mark: the kernels read only the quads
+    h[1] = h[0]
     return h
 
 
@@ -65,9 +66,10 @@ def test_reading_a_quad_list_at_a_time(qs, t):
     h = _quad_list(qs)
     o, i = t
     assert fast.quad_counts_at(h, o, i) == plain.quad_counts_at(h, o, i)
-    c, have, above = fast.quad_counts_and_above(h, o, i)
-    c2, have2, above2 = plain.quad_counts_and_above(h, o, i)
-    assert (c, have) == (c2, have2) and sorted(above) == sorted(above2)
+    for end in (len(h), max(2, len(h) - 4)):
+        c, have, above = fast.quad_counts_and_above(h, end, o, i)
+        c2, have2, above2 = plain.quad_counts_and_above(h, end, o, i)
+        assert (c, have) == (c2, have2) and sorted(above) == sorted(above2)
     hin, hout = fast.split_quads(h)
     assert (hin, hout) == plain.split_quads(h)
     assert h == _quad_list(qs)  # arguments untouched
@@ -82,7 +84,7 @@ def test_compaction_to_a_meet(hist, qs, meet):
     assert hist == before
     h = _quad_list(qs)
     got, want = fast.compact_quads(h, m0, m1), plain.compact_quads(h, m0, m1)
-    assert got[0] == len(got) and want[0] == len(want)
+    assert got[0] == got[1] == len(got) and want[0] == want[1] == len(want)
     assert sorted(plain._quads(got)) == sorted(plain._quads(want))
 
 

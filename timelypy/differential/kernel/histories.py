@@ -3,7 +3,7 @@
 **Contract.** A *history* is one key's list of updates. At ``Product(int, int)`` times (the
 times of an iterative scope in a root scope, the hot case) it is *flat*: a list of ``(val,
 outer, inner, diff)`` tuples, or, for ``distinct`` (records arranged by self, one value), a
-*quad list* of ints ``[size, kind, outer, inner, diff, ...]`` (``kind`` 0: input, 1: output;
+*quad list* of ints ``[size, mark, kind, outer, inner, diff, ...]`` (``kind`` 0: input, 1: output;
 ``size`` is the list's length after its last compaction). At other times it is a list of
 ``(val, time, diff)`` read with the order's ``le``. A time ``(o, i)`` is below ``(p, j)`` when
 ``o <= p and i <= j``; a join is ``(max outer, max inner)``.
@@ -30,6 +30,7 @@ another implementation drops in).
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 __all__ = [
@@ -98,8 +99,7 @@ def count_and_above(hist: FlatHistory, o: int, i: int) -> Tuple[int, List[Time]]
 def quad_counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
     """The total input and output diffs of the quad list ``h`` at times below ``(o, i)``."""
     c = have = 0
-    it = iter(h)
-    next(it)
+    it = islice(h, 2, None)
     for k, a, b, r in zip(it, it, it, it):
         if a <= o and b <= i:
             if k:
@@ -109,12 +109,12 @@ def quad_counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
     return c, have
 
 
-def quad_counts_and_above(h: List[int], o: int, i: int) -> Tuple[int, int, List[Time]]:
-    """:func:`quad_counts_at` of ``(o, i)``, and the times of the other quads (not below it)."""
+def quad_counts_and_above(h: List[int], end: int, o: int, i: int) -> Tuple[int, int, List[Time]]:
+    """:func:`quad_counts_at` of ``(o, i)`` over the quads before index ``end`` of ``h``, and
+    the times of the other quads among them (not below it)."""
     c = have = 0
     above: List[Time] = []
-    it = iter(h)
-    next(it)
+    it = islice(h, 2, end)
     for k, a, b, r in zip(it, it, it, it):
         if a <= o and b <= i:
             if k:
@@ -138,18 +138,17 @@ def compact_flat(hist: FlatHistory, m0: int, m1: int) -> FlatHistory:
 
 def compact_quads(h: List[int], m0: int, m1: int) -> List[int]:
     """The quad list ``h`` advanced to the frontier whose meet is ``(m0, m1)`` and consolidated;
-    its size (first element) is its new length."""
+    its size and mark (first two elements) are its new length."""
     acc: Dict[Tuple[int, int, int], int] = {}
-    it = iter(h)
-    next(it)
+    it = islice(h, 2, None)
     for k, a, b, r in zip(it, it, it, it):
         key = (k, a if a >= m0 else m0, b if b >= m1 else m1)
         acc[key] = acc.get(key, 0) + r
-    out: List[int] = [0]
+    out: List[int] = [0, 0]
     for (k, a, b), r in acc.items():
         if r:
             out += (k, a, b, r)
-    out[0] = len(out)
+    out[0] = out[1] = len(out)
     return out
 
 
@@ -158,8 +157,7 @@ def split_quads(h: List[int]) -> Tuple[FlatHistory, FlatHistory]:
     diff)]``."""
     hin: FlatHistory = []
     hout: FlatHistory = []
-    it = iter(h)
-    next(it)
+    it = islice(h, 2, None)
     for k, a, b, r in zip(it, it, it, it):
         (hout if k else hin).append(((), a, b, r))
     return hin, hout

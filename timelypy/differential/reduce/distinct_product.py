@@ -13,15 +13,14 @@ that evaluates the declared threshold on counts (:func:`threshold_product` picks
 
 from __future__ import annotations
 
-from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Union
 
 from ...dataflow.channels import Exchange
 from ...dataflow.state import OperatorState
 from ...dataflow.stream import Stream
 from ...errors import RecoveryError
 from ...order import Product
-from ..kernel.histories import joins
+from ..kernel.histories import compact_quads, joins, quad_counts_and_above, quad_counts_at
 from .common import History, Logic, Output, Time, beyond_test, check_product
 from .logic import GroupLogic, distinct_logic, threshold_logic
 from .product import ProductReduceUpdates
@@ -181,7 +180,7 @@ def _evaluate_distinct(
             # history, its ready and its pending times) can be new interesting times.
             s0 = h[n - 3]
             s1 = h[n - 2]
-            c, have, above = _counts_and_above(h, n - 4, s0, s1)
+            c, have, above = quad_counts_and_above(h, n - 4, s0, s1)
             t = times[0]
             one = len(times) == 1 and t[0] == s0 and t[1] == s1
             if above or rest or not one:
@@ -216,7 +215,7 @@ def _keep(
     ``(m0, m1)``)."""
     n = len(h)
     if n > 42 and n > 2 * h[0]:
-        h = _compact(h, m0, m1)
+        h = compact_quads(h, m0, m1)
         n = len(h)
         if stored:
             state[key] = h
@@ -319,7 +318,7 @@ def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None
     if len(times) > 1:
         times.sort()
     for t in times:
-        c, have = _counts_at(h, t[0], t[1])
+        c, have = quad_counts_at(h, t[0], t[1])
         want = (1 if c > 0 else 0) - have
         if want:
             h += (1, t[0], t[1], want)
@@ -327,55 +326,3 @@ def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None
             if bucket is None:
                 output[t] = bucket = (_tuple_new(Product, t), [])
             bucket[1].append((key, bucket[0], want))
-
-
-# The loops over a key's quad list: as ``quad_counts_and_above``, ``quad_counts_at`` and
-# ``compact_quads`` of kernel.histories, past this module's two header elements.
-
-
-def _counts_and_above(h: List[int], end: int, o: int, i: int) -> Tuple[int, int, List[Time]]:
-    """The total input and output diffs of the quads of ``h`` before index ``end`` at times
-    below ``(o, i)``, and the times of the other quads."""
-    c = have = 0
-    above: List[Time] = []
-    it = islice(h, 2, end)
-    for k, a, b, r in zip(it, it, it, it):
-        if a <= o and b <= i:
-            if k:
-                have += r
-            else:
-                c += r
-        else:
-            above.append((a, b))
-    return c, have, above
-
-
-def _counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
-    """The total input and output diffs of the quad list ``h`` at times below ``(o, i)``."""
-    c = have = 0
-    it = islice(h, 2, None)
-    for k, a, b, r in zip(it, it, it, it):
-        if a <= o and b <= i:
-            if k:
-                have += r
-            else:
-                c += r
-    return c, have
-
-
-def _compact(h: List[int], m0: int, m1: int) -> List[int]:
-    """The (evaluated) quad list ``h`` advanced to the frontier whose meet is ``(m0, m1)`` and
-    consolidated; its size and mark are its new length."""
-    acc: Dict[Tuple[int, int, int], int] = {}
-    it = iter(h)
-    next(it)
-    next(it)
-    for k, a, b, r in zip(it, it, it, it):
-        key = (k, a if a >= m0 else m0, b if b >= m1 else m1)
-        acc[key] = acc.get(key, 0) + r
-    out: List[int] = [0, 0]
-    for (k, a, b), r in acc.items():
-        if r:
-            out += (k, a, b, r)
-    out[0] = out[1] = len(out)
-    return out

@@ -1,8 +1,8 @@
 """Plain histories kernels: the contract of ``timelypy.differential.kernel.histories``, spelled
 out the obvious way (slow is fine).
 
-A flat history is ``[(val, outer, inner, diff)]``; a quad list ``[size, kind, outer, inner,
-diff, ...]`` (kind 0 input, 1 output); times are ``(outer, inner)`` pairs under the product
+A flat history is ``[(val, outer, inner, diff)]``; a quad list ``[size, mark, kind, outer,
+inner, diff, ...]`` (kind 0 input, 1 output); times are ``(outer, inner)`` pairs under the product
 order, whose join is the pair of maxima.
 """
 
@@ -40,7 +40,7 @@ def _join(s: Time, t: Time) -> Time:
 
 
 def _quads(h: List[int]) -> List[Tuple[int, int, int, int]]:
-    body = h[1:]
+    body = h[2:]
     return [(body[k], body[k + 1], body[k + 2], body[k + 3]) for k in range(0, len(body), 4)]
 
 
@@ -69,7 +69,8 @@ def quad_counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
     return count_at(hin, o, i), count_at(hout, o, i)
 
 
-def quad_counts_and_above(h: List[int], o: int, i: int) -> Tuple[int, int, List[Time]]:
+def quad_counts_and_above(h: List[int], end: int, o: int, i: int) -> Tuple[int, int, List[Time]]:
+    h = h[:end]
     c, have = quad_counts_at(h, o, i)
     return c, have, [(a, b) for _, a, b, _ in _quads(h) if not _le((a, b), (o, i))]
 
@@ -88,10 +89,10 @@ def compact_flat(hist: List[Any], m0: int, m1: int) -> List[Any]:
 
 def compact_quads(h: List[int], m0: int, m1: int) -> List[int]:
     acc = _consolidate([((k, max(a, m0), max(b, m1)), r) for k, a, b, r in _quads(h)])
-    out = [0]
+    out = [0, 0]
     for (k, a, b), r in acc.items():
         out.extend([k, a, b, r])
-    out[0] = len(out)
+    out[0] = out[1] = len(out)
     return out
 
 
