@@ -34,7 +34,7 @@ from timelypy.differential.trace.column_batch import (
     encode_updates,
     merge_columns,
 )
-from timelypy.differential.trace.layout import Layout
+from timelypy.differential.trace.layout import DISTINCT_STRINGS_LIMIT, STRINGS_CHECKED_FROM, Layout
 
 from .test_join_columns import _check_both_paths
 from .test_reduce_columns import _same_answers, _small_batches
@@ -280,3 +280,15 @@ def test_sum_on_string_keys_takes_the_column_path(monkeypatch: pytest.MonkeyPatc
     rounds = [[((w, i % 5), 0, 1) for i, w in enumerate(WORDS * 3)], [(("", 4), 0, -1)]]
     columns, _ = _same_answers(monkeypatch, rounds)
     assert columns["column_batches"] > 0
+
+
+def test_mostly_distinct_strings_stay_on_the_object_path() -> None:
+    """Beyond ``DISTINCT_STRINGS_LIMIT`` distinct strings per update (in batches of at least
+    ``STRINGS_CHECKED_FROM``) coding does not pay: the updates are refused; fewer are coded,
+    and small batches are coded whatever their strings."""
+    n = STRINGS_CHECKED_FROM
+    distinct = int(n * DISTINCT_STRINGS_LIMIT)
+    assert encode_updates([((f"id {i}", i), 0, 1) for i in range(n)]) is None
+    assert encode_updates([((1, (f"id {i}", i)), 0, 1) for i in range(n)]) is None
+    assert encode_updates([((f"w{i % distinct}", i), 0, 1) for i in range(n)]) is not None
+    assert encode_updates([((f"id {i}", i), 0, 1) for i in range(n - 1)]) is not None

@@ -36,6 +36,7 @@ O(n) for the rest, O(k log m) for matching ``k`` keys against ``m`` updates.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -239,6 +240,9 @@ def translate_codes(source: np.ndarray, target: np.ndarray) -> np.ndarray:
         return np.arange(len(source), dtype=np.int32)
     if not len(target):
         return np.full(len(source), -1, np.int32)
+    if len(source) * 8 > len(target):  # many strings: hashing beats ~log2(V) comparisons each
+        index = dict(zip(target.tolist(), range(len(target))))
+        return np.fromiter(map(index.get, source.tolist(), repeat(-1)), np.int32, len(source))
     at = np.searchsorted(target, source).astype(np.int32)
     np.minimum(at, len(target) - 1, out=at)
     found = target[at] == source

@@ -42,7 +42,7 @@ from ..kernel.columns import (
     translate_codes,
 )
 from .batch import BatchData, BatchReader, Vals
-from .layout import Layout, code_strings, prune_strings, unify_strings
+from .layout import Layout, code_strings, prune_strings, strings_pay, unify_strings
 from .marshal_columns import marshal_encode
 
 __all__ = [
@@ -77,7 +77,8 @@ def encode_updates(
     marshal: bool = True,
 ) -> Optional[Tuple[Layout, Layout, List[np.ndarray], List[np.ndarray], np.ndarray, np.ndarray]]:
     """``((key, val), time, diff)`` updates as ``(key_layout, val_layout, key_cols, val_cols,
-    times, diffs)`` (not yet sorted), or None when they are not all fixed-width, of one layout
+    times, diffs)`` (not yet sorted; strings as strings), or None when they are not all
+    fixed-width (strings included where :func:`~.layout.strings_pay`), of one layout
     (the given ones, else the first update's), at ``int`` times, with diffs small enough to add
     and multiply in ``int64``. With given layouts, the one-pass encoding
     (:func:`~.marshal_columns.marshal_encode`) is tried first unless ``marshal`` is False (a
@@ -109,6 +110,8 @@ def encode_updates(
     if key_cols is None or val_cols is None or time_col is None or diff_col is None:
         return None
     if not diffs_fit(diff_col[0]):
+        return None
+    if not (strings_pay(key_layout, key_cols) and strings_pay(val_layout, val_cols)):
         return None
     return key_layout, val_layout, key_cols, val_cols, time_col[0], diff_col[0]
 

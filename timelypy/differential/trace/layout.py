@@ -61,11 +61,14 @@ from ..kernel.columns import dictionary_encode, prune_dictionary, unify_dictiona
 
 __all__ = [
     "COLUMNS_VARIABLE",
+    "DISTINCT_STRINGS_LIMIT",
+    "STRINGS_CHECKED_FROM",
     "Layout",
     "Shape",
     "code_strings",
     "columns_enabled",
     "prune_strings",
+    "strings_pay",
     "unify_strings",
 ]
 
@@ -269,6 +272,35 @@ def _decode(
     if not parts:
         return [()] * count, columns
     return list(zip(*parts)), columns
+
+
+STRINGS_CHECKED_FROM = 1024
+"""Updates from which a string column is checked for :data:`DISTINCT_STRINGS_LIMIT` (smaller
+batches are coded whatever their strings: a spine merging them into a column batch must not
+decode it instead)."""
+
+DISTINCT_STRINGS_LIMIT = 0.5
+"""The most distinct strings per update a string column may hold to be coded: beyond it (ids,
+every string new) the dictionary saves little besides memory, and coding, the dictionaries'
+unions in merges and the join's translations cost about what the object path does (figures in
+the performance notes), so such updates stay on the object path."""
+
+
+def strings_pay(layout: Layout, cols: Sequence[np.ndarray]) -> bool:
+    """Whether coding the string columns of ``layout`` among ``cols`` (given as strings) pays:
+    none of :data:`STRINGS_CHECKED_FROM` rows or more holds more than
+    :data:`DISTINCT_STRINGS_LIMIT` distinct strings per row.
+
+    >>> words = Layout.of("a")
+    >>> strings_pay(words, words.encode(["a", "b"] * 600)), strings_pay(words, words.encode(
+    ...     [str(i) for i in range(1200)]))
+    (True, False)
+    """
+    for i in layout.strings:
+        n = len(cols[i])
+        if n >= STRINGS_CHECKED_FROM and len(set(cols[i].tolist())) > DISTINCT_STRINGS_LIMIT * n:
+            return False
+    return True
 
 
 def _dictionary(layout: Layout, i: int) -> np.ndarray:
