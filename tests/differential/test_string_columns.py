@@ -292,3 +292,5 @@ def test_mostly_distinct_strings_stay_on_the_object_path() -> None:
     assert encode_updates([((1, (f"id {i}", i)), 0, 1) for i in range(n)]) is None
     assert encode_updates([((f"w{i % distinct}", i), 0, 1) for i in range(n)]) is not None
     assert encode_updates([((f"id {i}", i), 0, 1) for i in range(n - 1)]) is not None
+    by_self = encode_updates([((f"w{i % 3}", ()), 0, 1) for i in range(n)])  # no value column
+    assert by_self is not None and by_self[3] == []

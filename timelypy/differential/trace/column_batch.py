@@ -103,15 +103,15 @@ def encode_updates(
         val_layout = Layout.of(vals[0])
     if key_layout is None or val_layout is None:
         return None
-    key_cols = key_layout.encode(keys)
-    val_cols = val_layout.encode(vals) if key_cols is not None else None
-    time_col = _INT.encode(times) if val_cols is not None else None
+    key_cols = key_layout.encode(keys)  # (strings checked early: refusals cost less)
+    fits = key_cols is not None and strings_pay(key_layout, key_cols)
+    val_cols = val_layout.encode(vals) if fits else None
+    fits = val_cols is not None and strings_pay(val_layout, val_cols)
+    time_col = _INT.encode(times) if fits else None
     diff_col = _INT.encode(diffs) if time_col is not None else None
     if key_cols is None or val_cols is None or time_col is None or diff_col is None:
         return None
     if not diffs_fit(diff_col[0]):
-        return None
-    if not (strings_pay(key_layout, key_cols) and strings_pay(val_layout, val_cols)):
         return None
     return key_layout, val_layout, key_cols, val_cols, time_col[0], diff_col[0]
 
