@@ -206,12 +206,10 @@ class Layout:
         objects (``count`` is needed for the empty tuple, which has no column). String columns
         are either the strings (as :meth:`encode` gives them) or codes into :attr:`dicts`."""
         columns = list(columns)
-        for i in self.strings:
-            if columns[i].dtype != object:
-                assert self.dicts is not None, "codes without a dictionary"
-                dictionary = self.dicts[i]
-                assert dictionary is not None
-                columns[i] = dictionary[columns[i]]
+        if self.strings:
+            for i in self.strings:
+                if columns[i].dtype != object:
+                    columns[i] = _dictionary(self, i)[columns[i]]
         values, _ = _decode(self.shape, columns, count)
         return values
 
