@@ -204,11 +204,12 @@ class ColumnBatch(BatchReader):
     ) -> "ColumnBatch":
         """A batch of unsorted columns: sorted and consolidated here (string columns given
         as strings are coded into dictionaries of their own)."""
-        key_layout, key_cols = code_strings(key_layout, key_cols)
-        val_layout, val_cols = code_strings(val_layout, val_cols)
-        n = len(times)
+        strings, n = key_layout.strings or val_layout.strings, len(times)
+        if strings:
+            key_layout, key_cols = code_strings(key_layout, key_cols)
+            val_layout, val_cols = code_strings(val_layout, val_cols)
         cols, times, diffs = sort_consolidate(key_cols + val_cols, times, diffs)
-        if len(times) < n and (key_layout.strings or val_layout.strings):
+        if strings and len(times) < n:
             key_layout, val_layout, cols = prune_strings(key_layout, val_layout, cols)
         return cls.joined(key_layout, val_layout, cols, times, diffs, lower, upper, seq, since)
 
@@ -531,11 +532,14 @@ def merge_columns(run: Sequence[ColumnBatch], since: List[Any]) -> ColumnBatch:
     into the union of the batches' dictionaries; strings no update keeps are dropped."""
     first = run[0]
     parts = [b.columns() for b in run]
-    key_layout = unify_strings([b.key_layout for b in run], [p[0] for p in parts], 0)
-    at = key_layout.width
-    val_layout = unify_strings([b.val_layout for b in run], [p[0] for p in parts], at)
+    key_layout, val_layout = first.key_layout, first.val_layout
+    strings = key_layout.strings or val_layout.strings
+    if strings:  # codes into the unions of the dictionaries
+        at = key_layout.width
+        key_layout = unify_strings([b.key_layout for b in run], [p[0] for p in parts], 0)
+        val_layout = unify_strings([b.val_layout for b in run], [p[0] for p in parts], at)
     cols, times, diffs = merge_advance(parts, since[0] if since else None)
-    if key_layout.strings or val_layout.strings:
+    if strings:
         key_layout, val_layout, cols = prune_strings(key_layout, val_layout, cols)
     return ColumnBatch.joined(
         key_layout,
