@@ -294,3 +294,28 @@ def test_mostly_distinct_strings_stay_on_the_object_path() -> None:
     assert encode_updates([((f"id {i}", i), 0, 1) for i in range(n - 1)]) is not None
     by_self = encode_updates([((f"w{i % 3}", ()), 0, 1) for i in range(n)])  # no value column
     assert by_self is not None and by_self[3] == []
+
+
+def test_the_arrange_operator_holds_strings_as_columns_and_gives_them_back() -> None:
+    """Waiting updates with strings are absorbed as object columns, given back as the same
+    tuples (a checkpoint), and sealed into a batch coded at the frontier (the later times
+    wait on)."""
+    from timelypy.differential import arrange_columns
+    from timelypy.differential.arrange import Batcher
+    from timelypy.order import INT_ORDER
+
+    updates = [((WORDS[k % len(WORDS)], (k, "v" * (k % 3))), k % 2, 1) for k in range(300)]
+    choice = arrange_columns.ColumnChoice(enabled=True)
+    batcher = Batcher(INT_ORDER)
+    batcher.pending = list(updates)
+    choice.absorb(batcher)
+    assert batcher.pending == [] and choice.held == len(updates)
+    choice.release(batcher)
+    assert batcher.pending == updates
+    choice.absorb(batcher)
+    sealed = choice.seal(batcher, 1)
+    assert sealed is not None
+    batch, waiting = sealed
+    assert waiting == 1 and choice.held == 150
+    assert batch.key_layout.dicts is not None and batch.val_layout.dicts is not None
+    assert _held(batch) == _consolidated([u for u in updates if u[1] < 1])
