@@ -11,7 +11,10 @@ where the records allow; ``--paths`` picks them):
   consolidated collection), and how many updates are stored against live. Measured twice:
   as the run leaves it (workers run with the cyclic collector paused, so garbage in reference
   cycles is still held) and after a ``gc.collect()``. The column batches' own size
-  (``ColumnBatch.nbytes()``) is reported beside it, per update they store.
+  (``ColumnBatch.nbytes()``, dictionaries of strings included) is reported beside it, per
+  update they store. ``--keys strings`` makes the keys words instead of ints: manager ``m`` is
+  the word ``m % --vocab`` of a vocabulary of words of 3 to 12 letters (so the column path
+  keeps them as codes into per-batch dictionaries).
 * ``skip-level``: the Differential Dataflow book's skip-level program,
   ``manages.map(swap).join(manages)``, load N then N - 1 modifications in one open loop (as the
   comparison with the Rust engines runs it, output counted but not kept): peak RSS, and the
@@ -20,6 +23,7 @@ where the records allow; ``--paths`` picks them):
 Each measure gives both paths and ``columns_over_objects`` (below 1: columns take less).
 
     python benchmarks/memory.py --size 1000000 --changes 1000000
+    python benchmarks/memory.py --size 1000000 --mode arrangement --keys strings --vocab 100000
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import gc
 import json
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -55,8 +60,23 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def arrangement(n: int, changes: int) -> Dict[str, Any]:
-    """Traced bytes held by one arrangement of n pairs after ``changes`` modifications."""
+def vocabulary(size: int, seed: int = 7) -> List[str]:
+    """``size`` distinct words of 3 to 12 lowercase letters."""
+    rnd = random.Random(seed)
+    words: Dict[str, None] = {}
+    while len(words) < size:
+        length = rnd.randint(3, 12)
+        words["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(length))] = None
+    return list(words)
+
+
+def arrangement(n: int, changes: int, vocab: int = 0) -> Dict[str, Any]:
+    """Traced bytes held by one arrangement of n pairs after ``changes`` modifications (keys
+    are words of a vocabulary of ``vocab`` when it is not 0)."""
+    words = vocabulary(vocab) if vocab else []
+
+    def key(m: int) -> Any:
+        return words[m % vocab] if vocab else m
 
     def build(worker):
         def define(scope):
@@ -67,15 +87,15 @@ def arrangement(n: int, changes: int) -> Dict[str, Any]:
         tracemalloc.start()
         session, arranged, probe = worker.dataflow(define)
         for p in range(n):
-            session.insert((p // 2, p))
+            session.insert((key(p // 2), p))
         session.advance_to(1)
         session.flush()
         while probe.less_than(1):
             worker.step()
         for p in range(1, min(changes, n - 1) + 1):
             session.advance_to(p + 1)
-            session.remove((p // 2, p))
-            session.insert((p // 3, p))
+            session.remove((key(p // 2), p))
+            session.insert((key(p // 3), p))
         session.advance_to(changes + 2)
         session.flush()
         while probe.less_than(changes + 2):
@@ -186,6 +206,7 @@ def _measure_in_child(args: argparse.Namespace, mode: str, path: str, changes: i
     env = dict(os.environ, TIMELYPY_COLUMNS=PATHS[path])
     command = [sys.executable, os.path.abspath(__file__), "--size", str(args.size)]
     command += ["--changes", str(changes), "--mode", mode]
+    command += ["--keys", args.keys, "--vocab", str(args.vocab)]
     out = subprocess.run(
         command, env=env, capture_output=True, text=True, check=True, timeout=args.timeout
     )
@@ -221,6 +242,13 @@ def main() -> None:
         help="the paths measured by --mode both (each a process of its own)",
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a measure may take")
+    parser.add_argument(
+        "--keys",
+        choices=["ints", "strings"],
+        default="ints",
+        help="the arrangement's keys: ints, or words of a vocabulary of --vocab",
+    )
+    parser.add_argument("--vocab", type=int, default=100_000, help="words, with --keys strings")
     add_profile_argument(parser)
     args = parser.parse_args()
     changes = args.size if args.changes is None else args.changes
@@ -229,9 +257,12 @@ def main() -> None:
             "benchmark": "memory",
             "size": args.size,
             "changes": changes,
+            "keys": args.keys,
+            "vocab": args.vocab if args.keys == "strings" else None,
             "environment": environment(),
         }
-        for mode in ("arrangement", "skip-level"):
+        modes = ("arrangement", "skip-level") if args.keys == "ints" else ("arrangement",)
+        for mode in modes:
             by_path = {}
             for path in args.paths:
                 note(f"memory: {mode} at {args.size}, {path} path, in a process of its own")
@@ -241,7 +272,9 @@ def main() -> None:
         return
     with profiled(args, "memory"):
         measure = (
-            arrangement(args.size, changes) if args.mode == "arrangement" else skip_level(args.size)
+            arrangement(args.size, changes, args.vocab if args.keys == "strings" else 0)
+            if args.mode == "arrangement"
+            else skip_level(args.size)
         )
     emit(
         {

@@ -1,9 +1,9 @@
 """Layouts: fixed-width records round-trip through numpy columns; every misfit is refused.
 
 A record takes the column path only if decoding its columns gives back an equal value of the
-same Python types; everything else (strings, ints outside int64, NaN, -0.0, tuple subclasses,
-lists, a column of mixed types, tuples of different lengths) must make detection or encoding
-return None, so that the batch stays on the object path.
+same Python types; everything else (subclasses of ``str``, ints outside int64, NaN, -0.0,
+tuple subclasses, lists, a column of mixed types, tuples of different lengths) must make
+detection or encoding return None, so that the batch stays on the object path.
 """
 
 from __future__ import annotations
@@ -95,17 +95,22 @@ def test_detection_finds_the_shape_of_every_value(case: tuple) -> None:
 
 Point = collections.namedtuple("Point", "x y")
 
+
 # Values that are not fixed-width whatever the layout: detection refuses them.
+class _Word(str):
+    """A ``str`` subclass: equal to the ``str``, not the same type."""
+
+
 UNDETECTABLE = [
-    "a",
-    b"a",
+    _Word("a"),
+    bytearray(b"a"),
+    (1, _Word("a")),
     None,
     [1, 2],
     {1: 2},
     {1},
     Point(1, 2),
     Product(1, 2),
-    (1, "a"),
     (1, [2]),
     ((1, 2), (3, None)),
     1 + 2j,

@@ -331,7 +331,11 @@ class JoinOperator(OperatorCore):
                 o.get
                 if o.count <= small
                 else range_updates(
-                    decoded, key_ranges(keys, o.search_keys()), _vals_of(o), o.times, o.diffs
+                    decoded,
+                    key_ranges(batch.keys_against(o, keys), o.search_keys()),
+                    _vals_of(o),
+                    o.times,
+                    o.diffs,
                 ).get
                 for o in columns
             ]
@@ -358,7 +362,7 @@ class JoinOperator(OperatorCore):
         ends = np.empty_like(starts)
         ends[:-1] = starts[1:]
         ends[-1:] = batch.count
-        ranges = [key_ranges(keys, o.search_keys()) for o in columns]
+        ranges = [key_ranges(batch.keys_against(o, keys), o.search_keys()) for o in columns]
         offsets, hit = pair_offsets(starts, ends, ranges)
         if not all(hit):  # (a small batch against a spine: most batches lack its keys)
             columns = [o for o, h in zip(columns, hit) if h]

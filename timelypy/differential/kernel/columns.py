@@ -20,6 +20,15 @@ consolidated (one batch) to ``since``: ``max(t, since)`` keeps their order, so i
 neighbours that became equal, without a sort (and returns its inputs when no time is below
 ``since``). :func:`diffs_fit` says whether diffs are small enough that sums and products
 of them cannot overflow ``int64`` (callers fall back to the object path when not).
+
+Strings (``str`` or ``bytes``) are columns of ``int32`` *codes* into a *dictionary*: an object
+array of distinct strings, sorted (Python's order, so codes order as their strings do and every
+kernel above works on the codes of one dictionary). :func:`dictionary_encode` codes a column of
+strings; :func:`unify_dictionaries` gives the sorted union of several dictionaries and, for
+each, the ``int32`` map of its codes into the union (None: the same codes), so that batches of
+different dictionaries concatenate; :func:`prune_dictionary` drops the strings no code uses
+any more (after a consolidation); :func:`translate_codes` maps codes of one dictionary into
+another's, ``-1`` for strings the other lacks (which then match nothing).
 Invariants: equal inputs give equal outputs (deterministic); nothing is aliased but ``cols``
 entries a caller passes through unchanged. Cost: O(n log n) for sorting (``numpy.lexsort``),
 O(n) for the rest, O(k log m) for matching ``k`` keys against ``m`` updates.
@@ -27,6 +36,7 @@ O(n) for the rest, O(k log m) for matching ``k`` keys against ``m`` updates.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -34,12 +44,16 @@ import numpy as np
 __all__ = [
     "DIFF_LIMIT",
     "compact_sorted",
+    "dictionary_encode",
     "diffs_fit",
     "key_starts",
     "match_pairs",
     "merge_advance",
+    "prune_dictionary",
     "search_array",
     "sort_consolidate",
+    "translate_codes",
+    "unify_dictionaries",
 ]
 
 Columns = List[np.ndarray]
@@ -202,6 +216,85 @@ def match_pairs(
     position = np.arange(total) - offsets[group]
     width = n_theirs[group]
     return starts[group] + position // width, lo[group] + position % width
+
+
+def _objects(values: Sequence[object]) -> np.ndarray:
+    return np.fromiter(values, object, len(values))
+
+
+def dictionary_encode(column: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(codes, dictionary)`` of an object column of strings of one type: the sorted distinct
+    strings, and each row's index among them (``int32``)."""
+    values = column.tolist()
+    distinct = list(dict.fromkeys(values))  # hashing in C; only the distinct strings are sorted
+    distinct.sort()
+    index = dict(zip(distinct, range(len(distinct))))
+    codes = np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+    return codes, _objects(distinct)
+
+
+def translate_codes(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per string of the dictionary ``source``, its code in the dictionary ``target``, or -1
+    where ``target`` lacks it (``int32``)."""
+    if source is target:
+        return np.arange(len(source), dtype=np.int32)
+    if not len(target):
+        return np.full(len(source), -1, np.int32)
+    if len(source) * 8 > len(target):  # many strings: hashing beats ~log2(V) comparisons each
+        index = dict(zip(target.tolist(), range(len(target))))
+        return np.fromiter(map(index.get, source.tolist(), repeat(-1)), np.int32, len(source))
+    at = np.searchsorted(target, source).astype(np.int32)
+    np.minimum(at, len(target) - 1, out=at)
+    found = target[at] == source
+    if not isinstance(found, np.ndarray):  # (numpy compares empty object arrays to a scalar)
+        found = np.zeros(len(source), dtype=bool)
+    at[~found.astype(bool)] = -1
+    return at
+
+
+def unify_dictionaries(
+    dictionaries: Sequence[np.ndarray],
+) -> Tuple[np.ndarray, List[Optional[np.ndarray]]]:
+    """The sorted union of ``dictionaries`` and, for each, the map of its codes into the union
+    (``union_codes = map[codes]``; None where the codes stay as they are). The largest
+    dictionary is the base: strings of the others that it lacks are inserted into it (a merge
+    of sorted arrays), so merging a few updates into a large batch costs their strings'
+    look-ups, not a sort of the union."""
+    base = max(range(len(dictionaries)), key=lambda i: len(dictionaries[i]))
+    union = dictionaries[base]
+    maps: List[Optional[np.ndarray]] = [None] * len(dictionaries)
+    positions = [translate_codes(d, union) for d in dictionaries]
+    missing = set()
+    for d, at in zip(dictionaries, positions):
+        if (at < 0).any():
+            missing.update(d[at < 0].tolist())
+    if missing:
+        extra = _objects(sorted(missing))
+        insert_at = np.searchsorted(union, extra)
+        union = np.insert(union, insert_at, extra)
+        moved = np.arange(len(dictionaries[base]), dtype=np.int64)
+        moved += np.searchsorted(insert_at, moved, "right")
+        for i, d in enumerate(dictionaries):
+            if i == base:
+                maps[i] = moved.astype(np.int32)
+            else:
+                maps[i] = translate_codes(d, union)
+        return union, maps
+    for i, (d, at) in enumerate(zip(dictionaries, positions)):
+        if d is not union and not (len(d) == len(union) and (at == np.arange(len(d))).all()):
+            maps[i] = at
+    return union, maps
+
+
+def prune_dictionary(codes: np.ndarray, dictionary: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``codes`` and ``dictionary`` without the strings no code uses (the same arrays when
+    every string is used)."""
+    used = np.zeros(len(dictionary), dtype=bool)
+    used[codes] = True
+    if used.all():
+        return codes, dictionary
+    renumber = (np.cumsum(used) - 1).astype(np.int32)
+    return renumber[codes], dictionary[used]
 
 
 from timelypy.kernels import adopt  # noqa: E402  (last: a drop-in replaces the names above)

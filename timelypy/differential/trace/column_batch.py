@@ -10,6 +10,12 @@ asked (both views hold the same updates); a look-up by key decodes only the segm
 it needs. A column batch costs 8 bytes per scalar, time and diff
 (32 bytes per update of an ``(int, int)`` record), where the dictionary costs about 160.
 
+Strings (``str``, ``bytes``) are ``int32`` codes into a dictionary per column and batch (the
+sorted distinct strings, held by the batch's layouts; see :mod:`.layout`): 4 bytes per string
+and update, and each distinct string once per batch. Merging batches of different dictionaries
+first maps their codes into the union of the dictionaries (:func:`merge_columns`); the join
+matches keys of two batches through :meth:`ColumnBatch.keys_against`.
+
 Example:
 
 >>> batch = ColumnBatch.from_updates([((1, 10), 0, 1), ((1, 10), 0, 1), ((0, 5), 1, 1)], [0], [2])
@@ -33,9 +39,10 @@ from ..kernel.columns import (
     merge_advance,
     search_array,
     sort_consolidate,
+    translate_codes,
 )
 from .batch import BatchData, BatchReader, Vals
-from .layout import Layout
+from .layout import Layout, code_strings, prune_strings, strings_pay, unify_strings
 from .marshal_columns import marshal_encode
 
 __all__ = [
@@ -70,7 +77,8 @@ def encode_updates(
     marshal: bool = True,
 ) -> Optional[Tuple[Layout, Layout, List[np.ndarray], List[np.ndarray], np.ndarray, np.ndarray]]:
     """``((key, val), time, diff)`` updates as ``(key_layout, val_layout, key_cols, val_cols,
-    times, diffs)`` (not yet sorted), or None when they are not all fixed-width, of one layout
+    times, diffs)`` (not yet sorted; strings as strings), or None when they are not all
+    fixed-width (strings included where :func:`~.layout.strings_pay`), of one layout
     (the given ones, else the first update's), at ``int`` times, with diffs small enough to add
     and multiply in ``int64``. With given layouts, the one-pass encoding
     (:func:`~.marshal_columns.marshal_encode`) is tried first unless ``marshal`` is False (a
@@ -78,7 +86,7 @@ def encode_updates(
     n = len(updates)
     if not n:
         return None
-    if marshal and key_layout is not None and val_layout is not None:
+    if marshal and key_layout is not None and val_layout is not None:  # (not for strings)
         fast = marshal_encode(updates, key_layout, val_layout)
         if fast is not None and diffs_fit(fast[3]):
             return (key_layout, val_layout, *fast)
@@ -95,9 +103,11 @@ def encode_updates(
         val_layout = Layout.of(vals[0])
     if key_layout is None or val_layout is None:
         return None
-    key_cols = key_layout.encode(keys)
-    val_cols = val_layout.encode(vals) if key_cols is not None else None
-    time_col = _INT.encode(times) if val_cols is not None else None
+    key_cols = key_layout.encode(keys)  # (strings checked early: refusals cost less)
+    fits = key_cols is not None and strings_pay(key_layout, key_cols)
+    val_cols = val_layout.encode(vals) if fits else None
+    fits = val_cols is not None and strings_pay(val_layout, val_cols)
+    time_col = _INT.encode(times) if fits else None
     diff_col = _INT.encode(diffs) if time_col is not None else None
     if key_cols is None or val_cols is None or time_col is None or diff_col is None:
         return None
@@ -192,8 +202,15 @@ class ColumnBatch(BatchReader):
         seq: int = 0,
         since: Optional[List[Any]] = None,
     ) -> "ColumnBatch":
-        """A batch of unsorted columns: sorted and consolidated here."""
+        """A batch of unsorted columns: sorted and consolidated here (string columns given
+        as strings are coded into dictionaries of their own)."""
+        strings, n = key_layout.strings or val_layout.strings, len(times)
+        if strings:
+            key_layout, key_cols = code_strings(key_layout, key_cols)
+            val_layout, val_cols = code_strings(val_layout, val_cols)
         cols, times, diffs = sort_consolidate(key_cols + val_cols, times, diffs)
+        if strings and len(times) < n:
+            key_layout, val_layout, cols = prune_strings(key_layout, val_layout, cols)
         return cls.joined(key_layout, val_layout, cols, times, diffs, lower, upper, seq, since)
 
     @classmethod
@@ -241,6 +258,25 @@ class ColumnBatch(BatchReader):
         if self._search is None:
             self._search = search_array(self.key_cols)
         return self._search
+
+    def keys_against(self, other: "ColumnBatch", keys: np.ndarray) -> np.ndarray:
+        """``keys`` (the :meth:`search_keys` of this batch's rows ``starts()``) as ``other``'s
+        :meth:`search_keys` order them: ``keys`` itself unless the key holds strings, whose
+        codes are mapped into ``other``'s dictionaries (-1 for strings ``other`` lacks)."""
+        layout = self.key_layout
+        if not layout.strings:
+            return keys
+        mine, theirs = layout.dicts, other.key_layout.dicts
+        assert mine is not None and theirs is not None
+        if all(mine[i] is theirs[i] for i in layout.strings):
+            return keys
+        starts = self.starts()
+        cols = [c[starts] for c in self.key_cols]
+        for i in layout.strings:
+            source, target = mine[i], theirs[i]
+            assert source is not None and target is not None
+            cols[i] = translate_codes(source, target)[cols[i]]
+        return search_array(cols)
 
     def decode_keys(self, rows: np.ndarray) -> List[Any]:
         """The keys of the updates at ``rows``, as Python objects."""
@@ -296,9 +332,10 @@ class ColumnBatch(BatchReader):
         )
 
     def nbytes(self) -> int:
-        """The bytes the columns take."""
+        """The bytes the columns take (with their dictionaries' strings)."""
         arrays = self.key_cols + self.val_cols + [self.times, self.diffs]
-        return sum(a.nbytes for a in arrays)
+        total = sum(a.nbytes for a in arrays)
+        return total + self.key_layout.dictionary_bytes() + self.val_layout.dictionary_bytes()
 
     # ------------------------------------------------------------------ as a dictionary
     def _decoded(self) -> BatchData:
@@ -491,12 +528,22 @@ class _SegmentDict(Dict[Any, Vals]):
 def merge_columns(run: Sequence[ColumnBatch], since: List[Any]) -> ColumnBatch:
     """One column batch of the consecutive column batches ``run`` (of one layout): from the
     first's lower to the last's upper, numbered as the last, its times advanced to ``since``
-    (totally ordered; empty: left as they are) and consolidated."""
+    (totally ordered; empty: left as they are) and consolidated. String codes are first mapped
+    into the union of the batches' dictionaries; strings no update keeps are dropped."""
     first = run[0]
-    cols, times, diffs = merge_advance([b.columns() for b in run], since[0] if since else None)
+    parts = [b.columns() for b in run]
+    key_layout, val_layout = first.key_layout, first.val_layout
+    strings = key_layout.strings or val_layout.strings
+    if strings:  # codes into the unions of the dictionaries
+        at = key_layout.width
+        key_layout = unify_strings([b.key_layout for b in run], [p[0] for p in parts], 0)
+        val_layout = unify_strings([b.val_layout for b in run], [p[0] for p in parts], at)
+    cols, times, diffs = merge_advance(parts, since[0] if since else None)
+    if strings:
+        key_layout, val_layout, cols = prune_strings(key_layout, val_layout, cols)
     return ColumnBatch.joined(
-        first.key_layout,
-        first.val_layout,
+        key_layout,
+        val_layout,
         cols,
         times,
         diffs,
@@ -513,9 +560,12 @@ def compact_columns(batch: ColumnBatch, since: List[Any]) -> ColumnBatch:
     if not since:
         return batch
     cols, times, diffs = compact_sorted(*batch.columns(), since[0])
+    key_layout, val_layout = batch.key_layout, batch.val_layout
+    if len(times) < batch.count and (key_layout.strings or val_layout.strings):
+        key_layout, val_layout, cols = prune_strings(key_layout, val_layout, cols)
     compacted = ColumnBatch.joined(
-        batch.key_layout,
-        batch.val_layout,
+        key_layout,
+        val_layout,
         cols,
         times,
         diffs,
@@ -562,7 +612,13 @@ def distinct_keys(batches: Sequence[BatchReader]) -> Optional[int]:
         return first.key_count()
     if not all(first.same_layout(b) for b in batches[1:]):
         return None
-    keys = np.concatenate([b.search_keys() for b in batches if type(b) is ColumnBatch])
+    run = [b for b in batches if type(b) is ColumnBatch]
+    if first.key_layout.strings:  # codes into the union of the dictionaries
+        cols = [list(b.key_cols) for b in run]
+        unify_strings([b.key_layout for b in run], cols, 0)
+        keys = search_array([np.concatenate(column) for column in zip(*cols)])
+        return int(len(np.unique(keys)))
+    keys = np.concatenate([b.search_keys() for b in run])
     return int(len(np.unique(keys)))
 
 

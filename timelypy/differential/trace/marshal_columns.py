@@ -16,7 +16,7 @@ total length and every structural byte of every row (a row whose bytes all match
 can only be a value of the template's shape: the codes fix the lengths), and gives None when
 anything differs: the caller then takes the general path (:meth:`.layout.Layout.encode`), which
 also takes ``int`` values beyond 32 bits. Float columns are checked for NaN and ``-0.0`` as
-there.
+there. Layouts with strings are never tried here (their rows differ in size).
 
 Example:
 
@@ -123,6 +123,8 @@ def marshal_encode(
     """``(key_cols, val_cols, times, diffs)`` of updates whose keys and values have the
     layouts (ints within 32 bits, int times and diffs within 32 bits), or None (the caller
     encodes them on the general path)."""
+    if key_layout.strings or val_layout.strings:
+        return None  # strings are of variable width: rows of many sizes
     n = len(updates)
     dtype, checks, values, size = _template(key_layout.shape, val_layout.shape)
     try:
