@@ -18,6 +18,7 @@ import os
 from collections import Counter
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -275,10 +276,14 @@ def test_worker_processes_give_the_same_answers(monkeypatch):
     assert columns > 0, (columns, objects)
 
 
-def _history_then_change(mode: str) -> List[Tuple[Any, int, int]]:
-    """One side's history of eight keys in two batches (inserts at 0, retractions at 1) while
-    the other side holds time 0 (so that history is not compacted away), then the other side
-    changes those keys at time 2."""
+def _history_then_change(
+    mode: str,
+    first: Callable[[int], Tuple[Any, int]] = lambda k: ((k, 10 + k), 1),
+    second: Callable[[int], Tuple[Any, int]] = lambda k: ((k, 10 + k), -1),
+) -> List[Tuple[Any, int, int]]:
+    """One side's history of eight keys in two batches (``first(k)`` at 0, by default inserts,
+    then ``second(k)`` at 1, by default their retractions) while the other side holds time 0
+    (so that history is not compacted away), then the other side changes those keys at 2."""
     os.environ[COLUMNS_VARIABLE] = mode
 
     def build(worker):
@@ -290,9 +295,9 @@ def _history_then_change(mode: str) -> List[Tuple[Any, int, int]]:
             return (sa, sb), a.join(b).inspect(out.append).probe()
 
         (sa, sb), probe = worker.dataflow(define)
-        for t, diff in ((0, 1), (1, -1)):
+        for t, update in ((0, first), (1, second)):
             for k in range(8):
-                sb.update((k, 10 + k), diff)
+                sb.update(*update(k))
             sb.advance_to(t + 1)
             sb.flush()
             for _ in range(20):
@@ -320,3 +325,50 @@ def test_matched_pairs_that_cancel_are_not_made(monkeypatch):
     on_objects = _history_then_change("off")
     assert len(on_objects) == 16 and not _accumulate(on_objects, 2), on_objects
     assert _history_then_change("auto") == []
+
+
+def test_matched_pairs_of_batches_with_their_own_strings(monkeypatch):
+    """Chunks of pairs against several batches whose string values are coded by each batch's
+    own dictionary: consolidated or not, the records are the object path's."""
+    monkeypatch.setattr(join_module, "CONSOLIDATE_PAIRS_MIN", 1)
+    monkeypatch.setattr(JoinOperator, "small_batch", 0)
+    monkeypatch.setattr(arrange_columns, "COLUMNS_MIN_UPDATES", 1)
+
+    def made(mode: str) -> Counter:
+        updates = _history_then_change(
+            mode, lambda k: ((k, "early %d" % k), 1), lambda k: ((k, "late %d" % (k % 3)), 1)
+        )
+        return _accumulate(updates, 2)
+
+    monkeypatch.setenv(COLUMNS_VARIABLE, "off")
+    on_objects = made("off")
+    assert len(on_objects) == 16, on_objects
+    assert made("auto") == on_objects
+
+
+def test_a_chunk_against_batches_of_their_own_codes(monkeypatch):
+    """The chunk kernel given pairs against two batches whose values are coded differently
+    (strings, each batch its own dictionary): the records are those made pair by pair."""
+    monkeypatch.setattr(join_module, "CONSOLIDATE_PAIRS_MIN", 1)
+    from timelypy.differential.kernel.join_columns import column_pairs
+    from timelypy.differential.trace.column_batch import ColumnBatch
+
+    mine = ColumnBatch.from_updates([((k, 100 + k), 5, 1) for k in range(4)], [0], [9])
+    early = [((k, "early %d" % k), 1, 1) for k in range(4)] + [((0, "zz"), 2, 1)]
+    late = [((k, "late %d" % (k % 2)), 3, -1) for k in range(4)] + [((0, "zz"), 3, -1)]
+    others = [ColumnBatch.from_updates(u, [0], [9]) for u in (early, late)]
+    parts = []
+    for other in others:
+        i, j = np.meshgrid(np.arange(mine.count), np.arange(other.count), indexing="ij")
+        same = mine.key_cols[0][i.ravel()] == other.key_cols[0][j.ravel()]
+        parts.append((other, i.ravel()[same], j.ravel()[same]))
+    build = column_pairs(True)
+    expected: Counter = Counter()
+    for other, i, j in parts:
+        for record, t, d in join_module._chunk_outputs(mine, [(other, i, j)], build, False):
+            expected[(record, t)] += d
+    made: Counter = Counter()
+    for record, t, d in join_module._chunk_outputs(mine, parts, build, True):
+        made[(record, t)] += d
+    assert +made == +expected
+    assert ((0, (100, "zz")), 5) not in +made  # inserted at 2, retracted at 3

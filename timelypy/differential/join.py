@@ -548,7 +548,7 @@ def _chunk_outputs(
     if (
         (history or len(parts) > 1)
         and sum(len(i) for _, i, _ in parts) >= CONSOLIDATE_PAIRS_MIN
-        and all(o.val_layout == first.val_layout for o, _, _ in parts)
+        and _same_codes(first, parts)
     ):
         i = np.concatenate([i for _, i, _ in parts])
         j_times = np.concatenate([o.times[j] for o, _, j in parts])
@@ -580,3 +580,20 @@ def _chunk_outputs(
         mine_vals, their_vals = batch.decode_vals(i), other.decode_vals(j)
         out += build(batch.decode_keys(i), mine_vals, their_vals, times_list, diffs_list)
     return out
+
+
+def _same_codes(
+    first: ColumnBatch, parts: List[Tuple[ColumnBatch, np.ndarray, np.ndarray]]
+) -> bool:
+    """The other batches' value columns compare as they are: one layout, and its string
+    columns coded by one dictionary (each batch codes its own strings)."""
+    layout = first.val_layout
+    for other, _, _ in parts:
+        if other.val_layout != layout:
+            return False
+        if layout.strings and other is not first:
+            mine, theirs = layout.dicts, other.val_layout.dicts
+            assert mine is not None and theirs is not None
+            if any(mine[c] is not theirs[c] for c in layout.strings):
+                return False
+    return True

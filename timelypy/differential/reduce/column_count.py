@@ -140,9 +140,10 @@ class RecordColumns:
         if not n:
             return None
         if self.layout is None:
-            self.layout = Layout.of(data[0][0])
-            if self.layout is None:
+            layout = Layout.of(data[0][0])
+            if layout is None or layout.strings:  # (no layout: columns given up at the miss)
                 return None
+            self.layout = layout
         fast = _one_pass(data, self.layout)
         if fast is not None:
             return fast
