@@ -238,10 +238,11 @@ class MessageEncoder:
             if len(first[0]) != 2:
                 self.misses = 3
                 return None
-            self.key_layout, self.val_layout = Layout.of(first[0][0]), Layout.of(first[0][1])
-            if self.key_layout is None or self.val_layout is None:
-                self.misses = 3
+            key_layout, val_layout = Layout.of(first[0][0]), Layout.of(first[0][1])
+            if key_layout is None or val_layout is None or key_layout.strings or val_layout.strings:
+                self.misses = 3  # (strings: a message carries no dictionary; they go as tuples)
                 return None
+            self.key_layout, self.val_layout = key_layout, val_layout
         encoded = encode_updates(updates, self.key_layout, self.val_layout)
         if encoded is None:
             self.misses += 1
