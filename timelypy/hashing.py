@@ -39,6 +39,7 @@ __all__ = [
     "tuple_hashes",
     "owners",
     "shape_hashes",
+    "float_hashes",
     "RECORD_TYPES",
     "ACCEPTED",
     "instance_fields",
@@ -434,7 +435,7 @@ def _shape_hashes(shape: Any, columns: List[Any], count: int) -> Tuple[Any, List
     if isinstance(shape, str):
         column = columns[0]
         if shape == "f":
-            return _float_hashes(np.asarray(column, dtype=np.float64)), columns[1:]
+            return float_hashes(np.asarray(column, dtype=np.float64)), columns[1:]
         return np.asarray(column).astype(np.int64).view(np.uint64), columns[1:]
     parts = []
     for part in shape:
@@ -443,8 +444,11 @@ def _shape_hashes(shape: Any, columns: List[Any], count: int) -> Tuple[Any, List
     return tuple_hashes(parts, count), columns
 
 
-def _float_hashes(values: Any) -> Any:
-    """:func:`stable_hash` of float64 ``values``: whole numbers hash as the int they equal."""
+def float_hashes(values: Any) -> Any:
+    """:func:`stable_hash` of each of the float64 array ``values``, as a ``uint64`` array:
+    whole numbers hash as the int they equal.
+
+    Example: ``float_hashes(numpy.array([2.0]))[0] == stable_hash(2)``."""
     import numpy as np
 
     with np.errstate(invalid="ignore"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from ...hashing import stable_hash, tuple_hashes
+from ...hashing import float_hashes, stable_hash, tuple_hashes
 
 __all__ = ["column_hashes", "column_owners"]
 
@@ -35,14 +35,7 @@ def column_hashes(column: Any) -> Optional[Any]:
         return values.astype(np.int64).view(np.uint64)
     if not (pt.is_float32(kind) or pt.is_float64(kind)):
         return None
-    values = column.to_numpy(zero_copy_only=False).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        whole = np.isfinite(values) & (values == np.floor(values)) & (np.abs(values) < 2.0**63)
-    hashes = np.where(whole, values, 0.0).astype(np.int64).view(np.uint64)
-    others = np.flatnonzero(~whole)
-    if len(others):
-        hashes[others] = [stable_hash(v) for v in values[others].tolist()]
-    return hashes
+    return float_hashes(column.to_numpy(zero_copy_only=False).astype(np.float64))
 
 
 def column_owners(columns: Sequence[Any], shape: Sequence[int], workers: int) -> Optional[Any]:
