@@ -162,10 +162,16 @@ def test_product_merge_consolidates_one_update_each_side():
     (batch,) = spine.batches
     assert 1 not in batch  # cancelled at (1, 2)
     assert batch.get(2) == [((), Product(1, 2), 2)]  # consolidated at (1, 2)
-    assert sorted(batch.get(3)) == [("a", Product(0, 0), 1), ("b", Product(1, 2), 1)]
-    assert batch.get(4) == [((), Product(0, 3), 1), ((), Product(1, 2), 1)]  # (1, 3) != (1, 2)
+    # Keys 3 and 4 keep two updates each: a kernel may leave their times as they were or
+    # advance them to since (``TIMELYPY_KERNELS`` swaps in the oracle, which advances them);
+    # either way they read alike at every time from since on.
+    assert sorted(v for v, _, _ in batch.get(3)) == ["a", "b"]
+    assert len(batch.get(4)) == 2  # (1, 3) != (1, 2): nothing to consolidate
+    for s in [Product(1, 2), Product(1, 3), Product(2, 2), Product(3, 5)]:
+        assert spine.accumulate(3, s) == {"a": 1, "b": 1}
     assert spine.accumulate(4, Product(1, 3)) == {(): 2}
     assert spine.accumulate(4, Product(1, 2)) == {(): 1}
+    assert spine.accumulate(4, Product(2, 2)) == {(): 1}
     agent.close()
 
 
