@@ -109,11 +109,11 @@ class ColumnChoice:
             return
         if self.enabled and diffs_fit(message.diffs):
             if self.key_layout is None and not batcher.pending:
-                self.key_layout, self.val_layout = message.key_layout, message.val_layout
+                self.key_layout = Layout(message.key_layout.shape)
+                self.val_layout = Layout(message.val_layout.shape)
             if message.key_layout == self.key_layout and message.val_layout == self.val_layout:
-                self.chunks.append(
-                    (message.key_cols, message.val_cols, message.times, message.diffs)
-                )
+                key_cols, val_cols = message.string_columns()  # (codes of its own dictionary)
+                self.chunks.append((key_cols, val_cols, message.times, message.diffs))
                 self.held += len(message)
                 return
         batcher.push(message.records())

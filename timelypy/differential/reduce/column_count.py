@@ -3,10 +3,12 @@
 :class:`~.total.CountTotal` and :class:`~.total.ThresholdTotal` sum each arriving update into a
 dictionary per time (``pending[time][record] += diff``), then turn each time's sums into output
 changes record by record. For a large message of fixed-width records (ints, floats, bools,
-tuples of them: a :class:`~timelypy.differential.trace.layout.Layout`, detected from the first
-record) at ``int`` times, :class:`RecordColumns` instead encodes the records, times and diffs
-into numpy columns and keeps them per time; when the time closes its columns are sorted and
-summed at once (``sort_consolidate``), the changed records decoded once each, and
+tuples of them, ``str`` and ``bytes``: a :class:`~timelypy.differential.trace.layout.Layout`,
+detected from the first record) at ``int`` times, :class:`RecordColumns` instead encodes the
+records, times and diffs into numpy columns and keeps them per time; when the time closes its
+columns are sorted and summed at once (``sort_consolidate``; string columns are first coded
+into one sorted dictionary per column, hashing each string once), the changed records decoded
+once each, and
 :mod:`~timelypy.differential.kernel.reduce_counts` turns them into output changes with C-level
 loops. Records that do not fit, small messages (below :data:`COLUMNS_MIN_UPDATES`), messages
 of a few updates at each of many times (below :data:`COLUMNS_PER_TIME` on average) and chains
@@ -34,7 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..kernel.columns import diffs_fit, sort_consolidate
-from ..trace.layout import Layout
+from ..trace.layout import Layout, code_strings
 from ..trace.marshal_columns import marshal_encode
 
 __all__ = ["COLUMNS_MIN_UPDATES", "COLUMNS_PER_TIME", "RecordColumns"]
@@ -141,7 +143,7 @@ class RecordColumns:
             return None
         if self.layout is None:
             layout = Layout.of(data[0][0])
-            if layout is None or layout.strings:  # (no layout: columns given up at the miss)
+            if layout is None:  # (no layout: columns given up at the miss)
                 return None
             self.layout = layout
         fast = _one_pass(data, self.layout)
@@ -179,6 +181,8 @@ class RecordColumns:
         else:
             cols = [np.concatenate([p[0][c] for p in parts]) for c in range(width)]
             diffs = np.concatenate([p[1] for p in parts])
+        if layout.strings:  # codes into one dictionary per string column, for this time
+            layout, cols = code_strings(layout, cols)
         cols, summed = _consolidate(cols, diffs)
         return layout.decode(cols, len(summed)), summed
 
