@@ -37,7 +37,13 @@ from .kernel.columns import prune_dictionary
 from .trace.column_batch import encode_updates
 from .trace.layout import Layout, code_strings
 
-__all__ = ["ColumnMessage", "MessageEncoder", "code_message_strings", "key_of_update"]
+__all__ = [
+    "ColumnMessage",
+    "MessageEncoder",
+    "code_message_strings",
+    "key_of_update",
+    "record_of_update",
+]
 
 _CODES = np.int32
 """The dtype of a string column's codes."""
@@ -53,6 +59,17 @@ def key_of_update(update: Update) -> Any:
     'k'
     """
     return update[0][0]
+
+
+def record_of_update(update: Update) -> Any:
+    """The record of an update ``(record, time, diff)``: the exchange function of count,
+    distinct and threshold, which a :class:`ColumnMessage` computes column-wise (its record
+    is the pair ``(key, val)``).
+
+    >>> record_of_update((("k", 1), 0, 1))
+    ('k', 1)
+    """
+    return update[0]
 
 
 class ColumnMessage(ColumnarData):
@@ -158,24 +175,32 @@ class ColumnMessage(ColumnarData):
             self.diffs[chosen],
         )
 
-    def owners(self, peers: int) -> np.ndarray:
-        """The worker owning each update: ``stable_hash(key) % peers``, hashed column-wise.
+    def owners(self, peers: int, records: bool = False) -> np.ndarray:
+        """The worker owning each update: ``stable_hash(key) % peers`` (``records``:
+        ``stable_hash((key, val)) % peers``), hashed column-wise.
 
         Example: ``message.owners(2)`` is an array of 0s and 1s, one per update."""
-        layout = self.key_layout
-        hashes = shape_hashes(layout.shape, self.key_cols, len(self), layout.dicts)
+        key, val = self.key_layout, self.val_layout
+        if records:
+            shape: Any = (key.shape, val.shape)
+            cols = self.key_cols + self.val_cols
+            dicts = list(key.dicts or [None] * key.width) + list(val.dicts or [None] * val.width)
+            hashes = shape_hashes(shape, cols, len(self), dicts)
+        else:
+            hashes = shape_hashes(key.shape, self.key_cols, len(self), key.dicts)
         return (hashes % np.uint64(peers)).astype(np.intp)
 
     def route(self, key_fn: Callable[[Any], Any], peers: int) -> Optional[List[Any]]:
-        """The parts owned by each worker when ``key_fn`` is :func:`key_of_update` (None for
-        any other function: it is computed record by record).
+        """The parts owned by each worker when ``key_fn`` is :func:`key_of_update` or
+        :func:`record_of_update` (None for any other function: it is computed record by
+        record).
 
         Example: ``message.route(key_of_update, 2)`` is two messages, one per worker."""
-        if key_fn is not key_of_update:
+        if key_fn is not key_of_update and key_fn is not record_of_update:
             return None
         if peers == 1:
             return [self]
-        dest = self.owners(peers)
+        dest = self.owners(peers, records=key_fn is record_of_update)
         return [self.take(dest == d) for d in range(peers)]
 
     def first_time(self) -> int:
