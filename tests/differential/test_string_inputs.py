@@ -288,3 +288,52 @@ def test_bad_string_columns_name_the_input_the_column_and_the_value() -> None:
     _, pairs_in, _, _ = _session(schema=(str, int))
     with pytest.raises(SchemaError, match="'pairs'.*\\(bytes, int\\).*\\(str, int\\)"):
         pairs_in.update_columns(pa.array([b"a"]), np.arange(1))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_count_reads_a_string_message_as_columns(workers: int) -> None:
+    """count, distinct and threshold of the pairs take each message's columns and codes (the
+    exchange routes it by record, column-wise); the counts are those of the tuples."""
+    from timelypy.differential.reduce import CountTotal, ThresholdTotal
+
+    def build(worker: Any) -> Any:
+        def flow(scope: Any) -> Any:
+            pairs_in, pairs = scope.new_collection("pairs")
+            outs = [pairs.count(), pairs.distinct(), pairs.threshold(lambda r, c: c % 2)]
+            return pairs_in, [o.capture() for o in outs], outs[0].probe()
+
+        pairs_in, caps, probe = worker.dataflow(flow)
+        words = pa.array([WORDS[i % 7] for i in range(3000)]).dictionary_encode()
+        for t in range(2):
+            if worker.index == 0:
+                pairs_in.update_columns(words, np.arange(3000) % (3 + t), diffs=1 - 2 * (t % 2))
+            pairs_in.advance_to(t + 1)
+            pairs_in.flush()
+            worker.step_while(lambda t=t: probe.less_than(t + 1), timeout=60)
+        ops = [
+            op
+            for op in worker.dataflows()[0].children
+            if isinstance(op, (CountTotal, ThresholdTotal))
+        ]
+        return sum(op.column_batches for op in ops), [c.consolidated() for c in caps]
+
+    results = tp.execute(build, workers=workers, backend="inline")
+    assert sum(r[0] for r in results) >= 3 * 2
+    got = [sorted(u for r in results for u in r[1][i]) for i in range(3)]
+    counts: Dict[Any, Dict[int, int]] = {}
+    for t in range(2):
+        for i in range(3000):
+            record = (WORDS[i % 7], i % (3 + t))
+            counts.setdefault(record, {})
+            counts[record][t] = counts[record].get(t, 0) + 1 - 2 * (t % 2)
+    final0 = {r: c.get(0, 0) for r, c in counts.items() if c.get(0, 0)}
+    final1 = {r: c.get(0, 0) + c.get(1, 0) for r, c in counts.items() if c.get(0, 0) + c.get(1, 0)}
+    expected: List[Any] = [((r, c), 0, 1) for r, c in final0.items()]
+    for r in set(final0) | set(final1):
+        if final0.get(r) != final1.get(r):
+            if r in final0:
+                expected.append(((r, final0[r]), 1, -1))
+            if r in final1:
+                expected.append(((r, final1[r]), 1, 1))
+    assert got[0] == sorted(expected)
+    assert sorted(r for r, t, d in got[1] if t == 0) == sorted(final0)
