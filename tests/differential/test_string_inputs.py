@@ -337,3 +337,47 @@ def test_count_reads_a_string_message_as_columns(workers: int) -> None:
                 expected.append(((r, final1[r]), 1, 1))
     assert got[0] == sorted(expected)
     assert sorted(r for r, t, d in got[1] if t == 0) == sorted(final0)
+
+
+def test_messages_of_several_dictionaries_and_tuples_seal_into_one_batch() -> None:
+    """Messages of different dictionaries, tuples and a later time, held by the arrangement
+    until the frontier passes: sealed from their codes (mapped into the union of the
+    dictionaries), the later time kept for the next batch; the answers of the tuples."""
+
+    def build(worker: Any, form: str) -> Any:
+        def flow(scope: Any) -> Any:
+            pairs_in, pairs = scope.new_collection("pairs")
+            joined = pairs.join(pairs.map(lambda kv: (kv[0], -kv[1])))
+            return pairs_in, joined.capture(), joined.probe()
+
+        pairs_in, joined, probe = worker.dataflow(flow)
+        rounds = [
+            (0, [WORDS[i % 3] for i in range(300)]),
+            (0, [WORDS[3 + i % 4] for i in range(300)]),
+            (1, [WORDS[i % 7] for i in range(300)]),
+        ]
+        for t, keys in rounds:
+            if pairs_in.time < t:
+                pairs_in.advance_to(t)
+                pairs_in.insert(("extra", t))
+            if form == "tuples":
+                for i, k in enumerate(keys):
+                    pairs_in.insert((k, i % 5))
+            else:
+                pairs_in.update_columns(pa.array(keys), np.arange(300) % 5)
+        pairs_in.flush()
+        worker.step_while(lambda: probe.less_than(1), timeout=60)  # time 1 held on
+        pairs_in.advance_to(2)
+        pairs_in.flush()
+        worker.step_while(lambda: probe.less_than(2), timeout=60)
+        ops = worker.dataflows()[0].children
+        sealed = [op.columns.sealed_columns for op in ops if isinstance(op, _TotalArrange)]
+        return min(sealed), joined.consolidated()
+
+    def run(form: str) -> Any:
+        (result,) = tp.execute(lambda w: build(w, form), workers=1, backend="inline")
+        return result
+
+    sealed, columns = run("columns")
+    assert sealed >= 2
+    assert sorted(columns) == sorted(run("tuples")[1])

@@ -151,17 +151,6 @@ class ColumnMessage(ColumnarData):
             )
         return decoded
 
-    def string_columns(self) -> Tuple[List[np.ndarray], List[np.ndarray]]:
-        """The key's and the value's columns with each string column as an object array of
-        its strings (the columns themselves when the layouts have no strings), as
-        :meth:`~.trace.layout.Layout.encode` gives them.
-
-        Example: ``message.string_columns()[0]`` is ``message.key_cols`` for the module's
-        example (no strings)."""
-        return _strings_of(self.key_layout, self.key_cols), _strings_of(
-            self.val_layout, self.val_cols
-        )
-
     def take(self, chosen: np.ndarray) -> "ColumnMessage":
         """The updates ``chosen`` selects (a boolean mask or indexes), as a message.
 
@@ -243,16 +232,6 @@ def _packed_strings(
         out[i], dictionary = prune_dictionary(cols[i], _dictionary_of(layout, i))
         dicts[i] = dictionary.tolist()
     return out, dicts
-
-
-def _strings_of(layout: Layout, cols: List[np.ndarray]) -> List[np.ndarray]:
-    if not layout.strings:
-        return cols
-    out = list(cols)
-    for i in layout.strings:
-        if out[i].dtype != object:
-            out[i] = _dictionary_of(layout, i)[out[i]]
-    return out
 
 
 def _dictionary_of(layout: Layout, i: int) -> np.ndarray:
