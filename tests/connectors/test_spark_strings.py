@@ -104,6 +104,6 @@ def test_a_dataframe_with_string_keys_loads_as_columns(spark: Any, backend: str,
         counted = _summed(s.changes("out"))
     expected: Dict[Tuple[Any, ...], int] = {}
     for i in range(20_000):
-        record = (f"w{i % 97}", (i % 5, (i % 3).to_bytes(4, "big")))
+        record = (f"w{i % 97}", (i % 5, (i % 3).to_bytes(8, "big")))
         expected[record] = expected.get(record, 0) + 1
     assert counted == sorted(((r, c), 0, 1) for r, c in expected.items())
