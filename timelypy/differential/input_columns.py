@@ -143,9 +143,13 @@ def _numpy_strings(input: str, what: str, column: np.ndarray) -> Tuple[str, np.n
     """The kind, codes and sorted dictionary of a numpy column of strings: ``U`` (``str``),
     ``S`` (``bytes``) or ``object`` holding exactly ``str`` or exactly ``bytes``."""
     if column.dtype.kind != "O":
-        distinct, inverse = np.unique(column, return_inverse=True)
         kind = "s" if column.dtype.kind == "U" else "y"
-        return kind, inverse.astype(np.int32).reshape(-1), distinct.astype(object)
+        column = column.astype(object)  # (numpy keeps a NUL inside a string; Arrow would not)
+        coded = _arrow_coded(kind, column)
+        if coded is not None:
+            return coded
+        codes, dictionary = dictionary_encode(column)
+        return kind, codes, dictionary
     values = column.tolist()
     types = set(map(type, values))
     kind = "y" if types == {bytes} else "s"
@@ -157,8 +161,26 @@ def _numpy_strings(input: str, what: str, column: np.ndarray) -> Tuple[str, np.n
             f"{values[row]!r} of type {type(values[row]).__name__} (row {row}); a string "
             f"column holds exactly str or exactly bytes (no subclass, no None)"
         )
+    coded = _arrow_coded(kind, column)
+    if coded is not None:
+        return coded
     codes, dictionary = dictionary_encode(column)
     return kind, codes, dictionary
+
+
+def _arrow_coded(kind: str, column: np.ndarray) -> Optional[Tuple[str, np.ndarray, Any]]:
+    """:func:`arrow_strings` of an object column of exactly ``str`` or exactly ``bytes``
+    when pyarrow is installed (hashing in C: 3-10x faster than a dictionary); None without
+    it, or for strings UTF-8 cannot hold (lone surrogates)."""
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - pyarrow comes with the spark and parquet extras
+        return None
+    try:
+        array = pa.array(column, pa.string() if kind == "s" else pa.binary())
+    except (UnicodeEncodeError, pa.ArrowException):
+        return None
+    return arrow_strings("", "", array)
 
 
 def arrow_strings(input: str, what: str, spec: Any) -> Optional[Tuple[str, np.ndarray, Any]]:
