@@ -155,8 +155,33 @@ def test_string_columns_agree_in_processes() -> None:
     tuples of an exchange into an arrangement as coded messages too)."""
     rounds = _rounds(11)
     expected = _run(rounds, "tuples", "inline", 1)
-    assert _run(rounds, "arrow_dictionary", "processes", 2) == expected
+    for form in ("arrow_dictionary", "object", "arrow_chunked"):
+        assert _run(rounds, form, "processes", 2) == expected, form
     assert _run(rounds, "tuples", "processes", 2) == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.text(max_size=4), st.binary(max_size=3), st.integers(-(2**63), 2**63 - 1)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_string_columns_hash_as_the_records_do(rows: List[Tuple[str, bytes, int]]) -> None:
+    """Codes into a dictionary, or the strings themselves: each record's ``stable_hash``."""
+    from timelypy.differential.kernel.columns import dictionary_encode
+    from timelypy.hashing import shape_hashes
+
+    words = np.array([r[0] for r in rows], dtype=object)
+    blobs = np.array([r[1] for r in rows], dtype=object)
+    ints = np.array([r[2] for r in rows], dtype=np.int64)
+    codes, dictionary = dictionary_encode(words)
+    shape = ("s", ("y", "i"))
+    coded = shape_hashes(shape, [codes, blobs, ints], len(rows), [dictionary, None, None])
+    plain = shape_hashes(shape, [words, blobs, ints], len(rows))
+    expected = [stable_hash((w, (b, i))) for w, b, i in rows]
+    assert coded.tolist() == plain.tolist() == expected
 
 
 def test_bytes_columns_agree_with_tuples() -> None:
