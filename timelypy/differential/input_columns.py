@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import DiffTypeError, SchemaError
 from ..fixed_width import TYPE_OF_STRING_KIND
 from .column_message import ColumnMessage
-from .kernel.columns import dictionary_encode
+from .kernel.columns import dictionary_encode, sorted_codes
 from .trace.layout import Layout, Shape
 
 __all__ = ["arrow_parts", "arrow_strings", "column_updates"]
@@ -145,9 +145,6 @@ def _numpy_strings(input: str, what: str, column: np.ndarray) -> Tuple[str, np.n
     if column.dtype.kind != "O":
         kind = "s" if column.dtype.kind == "U" else "y"
         column = column.astype(object)  # (numpy keeps a NUL inside a string; Arrow would not)
-        coded = _arrow_coded(kind, column)
-        if coded is not None:
-            return coded
         codes, dictionary = dictionary_encode(column)
         return kind, codes, dictionary
     values = column.tolist()
@@ -161,26 +158,8 @@ def _numpy_strings(input: str, what: str, column: np.ndarray) -> Tuple[str, np.n
             f"{values[row]!r} of type {type(values[row]).__name__} (row {row}); a string "
             f"column holds exactly str or exactly bytes (no subclass, no None)"
         )
-    coded = _arrow_coded(kind, column)
-    if coded is not None:
-        return coded
     codes, dictionary = dictionary_encode(column)
     return kind, codes, dictionary
-
-
-def _arrow_coded(kind: str, column: np.ndarray) -> Optional[Tuple[str, np.ndarray, Any]]:
-    """:func:`arrow_strings` of an object column of exactly ``str`` or exactly ``bytes``
-    when pyarrow is installed (hashing in C: 3-10x faster than a dictionary); None without
-    it, or for strings UTF-8 cannot hold (lone surrogates)."""
-    try:
-        import pyarrow as pa
-    except ImportError:  # pragma: no cover - pyarrow comes with the spark and parquet extras
-        return None
-    try:
-        array = pa.array(column, pa.string() if kind == "s" else pa.binary())
-    except (UnicodeEncodeError, pa.ArrowException):
-        return None
-    return arrow_strings("", "", array)
 
 
 def arrow_strings(input: str, what: str, spec: Any) -> Optional[Tuple[str, np.ndarray, Any]]:
@@ -223,18 +202,7 @@ def arrow_strings(input: str, what: str, spec: Any) -> Optional[Tuple[str, np.nd
     words = encoded.dictionary.to_pylist()
     if None in words and len(indices) and pc.any(pc.is_null(encoded.dictionary)).as_py():
         _no_nulls(input, what, encoded.dictionary.take(pa.array(indices)))
-    return (kind, *_sorted_codes(words, indices))
-
-
-def _sorted_codes(words: List[Any], indices: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Codes into the sorted distinct ``words`` of rows given as ``indices`` into ``words``
-    (which may hold a string twice, or strings no row uses)."""
-    distinct = sorted(set(words))
-    if distinct == words:
-        return indices.astype(np.int32, copy=False), _objects(distinct)
-    index = dict(zip(distinct, range(len(distinct))))
-    remap = np.fromiter(map(index.__getitem__, words), np.int32, len(words))
-    return remap[indices], _objects(distinct)
+    return (kind, *sorted_codes(words, indices))
 
 
 def _objects(values: List[Any]) -> np.ndarray:
