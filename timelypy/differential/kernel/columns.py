@@ -24,7 +24,7 @@ of them cannot overflow ``int64`` (callers fall back to the object path when not
 Strings (``str`` or ``bytes``) are columns of ``int32`` *codes* into a *dictionary*: an object
 array of distinct strings, sorted (Python's order, so codes order as their strings do and every
 kernel above works on the codes of one dictionary). :func:`dictionary_encode` codes a column of
-strings (Arrow hashes large ones where pyarrow is installed; :func:`sorted_codes` sorts a
+strings (Arrow hashes large ones where the program imported pyarrow; :func:`sorted_codes` sorts a
 dictionary given in any order); :func:`unify_dictionaries` gives the sorted union of several
 dictionaries and, for each, the ``int32`` map of its codes into the union (None: the same
 codes), so that batches of different dictionaries concatenate; :func:`prune_dictionary` drops
@@ -37,6 +37,7 @@ O(n) for the rest, O(k log m) for matching ``k`` keys against ``m`` updates.
 
 from __future__ import annotations
 
+import sys
 from itertools import repeat
 from typing import List, Optional, Sequence, Tuple
 
@@ -226,9 +227,9 @@ def _objects(values: Sequence[object]) -> np.ndarray:
 
 
 ARROW_CODING_FROM = 2048
-"""Strings per column from which :func:`dictionary_encode` lets Arrow hash them (when pyarrow
-is installed): in C, 1.2x (a thousand distinct strings per 10^6) to 5x (10^5 distinct) faster
-than a Python dictionary; below it the calls cost more than they save."""
+"""Strings per column from which :func:`dictionary_encode` lets Arrow hash them (when the
+program has imported pyarrow): in C, 1.2x (10^3 distinct strings per 10^6) to 3x (10^5
+distinct) faster than a Python dictionary; below it the calls cost more than they save."""
 
 
 def dictionary_encode(column: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -247,13 +248,14 @@ def dictionary_encode(column: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def _arrow_encode(column: np.ndarray) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-    """:func:`dictionary_encode` hashed by Arrow, or None (no pyarrow, or strings UTF-8
-    cannot hold: lone surrogates)."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-    except ImportError:  # pragma: no cover - pyarrow comes with the spark and parquet extras
+    """:func:`dictionary_encode` hashed by Arrow, or None (pyarrow not imported by the
+    program: importing it costs ~0.5 s and tens of MB once; or strings UTF-8 cannot hold:
+    lone surrogates)."""
+    pa = sys.modules.get("pyarrow")
+    if pa is None:
         return None
+    import pyarrow.compute as pc
+
     kind = pa.binary() if type(column[0]) is bytes else pa.string()
     try:
         encoded = pc.dictionary_encode(pa.array(column, kind))
