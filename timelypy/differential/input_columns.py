@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import DiffTypeError, SchemaError
 from ..fixed_width import TYPE_OF_STRING_KIND
 from .column_message import ColumnMessage
-from .kernel.columns import dictionary_encode, sorted_codes
+from .kernel.columns import ARROW_CODING_FROM, dictionary_encode, sorted_codes
 from .trace.layout import Layout, Shape
 
 __all__ = ["arrow_parts", "arrow_strings", "column_updates"]
@@ -141,7 +141,14 @@ def _part(input: str, what: str, spec: Any) -> Tuple[Shape, List[np.ndarray], Di
 
 def _numpy_strings(input: str, what: str, column: np.ndarray) -> Tuple[str, np.ndarray, Any]:
     """The kind, codes and sorted dictionary of a numpy column of strings: ``U`` (``str``),
-    ``S`` (``bytes``) or ``object`` holding exactly ``str`` or exactly ``bytes``."""
+    ``S`` (``bytes``) or ``object`` holding exactly ``str`` or exactly ``bytes``. A bulk load
+    imports pyarrow where it is installed, so that Arrow hashes the strings (see
+    :func:`~.kernel.columns.dictionary_encode`)."""
+    if len(column) >= ARROW_CODING_FROM:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:  # pragma: no cover - pyarrow comes with the spark and parquet extras
+            pass
     if column.dtype.kind != "O":
         kind = "s" if column.dtype.kind == "U" else "y"
         column = column.astype(object)  # (numpy keeps a NUL inside a string; Arrow would not)
