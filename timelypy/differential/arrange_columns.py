@@ -171,7 +171,8 @@ class ColumnChoice:
             parts, coded = parts + [encoded[2:]], coded + [None]
         assert self.key_layout is not None and self.val_layout is not None
         key_layout, val_layout = self.key_layout, self.val_layout
-        if any(d is not None for d in coded):  # codes of several dictionaries: into their union
+        unified = any(d is not None for d in coded)
+        if unified:  # codes of several dictionaries: into their union
             key_layout, val_layout, parts = _unified(key_layout, val_layout, parts, coded)
         key_cols, val_cols, times, diffs = _concatenate(parts)
         self.chunks, self.coded, self.held = [], [], 0
@@ -184,7 +185,7 @@ class ColumnChoice:
                 ([c[rest] for c in key_cols], [c[rest] for c in val_cols], times[rest], diffs[rest])
             ]
             self.held = len(self.chunks[0][2])
-            self.coded = [_dictionaries(key_layout, val_layout)]
+            self.coded = [_dictionaries(key_layout, val_layout) if unified else None]
             waiting = int(self.chunks[0][2].min())
             key_cols = [c[taken] for c in key_cols]
             val_cols = [c[taken] for c in val_cols]
