@@ -14,7 +14,8 @@ two survives a consolidation would depend on the path) stay on the object path, 
 subclasses of ``int``, ``float`` and ``tuple`` (named tuples, :class:`~timelypy.order.Product`).
 
 Strings. A ``str`` (kind ``"s"``) or ``bytes`` (``"y"``) is a scalar too, exactly of that type
-(a subclass of ``str``, or a column mixing ``str`` with anything else, does not fit).
+(a subclass of ``str``, or a column mixing ``str`` with anything else, does not fit); a schema
+may declare them (:meth:`Layout.from_types`).
 :meth:`Layout.encode` gives such a column as an object array of the strings; a column batch
 then *codes* it: an ``int32`` code per row into a sorted dictionary of the batch's distinct
 strings (see :func:`~timelypy.differential.kernel.columns.dictionary_encode`), held by the
