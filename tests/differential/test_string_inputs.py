@@ -406,3 +406,78 @@ def test_messages_of_several_dictionaries_and_tuples_seal_into_one_batch() -> No
     sealed, columns = run("columns")
     assert sealed >= 2
     assert sorted(columns) == sorted(run("tuples")[1])
+
+
+def test_a_checkpoint_takes_held_string_messages_back_as_sums() -> None:
+    """count holding two string messages (two dictionaries) at an open time: the snapshot's
+    pending sums are the records' own, strings decoded through each message's dictionary."""
+    from timelypy.differential.reduce import CountTotal
+
+    worker = tp.Worker()
+    graphs: List[Any] = []
+
+    def program(scope: Any) -> Any:
+        session, coll = scope.new_collection("pairs")
+        graphs.append(scope.subgraph)
+        return session, coll.count().probe()
+
+    session, probe = worker.dataflow(program)
+    first = np.array(["b", "a"] * 600, dtype=object)
+    session.update_columns(first, np.zeros(1200, np.int64))
+    session.update_columns(pa.array(["c", "b"] * 600).dictionary_encode(), np.zeros(1200, np.int64))
+    session.flush()
+    for _ in range(3):
+        worker.step()
+    (op,) = [c for c in graphs[0].children if isinstance(c, CountTotal)]
+    assert op.column_batches == 2 and len(op._columns.chunks[0]) == 2
+    pieces = sorted(op.future_state(), key=repr)
+    assert pieces == [
+        (("a", 0), "pending", [(0, 600)]),
+        (("b", 0), "pending", [(0, 1200)]),
+        (("c", 0), "pending", [(0, 600)]),
+    ]
+    session.advance_to(1)
+    session.close()
+    worker.step_until_done(timeout=60)
+
+
+def test_a_checkpoint_takes_held_string_messages_of_an_arrangement_as_tuples() -> None:
+    def build(worker: Any) -> Any:
+        def flow(scope: Any) -> Any:
+            pairs_in, pairs = scope.new_collection("pairs")
+            return pairs_in, pairs.arrange_by_key(), pairs.join(pairs).capture(), pairs.probe()
+
+        pairs_in, _, joined, probe = worker.dataflow(flow)
+        pairs_in.update_columns(pa.array(["x", "y", "z"] * 100), np.arange(300) % 2)
+        pairs_in.update_columns(np.array(["z", "w"] * 150, dtype=object), np.arange(300) % 2)
+        pairs_in.flush()
+        for _ in range(3):
+            worker.step()
+        arrange = next(op for op in worker.dataflows()[0].children if isinstance(op, _TotalArrange))
+        held = arrange.columns.held
+        state = arrange.snapshot_state()
+        pending = sorted(
+            (key, entry)
+            for key, piece in state.keyed
+            if piece[0] == "pending"
+            for entry in piece[2]
+        )
+        pairs_in.advance_to(1)
+        pairs_in.close()
+        worker.step_until_done(timeout=60)
+        return held, pending, sorted(joined.consolidated())
+
+    (result,) = tp.execute(build, workers=1, backend="inline")
+    held, pending, joined = result
+    assert held == len(pending) == 600  # every update as a tuple piece
+    counts: Dict[Tuple[str, int], int] = {}
+    for i in range(300):
+        for word in (["x", "y", "z"][i % 3], ["z", "w"][i % 2]):
+            counts[(word, i % 2)] = counts.get((word, i % 2), 0) + 1
+    expected = sorted(
+        ((k, (v, w)), 0, c * d)
+        for (k, v), c in counts.items()
+        for (k2, w), d in counts.items()
+        if k == k2
+    )
+    assert joined == expected
