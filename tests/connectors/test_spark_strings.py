@@ -67,6 +67,18 @@ def test_string_columns_go_to_the_session_as_columns(columns: Columns) -> None:
     assert reader.column_parts(nulls) is None  # a null: the row road names the row
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_owners_of_string_records_are_stable_hash_of_the_records(workers: int) -> None:
+    from timelypy.connectors.spark.hashes import column_owners
+    from timelypy.hashing import stable_hash
+
+    table = _table(500)
+    columns = [table["s"], table["k"], table["y"], table["d"]]
+    owners = column_owners(columns, [1, 2, 1], workers)
+    rows = zip(*[c.to_pylist() for c in columns])
+    assert owners.tolist() == [stable_hash((s, (k, y), d)) % workers for s, k, y, d in rows]
+
+
 def _summed(changes: Any) -> Any:
     """``(record, time, diff)`` changes summed per record and time (zeros dropped), sorted."""
     sums: Dict[Tuple[Any, Any], int] = {}
