@@ -43,8 +43,11 @@ def column_hashes(column: Any) -> Optional[Any]:
         # each distinct string hashed once, the rows through their codes
         from ...differential.input_columns import arrow_strings
 
-        _, codes, words = arrow_strings("", "", column)
-        distinct = words.tolist()
+        coded = arrow_strings("", "", column)
+        if coded is None:
+            return None
+        distinct = coded[2].tolist()
+        codes = coded[1]
         return np.fromiter(map(stable_hash, distinct), np.uint64, len(distinct))[codes]
     return None
 
