@@ -1,6 +1,7 @@
 """The Spark connector: rows/s loaded from Spark, and an incremental view next to Spark recomputing.
 
-(a) Load: a DataFrame of ``--rows`` rows ``(k, v)`` is loaded into an input collection of a
+(a) Load: a DataFrame of ``--rows`` rows ``(k, v)`` (``--key-type``: ``k`` an int, or a string
+    of 1,000 distinct ones) is loaded into an input collection of a
     session with 1 worker (inline) and with 2 workers (processes): rows per second, from the
     call to the last worker's probe passing the load, once Spark's Python workers run
     (starting them, 2-3 s once per Spark session, and a first pass of Spark's JVM over the rows
@@ -68,9 +69,15 @@ def _counts_dataflow(scope: Any) -> Dict[str, Any]:
     return {"records": records, "probe": coll.probe()}
 
 
-def measure_load(spark: Any, rows: int, backend: str, workers: int) -> Dict[str, Any]:
+KEYS = {"int": "id % 1000 AS k", "string": "concat('key', CAST(id % 1000 AS STRING)) AS k"}
+"""The key column of the loaded rows, per ``--key-type``."""
+
+
+def measure_load(
+    spark: Any, rows: int, backend: str, workers: int, key_type: str = "int"
+) -> Dict[str, Any]:
     """Rows per second from a Spark DataFrame into a session's input."""
-    df = spark.range(rows).selectExpr("id % 1000 AS k", "id AS v").cache()
+    df = spark.range(rows).selectExpr(KEYS[key_type], "id AS v").cache()
     df.count()  # materialised: the timing is the connector's, not the range's
     # Spark starts its Python workers (for mapInArrow) at the first use, 2-3 s here, and its
     # JVM compiles the Arrow collect's code in the first pass over the rows: costs of the Spark
@@ -97,6 +104,7 @@ def measure_load(spark: Any, rows: int, backend: str, workers: int) -> Dict[str,
     return {
         "backend": backend,
         "workers": workers,
+        "key_type": key_type,
         "rows": sent,
         "seconds": round(seconds, 3),
         "rows_per_s": round(sent / seconds),
@@ -278,6 +286,13 @@ def main() -> None:
         default=[1, 2],
         help="worker counts for the load (1: inline, more: processes)",
     )
+    ap.add_argument(
+        "--key-type",
+        nargs="+",
+        choices=sorted(KEYS),
+        default=["int"],
+        help="the loaded rows' key column: ints (k < 1000) or strings ('key0' .. 'key999')",
+    )
     ap.add_argument("--nodes", type=int, default=20_000)
     ap.add_argument("--edges", type=int, default=20_000)
     ap.add_argument("--batches", type=int, default=5)
@@ -315,7 +330,8 @@ def main() -> None:
         try:
             note("load ...")
             result["load"] = [
-                measure_load(spark, args.rows, "inline" if w == 1 else "processes", w)
+                measure_load(spark, args.rows, "inline" if w == 1 else "processes", w, key_type)
+                for key_type in args.key_type
                 for w in args.workers
             ]
             if not args.load_only:

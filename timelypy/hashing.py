@@ -412,36 +412,64 @@ def tuple_hashes(items: Sequence[Any], count: Optional[int] = None) -> Any:
     return h
 
 
-def shape_hashes(shape: Any, columns: Sequence[Any], count: int) -> Any:
+def shape_hashes(
+    shape: Any, columns: Sequence[Any], count: int, dicts: Optional[Sequence[Any]] = None
+) -> Any:
     """The :func:`stable_hash` of ``count`` fixed-width values of ``shape`` (``"i"``, ``"f"``,
-    ``"b"`` or a tuple of shapes, nested) given as numpy columns, one per scalar in order
-    (``int64``, ``float64``, ``bool``), as a numpy ``uint64`` array: the hashes of the values
-    the columns decode to, computed column-wise.
+    ``"b"``, ``"s"`` (``str``), ``"y"`` (``bytes``) or a tuple of shapes, nested) given as
+    numpy columns, one per scalar in order (``int64``, ``float64``, ``bool``), as a numpy
+    ``uint64`` array: the hashes of the values the columns decode to, computed column-wise.
+    A string column is an object array of the strings, or integer codes into ``dicts[i]``
+    (one entry per column, None for the others: an array of the distinct strings), whose
+    strings are then hashed once each.
 
     >>> import numpy as np
     >>> h = shape_hashes(("i", "f"), [np.array([1, 2]), np.array([0.5, 3.0])], 2)
     >>> [int(x) for x in h] == [stable_hash((1, 0.5)), stable_hash((2, 3.0))]
     True
+    >>> words = np.array(["a", "b"], dtype=object)
+    >>> h = shape_hashes(("s", "i"), [np.array([1, 0, 1]), np.array([7, 8, 9])], 3, [words, None])
+    >>> [int(x) for x in h] == [stable_hash(("b", 7)), stable_hash(("a", 8)), stable_hash(("b", 9))]
+    True
     """
-    hashes, rest = _shape_hashes(shape, list(columns), count)
+    per_column = list(dicts) if dicts is not None else [None] * len(columns)
+    hashes, rest, _ = _shape_hashes(shape, list(columns), count, per_column)
     if rest:
         raise ValueError(f"shape_hashes: {len(rest)} columns more than the shape {shape!r} has")
     return hashes
 
 
-def _shape_hashes(shape: Any, columns: List[Any], count: int) -> Tuple[Any, List[Any]]:
+def _shape_hashes(
+    shape: Any, columns: List[Any], count: int, dicts: List[Any]
+) -> Tuple[Any, List[Any], List[Any]]:
     import numpy as np
 
     if isinstance(shape, str):
         column = columns[0]
         if shape == "f":
-            return float_hashes(np.asarray(column, dtype=np.float64)), columns[1:]
-        return np.asarray(column).astype(np.int64).view(np.uint64), columns[1:]
+            hashes = float_hashes(np.asarray(column, dtype=np.float64))
+        elif shape in ("s", "y"):
+            hashes = _string_hashes(column, dicts[0])
+        else:
+            hashes = np.asarray(column).astype(np.int64).view(np.uint64)
+        return hashes, columns[1:], dicts[1:]
     parts = []
     for part in shape:
-        hashes, columns = _shape_hashes(part, columns, count)
+        hashes, columns, dicts = _shape_hashes(part, columns, count, dicts)
         parts.append(hashes)
-    return tuple_hashes(parts, count), columns
+    return tuple_hashes(parts, count), columns, dicts
+
+
+def _string_hashes(column: Any, dictionary: Any) -> Any:
+    """The hashes of a string column: its strings (an object array), or its codes into
+    ``dictionary`` (each distinct string hashed once)."""
+    import numpy as np
+
+    if dictionary is None:
+        values = column.tolist()
+        return np.fromiter(map(stable_hash, values), np.uint64, len(values))
+    words = dictionary.tolist()
+    return np.fromiter(map(stable_hash, words), np.uint64, len(words))[column]
 
 
 def float_hashes(values: Any) -> Any:

@@ -128,7 +128,8 @@ def test_owners_hashed_from_columns_are_stable_hash_of_the_records(columns, work
     records = RowReader(columns, "records", TYPES).convert_columns(table)[0]
     owners = column_owners(table.columns, columns.shape, workers)
     assert owners.tolist() == [stable_hash(r) % workers for r in records]
-    assert column_owners([pa.array(["a", "b"])], (1,), 2) is None  # strings: the session's
+    words = ["a", "b", "a", "é"]
+    assert column_owners([pa.array(words)], (1,), 2).tolist() == [stable_hash(w) % 2 for w in words]
     assert column_owners([pa.array([1, None])], (1,), 2) is None
 
 

@@ -107,6 +107,9 @@ KINDS = {
     "pair": st.tuples(st.integers(0, 3), st.sampled_from([0.5, 1.0, -2.25])),
     "bool": st.booleans(),
     "nested": st.tuples(st.integers(0, 2), st.tuples(st.booleans(), st.integers(0, 2))),
+    "str": st.sampled_from(["a", "b", "", "é", "a\x00"]),
+    "bytes": st.sampled_from([b"a", b"", b"\xff", b"a\x00"]),
+    "word_pair": st.tuples(st.sampled_from(["x", "y", "z"]), st.integers(0, 2)),
 }
 MISFITS = st.sampled_from(["a", "b", 1 << 70, (1, "x"), 1.5])
 
@@ -139,6 +142,28 @@ def test_int_records_take_the_column_path(monkeypatch: pytest.MonkeyPatch) -> No
             (int(k), int(a), int(d))
             for k, a, d in zip(
                 rng.integers(0, 40, 200), rng.integers(0, 3, 200), rng.choice([-1, 1, 1], 200)
+            )
+        ]
+        for _ in range(6)
+    ]
+    columns = _same(monkeypatch, rounds, 2)
+    assert columns["column_batches"] >= 6 * 3
+
+
+@pytest.mark.parametrize("kind", ["str", "bytes", "pair"])
+def test_string_records_take_the_column_path(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    rng = np.random.default_rng(5)
+    words = ["w%d" % i for i in range(30)]
+
+    def record(k: int, a: int) -> Any:
+        word = words[k]
+        return word.encode() if kind == "bytes" else (word, a) if kind == "pair" else word
+
+    rounds = [
+        [
+            (record(int(k), int(a)), int(a), int(d))
+            for k, a, d in zip(
+                rng.integers(0, 30, 200), rng.integers(0, 3, 200), rng.choice([-1, 1, 1], 200)
             )
         ]
         for _ in range(6)

@@ -144,7 +144,7 @@ def test_encoded_updates_cross_narrowed_and_come_back_equal(updates: List[Any]) 
     assert [c.dtype for c in back.key_cols + back.val_cols] == [
         c.dtype for c in message.key_cols + message.val_cols
     ]
-    assert MessageEncoder()([(("a", 1), 0, 1)]) is None  # not fixed-width: stays a list
+    assert MessageEncoder()([((None, 1), 0, 1)]) is None  # not fixed-width: stays a list
 
 
 def _layouts() -> Any:
@@ -225,7 +225,7 @@ def test_bad_columns_name_the_input_and_the_value() -> None:
     with pytest.raises(ValueError, match="'pairs'.*3 values"):
         pairs_in.update_columns(np.arange(4), np.arange(3))
     with pytest.raises(SchemaError, match="'pairs'.*not fixed-width"):
-        pairs_in.update_columns(np.array(["a", "b"]), np.arange(2))
+        pairs_in.update_columns(np.array(["2026-01-01"], dtype="datetime64[D]"), np.arange(1))
     with pytest.raises(SchemaError, match="'pairs'.*null \\(row 1\\)"):
         pairs_in.update_columns(pa.array([1, None]), np.arange(2))
     with pytest.raises(SchemaError, match="beyond int64"):

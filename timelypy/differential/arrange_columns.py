@@ -17,7 +17,7 @@ import numpy as np
 from .column_message import ColumnMessage
 from .kernel.columns import diffs_fit
 from .trace.column_batch import ColumnBatch, encode_updates
-from .trace.layout import Layout
+from .trace.layout import Layout, code_strings, unify_strings
 from .trace.marshal_columns import marshal_encode
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ class ColumnChoice:
         "sealed_objects",
         "chunks",
         "held",
+        "coded",
         "absorbing",
         "marshal_misses",
     )
@@ -77,6 +78,9 @@ class ColumnChoice:
         self.chunks: List[_Chunk] = []
         self.held = 0
         """Updates in ``chunks``."""
+        self.coded: List[Optional[List[Any]]] = []
+        """Per chunk, the dictionaries of its string columns (the key's, then the value's)
+        when they hold codes (a column message's); None: strings as strings (or none)."""
         self.absorbing = enabled
         """Whether :meth:`absorb` encodes (off after a chunk did not fit, until the seal)."""
         self.marshal_misses = 0
@@ -94,6 +98,7 @@ class ColumnChoice:
             self.absorbing = False  # the seal decides (and counts the miss)
             return
         self.chunks.append(encoded[2:])
+        self.coded.append(None)
         self.held += len(pending)
         batcher.pending = []
 
@@ -109,11 +114,13 @@ class ColumnChoice:
             return
         if self.enabled and diffs_fit(message.diffs):
             if self.key_layout is None and not batcher.pending:
-                self.key_layout, self.val_layout = message.key_layout, message.val_layout
+                self.key_layout = Layout(message.key_layout.shape)
+                self.val_layout = Layout(message.val_layout.shape)
             if message.key_layout == self.key_layout and message.val_layout == self.val_layout:
                 self.chunks.append(
                     (message.key_cols, message.val_cols, message.times, message.diffs)
                 )
+                self.coded.append(_dictionaries(message.key_layout, message.val_layout))
                 self.held += len(message)
                 return
         batcher.push(message.records())
@@ -125,11 +132,12 @@ class ColumnChoice:
         key_layout, val_layout = self.key_layout, self.val_layout
         assert key_layout is not None and val_layout is not None
         updates: List[Any] = []
-        for key_cols, val_cols, times, diffs in self.chunks:
+        for (key_cols, val_cols, times, diffs), dicts in zip(self.chunks, self.coded):
             n = len(times)
-            keys, vals = key_layout.decode(key_cols, n), val_layout.decode(val_cols, n)
+            key, val = _with_dictionaries(key_layout, val_layout, dicts)
+            keys, vals = key.decode(key_cols, n), val.decode(val_cols, n)
             updates += zip(zip(keys, vals), times.tolist(), diffs.tolist())
-        self.chunks, self.held = [], 0
+        self.chunks, self.coded, self.held = [], [], 0
         batcher.pending = updates + batcher.pending
 
     def least_time(self) -> Optional[int]:
@@ -151,7 +159,7 @@ class ColumnChoice:
             self.release(batcher)
             self.sealed_objects += 1
             return None
-        parts = self.chunks
+        parts, coded = self.chunks, self.coded
         if pending:
             if not self._detect(pending):
                 self._refuse(batcher, give_up=True)
@@ -160,9 +168,14 @@ class ColumnChoice:
             if encoded is None:
                 self._refuse(batcher, give_up=self.misses >= 2)
                 return None
-            parts = parts + [encoded[2:]]
+            parts, coded = parts + [encoded[2:]], coded + [None]
+        assert self.key_layout is not None and self.val_layout is not None
+        key_layout, val_layout = self.key_layout, self.val_layout
+        unified = any(d is not None for d in coded)
+        if unified:  # codes of several dictionaries: into their union
+            key_layout, val_layout, parts = _unified(key_layout, val_layout, parts, coded)
         key_cols, val_cols, times, diffs = _concatenate(parts)
-        self.chunks, self.held = [], 0
+        self.chunks, self.coded, self.held = [], [], 0
         batcher.pending = []
         waiting: Optional[int] = None
         if bound is not None and len(times) and times.max() >= bound:
@@ -172,14 +185,14 @@ class ColumnChoice:
                 ([c[rest] for c in key_cols], [c[rest] for c in val_cols], times[rest], diffs[rest])
             ]
             self.held = len(self.chunks[0][2])
+            self.coded = [_dictionaries(key_layout, val_layout) if unified else None]
             waiting = int(self.chunks[0][2].min())
             key_cols = [c[taken] for c in key_cols]
             val_cols = [c[taken] for c in val_cols]
             times, diffs = times[taken], diffs[taken]
         self.sealed_columns += 1
-        assert self.key_layout is not None and self.val_layout is not None
         batch = ColumnBatch.sorted_from(
-            self.key_layout, self.val_layout, key_cols, val_cols, times, diffs, [], []
+            key_layout, val_layout, key_cols, val_cols, times, diffs, [], []
         )
         return batch, waiting
 
@@ -216,6 +229,41 @@ class ColumnChoice:
         self.sealed_objects += 1
         if give_up or self.key_layout is None:
             self.enabled = self.absorbing = False
+
+
+def _dictionaries(key: Layout, val: Layout) -> Optional[List[Any]]:
+    """The dictionaries of the string columns of a key and a value holding codes (None:
+    neither has strings)."""
+    if not key.strings and not val.strings:
+        return None
+    return list(key.dicts or [None] * key.width) + list(val.dicts or [None] * val.width)
+
+
+def _with_dictionaries(
+    key: Layout, val: Layout, dicts: Optional[List[Any]]
+) -> Tuple[Layout, Layout]:
+    if dicts is None:
+        return key, val
+    return key.with_dicts(dicts[: key.width]), val.with_dicts(dicts[key.width :])
+
+
+def _unified(
+    key: Layout, val: Layout, parts: List[_Chunk], coded: List[Optional[List[Any]]]
+) -> Tuple[Layout, Layout, List[_Chunk]]:
+    """The layouts with the union of the chunks' dictionaries, and the chunks with their
+    string columns as codes into it (chunks of strings are coded first): a message's codes
+    are mapped, not its strings hashed again."""
+    keys, vals, out = [], [], []
+    for (key_cols, val_cols, times, diffs), dicts in zip(parts, coded):
+        k, v = _with_dictionaries(key, val, dicts)
+        k, key_cols = code_strings(k, key_cols)
+        v, val_cols = code_strings(v, val_cols)
+        keys.append(k)
+        vals.append(v)
+        out.append((list(key_cols), list(val_cols), times, diffs))
+    key = unify_strings(keys, [p[0] for p in out], 0)
+    val = unify_strings(vals, [p[1] for p in out], 0)
+    return key, val, out
 
 
 def _concatenate(parts: List[_Chunk]) -> _Chunk:

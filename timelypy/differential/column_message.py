@@ -9,6 +9,12 @@ record by record routing gives), a part crosses processes pickled as its numpy b
 the arrangement keeps its columns as they are. An operator that reads lists receives the
 tuples, decoded once at its input port (:class:`~timelypy.dataflow.channels.ColumnarData`).
 
+Strings (``str`` or ``bytes`` scalars of the layouts) travel as ``int32`` codes into a
+dictionary of the message's own per string column: the sorted distinct strings, held by the
+message's layouts (:attr:`~.trace.layout.Layout.dicts`). Routing hashes each distinct string
+once (the owners are those of the decoded records), and a part crossing processes carries its
+codes and the strings it uses, never a string per update.
+
 >>> import numpy as np
 >>> from .trace.layout import Layout
 >>> message = ColumnMessage(
@@ -25,12 +31,22 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..dataflow.channels import ColumnarData
-from ..fixed_width import DTYPE_OF_KIND
+from ..fixed_width import DTYPE_OF_KIND, TYPE_OF_STRING_KIND
 from ..hashing import shape_hashes
+from .kernel.columns import prune_dictionary
 from .trace.column_batch import encode_updates
-from .trace.layout import Layout
+from .trace.layout import Layout, code_strings
 
-__all__ = ["ColumnMessage", "MessageEncoder", "key_of_update"]
+__all__ = [
+    "ColumnMessage",
+    "MessageEncoder",
+    "code_message_strings",
+    "key_of_update",
+    "record_of_update",
+]
+
+_CODES = np.int32
+"""The dtype of a string column's codes."""
 
 Update = Tuple[Tuple[Any, Any], Any, int]
 
@@ -45,10 +61,22 @@ def key_of_update(update: Update) -> Any:
     return update[0][0]
 
 
+def record_of_update(update: Update) -> Any:
+    """The record of an update ``(record, time, diff)``: the exchange function of count,
+    distinct and threshold, which a :class:`ColumnMessage` computes column-wise (its record
+    is the pair ``(key, val)``).
+
+    >>> record_of_update((("k", 1), 0, 1))
+    ('k', 1)
+    """
+    return update[0]
+
+
 class ColumnMessage(ColumnarData):
     """Updates ``((key, val), time, diff)`` as columns: ``key_cols`` and ``val_cols`` (numpy
     arrays, one per scalar of ``key_layout`` and ``val_layout``, ``int64``, ``float64`` or
-    ``bool``), ``times`` and ``diffs`` (``int64``), all of one length. The columns are not
+    ``bool``; ``int32`` codes into the layout's dictionary for a string), ``times`` and
+    ``diffs`` (``int64``), all of one length. The columns are not
     copied and must not be changed once the message is sent (every consumer shares them).
     :meth:`records` decodes the tuples once and keeps them.
 
@@ -90,17 +118,22 @@ class ColumnMessage(ColumnarData):
     def __reduce__(self) -> Any:
         # the columns alone as their raw bytes (ints narrowed, a constant column as its one
         # value), never the decoded tuples
+        # (strings: their codes, and the strings of each dictionary that the codes use)
         n = len(self.times)
+        key_cols, key_dicts = _packed_strings(self.key_layout, self.key_cols)
+        val_cols, val_dicts = _packed_strings(self.val_layout, self.val_cols)
         return (
             _rebuild,
             (
                 self.key_layout.shape,
                 self.val_layout.shape,
                 n,
-                [_narrow(c) for c in self.key_cols],
-                [_narrow(c) for c in self.val_cols],
+                [_narrow(c) for c in key_cols],
+                [_narrow(c) for c in val_cols],
                 _narrow(self.times),
                 _narrow(self.diffs),
+                key_dicts,
+                val_dicts,
             ),
         )
 
@@ -131,23 +164,32 @@ class ColumnMessage(ColumnarData):
             self.diffs[chosen],
         )
 
-    def owners(self, peers: int) -> np.ndarray:
-        """The worker owning each update: ``stable_hash(key) % peers``, hashed column-wise.
+    def owners(self, peers: int, records: bool = False) -> np.ndarray:
+        """The worker owning each update: ``stable_hash(key) % peers`` (``records``:
+        ``stable_hash((key, val)) % peers``), hashed column-wise.
 
         Example: ``message.owners(2)`` is an array of 0s and 1s, one per update."""
-        hashes = shape_hashes(self.key_layout.shape, self.key_cols, len(self))
+        key, val = self.key_layout, self.val_layout
+        if records:
+            shape: Any = (key.shape, val.shape)
+            cols = self.key_cols + self.val_cols
+            dicts = list(key.dicts or [None] * key.width) + list(val.dicts or [None] * val.width)
+            hashes = shape_hashes(shape, cols, len(self), dicts)
+        else:
+            hashes = shape_hashes(key.shape, self.key_cols, len(self), key.dicts)
         return (hashes % np.uint64(peers)).astype(np.intp)
 
     def route(self, key_fn: Callable[[Any], Any], peers: int) -> Optional[List[Any]]:
-        """The parts owned by each worker when ``key_fn`` is :func:`key_of_update` (None for
-        any other function: it is computed record by record).
+        """The parts owned by each worker when ``key_fn`` is :func:`key_of_update` or
+        :func:`record_of_update` (None for any other function: it is computed record by
+        record).
 
         Example: ``message.route(key_of_update, 2)`` is two messages, one per worker."""
-        if key_fn is not key_of_update:
+        if key_fn is not key_of_update and key_fn is not record_of_update:
             return None
         if peers == 1:
             return [self]
-        dest = self.owners(peers)
+        dest = self.owners(peers, records=key_fn is record_of_update)
         return [self.take(dest == d) for d in range(peers)]
 
     def first_time(self) -> int:
@@ -176,19 +218,50 @@ def _narrow(column: np.ndarray) -> Any:
     return column
 
 
+def _packed_strings(
+    layout: Layout, cols: List[np.ndarray]
+) -> Tuple[List[np.ndarray], Optional[List[Optional[List[Any]]]]]:
+    """The columns of ``layout`` with each string column's dictionary pruned to the strings
+    its codes use (a routed part uses a share of them), and those dictionaries as lists (None
+    where the layout has no strings)."""
+    if not layout.strings:
+        return cols, None
+    out = list(cols)
+    dicts: List[Optional[List[Any]]] = [None] * layout.width
+    for i in layout.strings:
+        out[i], dictionary = prune_dictionary(cols[i], _dictionary_of(layout, i))
+        dicts[i] = dictionary.tolist()
+    return out, dicts
+
+
+def _dictionary_of(layout: Layout, i: int) -> np.ndarray:
+    dictionary = layout.dicts[i] if layout.dicts is not None else None
+    if dictionary is None:
+        raise ValueError(f"a column message's string column {i} holds no codes")
+    return dictionary
+
+
 def _widen(packed: Any, kind: str, n: int) -> np.ndarray:
     """The column :func:`_narrow` packed, in the dtype of its ``kind`` again."""
-    dtype = DTYPE_OF_KIND[kind]
+    dtype = _CODES if kind in TYPE_OF_STRING_KIND else DTYPE_OF_KIND[kind]
     if type(packed) is tuple:
         return np.full(n, packed[0], dtype=dtype)
     return packed if packed.dtype == dtype else packed.astype(dtype)
 
 
 def _rebuild(
-    key_shape: Any, val_shape: Any, n: int, keys: Any, vals: Any, times: Any, diffs: Any
+    key_shape: Any,
+    val_shape: Any,
+    n: int,
+    keys: Any,
+    vals: Any,
+    times: Any,
+    diffs: Any,
+    key_dicts: Any = None,
+    val_dicts: Any = None,
 ) -> ColumnMessage:
     """The message :meth:`ColumnMessage.__reduce__` packed."""
-    key_layout, val_layout = Layout(key_shape), Layout(val_shape)
+    key_layout, val_layout = _unpacked(key_shape, key_dicts), _unpacked(val_shape, val_dicts)
     if len(keys) != key_layout.width or len(vals) != val_layout.width:
         raise ValueError(f"a column message of {len(keys)} + {len(vals)} columns for {n} rows")
     return ColumnMessage(
@@ -199,6 +272,35 @@ def _rebuild(
         _widen(times, "i", n),
         _widen(diffs, "i", n),
     )
+
+
+def _unpacked(shape: Any, dicts: Optional[List[Optional[List[Any]]]]) -> Layout:
+    """The layout of ``shape`` with the dictionaries :func:`_packed_strings` gave."""
+    layout = Layout(shape)
+    if dicts is None:
+        return layout
+    return layout.with_dicts([None if d is None else _strings_array(d) for d in dicts])
+
+
+def _strings_array(strings: List[Any]) -> np.ndarray:
+    return np.fromiter(strings, object, len(strings))
+
+
+def code_message_strings(message: "ColumnMessage") -> "ColumnMessage":
+    """``message`` with its string columns, given as object arrays of the strings, coded into
+    dictionaries of their own (the message itself when it has none given so).
+
+    >>> words = Layout("s")
+    >>> coded = code_message_strings(ColumnMessage(words, Layout(()),
+    ...     words.encode(["b", "a", "b"]), [], np.zeros(3, np.int64), np.ones(3, np.int64)))
+    >>> coded.key_cols[0].tolist(), coded.key_layout.dicts[0].tolist(), coded.records()[0]
+    ([1, 0, 1], ['a', 'b'], (('b', ()), 0, 1))
+    """
+    key_layout, key_cols = code_strings(message.key_layout, message.key_cols)
+    val_layout, val_cols = code_strings(message.val_layout, message.val_cols)
+    if key_cols is message.key_cols and val_cols is message.val_cols:
+        return message
+    return ColumnMessage(key_layout, val_layout, key_cols, val_cols, message.times, message.diffs)
 
 
 class MessageEncoder:
@@ -239,12 +341,12 @@ class MessageEncoder:
                 self.misses = 3
                 return None
             key_layout, val_layout = Layout.of(first[0][0]), Layout.of(first[0][1])
-            if key_layout is None or val_layout is None or key_layout.strings or val_layout.strings:
-                self.misses = 3  # (strings: a message carries no dictionary; they go as tuples)
+            if key_layout is None or val_layout is None:
+                self.misses = 3
                 return None
             self.key_layout, self.val_layout = key_layout, val_layout
         encoded = encode_updates(updates, self.key_layout, self.val_layout)
         if encoded is None:
             self.misses += 1
             return None
-        return ColumnMessage(*encoded)
+        return code_message_strings(ColumnMessage(*encoded))

@@ -207,13 +207,13 @@ class InputSession:
     def update_columns(self, keys: Any, values: Any, diffs: Any = None) -> int:
         """Change the records ``(keys[i], values[i])`` by ``diffs[i]`` (None: insert each
         once; one int: the same for all) at the current time, given as columns: the key and
-        the value are each a 1-d numpy or Arrow array (a scalar: ints, floats or bools, no
-        nulls) or a list or tuple of them (a tuple, nested). The updates travel as one column
-        message: an arrangement of the collection keeps them as columns, any other operator
-        receives them as tuples. Checked against the schema where one was declared
-        (:class:`~timelypy.errors.SchemaError` names the input and the value; nothing is
-        sent then). A NaN or ``-0.0`` (without a schema) sends the tuples instead. Returns
-        the number of updates sent (zero diffs are dropped).
+        the value are each a 1-d numpy or Arrow array (a scalar: ints, floats, bools or
+        strings, see :mod:`.input_columns`; no nulls) or a list or tuple of them (a tuple,
+        nested). The updates travel as one column message: an arrangement of the collection
+        keeps them as columns, any other operator receives them as tuples. Checked against the
+        schema where one was declared (:class:`~timelypy.errors.SchemaError` names the input
+        and the value; nothing is sent then). A NaN or ``-0.0`` (without a schema) sends the
+        tuples instead. Returns the number of updates sent (zero diffs are dropped).
 
         Example: ``session.update_columns(np.array([1, 2]), np.array([10, 20]))`` inserts
         ``(1, 10)`` and ``(2, 20)``; ``diffs=-1`` would remove them."""
@@ -487,8 +487,9 @@ def new_collection(
     """A new input collection in ``scope``: returns ``(session, collection)``. The session is
     registered with the worker (flushed at every step, closed when ``build`` returns).
 
-    ``schema`` declares the records fixed-width: ``int``, ``float``, ``bool`` or a tuple of
-    them, nested (``(int, (int, float))``). Every record is checked as the session sends it
+    ``schema`` declares the records fixed-width: ``int``, ``float``, ``bool``, ``str``,
+    ``bytes`` or a tuple of them, nested (``(int, (int, float))``, ``(str, int)``; a string is
+    exactly ``str`` or ``bytes``, never a subclass). Every record is checked as the session sends it
     (:class:`~timelypy.errors.SchemaError` names the first that does not fit), so the
     arrangements built of the collection keep their batches as columns without a miss. Without
     one, arrangements detect the layout from the records themselves.

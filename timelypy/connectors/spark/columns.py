@@ -526,26 +526,16 @@ class RowReader:
     def column_parts(self, table: Any, now: Optional[int] = None) -> Optional[Tuple[Any, Any, Any]]:
         """``(keys, values, diffs)`` of an Arrow slice (a part of several columns: a list),
         for a session's ``update_columns``, when the records are ``(key, value)`` pairs of
-        ints, floats or bools, without a time column, and all checks pass; else None."""
+        ints, floats, bools or strings (coded by the session: no string per row), without a
+        time column, and all checks pass; else None."""
         import pyarrow.compute as pc
-        import pyarrow.types as pt
 
         cols = self.columns
         if cols.record or self._time is not None or not cols.value:
             return None
         columns = table.columns
         for column in columns[: self.width]:
-            kind = column.type
-            if (
-                not (
-                    pt.is_integer(kind)
-                    or pt.is_boolean(kind)
-                    or pt.is_float32(kind)
-                    or pt.is_float64(kind)
-                )
-                or pt.is_uint64(kind)  # ints beyond int64 take the tuples
-                or column.null_count
-            ):
+            if not _columnar(column.type) or column.null_count:
                 return None
         if not self._columns_clean(columns, now, pc):
             return None
@@ -612,6 +602,17 @@ def _values(column: Any) -> List[Any]:
     ):
         return column.to_numpy(zero_copy_only=False).tolist()
     return column.to_pylist()
+
+
+def _columnar(kind: Any) -> bool:
+    """Whether an Arrow column of type ``kind`` goes to a session as a column."""
+    import pyarrow.types as pt
+
+    strings = (pt.is_string, pt.is_large_string, pt.is_binary, pt.is_large_binary)
+    if pt.is_dictionary(kind):
+        return any(check(kind.value_type) for check in strings)
+    scalars = (pt.is_boolean, pt.is_float32, pt.is_float64, *strings)  # (or ints, not uint64)
+    return (pt.is_integer(kind) and not pt.is_uint64(kind)) or any(c(kind) for c in scalars)
 
 
 def _arrow_strings(values: Sequence[str]) -> Any:

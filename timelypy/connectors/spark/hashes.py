@@ -4,8 +4,9 @@ A session with several workers sends each record to ``stable_hash(record) % work
 (:func:`timelypy.hashing.stable_hash`). For records made of int, bool and float columns
 without nulls, :func:`column_owners` computes the same numbers with numpy a column at a time:
 ints are themselves, bools 0 and 1, a float equal to an int that int (others, and ints past 64
-bits, one value at a time), and a tuple combines its items as :func:`stable_hash` does.
-Anything else (strings, bytes, nulls) returns None: the session hashes the records itself.
+bits, one value at a time), strings and bytes (plain or dictionary-encoded) each distinct one
+hashed once, and a tuple combines its items as :func:`stable_hash` does. Anything else (nulls,
+other types) returns None: the session hashes the records itself.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ __all__ = ["column_hashes", "column_owners"]
 
 
 def column_hashes(column: Any) -> Optional[Any]:
-    """:func:`~timelypy.hashing.stable_hash` of every value of an Arrow int, bool or float
-    column without nulls, as a numpy ``uint64`` array; None for any other column.
+    """:func:`~timelypy.hashing.stable_hash` of every value of an Arrow int, bool, float,
+    string or binary column without nulls, as a numpy ``uint64`` array; None for any other
+    column.
 
     Example: ``column_hashes(pa.array([1, 2]))`` is ``array([1, 2], dtype=uint64)``."""
     import numpy as np
@@ -33,9 +35,21 @@ def column_hashes(column: Any) -> Optional[Any]:
         if values.dtype == np.uint64:  # past int64: Python's ints, as stable_hash takes them
             return np.array([stable_hash(v) for v in values.tolist()], dtype=np.uint64)
         return values.astype(np.int64).view(np.uint64)
-    if not (pt.is_float32(kind) or pt.is_float64(kind)):
-        return None
-    return float_hashes(column.to_numpy(zero_copy_only=False).astype(np.float64))
+    if pt.is_float32(kind) or pt.is_float64(kind):
+        return float_hashes(column.to_numpy(zero_copy_only=False).astype(np.float64))
+    if pt.is_dictionary(kind):
+        kind = kind.value_type
+    if any(f(kind) for f in (pt.is_string, pt.is_large_string, pt.is_binary, pt.is_large_binary)):
+        # each distinct string hashed once, the rows through their codes
+        from ...differential.input_columns import arrow_strings
+
+        coded = arrow_strings("", "", column)
+        if coded is None:
+            return None
+        distinct = coded[2].tolist()
+        codes = coded[1]
+        return np.fromiter(map(stable_hash, distinct), np.uint64, len(distinct))[codes]
+    return None
 
 
 def column_owners(columns: Sequence[Any], shape: Sequence[int], workers: int) -> Optional[Any]:

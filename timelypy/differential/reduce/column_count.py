@@ -3,10 +3,12 @@
 :class:`~.total.CountTotal` and :class:`~.total.ThresholdTotal` sum each arriving update into a
 dictionary per time (``pending[time][record] += diff``), then turn each time's sums into output
 changes record by record. For a large message of fixed-width records (ints, floats, bools,
-tuples of them: a :class:`~timelypy.differential.trace.layout.Layout`, detected from the first
-record) at ``int`` times, :class:`RecordColumns` instead encodes the records, times and diffs
-into numpy columns and keeps them per time; when the time closes its columns are sorted and
-summed at once (``sort_consolidate``), the changed records decoded once each, and
+tuples of them, ``str`` and ``bytes``: a :class:`~timelypy.differential.trace.layout.Layout`,
+detected from the first record) at ``int`` times, :class:`RecordColumns` instead encodes the
+records, times and diffs into numpy columns and keeps them per time; when the time closes its
+columns are sorted and summed at once (``sort_consolidate``; string columns are first coded
+into one sorted dictionary per column, hashing each string once), the changed records decoded
+once each, and
 :mod:`~timelypy.differential.kernel.reduce_counts` turns them into output changes with C-level
 loops. Records that do not fit, small messages (below :data:`COLUMNS_MIN_UPDATES`), messages
 of a few updates at each of many times (below :data:`COLUMNS_PER_TIME` on average) and chains
@@ -33,8 +35,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..column_message import ColumnMessage
 from ..kernel.columns import diffs_fit, sort_consolidate
-from ..trace.layout import Layout
+from ..trace.layout import Layout, code_strings, unify_strings
 from ..trace.marshal_columns import marshal_encode
 
 __all__ = ["COLUMNS_MIN_UPDATES", "COLUMNS_PER_TIME", "RecordColumns"]
@@ -56,8 +59,11 @@ messages count as misses)."""
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 _INT = Layout("i")
 
-Chunk = Tuple[List[np.ndarray], np.ndarray]
-"""Unsorted ``(record columns, diffs)`` at one time."""
+Dicts = Optional[List[Optional[np.ndarray]]]
+"""Per column, the dictionary of a string column's codes (None: string columns hold the
+strings themselves)."""
+Chunk = Tuple[List[np.ndarray], np.ndarray, Dicts]
+"""Unsorted ``(record columns, diffs, dictionaries)`` at one time."""
 
 _INT_ROW = np.dtype(
     {
@@ -100,25 +106,51 @@ class RecordColumns:
         if encoded is None:
             self._miss()
             return False
-        cols, times, diffs = encoded
+        return self._hold(*encoded, None, pending)
+
+    def absorb_message(self, message: ColumnMessage, pending: Dict[Any, Dict[Any, int]]) -> bool:
+        """:meth:`absorb` of a column message's updates, whose records are its ``(key, val)``
+        pairs: its columns as they are (string columns as its codes and dictionaries); False
+        (nothing held) when they do not fit the layout or the diffs could overflow."""
+        key, val = message.key_layout, message.val_layout
+        shape = (key.shape, val.shape)
+        if self.layout is None:
+            self.layout = Layout(shape)
+        if self.layout.shape != shape or not diffs_fit(message.diffs):
+            self._miss()
+            return False
+        dicts: Dicts = None
+        if key.strings or val.strings:
+            dicts = list(key.dicts or [None] * key.width) + list(val.dicts or [None] * val.width)
+        cols = message.key_cols + message.val_cols
+        return self._hold(cols, message.times, message.diffs, dicts, pending)
+
+    def _hold(
+        self,
+        cols: List[np.ndarray],
+        times: np.ndarray,
+        diffs: np.ndarray,
+        dicts: Dicts,
+        pending: Dict[Any, Dict[Any, int]],
+    ) -> bool:
+        """Hold the columns per time (False, nothing held: a few updates at each of many
+        times, which the object path takes)."""
         chunks = self.chunks
         low = int(times.min())
         if low == int(times.max()):
-            parts: List[Tuple[int, Chunk]] = [(low, (cols, diffs))]
+            parts: List[Tuple[int, Chunk]] = [(low, (cols, diffs, dicts))]
         else:
             order = np.argsort(times, kind="stable")
             sorted_times = times[order]
             starts = np.flatnonzero(np.r_[True, sorted_times[1:] != sorted_times[:-1]])
-            if len(starts) * COLUMNS_PER_TIME > len(
-                times
-            ):  # an open loop's changes: a few per time
+            if len(starts) * COLUMNS_PER_TIME > len(times):  # an open loop's: a few per time
                 self._miss()
                 return False
             bounds = np.append(starts, len(order)).tolist()
             parts = []
             for i, t in enumerate(sorted_times[starts].tolist()):
                 rows = order[bounds[i] : bounds[i + 1]]
-                parts.append((t, ([c[rows] for c in cols], diffs[rows])))
+                parts.append((t, ([c[rows] for c in cols], diffs[rows], dicts)))
         for t, chunk in parts:
             held = chunks.get(t)
             if held is None:
@@ -141,7 +173,7 @@ class RecordColumns:
             return None
         if self.layout is None:
             layout = Layout.of(data[0][0])
-            if layout is None or layout.strings:  # (no layout: columns given up at the miss)
+            if layout is None:  # (no layout: columns given up at the miss)
                 return None
             self.layout = layout
         fast = _one_pass(data, self.layout)
@@ -173,9 +205,11 @@ class RecordColumns:
                 _add_into(sums, layout, parts)
                 return None
             parts.append(extra)
+        if layout.strings:  # codes into one dictionary per string column, for this time
+            layout, parts = _coded(layout, parts)
         width = layout.width
         if len(parts) == 1:
-            cols, diffs = parts[0]
+            cols, diffs = parts[0][0], parts[0][1]
         else:
             cols = [np.concatenate([p[0][c] for p in parts]) for c in range(width)]
             diffs = np.concatenate([p[1] for p in parts])
@@ -188,7 +222,7 @@ class RecordColumns:
         diffs = _INT.encode(list(sums.values())) if cols is not None else None
         if cols is None or diffs is None or not diffs_fit(diffs[0]):
             return None
-        return cols, diffs[0]
+        return cols, diffs[0], None
 
     def unfold(self, pending: Dict[Any, Dict[Any, int]]) -> None:
         """Add every held column into ``pending`` (as the object path holds it), holding none."""
@@ -232,7 +266,24 @@ def _one_pass(data: Sequence[Any], layout: Layout) -> Optional[Tuple[List[np.nda
     return [rows["record"].astype(np.int64)], rows["time"].astype(np.int64), diffs
 
 
-def _consolidate(cols: List[np.ndarray], diffs: np.ndarray) -> Chunk:
+def _coded(layout: Layout, parts: List[Chunk]) -> Tuple[Layout, List[Chunk]]:
+    """``layout`` with one dictionary per string column and the chunks with their string
+    columns as codes into it: chunks of strings are coded, and the dictionaries of chunks of
+    codes (messages') unified, mapping their codes."""
+    coded: List[Chunk] = []
+    for cols, diffs, dicts in parts:
+        if dicts is None:
+            part_layout, cols = code_strings(layout, cols)
+            dicts = list(part_layout.dicts or ())
+        coded.append((list(cols), diffs, dicts))
+    if len(coded) == 1:
+        return layout.with_dicts(coded[0][2] or ()), coded
+    layouts = [layout.with_dicts(dicts or ()) for _, _, dicts in coded]
+    unified = unify_strings(layouts, [cols for cols, _, _ in coded], 0)
+    return unified, coded
+
+
+def _consolidate(cols: List[np.ndarray], diffs: np.ndarray) -> Tuple[List[np.ndarray], Any]:
     """The distinct records (sorted) and their summed diffs, zeros dropped."""
     if len(cols) != 1 or cols[0].dtype.kind != "i":
         cols, _, summed = sort_consolidate(cols, np.zeros(len(diffs), np.int64), diffs)
@@ -251,6 +302,7 @@ def _consolidate(cols: List[np.ndarray], diffs: np.ndarray) -> Chunk:
 def _add_into(sums: Dict[Any, int], layout: Layout, parts: List[Chunk]) -> None:
     """Add the chunks' records and diffs into ``sums``."""
     get = sums.get
-    for cols, diffs in parts:
-        for d, r in zip(layout.decode(cols, len(diffs)), diffs.tolist()):
+    for cols, diffs, dicts in parts:
+        coding = layout if dicts is None else layout.with_dicts(dicts)
+        for d, r in zip(coding.decode(cols, len(diffs)), diffs.tolist()):
             sums[d] = get(d, 0) + r

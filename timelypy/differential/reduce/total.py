@@ -46,6 +46,7 @@ from ...errors import (
     user_error,
 )
 from ...instrument import PathCounted
+from ..column_message import ColumnMessage, record_of_update
 from ..fusion import fuse_accumulate, fuse_updates
 from ..kernel.reduce_counts import count_changes, threshold_changes
 from ..trace.layout import columns_enabled
@@ -56,10 +57,6 @@ if TYPE_CHECKING:
     from ...dataflow.scope import Scope
 
 __all__ = ["CountTotal", "ThresholdTotal", "count_total", "threshold_total"]
-
-
-def _data_of(u: Any) -> Any:
-    return u[0]
 
 
 class _TotalReduce(KeyedState, OperatorCore):
@@ -94,6 +91,7 @@ class _TotalReduce(KeyedState, OperatorCore):
         self._sinks: Tuple[int, bool] = (-1, False)
         """``(number of consumers, whether all are probes)`` when last checked."""
         self._columns = RecordColumns(columns_enabled() and not self._stages)
+        self.input_ports[0].columns = self._columns.enabled  # column messages as they are
         self.column_batches = 0
         """Messages summed on the column path (see :mod:`.column_count`)."""
         self.object_batches = 0
@@ -160,7 +158,16 @@ class _TotalReduce(KeyedState, OperatorCore):
                     if cap is not None:
                         internal.update(cap, -1)
                     self._cap = time
-                if columns.enabled and len(data) >= least and columns.absorb(data, pending):
+                if type(data) is ColumnMessage:  # (read as it is while columns are enabled)
+                    if (
+                        columns.enabled
+                        and len(data) >= least
+                        and columns.absorb_message(data, pending)
+                    ):
+                        self.column_batches += 1
+                        continue
+                    data = data.records()
+                elif columns.enabled and len(data) >= least and columns.absorb(data, pending):
                     self.column_batches += 1
                     continue
                 self.object_batches += 1
@@ -398,7 +405,7 @@ def count_total(
     if stages and updates.scope.worker.peers != 1:
         raise TimelyError("count_total: linear stages fuse only on one worker")
     op = CountTotal(updates.scope, name, stages)
-    updates.connect_to(op, 0, Exchange(_data_of))
+    updates.connect_to(op, 0, Exchange(record_of_update))
     return Stream(updates.scope, op.output_ports[0])
 
 
@@ -408,5 +415,5 @@ def threshold_total(
     """Each record of a stream of ``(record, time, diff)`` updates (exchanged by record) with
     the count ``f(record, count)`` (``f=None``: distinct)."""
     op = ThresholdTotal(updates.scope, f, name)
-    updates.connect_to(op, 0, Exchange(_data_of))
+    updates.connect_to(op, 0, Exchange(record_of_update))
     return Stream(updates.scope, op.output_ports[0])

@@ -14,7 +14,8 @@ two survives a consolidation would depend on the path) stay on the object path, 
 subclasses of ``int``, ``float`` and ``tuple`` (named tuples, :class:`~timelypy.order.Product`).
 
 Strings. A ``str`` (kind ``"s"``) or ``bytes`` (``"y"``) is a scalar too, exactly of that type
-(a subclass of ``str``, or a column mixing ``str`` with anything else, does not fit).
+(a subclass of ``str``, or a column mixing ``str`` with anything else, does not fit); a schema
+may declare them (:meth:`Layout.from_types`).
 :meth:`Layout.encode` gives such a column as an object array of the strings; a column batch
 then *codes* it: an ``int32`` code per row into a sorted dictionary of the batch's distinct
 strings (see :func:`~timelypy.differential.kernel.columns.dictionary_encode`), held by the
@@ -92,19 +93,21 @@ def columns_enabled() -> bool:
 
 _TYPES = {**TYPE_OF_KIND, **TYPE_OF_STRING_KIND}
 """The type of every scalar kind a layout takes."""
+_KIND_OF_SCHEMA_TYPE: Dict[type, str] = {**KIND_OF_TYPE, str: "s", bytes: "y"}
+"""The kind of every type a schema may name."""
 _BATCH_DTYPES: Dict[str, Any] = {**DTYPE_OF_KIND, "s": np.int32, "y": np.int32}
 """The numpy type of each kind's column in a batch (strings: codes into the dictionary)."""
 
 
 def _shape_of_types(spec: Any, whole: Any) -> Shape:
-    for python_type, kind in KIND_OF_TYPE.items():
+    for python_type, kind in _KIND_OF_SCHEMA_TYPE.items():
         if spec is python_type:
             return kind
     if type(spec) is tuple:
         return tuple(_shape_of_types(part, whole) for part in spec)
     raise ValueError(
-        f"schema {whole!r}: {spec!r} is not int, float, bool or a tuple of them (records of "
-        "other types need no schema: they take the object path)"
+        f"schema {whole!r}: {spec!r} is not int, float, bool, str, bytes or a tuple of them "
+        "(records of other types need no schema: they take the object path)"
     )
 
 
@@ -173,11 +176,11 @@ class Layout:
 
     @classmethod
     def from_types(cls, spec: Any) -> "Layout":
-        """The layout a schema declares: ``int``, ``float`` or ``bool``, or a tuple of
-        schemas (``(int, (int, float))``); ValueError for anything else.
+        """The layout a schema declares: ``int``, ``float``, ``bool``, ``str`` or ``bytes``,
+        or a tuple of schemas (``(int, (int, float))``); ValueError for anything else.
 
-        >>> Layout.from_types((int, (float, bool))).shape
-        ('i', ('f', 'b'))
+        >>> Layout.from_types((int, (float, bool))).shape, Layout.from_types((str, bytes)).shape
+        (('i', ('f', 'b')), ('s', 'y'))
         """
         return cls(_shape_of_types(spec, spec))
 
