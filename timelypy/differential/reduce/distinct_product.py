@@ -13,6 +13,7 @@ that evaluates the declared threshold on counts (:func:`threshold_product` picks
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Union
 
 from ...dataflow.channels import Exchange
@@ -161,6 +162,8 @@ def _evaluate_distinct(
     pending = op.pending
     state = op.state
     m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
+    f0s = [f[0] for f in frontier]
+    f1s = [f[1] for f in frontier]
     for key, times in ready.items():
         p = pending.pop(key)
         if p.__class__ is tuple or len(p) == len(times):
@@ -183,7 +186,10 @@ def _evaluate_distinct(
             c, have, above = quad_counts_and_above(h, n - 4, s0, s1)
             t = times[0]
             one = len(times) == 1 and t[0] == s0 and t[1] == s1
-            if above or rest or not one:
+            if one and not rest:
+                if above:  # (the key has no other pending time: see _pend_joins)
+                    _pend_joins(op, key, times, above, s0, s1, f0s, f1s)
+            elif above or rest or not one:
                 _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
             if one and len(times) == 1:
                 # The one time, the new update's, with its counts from the pass above.
@@ -224,6 +230,58 @@ def _keep(
             del state[key]
     elif not stored:
         state[key] = h
+
+
+def _pend_joins(
+    op: ProductDistinct,
+    key: Any,
+    times: List[Time],
+    above: List[Time],
+    s0: int,
+    s1: int,
+    f0s: List[int],
+    f1s: List[int],
+) -> None:
+    """:func:`_joins_with_new` when ``key``'s only ready time is its one new update's ``s``
+    and it has no other pending time (the common case): the joins of ``s`` with ``above`` (its
+    history's times not below ``s``) the frontier (``f0s``, ``f1s``: its outers, increasing,
+    and inners) has passed are appended to ``times``, the others become ``key``'s pending
+    times, with no set of known times to test against (only ``s`` is known, and it is no join
+    with a time not below it)."""
+    if all([a <= s0 for a, _ in above]):
+        # Joins (s0, b), b > s1: passed below the least inner of the frontier's elements
+        # with outer <= s0 (one bisection, not one test per join).
+        k = bisect_right(f0s, s0)
+        lim = f1s[k - 1] if k else None
+        later = []
+        for b in {b for _, b in above}:
+            if lim is None or b < lim:
+                times.append((s0, b))
+            else:
+                later.append((s0, b))
+    else:
+        if all([b <= s1 for _, b in above]):
+            candidates = {(a, s1) for a, _ in above}
+        else:
+            candidates = joins({(s0, s1)}, set(above))
+            candidates.discard((s0, s1))
+        later = []
+        for t in candidates:
+            k = bisect_right(f0s, t[0])
+            if k and f1s[k - 1] <= t[1]:
+                later.append(t)
+            else:
+                times.append(t)
+    if not later:
+        return
+    op.pending[key] = later[0] if len(later) == 1 else set(later)
+    pending_times = op.pending_times
+    for t in later:
+        keys = pending_times.get(t)
+        if keys is None:
+            op.add_pending_time(t, key)
+        else:
+            keys.append(key)
 
 
 def _joins_with_new(
