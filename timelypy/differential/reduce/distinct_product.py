@@ -14,10 +14,10 @@ that evaluates the declared threshold on counts (:func:`threshold_product` picks
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from ...dataflow.channels import Exchange
-from ...dataflow.state import OperatorState
+from ...dataflow.state import OperatorState, future_pieces
 from ...dataflow.stream import Stream
 from ...errors import RecoveryError
 from ...order import Product
@@ -39,7 +39,9 @@ class ProductDistinct(ProductReduceUpdates):
     has one quad list in :attr:`state`: ``[size, mark, kind, outer, inner, diff, ...]``
     (``size``: its length after its last compaction; ``kind`` 0 input, 1 output); arriving
     updates are appended as input quads and wait, from index ``mark`` on, until their key is
-    evaluated. The steps are :func:`_evaluate_distinct`'s."""
+    evaluated. Their times are registered in ``pending_times`` only; ``pending`` holds a key's
+    other interesting times (joins) not yet evaluated: the ingest makes no look-up there. The
+    steps are :func:`_evaluate_distinct`'s."""
 
     state_keyed = ProductReduceUpdates.state_keyed + ("state",)
 
@@ -68,6 +70,19 @@ class ProductDistinct(ProductReduceUpdates):
                 "timelypy reads versions 1 and 2"
             )
         super().restore_state(state)
+
+    def future_state(self) -> List[Tuple[Any, str, Any]]:
+        """The pending times per key, ``(key, "pending", [((outer, inner), None), ...])``,
+        from ``pending_times`` (the times of updates not yet evaluated are registered only
+        there)."""
+        at_or_beyond = self.input_frontiers[0].less_equal
+        held = {(key, t) for t, keys in self.pending_times.items() for key in keys}
+        return future_pieces(
+            self._state_owner(),
+            "pending",
+            ((key, t, None) for key, t in held),
+            lambda t: at_or_beyond(_tuple_new(Product, t)),
+        )
 
     def _ingest(self, data: List[Any], keyed: bool) -> None:
         _ingest_distinct(self, data)
@@ -119,9 +134,9 @@ def _from_version_1(piece: Any) -> Any:
 
 def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
     """Take ``(record, time, diff)`` updates: appended to their keys' states (from ``mark``
-    on), and their times registered as pending."""
+    on), and their times registered in ``pending_times`` only (a key may be registered twice
+    at a time: the evaluation takes its ready times once)."""
     state = op.state
-    pending = op.pending
     pending_times = op.pending_times
     for key, (a, b), r in data:
         h = state.get(key)
@@ -129,19 +144,7 @@ def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
             state[key] = [2, 2, 0, a, b, r]
         else:
             h += (0, a, b, r)
-        # Written out as in ProductReduceUpdates' ingest (not a call): one call fewer per update.
         t = (a, b)
-        p = pending.get(key)
-        if p is None:
-            pending[key] = t  # (the only pending time: no set until there are two)
-        elif p.__class__ is tuple:
-            if p == t:
-                continue
-            pending[key] = {p, t}
-        elif t in p:
-            continue
-        else:
-            p.add(t)
         keys = pending_times.get(t)
         if keys is None:
             op.add_pending_time(t, key)
@@ -165,13 +168,18 @@ def _evaluate_distinct(
     f0s = [f[0] for f in frontier]
     f1s = [f[1] for f in frontier]
     for key, times in ready.items():
-        p = pending.pop(key)
-        if p.__class__ is tuple or len(p) == len(times):
-            rest: Optional[Set[Time]] = None
-        else:
-            rest = p
-            p.difference_update(times)
-            pending[key] = p
+        if len(times) > 1:
+            times = list(set(times))
+        p = pending.pop(key, None)
+        rest: Optional[Set[Time]] = None
+        if p is not None:
+            if p.__class__ is tuple:
+                if p not in times:
+                    pending[key] = rest = {p}
+            else:
+                p.difference_update(times)
+                if p:
+                    pending[key] = rest = p
         h = state.get(key)
         stored = h is not None
         if h is None:
@@ -187,7 +195,7 @@ def _evaluate_distinct(
             t = times[0]
             one = len(times) == 1 and t[0] == s0 and t[1] == s1
             if one and not rest:
-                if above:  # (the key has no other pending time: see _pend_joins)
+                if above:  # (no other time of the key in ``pending``: see _pend_joins)
                     _pend_joins(op, key, times, above, s0, s1, f0s, f1s)
             elif above or rest or not one:
                 _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
@@ -243,11 +251,12 @@ def _pend_joins(
     f1s: List[int],
 ) -> None:
     """:func:`_joins_with_new` when ``key``'s only ready time is its one new update's ``s``
-    and it has no other pending time (the common case): the joins of ``s`` with ``above`` (its
-    history's times not below ``s``) the frontier (``f0s``, ``f1s``: its outers, increasing,
-    and inners) has passed are appended to ``times``, the others become ``key``'s pending
-    times, with no set of known times to test against (only ``s`` is known, and it is no join
-    with a time not below it)."""
+    and ``pending`` holds no other time of it (the common case): the joins of ``s`` with
+    ``above`` (its history's times not below ``s``) the frontier (``f0s``, ``f1s``: its
+    outers, increasing, and inners) has passed are appended to ``times``, the others become
+    ``key``'s pending times, with no set of known times to test against (``s`` is no join with
+    a time not below it; a join at the time of an update not yet ready is registered twice,
+    and taken once when ready)."""
     if all([a <= s0 for a, _ in above]):
         # Joins (s0, b), b > s1: passed below the least inner of the frontier's elements
         # with outer <= s0 (one bisection, not one test per join).
