@@ -48,6 +48,10 @@ class ProductDistinct(ProductReduceUpdates):
     def __init__(self, scope: "Scope", logic: Union[Logic, GroupLogic], name: str) -> None:
         super().__init__(scope, logic, name, keyed=False)
         self.state: Dict[Any, List[int]] = {}
+        self._fresh: Dict[Any, List[int]] = {}
+        """The states of the keys that took updates since their last evaluation (``state``'s
+        lists): a small table, so that the evaluation finds them without a look-up in the
+        large one."""
 
     def snapshot_state(self) -> OperatorState:
         """The per-key states (format version 2: quad lists with a mark) and pending times."""
@@ -69,6 +73,7 @@ class ProductDistinct(ProductReduceUpdates):
                 f"operator {self._state_owner()}: state version {state.version}; this "
                 "timelypy reads versions 1 and 2"
             )
+        self._fresh.clear()
         super().restore_state(state)
 
     def future_state(self) -> List[Tuple[Any, str, Any]]:
@@ -94,6 +99,7 @@ class ProductDistinct(ProductReduceUpdates):
 
     def _drop_histories(self) -> None:
         self.state.clear()
+        self._fresh.clear()
 
 
 def threshold_product(
@@ -137,13 +143,15 @@ def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
     on), and their times registered in ``pending_times`` only (a key may be registered twice
     at a time: the evaluation takes its ready times once)."""
     state = op.state
+    fresh = op._fresh
     pending_times = op.pending_times
     for key, (a, b), r in data:
         h = state.get(key)
         if h is None:
-            state[key] = [2, 2, 0, a, b, r]
+            fresh[key] = state[key] = [2, 2, 0, a, b, r]
         else:
             h += (0, a, b, r)
+            fresh[key] = h
         t = (a, b)
         keys = pending_times.get(t)
         if keys is None:
@@ -164,6 +172,7 @@ def _evaluate_distinct(
     ``beyond(outer, inner)`` tests a time against the frontier."""
     pending = op.pending
     state = op.state
+    fresh = op._fresh
     m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
     f0s = [f[0] for f in frontier]
     f1s = [f[1] for f in frontier]
@@ -180,7 +189,9 @@ def _evaluate_distinct(
                 p.difference_update(times)
                 if p:
                     pending[key] = rest = p
-        h = state.get(key)
+        h = fresh.pop(key, None)  # (the state may change below: compacted, dropped)
+        if h is None:
+            h = state.get(key)
         stored = h is not None
         if h is None:
             h = [2, 2]
