@@ -21,8 +21,14 @@ from ...dataflow.state import OperatorState, future_pieces
 from ...dataflow.stream import Stream
 from ...errors import RecoveryError
 from ...order import Product
-from ..kernel.histories import compact_quads, joins, quad_counts_and_above, quad_counts_at
-from .common import History, Logic, Output, Time, beyond_test, check_product
+from ..kernel.histories import (
+    compact_quads,
+    joins,
+    quad_closure,
+    quad_counts_and_above,
+    quad_counts_at,
+)
+from .common import Logic, Output, Time, beyond_test, check_product, place_new_times
 from .logic import GroupLogic, distinct_logic, threshold_logic
 from .product import ProductReduceUpdates
 
@@ -376,17 +382,14 @@ def _several_new(
     rest: Optional[Set[Time]],
     beyond: Callable[[int, int], bool],
 ) -> None:
-    """Several new updates of ``key`` (the quads of ``h`` from ``mark`` on): find the
-    interesting times they make with the general closure (``ProductReduce._new_times``)."""
-    hin: History = []
-    hout: History = []
-    it = iter(h)
-    for _ in range(2):
-        next(it)
-    for k, a, b, r in zip(it, it, it, it):
-        (hout if k else hin).append(((), a, b, r))
-    done = len(hin) - (len(h) - mark) // 4
-    op._new_times(key, times, rest, hin, hout or None, done, beyond)
+    """Several new updates of ``key`` (the quads of ``h`` from ``mark`` on): the interesting
+    times they make, the joins of their times with each other and with the key's other times
+    (its history's, its ready and its pending ones), placed as ``ProductReduce._new_times``
+    does."""
+    known = set(times)
+    if rest:
+        known |= rest
+    place_new_times(op, key, quad_closure(h, mark, known), known, times, rest, beyond)
 
 
 def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None:
