@@ -211,11 +211,8 @@ def _evaluate_distinct(
             c, have, above = quad_counts_and_above(h, n - 4, s0, s1)
             t = times[0]
             one = len(times) == 1 and t[0] == s0 and t[1] == s1
-            if one and not rest:
-                if above:  # (no other time of the key in ``pending``: see _pend_joins)
-                    _pend_joins(op, key, times, above, s0, s1, f0s, f1s)
-            elif above or rest or not one:
-                _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
+            if above or rest or not one:
+                _joins_with_new(op, key, times, rest, one, above, s0, s1, f0s, f1s)
             if one and len(times) == 1:
                 # The one time, the new update's, with its counts from the pass above.
                 want = (1 if c + h[n - 1] > 0 else 0) - have
@@ -257,50 +254,62 @@ def _keep(
         state[key] = h
 
 
-def _pend_joins(
+def _joins_with_new(
     op: ProductDistinct,
     key: Any,
     times: List[Time],
+    rest: Optional[Set[Time]],
+    one: bool,
     above: List[Time],
     s0: int,
     s1: int,
     f0s: List[int],
     f1s: List[int],
 ) -> None:
-    """:func:`_joins_with_new` when ``key``'s only ready time is its one new update's ``s``
-    and ``pending`` holds no other time of it (the common case): the joins of ``s`` with
-    ``above`` (its history's times not below ``s``) the frontier (``f0s``, ``f1s``: its
-    outers, increasing, and inners) has passed are appended to ``times``, the others become
-    ``key``'s pending times, with no set of known times to test against (``s`` is no join with
-    a time not below it; a join at the time of an update not yet ready is registered twice,
-    and taken once when ready)."""
+    """The joins of the new update's time ``s`` with the key's times not below it (``above``
+    from its history; its ready ``times``, only ``s`` when ``one``; its other pending times
+    ``rest``, ``key``'s set in ``pending``): those the frontier (``f0s``, ``f1s``: its outers,
+    increasing, and inners) has passed are appended to ``times``, the others become pending.
+    (A join at the time of an update not yet ready is registered twice, and taken once when
+    ready.)"""
+    if not one:
+        above += [t for t in times if t[0] > s0 or t[1] > s1]
+    if rest:
+        above += [t for t in rest if t[0] > s0 or t[1] > s1]
+    if not above:
+        return
+    later = []
     if all([a <= s0 for a, _ in above]):
         # Joins (s0, b), b > s1: passed below the least inner of the frontier's elements
         # with outer <= s0 (one bisection, not one test per join).
         k = bisect_right(f0s, s0)
         lim = f1s[k - 1] if k else None
-        later = []
         for b in {b for _, b in above}:
-            if lim is None or b < lim:
-                times.append((s0, b))
-            else:
-                later.append((s0, b))
+            t = (s0, b)
+            if (one or t not in times) and (not rest or t not in rest):
+                if lim is None or b < lim:
+                    times.append(t)
+                else:
+                    later.append(t)
     else:
         if all([b <= s1 for _, b in above]):
             candidates = {(a, s1) for a, _ in above}
         else:
             candidates = joins({(s0, s1)}, set(above))
             candidates.discard((s0, s1))
-        later = []
         for t in candidates:
-            k = bisect_right(f0s, t[0])
-            if k and f1s[k - 1] <= t[1]:
-                later.append(t)
-            else:
-                times.append(t)
+            if (one or t not in times) and (not rest or t not in rest):
+                k = bisect_right(f0s, t[0])
+                if k and f1s[k - 1] <= t[1]:
+                    later.append(t)
+                else:
+                    times.append(t)
     if not later:
         return
-    op.pending[key] = later[0] if len(later) == 1 else set(later)
+    if rest is not None:
+        rest.update(later)
+    else:
+        op.pending[key] = later[0] if len(later) == 1 else set(later)
     pending_times = op.pending_times
     for t in later:
         keys = pending_times.get(t)
@@ -308,69 +317,6 @@ def _pend_joins(
             op.add_pending_time(t, key)
         else:
             keys.append(key)
-
-
-def _joins_with_new(
-    op: ProductDistinct,
-    key: Any,
-    times: List[Time],
-    rest: Optional[Set[Time]],
-    above: List[Time],
-    s0: int,
-    s1: int,
-    beyond: Callable[[int, int], bool],
-) -> None:
-    """The joins of the new update's time ``s`` with the key's times not below it (``above``
-    from its history, and its ready and pending times): the passed ones are added to
-    ``times``, the others registered as pending."""
-    for t in times:
-        if t[0] > s0 or t[1] > s1:
-            above.append(t)
-    if rest:
-        for t in rest:
-            if t[0] > s0 or t[1] > s1:
-                above.append(t)
-    if not above:
-        return
-    if all([a <= s0 for a, _ in above]):
-        candidates = {(s0, b) for _, b in above}
-    elif all([b <= s1 for _, b in above]):
-        candidates = {(a, s1) for a, _ in above}
-    else:
-        candidates = joins({(s0, s1)}, set(above))
-    known = set(times)
-    known.add((s0, s1))
-    if rest:
-        known |= rest
-    _place(op, key, candidates, known, times, beyond)
-
-
-def _place(
-    op: ProductDistinct,
-    key: Any,
-    candidates: Set[Time],
-    known: Set[Time],
-    times: List[Time],
-    beyond: Callable[[int, int], bool],
-) -> None:
-    """Each of ``candidates`` not in ``known`` (``key``'s ready and pending times): appended
-    to ``times`` if the frontier has passed it, else pending for ``key`` (as ``place_new_times``,
-    keeping a key's only pending time as the time itself)."""
-    pending = op.pending
-    for t in candidates:
-        if t in known:
-            continue
-        if not beyond(t[0], t[1]):
-            times.append(t)
-            continue
-        p = pending.get(key)
-        if p is None:
-            pending[key] = t
-        elif p.__class__ is tuple:
-            pending[key] = {p, t}
-        else:
-            p.add(t)
-        op.add_pending_time(t, key)
 
 
 def _several_new(
