@@ -5,10 +5,12 @@ evaluates tens of thousands of keys of a large state per round, mostly waiting f
 each key has ONE flat list of ints, ``[size, mark, kind, outer, inner, diff, ...]`` (a *quad
 list*, as the kernels of :mod:`~timelypy.differential.kernel.histories` read them, with one more
 header element), not five dictionaries and a tuple per update. An arriving update is appended
-to its key's list at once (the key's one look-up in the large state is then the ingest's, and
-the evaluation finds the list still in cache); the quads from ``mark`` on are the updates
-not yet evaluated. ``threshold`` with a function is a :class:`~.product.ProductReduceUpdates`
-that evaluates the declared threshold on counts (:func:`threshold_product` picks).
+to its key's list at once (the key's one look-up in the large state is then the ingest's: the
+evaluation finds the list in a small table of the keys touched since their last evaluation);
+the quads from ``mark`` on are the updates not yet evaluated, and their times are registered
+per time only (no per-key look-up). ``threshold`` with a function is a
+:class:`~.product.ProductReduceUpdates` that evaluates the declared threshold on counts
+(:func:`threshold_product` picks).
 """
 
 from __future__ import annotations
