@@ -153,18 +153,27 @@ def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
     state = op.state
     fresh = op._fresh
     pending_times = op.pending_times
-    for key, (a, b), r in data:
+    last = None  # the time of the update before, and its keys' list in pending_times
+    keys: List[Any] = []
+    for key, pt, r in data:
+        a, b = pt
         h = state.get(key)
         if h is None:
             fresh[key] = state[key] = [2, 2, 0, a, b, r]
         else:
             h += (0, a, b, r)
             fresh[key] = h
+        if pt == last:  # (a message's updates mostly share one time)
+            keys.append(key)
+            continue
+        last = pt
         t = (a, b)
-        keys = pending_times.get(t)
-        if keys is None:
+        got = pending_times.get(t)
+        if got is None:
             op.add_pending_time(t, key)
+            keys = pending_times[t]
         else:
+            keys = got
             keys.append(key)
 
 
