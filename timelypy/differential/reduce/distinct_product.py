@@ -221,7 +221,7 @@ def _evaluate_distinct(
             s1 = h[n - 2]
             c, have, above = quad_counts_and_above(h, n - 4, s0, s1)
             t = times[0]
-            one = len(times) == 1 and t[0] == s0 and t[1] == s1
+            one = times == [(s0, s1)]
             if above or rest or not one:
                 _joins_with_new(op, key, times, rest, one, above, s0, s1, f0s, f1s)
             if one and len(times) == 1:
@@ -234,8 +234,9 @@ def _evaluate_distinct(
                         output[t] = bucket = (_tuple_new(Product, t), [])
                     bucket[1].append((key, bucket[0], want))
                 n = h[1] = len(h)
-                # (_keep's common case, tested here: a stored state that stays as it is)
-                if frontier and (not stored or n == 2 or (n > 42 and n > 2 * h[0])):
+                # (_keep's common case, tested here: the state, stored since its ingest and
+                # not empty, stays as it is)
+                if n > 42 and n > 2 * h[0] and frontier:
                     _keep(state, key, h, stored, m0, m1)
                 continue
         elif n > mark:
