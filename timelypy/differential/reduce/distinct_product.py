@@ -291,21 +291,26 @@ def _joins_with_new(
     if not above:
         return
     later = []
-    if all([a <= s0 for a, _ in above]):
+    outers, inners = zip(*above)
+    if max(outers) <= s0:
         # Joins (s0, b), b > s1: passed below the least inner of the frontier's elements
         # with outer <= s0 (one bisection, not one test per join).
         k = bisect_right(f0s, s0)
         lim = f1s[k - 1] if k else None
-        for b in {b for _, b in above}:
-            t = (s0, b)
-            if (one or t not in times) and (not rest or t not in rest):
-                if lim is None or b < lim:
-                    times.append(t)
-                else:
-                    later.append(t)
+        bs = set(inners)
+        if one and not rest and lim is not None and min(bs) >= lim:
+            later = [(s0, b) for b in bs]  # (the common case: every join is pending)
+        else:
+            for b in bs:
+                t = (s0, b)
+                if (one or t not in times) and (not rest or t not in rest):
+                    if lim is None or b < lim:
+                        times.append(t)
+                    else:
+                        later.append(t)
     else:
-        if all([b <= s1 for _, b in above]):
-            candidates = {(a, s1) for a, _ in above}
+        if max(inners) <= s1:
+            candidates = {(a, s1) for a in set(outers)}
         else:
             candidates = joins({(s0, s1)}, set(above))
             candidates.discard((s0, s1))
