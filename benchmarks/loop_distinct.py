@@ -18,6 +18,7 @@ and the medians). ``--per-operator`` adds a sink of ``OperatorFinished`` events 
 phase and reports each operator's wall seconds and their share of ``update_s`` (by name;
 ``Iterate``, the loop's subgraph, includes the operators inside it; the sink's own cost is in
 the figures of those runs). ``--check`` compares the reachable set after the changes with a BFS.
+Each phase waits at most ``--timeout`` seconds.
 
     python benchmarks/loop_distinct.py --nodes 100000 --changes 1000 --reps 3
 """
@@ -36,8 +37,6 @@ import timelypy as tp
 from timelypy.instrument import EventLog, OperatorFinished
 
 Edge = Tuple[int, int]
-WAIT_S = 3600.0
-"""The bound on the wait for the load's probe."""
 
 
 def graph(nodes: int, per_node: int, changes: int, seed: int) -> Tuple[List[Edge], List[Any]]:
@@ -83,8 +82,11 @@ def reachable(edges: List[Edge], changes: List[Any], roots: List[int]) -> Set[in
     return seen
 
 
-def run(edges: List[Edge], changes: List[Any], roots: List[int], per_operator: bool) -> Any:
-    """One fresh dataflow: load, then the open-loop update phase; its figures."""
+def run(
+    edges: List[Edge], changes: List[Any], roots: List[int], per_operator: bool, timeout: float
+) -> Any:
+    """One fresh dataflow: load, then the open-loop update phase; its figures. Each phase
+    waits at most ``timeout`` seconds."""
 
     def build(worker: Any) -> Dict[str, Any]:
         reach: Counter = Counter()
@@ -113,7 +115,7 @@ def run(edges: List[Edge], changes: List[Any], roots: List[int], per_operator: b
             es.insert(edge)
         es.advance_to(1)
         es.flush()
-        worker.step_until(probe, 1, timeout=WAIT_S)
+        worker.step_until(probe, 1, timeout=timeout)
         load_s = now() - t0
         if log is not None:
             worker.instruments.add(log)
@@ -123,8 +125,10 @@ def run(edges: List[Edge], changes: List[Any], roots: List[int], per_operator: b
             es.insert(new)
             es.advance_to(t + 1)
         es.close()
+        deadline = now() + timeout
         while worker.step():
-            pass
+            if now() > deadline:
+                raise TimeoutError(f"loop_distinct: the update phase took over {timeout} s")
         update_s, update_cpu_s = now() - t1, time.process_time() - c1
         result: Dict[str, Any] = {
             "load_s": round(load_s, 4),
@@ -157,13 +161,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-operator", action="store_true")
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="bound on each phase (s)")
     args = parser.parse_args()
     roots = list(range(args.roots))
     edges, changes = graph(args.nodes, args.edges_per_node, args.changes, args.seed)
     runs = []
     for rep in range(args.reps):
         note(f"loop_distinct: run {rep + 1} of {args.reps}")
-        r = run(edges, changes, roots, args.per_operator)
+        r = run(edges, changes, roots, args.per_operator, args.timeout)
         found = r.pop("reachable")
         if args.check:
             r["check"] = set(found) == reachable(edges, changes, roots)
@@ -173,8 +178,8 @@ def main() -> None:
     emit(
         {
             "benchmark": "loop_distinct",
+            **environment(),
             "params": vars(args),
-            "environment": environment(),
             "runs": runs,
             "median": {k: median([r[k] for r in runs]) for k in keys},
         }
