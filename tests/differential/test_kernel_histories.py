@@ -118,6 +118,20 @@ def test_closure_of_fresh_times(fresh, hin, hout, known):
 
 
 @SETTINGS
+@given(quads, st.lists(times, min_size=1, max_size=3), time_sets)
+def test_quad_closure_of_the_quads_after_an_index(qs, fresh, known):
+    h = _quad_list(qs)
+    start = len(h)
+    for k, (a, b) in enumerate(fresh):
+        h += (0, a, b, 1 - 2 * (k % 2))  # fresh: new input quads
+    kept = (list(h), set(known))
+    assert fast.quad_closure(h, start, known) == plain.quad_closure(h, start, known)
+    assert (h, known) == kept
+    hin, hout = fast.split_quads(h)
+    assert fast.quad_closure(h, start, known) == fast.closure(set(fresh), hin, hout, known)
+
+
+@SETTINGS
 @given(st.sets(times, min_size=1, max_size=3), st.lists(times, max_size=8))
 def test_close_under_joins_at_any_order(seeds, history):
     order = order_for(Product(0, 0))

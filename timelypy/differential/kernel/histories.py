@@ -19,7 +19,8 @@ outer, inner, diff)`` tuples, or, for ``distinct`` (records arranged by self, on
   the meet is unchanged); :func:`split_quads` reads a quad list as two flat histories;
 * times: :func:`minimal` (the minimal elements of times given by inner coordinate),
   :func:`joins`, :func:`joins_with_one`, :func:`closure` (the joins of every set of times holding
-  a fresh one) and :func:`close_under_joins` at any order.
+  a fresh one), :func:`quad_closure` (the same for the quads of a quad list from an index on)
+  and :func:`close_under_joins` at any order.
 
 Kernels never modify their arguments and return fresh containers (a caller may keep or change
 them); the order of elements in a returned list or dict is unspecified. Each is one pass over
@@ -45,6 +46,7 @@ __all__ = [
     "joins",
     "joins_with_one",
     "minimal",
+    "quad_closure",
     "quad_counts_and_above",
     "quad_counts_at",
     "split_quads",
@@ -229,6 +231,28 @@ def closure(
         return set(fresh)
     if len(fresh) == 1:
         return joins_with_one(s, above)
+    return joins(fresh, above)
+
+
+def quad_closure(h: List[int], start: int, known: Set[Time]) -> Set[Time]:
+    """:func:`closure` on a quad list: the joins of every set of times that holds the time of
+    a quad of ``h`` from index ``start`` on (the fresh ones; at least one) and otherwise times
+    of ``h``'s quads (input or output) and of ``known``. The times below every fresh one are
+    left out first, as :func:`closure` does."""
+    it = islice(h, start, None)
+    fresh = {(a, b) for _, a, b, _ in zip(it, it, it, it)}
+    m0 = min([a for a, _ in fresh])
+    m1 = min([b for _, b in fresh])
+    it = islice(h, 2, start)
+    above = {(a, b) for _, a, b, _ in zip(it, it, it, it) if a > m0 or b > m1}
+    above.update([t for t in known if t[0] > m0 or t[1] > m1])
+    if len(fresh) > 1:
+        above.update([t for t in fresh if t[0] > m0 or t[1] > m1])
+    if not above:
+        return fresh
+    if len(fresh) == 1:
+        for t in fresh:
+            return joins_with_one(t, above)
     return joins(fresh, above)
 
 

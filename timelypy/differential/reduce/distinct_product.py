@@ -5,23 +5,32 @@ evaluates tens of thousands of keys of a large state per round, mostly waiting f
 each key has ONE flat list of ints, ``[size, mark, kind, outer, inner, diff, ...]`` (a *quad
 list*, as the kernels of :mod:`~timelypy.differential.kernel.histories` read them, with one more
 header element), not five dictionaries and a tuple per update. An arriving update is appended
-to its key's list at once (the key's one look-up in the large state is then the ingest's, and
-the evaluation finds the list still in cache); the quads from ``mark`` on are the updates
-not yet evaluated. ``threshold`` with a function is a :class:`~.product.ProductReduceUpdates`
-that evaluates the declared threshold on counts (:func:`threshold_product` picks).
+to its key's list at once (the key's one look-up in the large state is then the ingest's: the
+evaluation finds the list in a small table of the keys touched since their last evaluation);
+the quads from ``mark`` on are the updates not yet evaluated, and their times are registered
+per time only (no per-key look-up). ``threshold`` with a function is a
+:class:`~.product.ProductReduceUpdates` that evaluates the declared threshold on counts
+(:func:`threshold_product` picks).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Union
+from bisect import bisect_right
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from ...dataflow.channels import Exchange
-from ...dataflow.state import OperatorState
+from ...dataflow.state import OperatorState, future_pieces
 from ...dataflow.stream import Stream
 from ...errors import RecoveryError
 from ...order import Product
-from ..kernel.histories import compact_quads, joins, quad_counts_and_above, quad_counts_at
-from .common import History, Logic, Output, Time, beyond_test, check_product
+from ..kernel.histories import (
+    compact_quads,
+    joins,
+    quad_closure,
+    quad_counts_and_above,
+    quad_counts_at,
+)
+from .common import Logic, Output, Time, beyond_test, check_product, place_new_times
 from .logic import GroupLogic, distinct_logic, threshold_logic
 from .product import ProductReduceUpdates
 
@@ -38,13 +47,19 @@ class ProductDistinct(ProductReduceUpdates):
     has one quad list in :attr:`state`: ``[size, mark, kind, outer, inner, diff, ...]``
     (``size``: its length after its last compaction; ``kind`` 0 input, 1 output); arriving
     updates are appended as input quads and wait, from index ``mark`` on, until their key is
-    evaluated. The steps are :func:`_evaluate_distinct`'s."""
+    evaluated. Their times are registered in ``pending_times`` only; ``pending`` holds a key's
+    other interesting times (joins) not yet evaluated: the ingest makes no look-up there. The
+    steps are :func:`_evaluate_distinct`'s."""
 
     state_keyed = ProductReduceUpdates.state_keyed + ("state",)
 
     def __init__(self, scope: "Scope", logic: Union[Logic, GroupLogic], name: str) -> None:
         super().__init__(scope, logic, name, keyed=False)
         self.state: Dict[Any, List[int]] = {}
+        self._fresh: Dict[Any, List[int]] = {}
+        """The states of the keys that took updates since their last evaluation (``state``'s
+        lists): a small table, so that the evaluation finds them without a look-up in the
+        large one."""
 
     def snapshot_state(self) -> OperatorState:
         """The per-key states (format version 2: quad lists with a mark) and pending times."""
@@ -66,7 +81,21 @@ class ProductDistinct(ProductReduceUpdates):
                 f"operator {self._state_owner()}: state version {state.version}; this "
                 "timelypy reads versions 1 and 2"
             )
+        self._fresh.clear()
         super().restore_state(state)
+
+    def future_state(self) -> List[Tuple[Any, str, Any]]:
+        """The pending times per key, ``(key, "pending", [((outer, inner), None), ...])``,
+        from ``pending_times`` (the times of updates not yet evaluated are registered only
+        there)."""
+        at_or_beyond = self.input_frontiers[0].less_equal
+        held = {(key, t) for t, keys in self.pending_times.items() for key in keys}
+        return future_pieces(
+            self._state_owner(),
+            "pending",
+            ((key, t, None) for key, t in held),
+            lambda t: at_or_beyond(_tuple_new(Product, t)),
+        )
 
     def _ingest(self, data: List[Any], keyed: bool) -> None:
         _ingest_distinct(self, data)
@@ -78,6 +107,7 @@ class ProductDistinct(ProductReduceUpdates):
 
     def _drop_histories(self) -> None:
         self.state.clear()
+        self._fresh.clear()
 
 
 def threshold_product(
@@ -118,33 +148,32 @@ def _from_version_1(piece: Any) -> Any:
 
 def _ingest_distinct(op: ProductDistinct, data: List[Any]) -> None:
     """Take ``(record, time, diff)`` updates: appended to their keys' states (from ``mark``
-    on), and their times registered as pending."""
+    on), and their times registered in ``pending_times`` only (a key may be registered twice
+    at a time: the evaluation takes its ready times once)."""
     state = op.state
-    pending = op.pending
+    fresh = op._fresh
     pending_times = op.pending_times
-    for key, (a, b), r in data:
+    last = None  # the time of the update before, and its keys' list in pending_times
+    keys: List[Any] = []
+    for key, pt, r in data:
+        a, b = pt
         h = state.get(key)
         if h is None:
-            state[key] = [2, 2, 0, a, b, r]
+            fresh[key] = state[key] = [2, 2, 0, a, b, r]
         else:
             h += (0, a, b, r)
-        # Written out as in ProductReduceUpdates' ingest (not a call): one call fewer per update.
-        t = (a, b)
-        p = pending.get(key)
-        if p is None:
-            pending[key] = t  # (the only pending time: no set until there are two)
-        elif p.__class__ is tuple:
-            if p == t:
-                continue
-            pending[key] = {p, t}
-        elif t in p:
+            fresh[key] = h
+        if pt == last:  # (a message's updates mostly share one time)
+            keys.append(key)
             continue
-        else:
-            p.add(t)
-        keys = pending_times.get(t)
-        if keys is None:
+        last = pt
+        t = (a, b)
+        got = pending_times.get(t)
+        if got is None:
             op.add_pending_time(t, key)
+            keys = pending_times[t]
         else:
+            keys = got
             keys.append(key)
 
 
@@ -160,16 +189,26 @@ def _evaluate_distinct(
     ``beyond(outer, inner)`` tests a time against the frontier."""
     pending = op.pending
     state = op.state
+    fresh = op._fresh
     m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
+    f0s = [f[0] for f in frontier]
+    f1s = [f[1] for f in frontier]
     for key, times in ready.items():
-        p = pending.pop(key)
-        if p.__class__ is tuple or len(p) == len(times):
-            rest: Optional[Set[Time]] = None
-        else:
-            rest = p
-            p.difference_update(times)
-            pending[key] = p
-        h = state.get(key)
+        if len(times) > 1:
+            times = list(set(times))
+        p = pending.pop(key, None)
+        rest: Optional[Set[Time]] = None
+        if p is not None:
+            if p.__class__ is tuple:
+                if p not in times:
+                    pending[key] = rest = {p}
+            else:
+                p.difference_update(times)
+                if p:
+                    pending[key] = rest = p
+        h = fresh.pop(key, None)  # (the state may change below: compacted, dropped)
+        if h is None:
+            h = state.get(key)
         stored = h is not None
         if h is None:
             h = [2, 2]
@@ -182,9 +221,9 @@ def _evaluate_distinct(
             s1 = h[n - 2]
             c, have, above = quad_counts_and_above(h, n - 4, s0, s1)
             t = times[0]
-            one = len(times) == 1 and t[0] == s0 and t[1] == s1
+            one = times == [(s0, s1)]
             if above or rest or not one:
-                _joins_with_new(op, key, times, rest, above, s0, s1, beyond)
+                _joins_with_new(op, key, times, rest, one, above, s0, s1, f0s, f1s)
             if one and len(times) == 1:
                 # The one time, the new update's, with its counts from the pass above.
                 want = (1 if c + h[n - 1] > 0 else 0) - have
@@ -195,8 +234,9 @@ def _evaluate_distinct(
                         output[t] = bucket = (_tuple_new(Product, t), [])
                     bucket[1].append((key, bucket[0], want))
                 n = h[1] = len(h)
-                # (_keep's common case, tested here: a stored state that stays as it is)
-                if frontier and (not stored or n == 2 or (n > 42 and n > 2 * h[0])):
+                # (_keep's common case, tested here: the state, stored since its ingest and
+                # not empty, stays as it is)
+                if n > 42 and n > 2 * h[0] and frontier:
                     _keep(state, key, h, stored, m0, m1)
                 continue
         elif n > mark:
@@ -231,62 +271,69 @@ def _joins_with_new(
     key: Any,
     times: List[Time],
     rest: Optional[Set[Time]],
+    one: bool,
     above: List[Time],
     s0: int,
     s1: int,
-    beyond: Callable[[int, int], bool],
+    f0s: List[int],
+    f1s: List[int],
 ) -> None:
     """The joins of the new update's time ``s`` with the key's times not below it (``above``
-    from its history, and its ready and pending times): the passed ones are added to
-    ``times``, the others registered as pending."""
-    for t in times:
-        if t[0] > s0 or t[1] > s1:
-            above.append(t)
+    from its history; its ready ``times``, only ``s`` when ``one``; its other pending times
+    ``rest``, ``key``'s set in ``pending``): those the frontier (``f0s``, ``f1s``: its outers,
+    increasing, and inners) has passed are appended to ``times``, the others become pending.
+    (A join at the time of an update not yet ready is registered twice, and taken once when
+    ready.)"""
+    if not one:
+        above += [t for t in times if t[0] > s0 or t[1] > s1]
     if rest:
-        for t in rest:
-            if t[0] > s0 or t[1] > s1:
-                above.append(t)
+        above += [t for t in rest if t[0] > s0 or t[1] > s1]
     if not above:
         return
-    if all([a <= s0 for a, _ in above]):
-        candidates = {(s0, b) for _, b in above}
-    elif all([b <= s1 for _, b in above]):
-        candidates = {(a, s1) for a, _ in above}
-    else:
-        candidates = joins({(s0, s1)}, set(above))
-    known = set(times)
-    known.add((s0, s1))
-    if rest:
-        known |= rest
-    _place(op, key, candidates, known, times, beyond)
-
-
-def _place(
-    op: ProductDistinct,
-    key: Any,
-    candidates: Set[Time],
-    known: Set[Time],
-    times: List[Time],
-    beyond: Callable[[int, int], bool],
-) -> None:
-    """Each of ``candidates`` not in ``known`` (``key``'s ready and pending times): appended
-    to ``times`` if the frontier has passed it, else pending for ``key`` (as ``place_new_times``,
-    keeping a key's only pending time as the time itself)."""
-    pending = op.pending
-    for t in candidates:
-        if t in known:
-            continue
-        if not beyond(t[0], t[1]):
-            times.append(t)
-            continue
-        p = pending.get(key)
-        if p is None:
-            pending[key] = t
-        elif p.__class__ is tuple:
-            pending[key] = {p, t}
+    later = []
+    outers, inners = zip(*above)
+    if max(outers) <= s0:
+        # Joins (s0, b), b > s1: passed below the least inner of the frontier's elements
+        # with outer <= s0 (one bisection, not one test per join).
+        k = bisect_right(f0s, s0)
+        lim = f1s[k - 1] if k else None
+        bs = set(inners)
+        if one and not rest and lim is not None and min(bs) >= lim:
+            later = [(s0, b) for b in bs]  # (the common case: every join is pending)
         else:
-            p.add(t)
-        op.add_pending_time(t, key)
+            for b in bs:
+                t = (s0, b)
+                if (one or t not in times) and (not rest or t not in rest):
+                    if lim is None or b < lim:
+                        times.append(t)
+                    else:
+                        later.append(t)
+    else:
+        if max(inners) <= s1:
+            candidates = {(a, s1) for a in set(outers)}
+        else:
+            candidates = joins({(s0, s1)}, set(above))
+            candidates.discard((s0, s1))
+        for t in candidates:
+            if (one or t not in times) and (not rest or t not in rest):
+                k = bisect_right(f0s, t[0])
+                if k and f1s[k - 1] <= t[1]:
+                    later.append(t)
+                else:
+                    times.append(t)
+    if not later:
+        return
+    if rest is not None:
+        rest.update(later)
+    else:
+        op.pending[key] = later[0] if len(later) == 1 else set(later)
+    pending_times = op.pending_times
+    for t in later:
+        keys = pending_times.get(t)
+        if keys is None:
+            op.add_pending_time(t, key)
+        else:
+            keys.append(key)
 
 
 def _several_new(
@@ -298,17 +345,14 @@ def _several_new(
     rest: Optional[Set[Time]],
     beyond: Callable[[int, int], bool],
 ) -> None:
-    """Several new updates of ``key`` (the quads of ``h`` from ``mark`` on): find the
-    interesting times they make with the general closure (``ProductReduce._new_times``)."""
-    hin: History = []
-    hout: History = []
-    it = iter(h)
-    for _ in range(2):
-        next(it)
-    for k, a, b, r in zip(it, it, it, it):
-        (hout if k else hin).append(((), a, b, r))
-    done = len(hin) - (len(h) - mark) // 4
-    op._new_times(key, times, rest, hin, hout or None, done, beyond)
+    """Several new updates of ``key`` (the quads of ``h`` from ``mark`` on): the interesting
+    times they make, the joins of their times with each other and with the key's other times
+    (its history's, its ready and its pending ones), placed as ``ProductReduce._new_times``
+    does."""
+    known = set(times)
+    if rest:
+        known |= rest
+    place_new_times(op, key, quad_closure(h, mark, known), known, times, rest, beyond)
 
 
 def _at_times(key: Any, h: List[int], times: List[Time], output: Output) -> None:

@@ -90,11 +90,14 @@ class ProductReduce(KeyedState, OperatorCore):
         self.out_hist: Dict[Any, History] = {}
         self.pending: Dict[Any, Any] = {}
         """Per key, the times not yet evaluated where its output may change: a set of times
-        (:class:`ProductDistinct <.distinct_product.ProductDistinct>`: the time itself while it
-        is the only one, see :func:`pending_set`)."""
+        (:class:`ProductDistinct <.distinct_product.ProductDistinct>`: only the joins, not the
+        times of its updates, and the time itself while it is the only one, see
+        :func:`pending_set`)."""
         self.pending_times: Dict[Time, List[Any]] = {}
         """The inverse of ``pending``: per time, its keys (each once: a time is registered for a
-        key only when it is not pending for it yet)."""
+        key only when it is not pending for it yet; :class:`ProductDistinct
+        <.distinct_product.ProductDistinct>` registers the times of its updates here only, a key
+        possibly twice at a time)."""
         self._outers: Dict[int, Set[int]] = {}
         """``pending_times`` by inner coordinate: ``inner -> {outer, ...}``."""
         self._low: Dict[int, int] = {}

@@ -23,6 +23,7 @@ __all__ = [
     "joins",
     "joins_with_one",
     "minimal",
+    "quad_closure",
     "quad_counts_and_above",
     "quad_counts_at",
     "split_quads",
@@ -149,6 +150,12 @@ def closure(
 ) -> Set[Time]:
     times = {(a, b) for _, a, b, _ in hist_in} | {(a, b) for _, a, b, _ in hist_out or ()}
     return _all_joins(set(fresh), times | set(known))
+
+
+def quad_closure(h: List[int], start: int, known: Set[Time]) -> Set[Time]:
+    body = h[start:]
+    fresh = {(body[k + 1], body[k + 2]) for k in range(0, len(body), 4)}
+    return _all_joins(fresh, {(a, b) for _, a, b, _ in _quads(h)} | set(known))
 
 
 def close_under_joins(
