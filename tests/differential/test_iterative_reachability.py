@@ -11,6 +11,7 @@ from typing import Any, Dict
 
 import pytest
 from oracle.graphs import reachable
+from support.dataflows import reachability
 
 import timelypy as tp
 from timelypy.differential.agent import TraceAgent
@@ -200,15 +201,7 @@ def _run(edges, changes, roots, workers=1):
         def dataflow(scope):
             es, e = scope.new_collection()
             rs, r = scope.new_collection()
-            out = r.iterate(
-                lambda inner: (
-                    e.enter(inner.scope)
-                    .semijoin(inner)
-                    .map(lambda sd: sd[1])
-                    .concat(r.enter(inner.scope))
-                    .distinct()
-                )
-            )
+            out = reachability(e, r)
             return es, rs, out.capture()
 
         es, rs, cap = worker.dataflow(dataflow)

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Set, Tuple
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle.graphs import reachable
+from support.dataflows import reachability
 
 import timelypy as tp
 
@@ -50,15 +51,7 @@ def _run(
         def dataflow(scope: Any) -> Any:
             es, e = scope.new_collection()
             rs, r = scope.new_collection()
-            out = r.iterate(
-                lambda inner: (
-                    e.enter(inner.scope)
-                    .semijoin(inner)
-                    .map(lambda sd: sd[1])
-                    .concat(r.enter(inner.scope))
-                    .distinct()
-                )
-            )
+            out = reachability(e, r)
             return es, rs, out.probe(), out.capture()
 
         es, rs, probe, cap = worker.dataflow(dataflow)

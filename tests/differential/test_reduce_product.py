@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import pytest
 from oracle.graphs import reachable
 from support.cases import over_seeds
+from support.dataflows import reachability
 from support.paths import EXAMPLES
 
 import timelypy as tp
@@ -286,15 +287,7 @@ def test_reachability_with_buffered_changes(seed, buffered):
         def dataflow(scope):
             es, e = scope.new_collection()
             rs, r = scope.new_collection()
-            out = r.iterate(
-                lambda inner: (
-                    e.enter(inner.scope)
-                    .semijoin(inner)
-                    .map(lambda sd: sd[1])
-                    .concat(r.enter(inner.scope))
-                    .distinct()
-                )
-            )
+            out = reachability(e, r)
             probe = out.inspect(lambda u: reach.__setitem__(u[0], reach[u[0]] + u[2])).probe()
             return es, rs, probe
 

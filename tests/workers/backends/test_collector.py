@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 
 import pytest
+from support.dataflows import reachability
 
 import timelypy as tp
 from timelypy.workers import collector
@@ -106,15 +107,7 @@ def test_the_engine_makes_no_cyclic_garbage_while_stepping(gc_enabled):
         def define(scope):
             session, edges = scope.new_collection()
             roots = edges.map(lambda e: e[0]).filter(lambda n: n == 0).distinct()
-            reach = roots.iterate(
-                lambda inner: (
-                    edges.enter(inner.scope)
-                    .semijoin(inner)
-                    .map(lambda e: e[1])
-                    .concat(roots.enter(inner.scope))
-                    .distinct()
-                )
-            )
+            reach = reachability(edges, roots)
             skip = edges.map(lambda e: (e[1], e[0])).join(edges)
             counts = skip.map(lambda r: r[0]).count()
             return session, reach.concat(counts.map(lambda kc: kc[0])).probe()
