@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.columns import pairs_session
 
 import timelypy as tp
 from timelypy.communication.wire import pickle_records, unpickle_records
@@ -210,18 +211,8 @@ def test_checkpoint_with_column_messages_waiting() -> None:
     assert joined == expected
 
 
-def _session(schema: Any = None) -> Any:
-    def flow(scope: Any) -> Any:
-        pairs_in, pairs = scope.new_collection("pairs", schema=schema)
-        return pairs_in, pairs.capture(), pairs.probe()
-
-    worker = tp.Worker()
-    pairs_in, captured, probe = worker.dataflow(flow)
-    return worker, pairs_in, captured, probe
-
-
 def test_bad_columns_name_the_input_and_the_value() -> None:
-    _, pairs_in, _, _ = _session()
+    _, pairs_in, _, _ = pairs_session()
     with pytest.raises(ValueError, match="'pairs'.*3 values"):
         pairs_in.update_columns(np.arange(4), np.arange(3))
     with pytest.raises(SchemaError, match="'pairs'.*not fixed-width"):
@@ -238,12 +229,12 @@ def test_bad_columns_name_the_input_and_the_value() -> None:
 
 
 def test_schema_is_checked_and_odd_floats_take_the_object_path() -> None:
-    _, pairs_in, _, _ = _session(schema=(int, float))
+    _, pairs_in, _, _ = pairs_session(schema=(int, float))
     with pytest.raises(SchemaError, match="'pairs'.*\\(int, int\\).*\\(int, float\\)"):
         pairs_in.update_columns(np.arange(2), np.arange(2))
     with pytest.raises(SchemaError, match="record \\(1, nan\\) \\(row 1\\)"):
         pairs_in.update_columns(np.arange(2), np.array([0.5, np.nan]))
-    worker, pairs_in, captured, probe = _session()
+    worker, pairs_in, captured, probe = pairs_session()
     assert pairs_in.update_columns(np.arange(2), np.array([-0.0, 1.5])) == 2
     pairs_in.advance_to(1)
     pairs_in.flush()
@@ -255,7 +246,7 @@ def test_arrow_table_and_driver_session() -> None:
     """``update_arrow`` on a worker's session, ``update_columns`` on a driver session with two
     workers (routed by key to the worker that owns it): the same collection."""
     table = pa.table({"k": [1, 2, 3], "a": [1.5, 2.5, 3.5], "b": [True, False, True]})
-    worker, pairs_in, captured, probe = _session()
+    worker, pairs_in, captured, probe = pairs_session()
     assert pairs_in.update_arrow(table, ["k"], ["a", "b"]) == 3
     assert pairs_in.insert_columns(np.array([4]), [np.array([4.5]), np.array([False])]) == 1
     pairs_in.advance_to(1)

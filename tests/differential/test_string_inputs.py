@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.columns import pairs_session
 
 import timelypy as tp
 from timelypy.communication.wire import pickle_records, unpickle_records
@@ -271,21 +272,11 @@ def test_the_arrangement_keeps_string_messages_as_columns() -> None:
     assert result == (1, 1000)
 
 
-def _session(schema: Any = None) -> Any:
-    def flow(scope: Any) -> Any:
-        pairs_in, pairs = scope.new_collection("pairs", schema=schema)
-        return pairs_in, pairs.capture(), pairs.probe()
-
-    worker = tp.Worker()
-    pairs_in, captured, probe = worker.dataflow(flow)
-    return worker, pairs_in, captured, probe
-
-
 def test_schemas_with_strings_are_taken_and_checked() -> None:
     assert Layout.from_types((str, (bytes, int))).shape == ("s", ("y", "i"))
     with pytest.raises(ValueError, match="str, bytes or a tuple"):
         Layout.from_types((str, list))
-    worker, pairs_in, captured, probe = _session(schema=(str, int))
+    worker, pairs_in, captured, probe = pairs_session(schema=(str, int))
     pairs_in.insert(("a", 1))
     pairs_in.update_columns(np.array(["b"]), np.array([2]))
     pairs_in.advance_to(1)
@@ -293,7 +284,7 @@ def test_schemas_with_strings_are_taken_and_checked() -> None:
     worker.step_while(lambda: probe.less_than(1), timeout=10)
     assert sorted(captured.consolidated()) == [(("a", 1), 0, 1), (("b", 2), 0, 1)]
     for bad in [(Sub("a"), 1), (1, 1), (b"a", 1), (None, 1)]:
-        _, pairs_in, _, _ = _session(schema=(str, int))
+        _, pairs_in, _, _ = pairs_session(schema=(str, int))
         pairs_in.insert(bad)
         with pytest.raises(SchemaError, match=re.escape(f"'pairs': record {bad!r}")) as caught:
             pairs_in.flush()
@@ -301,7 +292,7 @@ def test_schemas_with_strings_are_taken_and_checked() -> None:
 
 
 def test_bad_string_columns_name_the_input_the_column_and_the_value() -> None:
-    _, pairs_in, _, _ = _session()
+    _, pairs_in, _, _ = pairs_session()
     with pytest.raises(SchemaError, match="'pairs'.*key column.*Sub|'pairs'.*key column.*'b'"):
         pairs_in.update_columns(np.array(["a", Sub("b")], dtype=object), np.arange(2))
     with pytest.raises(SchemaError, match="'pairs'.*value\\[1\\] column.*None.*row 1"):
@@ -310,7 +301,7 @@ def test_bad_string_columns_name_the_input_the_column_and_the_value() -> None:
         pairs_in.update_columns(np.array(["a", b"x"], dtype=object), np.arange(2))
     with pytest.raises(SchemaError, match="'pairs'.*key column holds a null \\(row 2\\)"):
         pairs_in.update_columns(pa.array(["a", "b", None]).dictionary_encode(), np.arange(3))
-    _, pairs_in, _, _ = _session(schema=(str, int))
+    _, pairs_in, _, _ = pairs_session(schema=(str, int))
     with pytest.raises(SchemaError, match="'pairs'.*\\(bytes, int\\).*\\(str, int\\)"):
         pairs_in.update_columns(pa.array([b"a"]), np.arange(1))
 

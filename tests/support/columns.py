@@ -167,3 +167,17 @@ def column_use(scope: Any, mode: Optional[str]) -> Usage:
         if op.writer.store:
             usage.column_batches += op.spine.column_batches()
     return usage
+
+
+def pairs_session(schema: Any = None) -> Any:
+    """``(worker, session, captured, probe)`` of a driver-stepped worker with one input named
+    ``"pairs"`` (declared with ``schema``), captured and probed: the column inputs' tests."""
+    import timelypy as tp
+
+    def flow(scope: Any) -> Any:
+        pairs_in, pairs = scope.new_collection("pairs", schema=schema)
+        return pairs_in, pairs.capture(), pairs.probe()
+
+    worker = tp.Worker()
+    pairs_in, captured, probe = worker.dataflow(flow)
+    return worker, pairs_in, captured, probe
