@@ -9,6 +9,7 @@ import json
 import math
 import os
 import platform
+import random
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -97,6 +98,16 @@ def environment() -> Dict[str, Any]:
         # Other work on the machine skews timings: record the load when the run started.
         "loadavg_1m_at_start": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
+
+
+def vocabulary(size: int, seed: int = 7) -> List[str]:
+    """``size`` distinct words of 3 to 12 lowercase letters."""
+    rnd = random.Random(seed)
+    words: Dict[str, None] = {}
+    while len(words) < size:
+        length = rnd.randint(3, 12)
+        words["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(length))] = None
+    return list(words)
 
 
 def sample_indices(total: int, sample: int) -> List[int]:

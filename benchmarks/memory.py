@@ -32,14 +32,13 @@ import argparse
 import gc
 import json
 import os
-import random
 import resource
 import subprocess
 import sys
 import tracemalloc
 from typing import Any, Dict, List
 
-from common import add_profile_argument, emit, environment, note, now, profiled
+from common import add_profile_argument, emit, environment, note, now, profiled, vocabulary
 
 import timelypy as tp
 from timelypy.differential.trace.column_batch import ColumnBatch
@@ -58,16 +57,6 @@ def _rss_mb() -> float:
 
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def vocabulary(size: int, seed: int = 7) -> List[str]:
-    """``size`` distinct words of 3 to 12 lowercase letters."""
-    rnd = random.Random(seed)
-    words: Dict[str, None] = {}
-    while len(words) < size:
-        length = rnd.randint(3, 12)
-        words["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(length))] = None
-    return list(words)
 
 
 def arrangement(n: int, changes: int, vocab: int = 0) -> Dict[str, Any]:

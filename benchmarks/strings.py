@@ -38,7 +38,7 @@ import time
 import tracemalloc
 from typing import Any, Dict, List, Sequence, Tuple
 
-from common import emit, environment, median, note, now
+from common import emit, environment, median, note, now, vocabulary
 
 import timelypy as tp
 
@@ -52,16 +52,6 @@ ARROW_SLICE = 1 << 16
 _MASK = (1 << 61) - 1
 WAIT_S = 3600.0
 """The bound on one wait for the probe."""
-
-
-def vocabulary(size: int, seed: int = 7) -> List[str]:
-    """``size`` distinct words of 3 to 12 lowercase letters."""
-    rnd = random.Random(seed)
-    words: Dict[str, None] = {}
-    while len(words) < size:
-        length = rnd.randint(3, 12)
-        words["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(length))] = None
-    return list(words)
 
 
 def records(size: int, vocab: int) -> List[Tuple[str, int]]:
