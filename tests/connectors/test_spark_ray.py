@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, List
 
 import cloudpickle
 import pytest
@@ -289,9 +289,9 @@ def test_load_through_dataset_shards_matches_spark(spark, pairs):
     )
 
 
-def test_feed_shard_into_an_input_session(spark, pairs):
-    """feed_shard: the worker's own input session, stepped between batches."""
-    small = pairs.limit(5000)
+def _fed_records(frame: Any) -> List[Any]:
+    """The records of ``frame`` fed through ``feed_shard`` on 2 Ray workers (each worker its
+    own input session, stepped between batches), checked against the rows Spark counts."""
 
     def job(shards):
         def build(worker):
@@ -304,33 +304,23 @@ def test_feed_shard_into_an_input_session(spark, pairs):
 
         return build
 
-    with dataset_shards(small, 2, PAIRS) as shards:
+    with dataset_shards(frame, 2, PAIRS) as shards:
         results = tp.execute(job(shards), workers=2, backend="ray", timeout=120, **RAY_OPTIONS)
-    assert sum(rows for rows, _ in results) == 5000
-    got = sorted(d for _, ups in results for d, _, r in ups for _ in range(r))
-    assert got == sorted((r["k"], r["v"]) for r in small.collect())
+    assert sum(rows for rows, _ in results) == frame.count()
+    return sorted(d for _, ups in results for d, _, r in ups for _ in range(r))
+
+
+def test_feed_shard_into_an_input_session(spark, pairs):
+    """feed_shard: the worker's own input session, stepped between batches."""
+    small = pairs.limit(5000)
+    assert _fed_records(small) == sorted((r["k"], r["v"]) for r in small.collect())
 
 
 def test_feed_shard_with_a_string_key_column(spark, pairs):
     """A shard whose key column holds strings goes to the session as columns (a dictionary per
     message) and comes out as the same records on 2 Ray workers."""
     small = pairs.limit(3000).selectExpr("concat('w', cast(k as string)) as k", "v")
-
-    def job(shards):
-        def build(worker):
-            inp, probe = worker.dataflow(lambda s: _keys(s))
-            rows = feed_shard(worker, inp, shards[worker.index], batch_rows=1000)
-            inp.advance_to(1)
-            inp.flush()
-            worker.step_until(probe[1], 1, timeout=60)
-            return rows, probe[0].updates()
-
-        return build
-
-    with dataset_shards(small, 2, PAIRS) as shards:
-        results = tp.execute(job(shards), workers=2, backend="ray", timeout=120, **RAY_OPTIONS)
-    assert sum(rows for rows, _ in results) == 3000
-    got = sorted(d for _, ups in results for d, _, r in ups for _ in range(r))
+    got = _fed_records(small)
     assert got == sorted((r["k"], r["v"]) for r in small.collect())
     assert all(type(k) is str for k, _ in got)
 
