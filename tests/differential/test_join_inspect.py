@@ -13,6 +13,8 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 import timelypy as tp
+from timelypy.differential import arrange_columns
+from timelypy.differential.join import JoinOperator
 from timelypy.errors import OperatorError, WorkerError
 
 
@@ -33,19 +35,27 @@ def _changes(seed: int, rounds: int = 30) -> List[List[Tuple[Tuple[int, int], in
     return out
 
 
-def _run(fused: bool, workers: int, seed: int) -> Dict[str, Any]:
-    rounds = _changes(seed)
+def _run(
+    fused: bool, workers: int, seed: int, probes_only: bool = False, person: Any = int
+) -> Dict[str, Any]:
+    """Run the skip-level join with an inspection (fused into the join, or behind a map);
+    ``probes_only``: nothing but the probe reads the inspected collection; ``person`` names
+    the people (ints fit columns, beyond 64 bits they take the object path)."""
+    rounds = [[((person(m), person(p)), d) for (m, p), d in batch] for batch in _changes(seed)]
 
     def build(worker: Any) -> Dict[str, Any]:
         seen: List[Tuple[Any, Any, int]] = []
+        joins: List[Any] = []
 
         def dataflow(scope: Any) -> Any:
             session, manages = scope.new_collection()
             joined = manages.map(lambda mp: (mp[1], mp[0])).join(manages)
+            joins.extend(c for c in scope.subgraph.children if isinstance(c, JoinOperator))
             if not fused:
                 joined = joined.map(lambda r: r)  # an operator in between: no fusion
             inspected = joined.inspect(seen.append)
-            return session, inspected.probe(), inspected.map(lambda r: r[0]).capture()
+            keys = None if probes_only else inspected.map(lambda r: r[0]).capture()
+            return session, inspected.probe(), keys
 
         session, probe, keys = worker.dataflow(dataflow)
         for t, batch in enumerate(rounds):
@@ -57,7 +67,8 @@ def _run(fused: bool, workers: int, seed: int) -> Dict[str, Any]:
             worker.step_until(probe, t + 1)
         session.close()
         worker.step_until_done()
-        return {"seen": seen, "keys": keys.consolidated()}
+        paths = (sum(j.column_batches for j in joins), sum(j.object_batches for j in joins))
+        return {"seen": seen, "keys": keys and keys.consolidated(), "paths": paths}
 
     return tp.execute(build, workers=workers)
 
@@ -85,6 +96,28 @@ def test_fused_inspection_sees_what_an_unfused_one_sees(workers: int, seed: int)
     for w in unfused:
         keys_unfused.update(w["keys"])
     assert keys_fused == keys_unfused
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("person", ["fits columns", "beyond 64 bits"])
+def test_with_only_probes_after_it_the_inspection_sees_every_update(
+    workers: int, person: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read by probes only, the join inspects each chunk of outputs as it makes it and sends
+    placeholders: the inspection sees what an unfused one sees, on both paths, with batches
+    cut into many activations, and the probes still count every update (the run ends)."""
+    monkeypatch.setattr(JoinOperator, "fuel", 5)
+    monkeypatch.setattr(JoinOperator, "small_batch", 0)  # (small batches read objects)
+    monkeypatch.setattr(JoinOperator, "small_other", 0)
+    monkeypatch.setattr(arrange_columns, "COLUMNS_MIN_UPDATES", 1)
+    make = int if person == "fits columns" else (lambda p: 2**70 + p)
+    for seed in (1, 2):
+        fused = _run(True, workers, seed, probes_only=True, person=make)
+        unfused = _run(False, workers, seed, probes_only=True, person=make)
+        seen_fused = sorted(u for w in fused for u in w["seen"])
+        assert seen_fused and seen_fused == sorted(u for w in unfused for u in w["seen"])
+        columns, objects = (sum(w["paths"][i] for w in fused) for i in (0, 1))
+        assert (columns if person == "fits columns" else objects) > 0, (columns, objects)
 
 
 def test_the_join_takes_the_inspection_and_a_second_one_is_an_operator() -> None:
@@ -130,5 +163,36 @@ def test_an_error_in_the_fused_inspection_names_it() -> None:
 
     with pytest.raises(
         (OperatorError, WorkerError), match=r"operator 'Linear\[inspect\]'.*ValueError: no thanks"
+    ):
+        tp.execute(build, workers=1)
+
+
+@pytest.mark.parametrize("probes_only", [True, False])
+def test_an_error_in_the_fused_inspection_of_column_outputs_names_it(probes_only: bool) -> None:
+    """Whether the join inspects as it makes its outputs (only probes read them) or as it
+    sends them, a failing inspection is named, with the time of the update."""
+
+    def picky(update: Any) -> None:
+        if update[0] == (3, (30, 30)):
+            raise ValueError("not this one")
+
+    def build(worker: Any) -> None:
+        def dataflow(scope: Any) -> Any:
+            session, pairs = scope.new_collection()
+            joined = pairs.join(pairs).inspect(picky)
+            if not probes_only:
+                joined.capture()
+            return session, joined.probe()
+
+        session, probe = worker.dataflow(dataflow)
+        for k in range(200):
+            session.insert((k, 10 * k))
+        session.advance_to(1)
+        session.flush()
+        worker.step_until(probe, 1)
+
+    with pytest.raises(
+        (OperatorError, WorkerError),
+        match=r"operator 'Linear\[inspect\]'.*ValueError: not this one.*at time 0",
     ):
         tp.execute(build, workers=1)

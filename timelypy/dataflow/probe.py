@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple
 from ..progress.change_batch import ChangeBatch
 from ..progress.frontier import MutableAntichain
 from ..progress.reachability import Location
+from .channels import InputPort, OutputPort
 from .operator import OperatorCore
 
 if TYPE_CHECKING:
     from ..progress.subgraph import Subgraph
     from .scope import Scope
 
-__all__ = ["ProbeHandle", "ProbeOperator"]
+__all__ = ["ProbeHandle", "ProbeOperator", "ProbesOnly"]
 
 
 class ProbeHandle:
@@ -122,3 +123,31 @@ class ProbeOperator(OperatorCore):
             time, data = q.popleft()
             consumed[time] = consumed.get(time, 0) + len(data)
         return False
+
+
+class ProbesOnly:
+    """Whether nothing but probes reads an output port: they only count a message's records,
+    so an operator that inspects its outputs itself (a fused ``inspect``) may send a list of
+    as many ``None`` instead of the records, and never keep them. Checked again when the
+    number of consumers changes.
+
+    Example: ``only = ProbesOnly(op.output_ports[0])``; ``only()`` is True when the port
+    feeds probes and nothing else (or nothing).
+    """
+
+    __slots__ = ("_port", "_seen", "_only")
+
+    def __init__(self, port: OutputPort) -> None:
+        self._port = port
+        self._seen = -1
+        self._only = False
+
+    def __call__(self) -> bool:
+        pushers = self._port.pushers
+        if len(pushers) != self._seen:
+            self._only = all(
+                type(p) is InputPort and isinstance(p.subgraph.children[p.node], ProbeOperator)
+                for p in pushers
+            )
+            self._seen = len(pushers)
+        return self._only

@@ -11,11 +11,13 @@ acknowledged. What a matching pair produces is a *product*: :func:`pairs`,
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, cast
+from itertools import chain, count
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, cast
 
 import numpy as np
 
 from ..dataflow.operator import OperatorCore
+from ..dataflow.probe import ProbesOnly
 from ..dataflow.stream import Stream
 from ..errors import NamedStage, TimelyError, user_error
 from ..instrument import PathCounted
@@ -188,6 +190,7 @@ class JoinOperator(OperatorCore):
         inputs' batches of one time under a closed loop)."""
         self._sending_time: Any = None
         self._inspect: Optional[Callable[[Any], Any]] = None
+        self._probes_only = ProbesOnly(self._out)  # (then see _Inspected)
         maker = _COLUMN_PRODUCTS.get(product) if self.order.is_total else None
         self._builders = None if maker is None else (maker(True, logic), maker(False, logic))
         # id -> (batch, its diffs fit int64 products, it holds a record at several times)
@@ -222,12 +225,24 @@ class JoinOperator(OperatorCore):
             except TimelyError:
                 raise
             except Exception as exc:
-                raise user_error(
-                    NamedStage("Linear[inspect]", self.worker_index),
-                    exc,
-                    f"an update at time {time!r}",
-                ) from exc
+                raise self._inspect_error(exc, time) from exc
         self._out.push(time, data)
+
+    def _inspected(self, inspect: Callable[[Any], Any], time: Any, data: Iterable[Any]) -> int:
+        """Call ``inspect`` on every update of ``data`` (at ``time``); returns how many."""
+        made = count()
+        try:
+            _consume(zip(map(inspect, data), made))  # (zip stops before taking a count)
+        except TimelyError:
+            raise
+        except Exception as exc:
+            raise self._inspect_error(exc, time) from exc
+        return next(made)
+
+    def _inspect_error(self, exc: Exception, time: Any) -> Exception:
+        """What the fused inspection's failure ``exc`` at ``time`` raises."""
+        stage = NamedStage("Linear[inspect]", self.worker_index)
+        return user_error(stage, exc, f"an update at time {time!r}")
 
     def schedule(self) -> bool:
         """Join arrived batches with the other trace (about :attr:`fuel` outputs), acknowledge
@@ -376,11 +391,13 @@ class JoinOperator(OperatorCore):
         assert plan is not None and self._builders is not None
         batch = cast(ColumnBatch, work.batch)  # (the plan's condition)
         build = self._builders[work.side]
+        sink = self._inspect if self._inspect is not None and self._probes_only() else None
         out: List[Any] = []
+        made = 0
         offsets, keys = plan.offsets, len(plan.starts)
-        while plan.next < keys and len(out) < fuel:
+        while plan.next < keys and made < fuel:
             k = plan.next
-            e = plan.next = chunk_end(offsets, k, fuel - len(out))
+            e = plan.next = chunk_end(offsets, k, fuel - made)
             if offsets[e] == offsets[k]:
                 continue
             starts, ends = plan.starts[k:e], plan.ends[k:e]
@@ -390,8 +407,13 @@ class JoinOperator(OperatorCore):
                 if len(i):
                     parts.append((other, i, j))
             if parts:
-                out += _chunk_outputs(batch, parts, build, plan.history)
-        return out
+                chunk = _chunk_outputs(batch, parts, build, plan.history)
+                if sink is None:
+                    out += chunk
+                    made = len(out)
+                else:
+                    made += self._inspected(sink, work.time, chunk)
+        return out if sink is None else _Inspected([None] * made)
 
     def _run_work(self, work: _JoinWork, fuel: int) -> int:
         """Join keys of the current batch (``work``) until about ``fuel`` outputs are made;
@@ -402,7 +424,9 @@ class JoinOperator(OperatorCore):
             raise
         except Exception as exc:
             raise user_error(self, exc, f"a batch at time {work.time!r}") from exc
-        if out:
+        if type(out) is _Inspected:
+            self._out.push(work.time, out)
+        elif out:
             if not self._sending:
                 self._sending, self._sending_time = out, work.time
             elif self._sending_time == work.time:
@@ -486,7 +510,8 @@ class JoinOperator(OperatorCore):
         )
 
     def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
-        """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made)."""
+        """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made; or
+        :class:`_Inspected` placeholders for them)."""
         if work.columns is not None:
             return self._join_columns(work, fuel)
         if work.lookups is not None:
@@ -498,6 +523,12 @@ class JoinOperator(OperatorCore):
             lookup = other.lookup
             lookups = [lookup(batch) for batch in work.others]
         return join_keys(work.keys, lookups, self.kernels[work.side], fuel)
+
+
+class _Inspected(List[Any]):
+    """Placeholders (``None``) for column-path outputs the fused inspection saw as they were
+    made, when only probes read the output (they count records): never kept as records, sent
+    as a message of their own, not inspected again."""
 
 
 def _vals_of(batch: ColumnBatch) -> Callable[[int, int], List[Any]]:
@@ -538,12 +569,12 @@ def _chunk_outputs(
     parts: List[Tuple[ColumnBatch, np.ndarray, np.ndarray]],
     build: Builder,
     history: bool,
-) -> List[Any]:
+) -> Iterable[Any]:
     """The outputs of one chunk's matched pairs (``(other, i, j)``: rows ``i`` of ``batch``
-    against rows ``j`` of ``other``). A large chunk whose pairs may cancel (``history``; the
-    other batches of one value layout) is consolidated first, with numpy: equal ``(key, v1,
-    v2, time)`` made once, with the sum of their diffs (fewer records built, and fewer for
-    every operator downstream)."""
+    against rows ``j`` of ``other``), an iterable read once. A large chunk whose pairs may
+    cancel (``history``; the other batches of one value layout) is consolidated first, with
+    numpy: equal ``(key, v1, v2, time)`` made once, with the sum of their diffs (fewer records
+    built, and fewer for every operator downstream)."""
     first = parts[0][0]
     if (
         (history or len(parts) > 1)
@@ -572,14 +603,14 @@ def _chunk_outputs(
                 times.tolist(),
                 diffs.tolist(),
             )
-    out: List[Any] = []
+    made = []
     for other, i, j in parts:
         times_list, diffs_list = pair_updates(
             batch.times[i], batch.diffs[i], other.times[j], other.diffs[j]
         )
         mine_vals, their_vals = batch.decode_vals(i), other.decode_vals(j)
-        out += build(batch.decode_keys(i), mine_vals, their_vals, times_list, diffs_list)
-    return out
+        made.append(build(batch.decode_keys(i), mine_vals, their_vals, times_list, diffs_list))
+    return made[0] if len(made) == 1 else chain.from_iterable(made)
 
 
 def _same_codes(

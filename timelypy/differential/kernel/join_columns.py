@@ -25,8 +25,10 @@ of rows ``[lo, hi)``).
 A *column product* (:func:`column_pairs`, :func:`column_semijoin_pairs`, :func:`column_mapped`,
 :func:`column_core`), called as ``product(first, logic)``, returns a *builder*
 ``build(keys, mine, theirs, times, diffs)`` over equally long lists (one entry per matched pair:
-the key, the value of ``mine``'s update, of ``theirs``', the joined time and diff) returning the
-output updates ``(record, time, diff)`` exactly as the products of :mod:`.join` make them
+the key, the value of ``mine``'s update, of ``theirs``', the joined time and diff) returning an
+iterable (read once: the pairs' products are lazy, so a caller that only inspects them never
+holds them all) of the output updates ``(record, time, diff)`` exactly as the products of
+:mod:`.join` make them
 (``record`` is ``(key, (v1, v2))``, ``(key, v1)``, ``logic(key, v1, v2)`` or each item of it,
 where ``v1`` is the first input's value: ``mine``'s when ``first``, else ``theirs``').
 
@@ -45,13 +47,13 @@ Example:
 ([0, 2, 2], [True], 1)
 >>> [a.tolist() for a in expand_pairs(starts[:1], np.array([1]), lo[:1], hi[:1])]
 [[0, 0], [0, 1]]
->>> column_pairs(True)([1], ["a"], ["b"], [3], [2])
+>>> list(column_pairs(True)([1], ["a"], ["b"], [3], [2]))
 [((1, ('a', 'b')), 3, 2)]
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -72,8 +74,9 @@ __all__ = [
     "repeats_records",
 ]
 
-Builder = Callable[[List[Any], List[Any], List[Any], List[Any], List[Any]], List[Any]]
-"""``build(keys, mine, theirs, times, diffs)``: the output updates of the matched pairs."""
+Builder = Callable[[List[Any], List[Any], List[Any], List[Any], List[Any]], Iterable[Any]]
+"""``build(keys, mine, theirs, times, diffs)``: the output updates of the matched pairs (an
+iterable read once)."""
 Ranges = Tuple[np.ndarray, np.ndarray]
 """``(lo, hi)``: per key of ``mine``, its equal keys' rows ``[lo, hi)`` in another batch."""
 
@@ -192,12 +195,12 @@ def column_pairs(first: bool, logic: Optional[Callable] = None) -> Builder:
     """``(key, (v1, v2))`` for every matched pair."""
     if first:
 
-        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> List:
-            return list(zip(zip(keys, zip(mine, theirs)), times, diffs))
+        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> Iterable[Any]:
+            return zip(zip(keys, zip(mine, theirs)), times, diffs)
     else:
 
-        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> List:
-            return list(zip(zip(keys, zip(theirs, mine)), times, diffs))
+        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> Iterable[Any]:
+            return zip(zip(keys, zip(theirs, mine)), times, diffs)
 
     return build
 
@@ -206,12 +209,12 @@ def column_semijoin_pairs(first: bool, logic: Optional[Callable] = None) -> Buil
     """``(key, v1)`` for every matched pair (the second input's values are ``()``)."""
     if first:
 
-        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> List:
-            return list(zip(zip(keys, mine), times, diffs))
+        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> Iterable[Any]:
+            return zip(zip(keys, mine), times, diffs)
     else:
 
-        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> List:
-            return list(zip(zip(keys, theirs), times, diffs))
+        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> Iterable[Any]:
+            return zip(zip(keys, theirs), times, diffs)
 
     return build
 
@@ -221,12 +224,12 @@ def column_mapped(first: bool, logic: Optional[Callable] = None) -> Builder:
     f = cast(Callable, logic)
     if first:
 
-        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> List:
-            return list(zip(map(f, keys, mine, theirs), times, diffs))
+        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> Iterable[Any]:
+            return zip(map(f, keys, mine, theirs), times, diffs)
     else:
 
-        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> List:
-            return list(zip(map(f, keys, theirs, mine), times, diffs))
+        def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> Iterable[Any]:
+            return zip(map(f, keys, theirs, mine), times, diffs)
 
     return build
 
@@ -235,7 +238,7 @@ def column_core(first: bool, logic: Optional[Callable] = None) -> Builder:
     """Every record of the iterable ``logic(key, v1, v2)`` for every matched pair."""
     f = cast(Callable, logic)
 
-    def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> List:
+    def build(keys: List, mine: List, theirs: List, times: List, diffs: List) -> Iterable[Any]:
         out: List[Any] = []
         append = out.append
         pairs = zip(mine, theirs) if first else zip(theirs, mine)

@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ...dataflow.channels import Exchange, InputPort
+from ...dataflow.channels import Exchange
 from ...dataflow.operator import OperatorCore
-from ...dataflow.probe import ProbeOperator
+from ...dataflow.probe import ProbesOnly
 from ...dataflow.state import KeyedState, future_pieces
 from ...dataflow.stream import Stream
 from ...errors import (
@@ -88,8 +88,8 @@ class _TotalReduce(KeyedState, OperatorCore):
         self._accept = fuse_accumulate(self._stages)
         self._inspect: Optional[Callable[[Any], Any]] = None
         self._consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
-        self._sinks: Tuple[int, bool] = (-1, False)
-        """``(number of consumers, whether all are probes)`` when last checked."""
+        self._sink_only = ProbesOnly(self._out)
+        """Nothing but probes reads the output (they only count its records)."""
         self._columns = RecordColumns(columns_enabled() and not self._stages)
         self.input_ports[0].columns = self._columns.enabled  # column messages as they are
         self.column_batches = 0
@@ -200,18 +200,6 @@ class _TotalReduce(KeyedState, OperatorCore):
         if isinstance(exc, TypeError):
             return unhashable_error(self, records)
         return user_error(self, exc)
-
-    def _sink_only(self) -> bool:
-        """Nothing but probes reads the output (they only count its records)."""
-        pushers = self._out.pushers
-        n, only = self._sinks
-        if n != len(pushers):
-            only = all(
-                type(p) is InputPort and isinstance(p.subgraph.children[p.node], ProbeOperator)
-                for p in pushers
-            )
-            self._sinks = (len(pushers), only)
-        return only
 
     def _release(self) -> None:
         """Emit the changes at the pending times the input frontier has passed (in time
