@@ -176,16 +176,19 @@ def test_an_error_in_the_fused_inspection_of_column_outputs_names_it(probes_only
         if update[0] == (3, (30, 30)):
             raise ValueError("not this one")
 
+    joins: List[Any] = []
+
     def build(worker: Any) -> None:
         def dataflow(scope: Any) -> Any:
             session, pairs = scope.new_collection()
             joined = pairs.join(pairs).inspect(picky)
+            joins.extend(c for c in scope.subgraph.children if isinstance(c, JoinOperator))
             if not probes_only:
                 joined.capture()
             return session, joined.probe()
 
         session, probe = worker.dataflow(dataflow)
-        for k in range(200):
+        for k in range(2 * arrange_columns.COLUMNS_MIN_UPDATES):  # a batch of columns
             session.insert((k, 10 * k))
         session.advance_to(1)
         session.flush()
@@ -196,3 +199,4 @@ def test_an_error_in_the_fused_inspection_of_column_outputs_names_it(probes_only
         match=r"operator 'Linear\[inspect\]'.*ValueError: not this one.*at time 0",
     ):
         tp.execute(build, workers=1)
+    assert [j.column_batches > 0 for j in joins] == [True]  # joined on the column path
