@@ -131,20 +131,20 @@ def sort_consolidate(cols: Columns, times: np.ndarray, diffs: np.ndarray) -> Upd
         change = np.empty(n, dtype=bool)
         change[0] = True
         np.not_equal(packed[1:], packed[:-1], out=change[1:])
+        del packed
     else:
         order = np.lexsort(everything[::-1])
         change = _changes([col[order] for col in everything], n)
-    cols = [col[order] for col in cols]
-    times = times[order]
     starts = np.flatnonzero(change)
-    summed = np.add.reduceat(diffs[order], starts) if len(starts) != n else diffs[order]
+    summed = diffs[order]
+    if len(starts) != n:
+        summed = np.add.reduceat(summed, starts)
+        order = order[starts]
     keep = summed != 0
-    if len(starts) == n:
-        if keep.all():
-            return cols, times, summed
-        return [col[keep] for col in cols], times[keep], summed[keep]
-    rows = starts[keep]
-    return [col[rows] for col in cols], times[rows], summed[keep]
+    if not keep.all():
+        order, summed = order[keep], summed[keep]
+    # each column gathered once, by the rows kept (no sorted copy of every column first)
+    return [col[order] for col in cols], times[order], summed
 
 
 def merge_advance(parts: Sequence[Updates], since: Optional[int]) -> Updates:
