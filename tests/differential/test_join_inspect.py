@@ -200,3 +200,67 @@ def test_an_error_in_the_fused_inspection_of_column_outputs_names_it(probes_only
     ):
         tp.execute(build, workers=1)
     assert [j.column_batches > 0 for j in joins] == [True]  # joined on the column path
+
+
+def _skip_level_inspected(people: int, backend: str) -> Tuple[Dict[Any, int], List[int]]:
+    """The skip-level join of ``people`` (each managed by ``p // 2``, then moved to ``p //
+    3``) inspected with only a probe after it, on 2 workers of ``backend``: the inspected
+    updates consolidated by ``(record, time)``, and the column batches each worker joined."""
+
+    def build(worker: Any) -> Tuple[List[Any], int]:
+        seen: List[Any] = []
+        joins: List[Any] = []
+
+        def dataflow(scope: Any) -> Any:
+            session, manages = scope.new_collection()
+            joined = manages.map(lambda mp: (mp[1], mp[0])).join(manages)
+            joins.extend(c for c in scope.subgraph.children if isinstance(c, JoinOperator))
+            return session, joined.inspect(seen.append).probe()
+
+        session, probe = worker.dataflow(dataflow)
+        for p in range(worker.index, people, worker.peers):
+            session.insert((p // 2, p))
+        session.advance_to(1)
+        session.flush()
+        worker.step_until(probe, 1)
+        for p in range(1 + worker.index, people, worker.peers):  # one batch of changes at 1
+            session.remove((p // 2, p))
+            session.insert((p // 3, p))
+        session.close()
+        worker.step_until_done()
+        return seen, sum(j.column_batches for j in joins)
+
+    results = tp.execute(build, workers=2, backend=backend)
+    acc: Counter = Counter()
+    for seen, _ in results:
+        for record, time, diff in seen:
+            acc[(record, time)] += diff
+    return {k: d for k, d in acc.items() if d}, [columns for _, columns in results]
+
+
+def _skip_level_reference(people: int) -> Dict[Any, int]:
+    """The same join's changes from scratch: the output at time 0, and at 1 minus it."""
+
+    def joined(manager: Dict[int, int]) -> Counter:
+        reports: Dict[int, List[int]] = {}
+        for p, m in manager.items():
+            reports.setdefault(m, []).append(p)
+        return Counter({(k, (a, b)): 1 for k, a in manager.items() for b in reports.get(k, ())})
+
+    before = joined({p: p // 2 for p in range(people)})
+    after = joined({p: (p // 3 if p else 0) for p in range(people)})
+    changes = {(r, 0): c for r, c in before.items()}
+    for r in set(before) | set(after):
+        if after[r] != before[r]:
+            changes[(r, 1)] = after[r] - before[r]
+    return changes
+
+
+@pytest.mark.parametrize("backend", ["inline", "processes"])
+def test_probes_only_column_path_on_two_workers_matches_the_reference(backend: str) -> None:
+    """Large enough for column batches without any setting changed, on two workers inline
+    and in two processes: the inspected updates are exactly the join's changes."""
+    people = 4 * arrange_columns.COLUMNS_MIN_UPDATES
+    inspected, columns = _skip_level_inspected(people, backend)
+    assert inspected == _skip_level_reference(people)
+    assert all(c > 0 for c in columns), columns  # every worker joined on the column path
