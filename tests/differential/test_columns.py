@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from support.cases import over_seeds
 
 from timelypy.differential.agent import TraceAgent
+from timelypy.differential.kernel import columns as column_kernel
 from timelypy.differential.kernel.columns import match_pairs, merge_advance, sort_consolidate
 from timelypy.differential.kernel.consolidation import advance_and_consolidate, consolidate
 from timelypy.differential.kernel.grouping import consolidate_groups, group_before
@@ -245,6 +246,35 @@ def test_merge_advance_equals_advance_and_consolidate_per_key(
     ), "the merged batches are not changed"
     everything = [u for p in parts for u in p]
     _check_against_objects(Layout(key_shape), Layout(val_shape), result, everything, since)
+
+
+@SETTINGS
+@given(
+    st.integers(2, 4).flatmap(shaped_updates),
+    st.one_of(st.none(), st.integers(0, 8)),
+    st.integers(1, 5),
+)
+def test_merge_advance_range_by_range_equals_the_merge_at_once(
+    case: tuple, since: Optional[int], rows: int
+) -> None:
+    """A merge of more than ``MERGE_RANGE_ROWS`` updates runs range by range of its first
+    column, into output columns shrunk in place at the end (made tiny here, so that ranges cut
+    between equal values, at the ends, and where a part has nothing): the same updates, in the
+    same order and dtypes, as the merge at once."""
+    key_shape, val_shape, parts = case
+    batches = [column_batch(p, key_shape, val_shape, [0], [7]) for p in parts]
+    whole = merge_advance([b.columns() for b in batches], since)
+    limit = column_kernel.MERGE_RANGE_ROWS
+    column_kernel.MERGE_RANGE_ROWS = rows
+    try:
+        ranged = merge_advance([b.columns() for b in batches], since)
+    finally:
+        column_kernel.MERGE_RANGE_ROWS = limit
+    got, expected = [*ranged[0], ranged[1], ranged[2]], [*whole[0], whole[1], whole[2]]
+    assert [a.dtype for a in got] == [a.dtype for a in expected]
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected))
+    everything = [u for p in parts for u in p]
+    _check_against_objects(Layout(key_shape), Layout(val_shape), ranged, everything, since)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,6 +558,13 @@ def test_spine_stress_of_columns_against_objects(seed: int) -> None:
         pair.check()
     if seed < 2:
         assert pair.columns.column_batches() == len(pair.columns.batches) > 0
+
+
+@over_seeds([0, 2])
+def test_spine_stress_of_columns_merging_range_by_range(monkeypatch: Any, seed: int) -> None:
+    """The stress above with every merge of more than 16 updates run range by range."""
+    monkeypatch.setattr(column_kernel, "MERGE_RANGE_ROWS", 16)
+    test_spine_stress_of_columns_against_objects(seed)
 
 
 _MISFITS = [True, 2**31, -(2**31) - 1, 2**40, 1.5, "x", None, np.int64(1), float("nan"), -0.0]

@@ -147,8 +147,71 @@ def sort_consolidate(cols: Columns, times: np.ndarray, diffs: np.ndarray) -> Upd
     return [col[order] for col in cols], times[order], summed
 
 
+MERGE_RANGE_ROWS = 1 << 18
+"""A merge of more updates than this runs range by range of its first column (see
+:func:`merge_advance`)."""
+
+
 def merge_advance(parts: Sequence[Updates], since: Optional[int]) -> Updates:
-    """The parts concatenated, their times advanced to ``since``, sorted and consolidated."""
+    """The parts (each sorted and consolidated) concatenated, their times advanced to
+    ``since``, sorted and consolidated. A large merge runs range by range of the first
+    column's values (about :data:`MERGE_RANGE_ROWS` updates each), into output columns made
+    once at the size of the inputs and shrunk in place at the end: its temporaries (the
+    concatenation, the sort's order and sums) are a range's, not the whole merge's, so a
+    trace's largest merge needs about its inputs and its output in memory, not twice that."""
+    total = sum(len(p[1]) for p in parts)
+    bounds = _range_bounds(parts, total)
+    if bounds is None:
+        return _merge_all(parts, since)
+    width = len(parts[0][0])
+    out_cols = [
+        np.empty(total, dtype=np.result_type(*[p[0][c] for p in parts])) for c in range(width)
+    ]
+    out_times = np.empty(total, dtype=np.result_type(*[p[1] for p in parts]))
+    out_diffs = np.empty(total, dtype=np.result_type(*[p[2] for p in parts]))
+    cuts = [np.searchsorted(p[0][0], bounds, "left").tolist() + [len(p[1])] for p in parts]
+    lows = [0] * len(parts)
+    made = 0
+    for r in range(len(bounds) + 1):
+        pieces = []
+        for k, (cols, times, diffs) in enumerate(parts):
+            lo, hi = lows[k], cuts[k][r]
+            if hi > lo:
+                pieces.append(([c[lo:hi] for c in cols], times[lo:hi], diffs[lo:hi]))
+            lows[k] = hi
+        if not pieces:
+            continue
+        cols, times, diffs = _merge_all(pieces, since)
+        end = made + len(times)
+        for out, col in zip(out_cols, cols):
+            out[made:end] = col
+        out_times[made:end] = times
+        out_diffs[made:end] = diffs
+        made = end
+    for out in (*out_cols, out_times, out_diffs):
+        out.resize(made, refcheck=False)  # (made here: no view of it exists)
+    return out_cols, out_times, out_diffs
+
+
+def _range_bounds(parts: Sequence[Updates], total: int) -> Optional[np.ndarray]:
+    """Values of the first column cutting the merge of ``parts`` into ranges of about
+    :data:`MERGE_RANGE_ROWS` updates (taken from the largest part, distinct, increasing),
+    or None to merge them at once (a small merge, or no column to cut on)."""
+    if total <= MERGE_RANGE_ROWS or not parts[0][0]:
+        return None
+    largest = max(parts, key=lambda p: len(p[1]))[0][0]
+    step = max(1, MERGE_RANGE_ROWS * len(largest) // total)
+    picked = largest[step::step]
+    if not len(picked):
+        return None
+    keep = np.empty(len(picked), dtype=bool)
+    keep[0] = True
+    np.not_equal(picked[1:], picked[:-1], out=keep[1:])
+    return picked[keep]
+
+
+def _merge_all(parts: Sequence[Updates], since: Optional[int]) -> Updates:
+    """:func:`merge_advance` at once: the parts concatenated (copies: advanced in place)."""
     width = len(parts[0][0])
     cols = [np.concatenate([p[0][c] for p in parts]) for c in range(width)]
     times = np.concatenate([p[1] for p in parts])
