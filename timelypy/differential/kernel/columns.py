@@ -147,7 +147,7 @@ def sort_consolidate(cols: Columns, times: np.ndarray, diffs: np.ndarray) -> Upd
     return [col[order] for col in cols], times[order], summed
 
 
-MERGE_RANGE_ROWS = 1 << 18
+MERGE_RANGE_ROWS = 1 << 16
 """A merge of more updates than this runs range by range of its first column (see
 :func:`merge_advance`)."""
 
