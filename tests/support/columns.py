@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator, List, Optional
 
 from timelypy.differential import arrange_columns
 from timelypy.differential import join as join_operator
+from timelypy.differential.kernel import columns as column_kernel
 from timelypy.differential.reduce import column_count
 from timelypy.differential.trace.layout import COLUMNS_VARIABLE
 
@@ -64,6 +65,11 @@ ENCODE_CHUNK = 3
 the suite (the engine's ``arrange_columns.ENCODE_CHUNK`` is tens of thousands): updates held
 as columns across several steps, split at the frontier and turned back into tuples by a
 checkpoint, at the suite's sizes."""
+
+MERGE_RANGE_ROWS = 4
+"""The updates above which the column kernel merges range by range in ``auto`` runs of the
+suite (the engine's ``kernel.columns.MERGE_RANGE_ROWS`` is tens of thousands): the seals of
+several chunks and the spine's merges cut into ranges at the suite's sizes."""
 
 
 @contextlib.contextmanager
@@ -111,6 +117,7 @@ def _min_updates(least: int, chunk: int) -> Iterator[None]:
         (join_operator, "CONSOLIDATE_PAIRS_MIN", least),
         (column_count, "COLUMNS_MIN_UPDATES", least),
         (column_count, "COLUMNS_PER_TIME", least),
+        (column_kernel, "MERGE_RANGE_ROWS", MERGE_RANGE_ROWS),
     )
     saved = [getattr(module, name) for module, name, _ in modules]
     if saved == [value for _, _, value in modules]:

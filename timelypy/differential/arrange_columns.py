@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 import numpy as np
 
 from .column_message import ColumnMessage
-from .kernel.columns import diffs_fit
+from .kernel.columns import Updates, diffs_fit, merge_advance, sort_consolidate
 from .trace.column_batch import ColumnBatch, encode_updates
 from .trace.layout import Layout, code_strings, unify_strings
 from .trace.marshal_columns import marshal_encode
@@ -171,6 +171,10 @@ class ColumnChoice:
             parts, coded = parts + [encoded[2:]], coded + [None]
         assert self.key_layout is not None and self.val_layout is not None
         key_layout, val_layout = self.key_layout, self.val_layout
+        if len(parts) > 1 and not key_layout.strings and not val_layout.strings:
+            self.chunks, self.coded, self.held = [], [], 0
+            batcher.pending = []
+            return self._seal_sorted(parts, bound)
         unified = any(d is not None for d in coded)
         if unified:  # codes of several dictionaries: into their union
             key_layout, val_layout, parts = _unified(key_layout, val_layout, parts, coded)
@@ -194,6 +198,42 @@ class ColumnChoice:
         batch = ColumnBatch.sorted_from(
             key_layout, val_layout, key_cols, val_cols, times, diffs, [], []
         )
+        return batch, waiting
+
+    def _seal_sorted(
+        self, parts: List[_Chunk], bound: Optional[Any]
+    ) -> Tuple[ColumnBatch, Optional[int]]:
+        """:meth:`seal` of several chunks without strings: each sorted and consolidated on
+        its own (its unsorted columns dropped as it goes), then merged range by range
+        (:func:`~.kernel.columns.merge_advance`): the seal of a bulk load holds its chunks and
+        its output, not also their concatenation and the sort's temporaries over all of it.
+        The updates at times ``>= bound`` wait on as sorted chunks."""
+        key_layout, val_layout = self.key_layout, self.val_layout
+        assert key_layout is not None and val_layout is not None
+        width = key_layout.width
+        taken: List[Updates] = []
+        while parts:
+            key_cols, val_cols, times, diffs = parts.pop()
+            cols, times, diffs = sort_consolidate(key_cols + val_cols, times, diffs)
+            if bound is not None and len(times) and times.max() >= bound:
+                now = times < bound
+                later = ~now
+                self.chunks.append(
+                    (
+                        [c[later] for c in cols[:width]],
+                        [c[later] for c in cols[width:]],
+                        times[later],
+                        diffs[later],
+                    )
+                )
+                self.coded.append(None)
+                self.held += int(later.sum())
+                cols, times, diffs = [c[now] for c in cols], times[now], diffs[now]
+            taken.append((cols, times, diffs))
+        waiting = min(int(c[2].min()) for c in self.chunks) if self.chunks else None
+        cols, times, diffs = merge_advance(taken, None)
+        self.sealed_columns += 1
+        batch = ColumnBatch.joined(key_layout, val_layout, cols, times, diffs, [], [])
         return batch, waiting
 
     def _encode(self, pending: List[Any]) -> Optional[Tuple[Any, ...]]:
