@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 import numpy as np
 
 from .column_message import ColumnMessage
+from .kernel import columns as column_kernel
 from .kernel.columns import Updates, diffs_fit, merge_advance, sort_consolidate
 from .trace.column_batch import ColumnBatch, encode_updates
 from .trace.layout import Layout, code_strings, unify_strings
@@ -204,7 +205,9 @@ class ColumnChoice:
         self, parts: List[_Chunk], bound: Optional[Any]
     ) -> Tuple[ColumnBatch, Optional[int]]:
         """:meth:`seal` of several chunks without strings: each sorted and consolidated on
-        its own (its unsorted columns dropped as it goes), then merged range by range
+        its own (small ones together, up to a merge's range of
+        :data:`~.kernel.columns.MERGE_RANGE_ROWS` updates; the unsorted columns dropped as it
+        goes), then merged range by range
         (:func:`~.kernel.columns.merge_advance`): the seal of a bulk load holds its chunks and
         its output, not also their concatenation and the sort's temporaries over all of it.
         The updates at times ``>= bound`` wait on as sorted chunks."""
@@ -212,8 +215,15 @@ class ColumnChoice:
         assert key_layout is not None and val_layout is not None
         width = key_layout.width
         taken: List[Updates] = []
+        least = column_kernel.MERGE_RANGE_ROWS  # (small chunks, e.g. messages, go together)
         while parts:
-            key_cols, val_cols, times, diffs = parts.pop()
+            group = [parts.pop()]
+            rows = len(group[0][2])
+            while parts and rows < least:
+                group.append(parts.pop())
+                rows += len(group[-1][2])
+            key_cols, val_cols, times, diffs = _concatenate(group)
+            del group
             cols, times, diffs = sort_consolidate(key_cols + val_cols, times, diffs)
             if bound is not None and len(times) and times.max() >= bound:
                 now = times < bound
