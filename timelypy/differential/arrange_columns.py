@@ -35,7 +35,7 @@ ENCODE_CHUNK = 1 << 16
 """Pending updates encoded into columns at a time while they wait for the frontier."""
 
 _Chunk = Tuple[List[np.ndarray], List[np.ndarray], np.ndarray, np.ndarray]
-"""Unsorted ``(key_cols, val_cols, times, diffs)``."""
+"""``(key_cols, val_cols, times, diffs)``, not necessarily sorted."""
 
 
 class ColumnChoice:
@@ -179,22 +179,15 @@ class ColumnChoice:
         unified = any(d is not None for d in coded)
         if unified:  # codes of several dictionaries: into their union
             key_layout, val_layout, parts = _unified(key_layout, val_layout, parts, coded)
-        key_cols, val_cols, times, diffs = _concatenate(parts)
+        (key_cols, val_cols, times, diffs), rest = _split_at(_concatenate(parts), bound)
         self.chunks, self.coded, self.held = [], [], 0
         batcher.pending = []
         waiting: Optional[int] = None
-        if bound is not None and len(times) and times.max() >= bound:
-            taken = times < bound
-            rest = ~taken
-            self.chunks = [
-                ([c[rest] for c in key_cols], [c[rest] for c in val_cols], times[rest], diffs[rest])
-            ]
-            self.held = len(self.chunks[0][2])
+        if rest is not None:
+            self.chunks = [rest]
+            self.held = len(rest[2])
             self.coded = [_dictionaries(key_layout, val_layout) if unified else None]
-            waiting = int(self.chunks[0][2].min())
-            key_cols = [c[taken] for c in key_cols]
-            val_cols = [c[taken] for c in val_cols]
-            times, diffs = times[taken], diffs[taken]
+            waiting = int(rest[2].min())
         self.sealed_columns += 1
         batch = ColumnBatch.sorted_from(
             key_layout, val_layout, key_cols, val_cols, times, diffs, [], []
@@ -225,21 +218,12 @@ class ColumnChoice:
             key_cols, val_cols, times, diffs = _concatenate(group)
             del group
             cols, times, diffs = sort_consolidate(key_cols + val_cols, times, diffs)
-            if bound is not None and len(times) and times.max() >= bound:
-                now = times < bound
-                later = ~now
-                self.chunks.append(
-                    (
-                        [c[later] for c in cols[:width]],
-                        [c[later] for c in cols[width:]],
-                        times[later],
-                        diffs[later],
-                    )
-                )
+            now, later = _split_at((cols[:width], cols[width:], times, diffs), bound)
+            if later is not None:
+                self.chunks.append(later)
                 self.coded.append(None)
-                self.held += int(later.sum())
-                cols, times, diffs = [c[now] for c in cols], times[now], diffs[now]
-            taken.append((cols, times, diffs))
+                self.held += len(later[2])
+            taken.append((now[0] + now[1], now[2], now[3]))
         waiting = min(int(c[2].min()) for c in self.chunks) if self.chunks else None
         cols, times, diffs = merge_advance(taken, None)
         self.sealed_columns += 1
@@ -314,6 +298,21 @@ def _unified(
     key = unify_strings(keys, [p[0] for p in out], 0)
     val = unify_strings(vals, [p[1] for p in out], 0)
     return key, val, out
+
+
+def _split_at(chunk: _Chunk, bound: Optional[Any]) -> Tuple[_Chunk, Optional[_Chunk]]:
+    """``chunk``'s updates at times before ``bound`` (None: all), and those at or after it
+    (None when there are none), each in the order it had."""
+    key_cols, val_cols, times, diffs = chunk
+    if bound is None or not len(times) or times.max() < bound:
+        return chunk, None
+    now = times < bound
+    later = ~now
+
+    def rows(mask: np.ndarray) -> _Chunk:
+        return [c[mask] for c in key_cols], [c[mask] for c in val_cols], times[mask], diffs[mask]
+
+    return rows(now), rows(later)
 
 
 def _concatenate(parts: List[_Chunk]) -> _Chunk:
