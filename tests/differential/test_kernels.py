@@ -216,20 +216,22 @@ def test_join_kernels_match_their_twins(product: bool, name: str, first: bool, d
 
 @settings_
 @given(st.sampled_from(PRODUCTS), st.booleans(), st.data())
-def test_join_keys_advance_makes_the_same_changes(name: str, first: bool, data: Any) -> None:
-    """With ``advance`` (totally ordered times), the other trace's updates of a key with a
-    value at several times are advanced to the key's least time in the batch and
-    consolidated: the outputs sum to the same changes as without, are never more, and equal
-    the plain twin's, in order."""
-    mine = _data(data.draw, int_times)
-    others = [_data(data.draw, int_times) for _ in range(data.draw(st.integers(1, 3)))]
+def test_join_keys_since_makes_the_same_changes(name: str, first: bool, data: Any) -> None:
+    """With ``since`` (every update of the batch at or after it), a key found in several of
+    the other trace's batches is joined with their updates advanced to ``since`` and
+    consolidated: the outputs sum to the same changes as without it, are never more, and
+    equal the plain twin's, in order."""
+    since = data.draw(int_times)
+    batch = _data(data.draw, int_times)
+    mine = {k: [(v, t + since, r) for v, t, r in ups] for k, ups in batch.items()}
+    others = [_data(data.draw, int_times) for _ in range(data.draw(st.integers(2, 3)))]
     kernel = getattr(join, name)(INT_ORDER, first, _logic(name))
     twin = getattr(plain_join, name)(INT_ORDER, first, _logic(name))
     lookups = [o.get for o in others]
     fuel = 10**6
     plain = join.join_keys(iter(list(mine.items())), lookups, kernel, fuel)
-    got = join.join_keys(iter(list(mine.items())), lookups, kernel, fuel, True)
-    want = plain_join.join_keys(iter(list(mine.items())), lookups, twin, fuel, True)
+    got = join.join_keys(iter(list(mine.items())), lookups, kernel, fuel, since)
+    want = plain_join.join_keys(iter(list(mine.items())), lookups, twin, fuel, since)
     assert got == want
     assert len(got) <= len(plain)
     assert _changes(got) == _changes(plain)
@@ -243,23 +245,21 @@ def _changes(out: List[Any]) -> Dict[Any, int]:
     return {k: r for k, r in sums.items() if r}
 
 
-def test_join_keys_advance_drops_a_history() -> None:
-    """A value inserted and retracted before the key's times in the batch makes no outputs
-    (unadvanced: two that cancel), split between two batches or in one."""
+def test_join_keys_since_drops_a_history_split_between_batches() -> None:
+    """A value inserted in one batch and retracted in the next, both before the batch's
+    times, makes no outputs (without ``since``: two that cancel)."""
     kernel = join.pairs(INT_ORDER, True)
     others = [{"k": [("a", 0, 1)]}, {"k": [("a", 1, -1), ("c", 1, 1)]}]
     mine = [("k", [("b", 2, 1)])]
     lookups = [o.get for o in others]
-    assert join.join_keys(iter(mine), lookups, kernel, 100, True) == [(("k", ("b", "c")), 2, 1)]
+    assert join.join_keys(iter(mine), lookups, kernel, 100, 2) == [(("k", ("b", "c")), 2, 1)]
     assert len(join.join_keys(iter(mine), lookups, kernel, 100)) == 3
-    one = {"k": [("a", 0, 1), ("a", 1, -1), ("c", 1, 1)]}
-    assert join.join_keys(iter(mine), [one.get], kernel, 100, True) == [(("k", ("b", "c")), 2, 1)]
 
 
 def test_advanced_keeps_unhashable_values_as_they_are() -> None:
     """Values that do not hash are joined unconsolidated (no error)."""
     merged = [([1], 0, 1), ([1], 2, -1)]
-    assert join.advanced(merged, [("b", 3, 1)]) is merged
+    assert join.advanced(merged, 3) is merged
 
 
 # ------------------------------------------------------------------ the engine on the twins

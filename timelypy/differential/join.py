@@ -510,18 +510,18 @@ class JoinOperator(OperatorCore):
 
     def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made; or
-        :class:`_Inspected` placeholders for them): the other trace's history of a key is
-        advanced to the key's least time in the batch first (:func:`.kernel.join.advanced`)."""
+        :class:`_Inspected` placeholders for them): a key's updates in several of the other
+        trace's batches are advanced to the batch's lower bound and consolidated first."""
         if work.columns is not None:
             return self._join_columns(work, fuel)
         kernel = self.kernels[work.side]
-        total = self.order.is_total
+        since = work.batch.lower[0] if self.order.is_total else None
         if work.lookups is not None:
-            return join_keys(work.keys, work.lookups, kernel, fuel, total)
+            return join_keys(work.keys, work.lookups, kernel, fuel, since)
         other = self.b if work.side == 0 else self.a
         if other.pred is None and other.time_map is None:  # the common case: no wrapper
             lookups = [o.getter() if type(o) is ColumnBatch else o.get for o in work.others]
-            return join_keys(work.keys, lookups, kernel, fuel, total)
+            return join_keys(work.keys, lookups, kernel, fuel, since)
         return join_keys(work.keys, [other.lookup(b) for b in work.others], kernel, fuel)
 
 

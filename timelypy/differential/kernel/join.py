@@ -143,11 +143,12 @@ def join_keys(
     lookups: Sequence[Lookup],
     kernel: Kernel,
     fuel: int,
-    advance: bool = False,
+    since: Any = None,
 ) -> List[Any]:
     """The outputs of the next keys of ``keys`` joined with the batches ``lookups`` reads
-    (stops once ``fuel`` outputs are made). With ``advance`` (totally ordered times), a key's
-    updates found in the other trace are joined :func:`advanced` to the key's updates."""
+    (stops once ``fuel`` outputs are made). With ``since`` (totally ordered times, none of
+    the keys' updates before it), a key found in several batches is joined with
+    :func:`advanced` updates."""
     out: List[Any] = []
     if not lookups:
         return out
@@ -156,10 +157,6 @@ def join_keys(
         for key, vals in keys:
             merged = get(key)
             if merged:
-                if advance and len(merged) > 1:
-                    merged = advanced(merged, vals)
-                    if not merged:
-                        continue
                 kernel(key, vals, merged, out)
                 if len(out) >= fuel:
                     break
@@ -169,25 +166,30 @@ def join_keys(
             merged = get0(key)
             more = get1(key)
             if more:
-                merged = merged + more if merged else more
+                if not merged:
+                    merged = more
+                elif since is None:
+                    merged = merged + more
+                else:
+                    merged = advanced(merged + more, since)
+                    if not merged:
+                        continue
             elif not merged:
                 continue
-            if advance and len(merged) > 1:
-                merged = advanced(merged, vals)
-                if not merged:
-                    continue
             kernel(key, vals, merged, out)
             if len(out) >= fuel:
                 break
     else:
         for key, vals in keys:
             merged = []
+            batches = 0
             for get in lookups:
                 found = get(key)
                 if found:
                     merged.extend(found)
-            if advance and len(merged) > 1:
-                merged = advanced(merged, vals)
+                    batches += 1
+            if batches > 1 and since is not None:
+                merged = advanced(merged, since)
             if merged:
                 kernel(key, vals, merged, out)
                 if len(out) >= fuel:
@@ -195,27 +197,22 @@ def join_keys(
     return out
 
 
-def advanced(merged: Vals, mine: Vals) -> Vals:
-    """One key's updates in the other trace (``merged``) with a value at several times (a
-    history the trace has not compacted yet: in one batch merged before those times, or split
-    between batches) advanced to the least time of ``mine`` (the new batch's updates of the
-    key) and consolidated: each time before it advanced to it, equal ``(value, time)`` summed,
-    zeros dropped, in the order each first appears; as they are when no value repeats (or
-    values do not hash). What the join makes of them is unchanged for every update of
-    ``mine``, whose times are at or after that least time ``m`` (``max(t, t2) == max(t, m)``
-    for ``t2 < m``), but a value inserted and retracted before ``m`` makes no outputs that
-    cancel (differential-dataflow's join advances the history it reads to the batch's times
-    likewise). Totally ordered times."""
+def advanced(merged: Vals, since: Any) -> Vals:
+    """One key's updates from several batches of the other trace, each time before ``since``
+    advanced to it and equal ``(value, time)`` summed (zeros dropped), in the order each first
+    appears: what the join makes of them is unchanged for every update of the batch (whose
+    times are at or after ``since``: ``max(t, t2) == max(t, since)`` for ``t2 < since``),
+    but a value inserted and retracted before ``since`` in two batches (a history the trace
+    has not compacted yet) makes no outputs that cancel (differential-dataflow's join advances
+    the other trace's history to the batch's times likewise). Values that do not hash are
+    returned as they are."""
+    sums: Dict[Tuple[Any, Any], int] = {}
     try:
-        if len({update[0] for update in merged}) == len(merged):
-            return merged
+        for v, t, r in merged:
+            key = (v, t if t >= since else since)
+            sums[key] = sums.get(key, 0) + r
     except TypeError:
         return merged
-    since = mine[0][1] if len(mine) == 1 else min([t for _, t, _ in mine])
-    sums: Dict[Tuple[Any, Any], int] = {}
-    for v, t, r in merged:
-        at = (v, t if t >= since else since)
-        sums[at] = sums.get(at, 0) + r
     if len(sums) == len(merged):
         return merged
     return [(v, t, r) for (v, t), r in sums.items() if r]

@@ -50,19 +50,22 @@ def join_keys(
     lookups: Sequence[Callable[[Any], Optional[Vals]]],
     kernel: Kernel,
     fuel: int,
-    advance: bool = False,
+    since: Any = None,
 ) -> List[Any]:
     """The next keys joined with what ``lookups`` find, until ``fuel`` outputs are made; with
-    ``advance``, joined with their :func:`advanced` updates."""
+    ``since``, a key found in several batches is joined with :func:`advanced` updates."""
     out: List[Any] = []
     if not lookups:
         return out
     for key, mine in keys:
         theirs: Vals = []
+        found_in = 0
         for lookup in lookups:
-            theirs.extend(lookup(key) or [])
-        if advance and len(theirs) > 1:
-            theirs = advanced(theirs, mine)
+            found = lookup(key) or []
+            theirs.extend(found)
+            found_in += 1 if found else 0
+        if since is not None and found_in > 1:
+            theirs = advanced(theirs, since)
         if theirs:
             kernel(key, mine, theirs, out)
             if len(out) >= fuel:
@@ -70,21 +73,16 @@ def join_keys(
     return out
 
 
-def advanced(merged: Vals, mine: Vals) -> Vals:
-    """With a value at several times: times before the least of ``mine`` advanced to it,
-    equal ``(value, time)`` summed, zeros dropped, in the order each first appears; else (or
-    when nothing sums, or values do not hash) as they are."""
+def advanced(merged: Vals, since: Any) -> Vals:
+    """Times before ``since`` advanced to it; equal ``(value, time)`` summed, zeros dropped, in
+    the order each first appears (unchanged when nothing sums)."""
     try:
-        values = [v for v, _, _ in merged]
-        if len(set(values)) == len(values):
-            return merged
+        sums: Dict[Tuple[Any, Any], int] = {}
+        for v, t, r in merged:
+            at = since if t < since else t
+            sums[(v, at)] = sums.get((v, at), 0) + r
     except TypeError:
         return merged
-    since = min(t for _, t, _ in mine)
-    sums: Dict[Tuple[Any, Any], int] = {}
-    for v, t, r in merged:
-        at = since if t < since else t
-        sums[(v, at)] = sums.get((v, at), 0) + r
     if len(sums) == len(merged):
         return merged
     return [(v, t, r) for (v, t), r in sums.items() if r != 0]
