@@ -214,54 +214,6 @@ def test_join_kernels_match_their_twins(product: bool, name: str, first: bool, d
         assert list(keys1) == list(keys2)  # both stopped at the same key
 
 
-@settings_
-@given(st.sampled_from(PRODUCTS), st.booleans(), st.data())
-def test_join_keys_since_makes_the_same_changes(name: str, first: bool, data: Any) -> None:
-    """With ``since`` (every update of the batch at or after it), a key found in several of
-    the other trace's batches is joined with their updates advanced to ``since`` and
-    consolidated: the outputs sum to the same changes as without it, are never more, and
-    equal the plain twin's, in order."""
-    since = data.draw(int_times)
-    batch = _data(data.draw, int_times)
-    mine = {k: [(v, t + since, r) for v, t, r in ups] for k, ups in batch.items()}
-    others = [_data(data.draw, int_times) for _ in range(data.draw(st.integers(2, 3)))]
-    kernel = getattr(join, name)(INT_ORDER, first, _logic(name))
-    twin = getattr(plain_join, name)(INT_ORDER, first, _logic(name))
-    lookups = [o.get for o in others]
-    fuel = 10**6
-    plain = join.join_keys(iter(list(mine.items())), lookups, kernel, fuel)
-    got = join.join_keys(iter(list(mine.items())), lookups, kernel, fuel, since)
-    want = plain_join.join_keys(iter(list(mine.items())), lookups, twin, fuel, since)
-    assert got == want
-    assert len(got) <= len(plain)
-    assert _changes(got) == _changes(plain)
-
-
-def _changes(out: List[Any]) -> Dict[Any, int]:
-    """Output updates summed per ``(record, time)``, zeros dropped."""
-    sums: Dict[Any, int] = {}
-    for record, t, r in out:
-        sums[(repr(record), t)] = sums.get((repr(record), t), 0) + r
-    return {k: r for k, r in sums.items() if r}
-
-
-def test_join_keys_since_drops_a_history_split_between_batches() -> None:
-    """A value inserted in one batch and retracted in the next, both before the batch's
-    times, makes no outputs (without ``since``: two that cancel)."""
-    kernel = join.pairs(INT_ORDER, True)
-    others = [{"k": [("a", 0, 1)]}, {"k": [("a", 1, -1), ("c", 1, 1)]}]
-    mine = [("k", [("b", 2, 1)])]
-    lookups = [o.get for o in others]
-    assert join.join_keys(iter(mine), lookups, kernel, 100, 2) == [(("k", ("b", "c")), 2, 1)]
-    assert len(join.join_keys(iter(mine), lookups, kernel, 100)) == 3
-
-
-def test_advanced_keeps_unhashable_values_as_they_are() -> None:
-    """Values that do not hash are joined unconsolidated (no error)."""
-    merged = [([1], 0, 1), ([1], 2, -1)]
-    assert join.advanced(merged, 3) is merged
-
-
 # ------------------------------------------------------------------ the engine on the twins
 _ON_THE_TWINS = """
 import sys

@@ -464,7 +464,8 @@ class JoinOperator(OperatorCore):
         self.hb.acknowledge(self.ack_b)
 
     def retire(self) -> None:
-        """The dataflow completed: release both traces (it may not have seen its inputs close)."""
+        """The dataflow completed: release both traces (the join is not woken by frontier
+        moves alone, so it may not have seen its inputs close)."""
         self.ha.close()
         self.hb.close()
         self._fits = {}
@@ -510,19 +511,18 @@ class JoinOperator(OperatorCore):
 
     def _join_keys(self, work: _JoinWork, fuel: int) -> List[Any]:
         """Outputs of the next keys of ``work`` (stops once ``fuel`` outputs are made; or
-        :class:`_Inspected` placeholders for them): a key's updates in several of the other
-        trace's batches are advanced to the batch's lower bound and consolidated first."""
+        :class:`_Inspected` placeholders for them)."""
         if work.columns is not None:
             return self._join_columns(work, fuel)
-        kernel = self.kernels[work.side]
-        since = work.batch.lower[0] if self.order.is_total else None
         if work.lookups is not None:
-            return join_keys(work.keys, work.lookups, kernel, fuel, since)
+            return join_keys(work.keys, work.lookups, self.kernels[work.side], fuel)
         other = self.b if work.side == 0 else self.a
         if other.pred is None and other.time_map is None:  # the common case: no wrapper
             lookups = [o.getter() if type(o) is ColumnBatch else o.get for o in work.others]
-            return join_keys(work.keys, lookups, kernel, fuel, since)
-        return join_keys(work.keys, [other.lookup(b) for b in work.others], kernel, fuel)
+        else:
+            lookup = other.lookup
+            lookups = [lookup(batch) for batch in work.others]
+        return join_keys(work.keys, lookups, self.kernels[work.side], fuel)
 
 
 class _Inspected(List[Any]):

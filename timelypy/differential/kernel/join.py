@@ -19,9 +19,9 @@ per key plus one dictionary look-up per key and batch.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, cast
 
-__all__ = ["advanced", "core", "join_keys", "mapped", "pairs", "semijoin_pairs"]
+__all__ = ["core", "join_keys", "mapped", "pairs", "semijoin_pairs"]
 
 Vals = List[Tuple[Any, Any, int]]
 Kernel = Callable[[Any, Vals, Vals, List[Any]], None]
@@ -139,16 +139,10 @@ def core(order: Any, first: bool, logic: Optional[Callable] = None) -> Kernel:
 
 
 def join_keys(
-    keys: Iterator[Tuple[Any, Vals]],
-    lookups: Sequence[Lookup],
-    kernel: Kernel,
-    fuel: int,
-    since: Any = None,
+    keys: Iterator[Tuple[Any, Vals]], lookups: Sequence[Lookup], kernel: Kernel, fuel: int
 ) -> List[Any]:
     """The outputs of the next keys of ``keys`` joined with the batches ``lookups`` reads
-    (stops once ``fuel`` outputs are made). With ``since`` (totally ordered times, none of
-    the keys' updates before it), a key found in several batches is joined with
-    :func:`advanced` updates."""
+    (stops once ``fuel`` outputs are made)."""
     out: List[Any] = []
     if not lookups:
         return out
@@ -166,14 +160,7 @@ def join_keys(
             merged = get0(key)
             more = get1(key)
             if more:
-                if not merged:
-                    merged = more
-                elif since is None:
-                    merged = merged + more
-                else:
-                    merged = advanced(merged + more, since)
-                    if not merged:
-                        continue
+                merged = merged + more if merged else more
             elif not merged:
                 continue
             kernel(key, vals, merged, out)
@@ -182,40 +169,15 @@ def join_keys(
     else:
         for key, vals in keys:
             merged = []
-            batches = 0
             for get in lookups:
                 found = get(key)
                 if found:
                     merged.extend(found)
-                    batches += 1
-            if batches > 1 and since is not None:
-                merged = advanced(merged, since)
             if merged:
                 kernel(key, vals, merged, out)
                 if len(out) >= fuel:
                     break
     return out
-
-
-def advanced(merged: Vals, since: Any) -> Vals:
-    """One key's updates from several batches of the other trace, each time before ``since``
-    advanced to it and equal ``(value, time)`` summed (zeros dropped), in the order each first
-    appears: what the join makes of them is unchanged for every update of the batch (whose
-    times are at or after ``since``: ``max(t, t2) == max(t, since)`` for ``t2 < since``),
-    but a value inserted and retracted before ``since`` in two batches (a history the trace
-    has not compacted yet) makes no outputs that cancel (differential-dataflow's join advances
-    the other trace's history to the batch's times likewise). Values that do not hash are
-    returned as they are."""
-    sums: Dict[Tuple[Any, Any], int] = {}
-    try:
-        for v, t, r in merged:
-            key = (v, t if t >= since else since)
-            sums[key] = sums.get(key, 0) + r
-    except TypeError:
-        return merged
-    if len(sums) == len(merged):
-        return merged
-    return [(v, t, r) for (v, t), r in sums.items() if r]
 
 
 from timelypy.kernels import adopt  # noqa: E402  (last: a drop-in replaces the names above)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-__all__ = ["advanced", "core", "join_keys", "mapped", "pairs", "semijoin_pairs"]
+__all__ = ["core", "join_keys", "mapped", "pairs", "semijoin_pairs"]
 
 Vals = List[Tuple[Any, Any, int]]
 Kernel = Callable[[Any, Vals, Vals, List[Any]], None]
@@ -50,39 +50,17 @@ def join_keys(
     lookups: Sequence[Callable[[Any], Optional[Vals]]],
     kernel: Kernel,
     fuel: int,
-    since: Any = None,
 ) -> List[Any]:
-    """The next keys joined with what ``lookups`` find, until ``fuel`` outputs are made; with
-    ``since``, a key found in several batches is joined with :func:`advanced` updates."""
+    """The next keys joined with what ``lookups`` find, until ``fuel`` outputs are made."""
     out: List[Any] = []
     if not lookups:
         return out
     for key, mine in keys:
         theirs: Vals = []
-        found_in = 0
         for lookup in lookups:
-            found = lookup(key) or []
-            theirs.extend(found)
-            found_in += 1 if found else 0
-        if since is not None and found_in > 1:
-            theirs = advanced(theirs, since)
+            theirs.extend(lookup(key) or [])
         if theirs:
             kernel(key, mine, theirs, out)
             if len(out) >= fuel:
                 break
     return out
-
-
-def advanced(merged: Vals, since: Any) -> Vals:
-    """Times before ``since`` advanced to it; equal ``(value, time)`` summed, zeros dropped, in
-    the order each first appears (unchanged when nothing sums)."""
-    try:
-        sums: Dict[Tuple[Any, Any], int] = {}
-        for v, t, r in merged:
-            at = since if t < since else t
-            sums[(v, at)] = sums.get((v, at), 0) + r
-    except TypeError:
-        return merged
-    if len(sums) == len(merged):
-        return merged
-    return [(v, t, r) for (v, t), r in sums.items() if r != 0]
