@@ -16,6 +16,7 @@ import random
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.cases import over_seeds
@@ -377,9 +378,11 @@ class _Pair:
     def spines(self) -> Tuple[Spine, Spine]:
         return self.columns, self.objects
 
-    def insert(self, updates: List[Update], upper: int) -> None:
+    def insert(self, updates: List[Update], upper: int, as_objects: bool = False) -> None:
+        """``updates`` as a batch up to ``upper`` in both spines: columns where they fit
+        (unless ``as_objects``, as the arrange operator seals a small batch) in ``columns``."""
         self.history += [(k, v, t, r) for (k, v), t, r in updates]
-        encoded = encode_updates(updates) if updates else None
+        encoded = encode_updates(updates) if updates and not as_objects else None
         if encoded is not None:
             batch = ColumnBatch.sorted_from(*encoded, [], [])
             self.columns.new_column_batch(batch, [upper])
@@ -506,6 +509,38 @@ def test_full_compaction_of_a_live_empty_collection_stores_nothing(
     pair.check()
     assert pair.objects.stored_updates() == 0
     assert pair.columns.stored_updates() == 0
+
+
+@pytest.mark.parametrize("key_shape", ["int", "tuple"])
+def test_compaction_merges_small_object_batches_into_the_column_batch_before_them(
+    key_shape: str,
+) -> None:
+    """A large column batch, then small object batches of its layout (as the arrange operator
+    seals fewer than ``COLUMNS_MIN_UPDATES``) that retract some of its records and insert
+    others: a compaction pass merges them into the column batch, so each retracted record and
+    its insertion cancel there (one column batch left, holding the live records only); the
+    object spine's pass merges its batches likewise."""
+
+    def key(k: int) -> Any:
+        return k if key_shape == "int" else (k, -k)
+
+    pair = _Pair()
+    pair.round = 1
+    pair.insert([((key(k), k % 5), 0, 1) for k in range(300)], 1)
+    for r in range(2, 9):
+        pair.round = r
+        pair.insert([((key(r), r % 5), r - 1, -1), ((key(r), 9), r - 1, 1)], r, as_objects=True)
+    assert [type(b) for b in pair.columns.batches][0] is ColumnBatch
+    assert any(type(b) is not ColumnBatch for b in pair.columns.batches)
+    pair.check()
+    pair.round += 1
+    for spine in pair.spines:
+        spine.advance_writer([pair.round])
+        spine.compact()
+    pair.check()
+    assert [type(b) for b in pair.columns.batches] == [ColumnBatch]
+    assert len(pair.objects.batches) == 1
+    assert pair.columns.stored_updates() == pair.objects.stored_updates() == 300
 
 
 def test_spine_keeps_merged_column_batches_as_columns() -> None:

@@ -452,22 +452,16 @@ class Spine:
             self._merge_columns(j, i)
             return
         target = first if isinstance(first, BatchBuilder) else BatchBuilder(first)
-        if instruments is None or not instruments.enabled:
-            for k in range(j + 1, i + 1):
-                self._merge(target, batches[k])
-        else:
-            for k in range(j + 1, i + 1):
-                sizes = (target.count, batches[k].count)
-                self._merge(target, batches[k])
-                stored = (
-                    target.count
-                    + sum(b.count for b in batches[:j])
-                    + sum(b.count for b in batches[k + 1 :])
-                )
+        listening = instruments is not None and instruments.enabled
+        for k in range(j + 1, i + 1):
+            sizes = (target.count, batches[k].count)
+            self._merge(target, batches[k])
+            if listening:
+                assert instruments is not None
+                stored = target.count + sum(b.count for b in batches[:j] + batches[k + 1 :])
+                left = len(batches) - (k - j)
                 instruments.emit(
-                    SpineMerged(
-                        self.worker, self.name, sizes, target.count, len(batches) - (k - j), stored
-                    )
+                    SpineMerged(self.worker, self.name, sizes, target.count, left, stored)
                 )
         batches[j : i + 1] = [target]
 
@@ -509,7 +503,7 @@ class Spine:
         """Compact (advance to since, consolidate) every batch of the first ``m``."""
         since = self._since.frontier
         if since:
-            m = self._merge_column_runs(m)
+            m = self._merge_for_compaction(m)
         unmoved = since[0] if len(since) == 1 and self.order.is_total else None
         for idx in range(m):
             b = self.batches[idx]
@@ -527,11 +521,17 @@ class Spine:
         self._inserted = 0
         self._force_compaction = False
 
-    def _merge_column_runs(self, m: int) -> int:
-        """Merge each run of two or more consecutive column batches of one layout among the
-        first ``m`` into one (a compaction pass reads them all anyway, and updates that cancel
-        across batches only go once merged); returns the new ``m``."""
+    def _merge_for_compaction(self, m: int) -> int:
+        """Merge the first ``m`` batches into one (a compaction pass reads them all) when none
+        is a column batch, or the first is and the others fit its layout; else each run of
+        column batches of one layout. Updates that cancel across batches only go once merged
+        (a record retracted since a large batch was made: a join reading both would make
+        outputs that cancel). Returns the new ``m``."""
         batches = self.batches
+        columns = [type(b) is ColumnBatch for b in batches[:m]]
+        if m > 1 and (not any(columns) or (columns[0] and self._columns_run(0, m - 1))):
+            self._merge_run(0, m - 1)
+            return 1
         idx = m - 1
         while idx > 0:
             last = batches[idx]
