@@ -2,7 +2,8 @@
 # Installs what the tests need, runs the linters and the tests. The README's test commands:
 #
 #   bash scripts/test.sh          the linters, then the whole suite (Ray, Spark, the docs site):
-#                                 what CI runs
+#                                 what CI runs (the in-process tests two at a time, then the
+#                                 ones with worker processes, Ray or Spark one at a time)
 #   bash scripts/test.sh quick    the linters, then the core tests only (no Ray, Spark, worker
 #                                 processes or slow tests), two at a time with pytest-xdist
 #   bash scripts/test.sh lint     the linters only
@@ -89,7 +90,14 @@ EOF
 }
 trap cleanup EXIT
 if [ "$#" -eq 0 ]; then
-    python -m pytest -q -p no:cacheprovider --ignore=tests/connectors/test_spark_ray.py
+    # The tests that run in this process (the core and the slow ones: most of the suite, and
+    # of its CPU) two at a time with pytest-xdist; then, one at a time, those that start
+    # worker processes, Ray clusters or Spark (they wait on other processes more than they
+    # compute, and each wants the machine's cores for its own workers).
+    python -m pytest -q -p no:cacheprovider -n 2 -m "not ray and not spark and not processes" \
+        --ignore=tests/connectors/test_spark_ray.py
+    python -m pytest -q -p no:cacheprovider -m "ray or spark or processes" \
+        --ignore=tests/connectors/test_spark_ray.py
     # Spark on Ray (RayDP) needs a process whose first Spark it is: pyspark keeps one JVM per
     # process, and the plain-Spark tests above started one without RayDP's classes.
     python -m pytest -q -p no:cacheprovider tests/connectors/test_spark_ray.py
