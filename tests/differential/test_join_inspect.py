@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from support.updates import net_changes
 
 import timelypy as tp
 from timelypy.differential import arrange_columns
@@ -73,13 +74,6 @@ def _run(
     return tp.execute(build, workers=workers)
 
 
-def _consolidated(updates: List[Tuple[Any, Any, int]]) -> Dict[Tuple[Any, Any], int]:
-    acc: Counter = Counter()
-    for data, time, diff in updates:
-        acc[(data, time)] += diff
-    return {k: v for k, v in acc.items() if v}
-
-
 @pytest.mark.parametrize("workers", [1, 3])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_fused_inspection_sees_what_an_unfused_one_sees(workers: int, seed: int) -> None:
@@ -88,7 +82,7 @@ def test_fused_inspection_sees_what_an_unfused_one_sees(workers: int, seed: int)
     seen_fused = [u for w in fused for u in w["seen"]]
     seen_unfused = [u for w in unfused for u in w["seen"]]
     assert sorted(seen_fused) == sorted(seen_unfused) and seen_fused
-    assert _consolidated(seen_fused) == _consolidated(seen_unfused)
+    assert net_changes(seen_fused) == net_changes(seen_unfused)
     keys_fused = Counter()
     keys_unfused = Counter()
     for w in fused:
@@ -231,11 +225,8 @@ def _skip_level_inspected(people: int, backend: str) -> Tuple[Dict[Any, int], Li
         return seen, sum(j.column_batches for j in joins)
 
     results = tp.execute(build, workers=2, backend=backend)
-    acc: Counter = Counter()
-    for seen, _ in results:
-        for record, time, diff in seen:
-            acc[(record, time)] += diff
-    return {k: d for k, d in acc.items() if d}, [columns for _, columns in results]
+    changes = net_changes(update for seen, _ in results for update in seen)
+    return changes, [columns for _, columns in results]
 
 
 def _skip_level_reference(people: int) -> Dict[Any, int]:

@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from support.updates import net_changes
 
 import timelypy as tp
 from timelypy.differential import arrange_columns
@@ -71,11 +72,8 @@ def _self_join_changes(backend: str) -> Tuple[Dict[Any, int], List[int]]:
         return seen, counted[0] - before
 
     results = tp.execute(build, workers=2, backend=backend)
-    acc: Counter = Counter()
-    for seen, _ in results:
-        for record, time, diff in seen:
-            acc[(record, time)] += diff
-    return {k: d for k, d in acc.items() if d}, [ranged for _, ranged in results]
+    changes = net_changes(update for seen, _ in results for update in seen)
+    return changes, [ranged for _, ranged in results]
 
 
 def _reference() -> Dict[Any, int]:
