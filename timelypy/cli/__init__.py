@@ -13,6 +13,7 @@ import typer
 from .bench import bench
 from .datalog import datalog
 from .graph import graph
+from .kernels import compile_kernels_command
 from .programs import examples, run
 
 __all__ = ["app", "main"]
@@ -56,6 +57,7 @@ app.command("examples")(examples)
 app.command("bench")(bench)
 app.command("graph")(graph)
 app.command("datalog")(datalog)
+app.command("compile-kernels")(compile_kernels_command)
 
 
 def main(argv: Optional[List[str]] = None) -> Any:

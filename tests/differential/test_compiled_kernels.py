@@ -1,0 +1,137 @@
+"""The kernels compiled with mypyc (``timelypy compile-kernels``) meet the same contracts.
+
+One test builds the mirror into a temporary directory through the command line (about 25 s:
+mypy's analysis, then a C compiler), checks what it built, and runs in a subprocess, with
+``TIMELYPY_KERNELS`` naming the mirror, the kernel-against-twin tests, the histories' tests,
+the progress kernels' tests and a slice of the property suite (one worker, iterative
+reachability included). It is skipped only where mypyc or a C compiler is missing; CI has both
+(mypy is a development dependency). A stale mirror (compiled from other sources) is refused
+at import, which needs no compiler to check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict
+
+import pytest
+from support.paths import ROOT
+from typer.testing import CliRunner
+
+from timelypy.cli import app
+from timelypy.kernels import ENVIRONMENT_VARIABLE, kernel_modules
+
+PACKAGE = "tp_compiled_for_tests"
+
+_ADOPTED = """
+import importlib.machinery, json, timelypy, timelypy.kernels as k
+from timelypy.differential import arrange, join
+from timelypy.differential.trace import spine
+used = [f.__module__ for f in (arrange.group_before, join.join_keys, spine.merge_consolidating)]
+print(json.dumps({"chosen": k.chosen(), "used": used}))
+"""
+
+
+def _compiler_missing() -> bool:
+    return importlib.util.find_spec("mypyc") is None or not any(
+        shutil.which(c) for c in (os.environ.get("CC", "cc"), "gcc", "clang")
+    )
+
+
+def _env(directory: Path, **more: str) -> Dict[str, str]:
+    env = dict(os.environ, **more)
+    env[ENVIRONMENT_VARIABLE] = PACKAGE
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(directory), str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
+    )
+    return env
+
+
+@pytest.mark.skipif(_compiler_missing(), reason="mypyc (mypy) or a C compiler is missing")
+def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tests(
+    tmp_path: Path,
+) -> None:
+    result = CliRunner().invoke(app, ["compile-kernels", str(tmp_path), "--package", PACKAGE])
+    assert result.exit_code == 0, result.output
+    assert f"export TIMELYPY_KERNELS={PACKAGE}" in result.stdout
+    modules = kernel_modules()
+    assert "timelypy.differential.kernel.histories" in modules
+    assert "timelypy.progress.kernel" in modules
+    for name in modules:  # each copy: no adoption, the original's hash recorded
+        relative = Path(*name.split(".")[1:]).with_suffix(".py")
+        copy = (tmp_path / PACKAGE / relative).read_text()
+        digest = hashlib.sha256((ROOT / "timelypy" / relative).read_bytes()).hexdigest()
+        assert "adopt(" not in copy and copy.endswith(f'KERNEL_SOURCE_SHA256 = "{digest}"\n')
+
+    adopted = subprocess.run(
+        [sys.executable, "-c", _ADOPTED],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert adopted.returncode == 0, adopted.stderr[-3000:]
+    report = __import__("json").loads(adopted.stdout)
+    assert report["chosen"] == {m: PACKAGE + m[len("timelypy") :] for m in modules}
+    assert all(u.startswith(PACKAGE + ".") for u in report["used"]), report["used"]
+
+    tests = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            "-m",
+            "not slow",
+            "-k",
+            "not plain and (not property or one_worker)",
+            "tests/differential/test_kernels.py",
+            "tests/differential/test_kernel_histories.py",
+            "tests/progress/test_progress_kernel.py",
+            "tests/differential/test_differential_property.py",
+            "tests/differential/test_loop_distinct_property.py",
+        ],
+        cwd=ROOT,
+        env=_env(tmp_path, TIMELYPY_EXAMPLES="30"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
+    assert " passed" in tests.stdout, tests.stdout[-3000:]
+
+
+def test_a_mirror_compiled_from_other_sources_is_refused(tmp_path: Path) -> None:
+    """A mirror module that records another source's hash (an old build after an upgrade)
+    stops the import with a message saying to rebuild; a mirror recording none (the plain
+    twins) is taken as it is."""
+    stale = tmp_path / PACKAGE / "differential" / "kernel"
+    stale.mkdir(parents=True)
+    for folder in (tmp_path / PACKAGE, tmp_path / PACKAGE / "differential", stale):
+        (folder / "__init__.py").write_text("")
+    (stale / "consolidation.py").write_text(
+        "def consolidate(updates):\n    return updates\n\nKERNEL_SOURCE_SHA256 = '0' * 64\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "import timelypy"],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert "was compiled from another version of timelypy.differential.kernel.consolidation" in (
+        done.stderr
+    )
+    assert "rebuild it (timelypy compile-kernels DIR)" in done.stderr
