@@ -19,6 +19,7 @@ LAYERS = {
         "kernel",
         "kernel.columns",
         "kernel.consolidation",
+        "kernel.distinct",
         "kernel.grouping",
         "kernel.histories",
         "kernel.join",
