@@ -17,6 +17,8 @@ call kernels only by these names, never by reaching into a kernel's helpers.
   batch's keys against the other trace.
 - :mod:`.histories`: reduce's per-key histories at partially ordered times (reading a history
   at a time, compacting it to a frontier's meet, closing times under joins).
+- :mod:`.distinct`: ``distinct`` at ``Product(int, int)`` times on quad lists (the ingest of
+  updates and the evaluation of keys; these mutate the operator's containers).
 
 Kernels work on plain Python data (dicts, lists, tuples); the trace types wrap them, so a
 kernel never sees a batch or a spine.
