@@ -26,7 +26,7 @@ def compile_kernels_command(
     ),
 ) -> None:
     """Compile the kernel modules (grouping, consolidation, merging, the join, reduce's
-    histories, the progress kernels) with mypyc, for TIMELYPY_KERNELS.
+    histories and distinct, the progress kernels) with mypyc, for TIMELYPY_KERNELS.
 
     Needs mypy (pip install mypy) and a C compiler. Example: ``timelypy compile-kernels
     ~/.timelypy-kernels``, then ``PYTHONPATH=~/.timelypy-kernels
