@@ -29,6 +29,15 @@ from timelypy.kernels import ENVIRONMENT_VARIABLE, kernel_modules
 
 PACKAGE = "tp_compiled_for_tests"
 
+_SUITE = [
+    "tests/differential/test_kernels.py",
+    "tests/differential/test_kernel_histories.py",
+    "tests/progress/test_progress_kernel.py",
+    "tests/differential/test_differential_property.py",
+    "tests/differential/test_loop_distinct_property.py",
+]
+"""What runs on the compiled mirror (the kernels' own tests, a slice of the property suite)."""
+
 _ADOPTED = """
 import importlib.machinery, json, timelypy, timelypy.kernels as k
 from timelypy.differential import arrange, join
@@ -82,25 +91,10 @@ def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tes
     assert report["chosen"] == {m: PACKAGE + m[len("timelypy") :] for m in modules}
     assert all(u.startswith(PACKAGE + ".") for u in report["used"]), report["used"]
 
+    selection = "not plain and (not property or one_worker)"
     tests = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-x",
-            "-m",
-            "not slow",
-            "-k",
-            "not plain and (not property or one_worker)",
-            "tests/differential/test_kernels.py",
-            "tests/differential/test_kernel_histories.py",
-            "tests/progress/test_progress_kernel.py",
-            "tests/differential/test_differential_property.py",
-            "tests/differential/test_loop_distinct_property.py",
-        ],
+        [sys.executable, "-m", "pytest", *"-q -p no:cacheprovider -x -m".split(), "not slow"]
+        + ["-k", selection, *_SUITE],
         cwd=ROOT,
         env=_env(tmp_path, TIMELYPY_EXAMPLES="30"),
         capture_output=True,

@@ -15,7 +15,8 @@ per time only (no per-key look-up). ``threshold`` with a function is a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ...dataflow.channels import Exchange
 from ...dataflow.state import OperatorState, future_pieces
@@ -107,21 +108,10 @@ class ProductDistinct(ProductReduceUpdates):
                 self.pending,
                 self.pending_times,
                 self.add_pending_time,
-                self._place,
+                partial(place_new_times, self),
                 Product,
             ),
         )
-
-    def _place(
-        self,
-        key: Any,
-        candidates: Set[Time],
-        known: Set[Time],
-        times: List[Time],
-        rest: Optional[Set[Time]],
-        beyond: Callable[[int, int], bool],
-    ) -> None:
-        place_new_times(self, key, candidates, known, times, rest, beyond)
 
     def _drop_histories(self) -> None:
         self.state.clear()
