@@ -25,7 +25,12 @@ from support.paths import ROOT
 from typer.testing import CliRunner
 
 from timelypy.cli import app
-from timelypy.kernels import ENVIRONMENT_VARIABLE, kernel_modules
+from timelypy.kernels import (
+    ENVIRONMENT_VARIABLE,
+    KernelBuildError,
+    compile_kernels,
+    kernel_modules,
+)
 
 PACKAGE = "tp_compiled_for_tests"
 
@@ -129,3 +134,18 @@ def test_a_mirror_compiled_from_other_sources_is_refused(tmp_path: Path) -> None
         done.stderr
     )
     assert "rebuild it (timelypy compile-kernels DIR)" in done.stderr
+
+
+def test_bad_requests_get_clear_errors(tmp_path: Path) -> None:
+    """A package name that is not one, a module outside timelypy, and a build over its time
+    bound: each a clear error naming it; the command exits 2 and makes no directory."""
+    result = CliRunner().invoke(app, ["compile-kernels", str(tmp_path / "k"), "--package", "a-b"])
+    assert result.exit_code == 2
+    assert "'a-b' is not a package name" in result.output
+    assert not (tmp_path / "k").exists()
+    with pytest.raises(ValueError, match="'os.path' is not a timelypy module"):
+        compile_kernels(tmp_path, modules=["os.path"])
+    with pytest.raises(KernelBuildError, match="mypyc took over 0.001 s|mypyc failed"):
+        compile_kernels(
+            tmp_path, modules=["timelypy.differential.kernel.consolidation"], timeout=1e-3
+        )

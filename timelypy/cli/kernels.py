@@ -31,7 +31,6 @@ def compile_kernels_command(
     Needs mypy (pip install mypy) and a C compiler. Example: ``timelypy compile-kernels
     ~/.timelypy-kernels``, then ``PYTHONPATH=~/.timelypy-kernels
     TIMELYPY_KERNELS=timelypy_compiled python job.py``."""
-    directory.mkdir(parents=True, exist_ok=True)
     typer.echo(f"compiling the kernel modules into {directory / package} (mypyc) ...", err=True)
     try:
         built = compile_kernels(directory, package)
