@@ -24,6 +24,13 @@ mypyc (it comes with mypy; it needs a C compiler and Python's headers), so the k
 extension functions with the same code and the same contracts. Each compiled module records
 the SHA-256 of the source it was made from, and :func:`adopt` refuses a mirror made from other
 sources (a stale build after an upgrade or an edit): rebuild it.
+
+Code that is fastest in the interpreter is not always fastest compiled (``zip`` over ``islice``
+iterates in C for the interpreter; mypyc makes an index loop over a list of ints into unboxed
+compares). A kernel module may therefore hold both: it sets ``COMPILED = False`` at module level
+and keeps definitions written for the compiler under ``if COMPILED:``. The compiled copy sets
+the flag to ``True`` and mypyc is told that it is always true, so each build runs the code written
+for it; the tests hold both to the same contracts.
 """
 
 from __future__ import annotations
@@ -57,6 +64,11 @@ _SOURCE_HASH = "KERNEL_SOURCE_SHA256"
 """The constant each compiled mirror module holds: the SHA-256 of its kernel module's source."""
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent
+
+_COMPILED_FLAG = "COMPILED"
+"""A kernel module's ``COMPILED = False`` is ``True`` in its compiled copy, and mypyc takes
+``if COMPILED:`` branches as always true: a module keeps there the definitions written for the
+compiler (index loops over lists of ints, say) beside those written for the interpreter."""
 
 # kernel module name -> the module its kernels came from (itself when nothing was adopted)
 _CHOSEN: Dict[str, str] = {}
@@ -142,9 +154,21 @@ def kernel_modules() -> List[str]:
     return found
 
 
+def _is_compiled_flag(node: ast.stmt) -> bool:
+    """Whether ``node`` is a kernel module's one-line ``COMPILED = False``."""
+    return (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == _COMPILED_FLAG
+        and node.lineno == node.end_lineno
+    )
+
+
 def _mirror_source(path: Path) -> str:
     """The source of the kernel module at ``path`` without its adoption (the import of
-    :func:`adopt` and the call), with the SHA-256 of the original recorded."""
+    :func:`adopt` and the call), its ``COMPILED`` flag set, with the SHA-256 of the original
+    recorded."""
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     drop: Set[int] = set()
@@ -157,6 +181,8 @@ def _mirror_source(path: Path) -> str:
         )
         if adopting:
             drop.update(range(node.lineno - 1, (node.end_lineno or node.lineno)))
+        elif _is_compiled_flag(node):
+            lines[node.lineno - 1] = f"{_COMPILED_FLAG} = True\n"
     kept = "".join(line for i, line in enumerate(lines) if i not in drop)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return f'{kept.rstrip()}\n\n{_SOURCE_HASH} = "{digest}"\n'
@@ -193,7 +219,14 @@ def compile_kernels(
                 init.write_text('"""A compiled mirror of timelypy\'s kernel modules."""\n')
         target.write_text(_mirror_source(_PACKAGE_ROOT / relative), encoding="utf-8")
         sources.append(str(target.relative_to(root)))
-    command = [sys.executable, "-m", "mypyc", "--ignore-missing-imports", *sources]
+    command = [
+        sys.executable,
+        "-m",
+        "mypyc",
+        "--ignore-missing-imports",
+        f"--always-true={_COMPILED_FLAG}",
+        *sources,
+    ]
     try:
         done = subprocess.run(
             command, cwd=root, capture_output=True, text=True, timeout=timeout, check=False

@@ -44,11 +44,12 @@ _SUITE = [
 """What runs on the compiled mirror (the kernels' own tests, a slice of the property suite)."""
 
 _ADOPTED = """
-import importlib.machinery, json, timelypy, timelypy.kernels as k
+import importlib, importlib.machinery, json, timelypy, timelypy.kernels as k
 from timelypy.differential import arrange, join
 from timelypy.differential.trace import spine
 used = [f.__module__ for f in (arrange.group_before, join.join_keys, spine.merge_consolidating)]
-print(json.dumps({"chosen": k.chosen(), "used": used}))
+mirror = importlib.import_module(k.chosen()["timelypy.differential.kernel.histories"])
+print(json.dumps({"chosen": k.chosen(), "used": used, "compiled_flag": mirror.COMPILED}))
 """
 
 
@@ -77,11 +78,20 @@ def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tes
     modules = kernel_modules()
     assert "timelypy.differential.kernel.histories" in modules
     assert "timelypy.progress.kernel" in modules
-    for name in modules:  # each copy: no adoption, the original's hash recorded
+    flagged = []
+    for name in modules:  # each copy: no adoption, its COMPILED flag set, the original's hash
         relative = Path(*name.split(".")[1:]).with_suffix(".py")
         copy = (tmp_path / PACKAGE / relative).read_text()
-        digest = hashlib.sha256((ROOT / "timelypy" / relative).read_bytes()).hexdigest()
+        original = (ROOT / "timelypy" / relative).read_text()
+        digest = hashlib.sha256(original.encode()).hexdigest()
         assert "adopt(" not in copy and copy.endswith(f'KERNEL_SOURCE_SHA256 = "{digest}"\n')
+        if "\nCOMPILED = False\n" in original:
+            flagged.append(name)
+            assert "\nCOMPILED = True\n" in copy and "\nCOMPILED = False\n" not in copy
+    assert {
+        "timelypy.differential.kernel.histories",
+        "timelypy.differential.kernel.distinct",
+    } <= set(flagged)
 
     adopted = subprocess.run(
         [sys.executable, "-c", _ADOPTED],
@@ -95,6 +105,7 @@ def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tes
     report = __import__("json").loads(adopted.stdout)
     assert report["chosen"] == {m: PACKAGE + m[len("timelypy") :] for m in modules}
     assert all(u.startswith(PACKAGE + ".") for u in report["used"]), report["used"]
+    assert report["compiled_flag"] is True  # (mypyc took the ``if COMPILED:`` definitions)
 
     selection = "not plain and (not property or one_worker)"
     tests = subprocess.run(

@@ -36,6 +36,9 @@ __all__ = ["evaluate_distinct", "ingest_distinct"]
 
 Time = Tuple[int, int]
 
+COMPILED = False
+"""True in the copy :func:`timelypy.kernels.compile_kernels` compiles (see its ``if COMPILED:``)."""
+
 
 class DistinctState(NamedTuple):
     """The operator's containers and callbacks that :func:`evaluate_distinct` works on."""
@@ -112,7 +115,17 @@ def evaluate_distinct(
     for key, times in ready.items():
         if len(times) > 1:
             times = list(set(times))
-        p = pending.pop(key, None)
+        # (taken now: the state may change below, compacted or dropped)
+        if COMPILED:  # (mypyc calls dict.pop as a method; get and del are native)
+            p = pending.get(key)
+            if p is not None:
+                del pending[key]
+            h = fresh.get(key)
+            if h is not None:
+                del fresh[key]
+        else:
+            p = pending.pop(key, None)
+            h = fresh.pop(key, None)
         rest: Optional[Set[Time]] = None
         if p is not None:
             if p.__class__ is tuple:
@@ -122,7 +135,6 @@ def evaluate_distinct(
                 p.difference_update(times)
                 if p:
                     pending[key] = rest = p
-        h = fresh.pop(key, None)  # (the state may change below: compacted, dropped)
         if h is None:
             h = state.get(key)
         stored = h is not None
@@ -202,75 +214,166 @@ def _keep(
         state[key] = h
 
 
-def _joins_with_new(
-    key: Any,
-    times: List[Time],
-    rest: Optional[Set[Time]],
-    one: bool,
-    above: List[Time],
-    s0: int,
-    s1: int,
-    f0s: List[int],
-    f1s: List[int],
-    pending: Dict[Any, Any],
-    pending_times: Dict[Time, List[Any]],
-    register: Callable[[Time, Any], None],
-) -> None:
-    """The joins of the new update's time ``s`` with the key's times not below it (``above``
-    from its history; its ready ``times``, only ``s`` when ``one``; its other pending times
-    ``rest``, ``key``'s set in ``pending``): those the frontier (``f0s``, ``f1s``: its outers,
-    increasing, and inners) has passed are appended to ``times``, the others become pending.
-    (A join at the time of an update not yet ready is registered twice, and taken once when
-    ready.)"""
-    if not one:
-        above += [t for t in times if t[0] > s0 or t[1] > s1]
-    if rest:
-        above += [t for t in rest if t[0] > s0 or t[1] > s1]
-    if not above:
-        return
-    later = []
-    outers, inners = zip(*above)
-    if max(outers) <= s0:
-        # Joins (s0, b), b > s1: passed below the least inner of the frontier's elements
-        # with outer <= s0 (one bisection, not one test per join).
-        k = bisect_right(f0s, s0)
-        lim = f1s[k - 1] if k else None
-        bs = set(inners)
-        if one and not rest and lim is not None and min(bs) >= lim:
-            later = [(s0, b) for b in bs]  # (the common case: every join is pending)
+if COMPILED:
+
+    def _bisect_right(a: List[int], x: int) -> int:
+        """``bisect.bisect_right`` on a list of ints, as a native loop."""
+        lo = 0
+        hi = len(a)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if x < a[mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _joins_with_new(
+        key: Any,
+        times: List[Time],
+        rest: Optional[Set[Time]],
+        one: bool,
+        above: List[Time],
+        s0: int,
+        s1: int,
+        f0s: List[int],
+        f1s: List[int],
+        pending: Dict[Any, Any],
+        pending_times: Dict[Time, List[Any]],
+        register: Callable[[Time, Any], None],
+    ) -> None:
+        """The joins of the new update's time ``s`` with the key's times not below it (``above``
+        from its history; its ready ``times``, only ``s`` when ``one``; its other pending times
+        ``rest``, ``key``'s set in ``pending``): those the frontier (``f0s``, ``f1s``: its outers,
+        increasing, and inners) has passed are appended to ``times``, the others become pending.
+        (A join at the time of an update not yet ready is registered twice, and taken once when
+        ready.) The compiled build's version: one loop for the extents, not ``zip`` and ``max``."""
+        if not one:
+            above += [t for t in times if t[0] > s0 or t[1] > s1]
+        if rest:
+            above += [t for t in rest if t[0] > s0 or t[1] > s1]
+        if not above:
+            return
+        later: List[Time] = []
+        top_outer, top_inner = above[0]
+        least_inner = top_inner
+        for a, b in above:
+            if a > top_outer:
+                top_outer = a
+            if b > top_inner:
+                top_inner = b
+            elif b < least_inner:
+                least_inner = b
+        if top_outer <= s0:
+            k = _bisect_right(f0s, s0)
+            bs = {b for _, b in above}
+            if k and one and not rest and least_inner >= f1s[k - 1]:
+                later = [(s0, b) for b in bs]
+            else:
+                for b in bs:
+                    t = (s0, b)
+                    if (one or t not in times) and (not rest or t not in rest):
+                        if not k or b < f1s[k - 1]:
+                            times.append(t)
+                        else:
+                            later.append(t)
         else:
-            for b in bs:
-                t = (s0, b)
+            if top_inner <= s1:
+                candidates = {(a, s1) for a, _ in above}
+            else:
+                candidates = joins({(s0, s1)}, set(above))
+                candidates.discard((s0, s1))
+            for t in candidates:
                 if (one or t not in times) and (not rest or t not in rest):
-                    if lim is None or b < lim:
-                        times.append(t)
-                    else:
+                    k = _bisect_right(f0s, t[0])
+                    if k and f1s[k - 1] <= t[1]:
                         later.append(t)
-    else:
-        if max(inners) <= s1:
-            candidates = {(a, s1) for a in set(outers)}
+                    else:
+                        times.append(t)
+        if not later:
+            return
+        if rest is not None:
+            rest.update(later)
         else:
-            candidates = joins({(s0, s1)}, set(above))
-            candidates.discard((s0, s1))
-        for t in candidates:
-            if (one or t not in times) and (not rest or t not in rest):
-                k = bisect_right(f0s, t[0])
-                if k and f1s[k - 1] <= t[1]:
-                    later.append(t)
-                else:
-                    times.append(t)
-    if not later:
-        return
-    if rest is not None:
-        rest.update(later)
-    else:
-        pending[key] = later[0] if len(later) == 1 else set(later)
-    for t in later:
-        keys = pending_times.get(t)
-        if keys is None:
-            register(t, key)
+            pending[key] = later[0] if len(later) == 1 else set(later)
+        for t in later:
+            keys = pending_times.get(t)
+            if keys is None:
+                register(t, key)
+            else:
+                keys.append(key)
+
+else:
+
+    def _joins_with_new(
+        key: Any,
+        times: List[Time],
+        rest: Optional[Set[Time]],
+        one: bool,
+        above: List[Time],
+        s0: int,
+        s1: int,
+        f0s: List[int],
+        f1s: List[int],
+        pending: Dict[Any, Any],
+        pending_times: Dict[Time, List[Any]],
+        register: Callable[[Time, Any], None],
+    ) -> None:
+        """The joins of the new update's time ``s`` with the key's times not below it (``above``
+        from its history; its ready ``times``, only ``s`` when ``one``; its other pending times
+        ``rest``, ``key``'s set in ``pending``): those the frontier (``f0s``, ``f1s``: its outers,
+        increasing, and inners) has passed are appended to ``times``, the others become pending.
+        (A join at the time of an update not yet ready is registered twice, and taken once when
+        ready.)"""
+        if not one:
+            above += [t for t in times if t[0] > s0 or t[1] > s1]
+        if rest:
+            above += [t for t in rest if t[0] > s0 or t[1] > s1]
+        if not above:
+            return
+        later = []
+        outers, inners = zip(*above)
+        if max(outers) <= s0:
+            # Joins (s0, b), b > s1: passed below the least inner of the frontier's elements
+            # with outer <= s0 (one bisection, not one test per join).
+            k = bisect_right(f0s, s0)
+            lim = f1s[k - 1] if k else None
+            bs = set(inners)
+            if one and not rest and lim is not None and min(bs) >= lim:
+                later = [(s0, b) for b in bs]  # (the common case: every join is pending)
+            else:
+                for b in bs:
+                    t = (s0, b)
+                    if (one or t not in times) and (not rest or t not in rest):
+                        if lim is None or b < lim:
+                            times.append(t)
+                        else:
+                            later.append(t)
         else:
-            keys.append(key)
+            if max(inners) <= s1:
+                candidates = {(a, s1) for a in set(outers)}
+            else:
+                candidates = joins({(s0, s1)}, set(above))
+                candidates.discard((s0, s1))
+            for t in candidates:
+                if (one or t not in times) and (not rest or t not in rest):
+                    k = bisect_right(f0s, t[0])
+                    if k and f1s[k - 1] <= t[1]:
+                        later.append(t)
+                    else:
+                        times.append(t)
+        if not later:
+            return
+        if rest is not None:
+            rest.update(later)
+        else:
+            pending[key] = later[0] if len(later) == 1 else set(later)
+        for t in later:
+            keys = pending_times.get(t)
+            if keys is None:
+                register(t, key)
+            else:
+                keys.append(key)
 
 
 def _at_times(

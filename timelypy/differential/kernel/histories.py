@@ -34,6 +34,10 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+COMPILED = False
+"""True in the copy :func:`timelypy.kernels.compile_kernels` compiles (mypyc takes the
+``if COMPILED:`` definitions, written for it; the interpreter the others)."""
+
 __all__ = [
     "accumulate",
     "accumulate_at",
@@ -98,34 +102,86 @@ def count_and_above(hist: FlatHistory, o: int, i: int) -> Tuple[int, List[Time]]
     return c, above
 
 
-def quad_counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
-    """The total input and output diffs of the quad list ``h`` at times below ``(o, i)``."""
-    c = have = 0
-    it = islice(h, 2, None)
-    for k, a, b, r in zip(it, it, it, it):
-        if a <= o and b <= i:
-            if k:
-                have += r
-            else:
-                c += r
-    return c, have
+if COMPILED:
+    # The compiled build's readers index the list: mypyc compares unboxed ints there, where
+    # the interpreter's fastest loop is ``zip`` over ``islice`` (C-level iteration).
 
+    def quad_counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
+        """The total input and output diffs of the quad list ``h`` at times below ``(o, i)``."""
+        c = have = 0
+        for j in range(2, len(h), 4):
+            if h[j + 1] <= o and h[j + 2] <= i:
+                if h[j]:
+                    have += h[j + 3]
+                else:
+                    c += h[j + 3]
+        return c, have
 
-def quad_counts_and_above(h: List[int], end: int, o: int, i: int) -> Tuple[int, int, List[Time]]:
-    """:func:`quad_counts_at` of ``(o, i)`` over the quads before index ``end`` of ``h``, and
-    the times of the other quads among them (not below it)."""
-    c = have = 0
-    above: List[Time] = []
-    it = islice(h, 2, end)
-    for k, a, b, r in zip(it, it, it, it):
-        if a <= o and b <= i:
-            if k:
-                have += r
+    def quad_counts_and_above(
+        h: List[int], end: int, o: int, i: int
+    ) -> Tuple[int, int, List[Time]]:
+        """:func:`quad_counts_at` of ``(o, i)`` over the quads before index ``end`` of ``h``, and
+        the times of the other quads among them (not below it)."""
+        c = have = 0
+        above: List[Time] = []
+        for j in range(2, end, 4):
+            a = h[j + 1]
+            b = h[j + 2]
+            if a <= o and b <= i:
+                if h[j]:
+                    have += h[j + 3]
+                else:
+                    c += h[j + 3]
             else:
-                c += r
-        else:
-            above.append((a, b))
-    return c, have, above
+                above.append((a, b))
+        return c, have, above
+
+    def _quad_times(h: List[int], start: int, end: int, m0: int, m1: int) -> Set[Time]:
+        """The times of the quads of ``h`` from index ``start`` to ``end`` not below
+        ``(m0, m1)``."""
+        out: Set[Time] = set()
+        for j in range(start, end, 4):
+            a = h[j + 1]
+            b = h[j + 2]
+            if a > m0 or b > m1:
+                out.add((a, b))
+        return out
+
+    def _all_quad_times(h: List[int], start: int, end: int) -> Set[Time]:
+        """The times of the quads of ``h`` from index ``start`` to ``end``."""
+        return {(h[j + 1], h[j + 2]) for j in range(start, end, 4)}
+
+else:
+
+    def quad_counts_at(h: List[int], o: int, i: int) -> Tuple[int, int]:
+        """The total input and output diffs of the quad list ``h`` at times below ``(o, i)``."""
+        c = have = 0
+        it = islice(h, 2, None)
+        for k, a, b, r in zip(it, it, it, it):
+            if a <= o and b <= i:
+                if k:
+                    have += r
+                else:
+                    c += r
+        return c, have
+
+    def quad_counts_and_above(
+        h: List[int], end: int, o: int, i: int
+    ) -> Tuple[int, int, List[Time]]:
+        """:func:`quad_counts_at` of ``(o, i)`` over the quads before index ``end`` of ``h``, and
+        the times of the other quads among them (not below it)."""
+        c = have = 0
+        above: List[Time] = []
+        it = islice(h, 2, end)
+        for k, a, b, r in zip(it, it, it, it):
+            if a <= o and b <= i:
+                if k:
+                    have += r
+                else:
+                    c += r
+            else:
+                above.append((a, b))
+        return c, have, above
 
 
 def compact_flat(hist: FlatHistory, m0: int, m1: int) -> FlatHistory:
@@ -239,12 +295,18 @@ def quad_closure(h: List[int], start: int, known: Set[Time]) -> Set[Time]:
     a quad of ``h`` from index ``start`` on (the fresh ones; at least one) and otherwise times
     of ``h``'s quads (input or output) and of ``known``. The times below every fresh one are
     left out first, as :func:`closure` does."""
-    it = islice(h, start, None)
-    fresh = {(a, b) for _, a, b, _ in zip(it, it, it, it)}
-    m0 = min([a for a, _ in fresh])
-    m1 = min([b for _, b in fresh])
-    it = islice(h, 2, start)
-    above = {(a, b) for _, a, b, _ in zip(it, it, it, it) if a > m0 or b > m1}
+    if COMPILED:
+        fresh = _all_quad_times(h, start, len(h))
+        m0 = min([a for a, _ in fresh])
+        m1 = min([b for _, b in fresh])
+        above = _quad_times(h, 2, start, m0, m1)
+    else:
+        it = islice(h, start, None)
+        fresh = {(a, b) for _, a, b, _ in zip(it, it, it, it)}
+        m0 = min([a for a, _ in fresh])
+        m1 = min([b for _, b in fresh])
+        it = islice(h, 2, start)
+        above = {(a, b) for _, a, b, _ in zip(it, it, it, it) if a > m0 or b > m1}
     above.update([t for t in known if t[0] > m0 or t[1] > m1])
     if len(fresh) > 1:
         above.update([t for t in fresh if t[0] > m0 or t[1] > m1])
