@@ -18,6 +18,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .consolidation import consolidate
 
+COMPILED = False
+"""True in the copy :func:`timelypy.kernels.compile_kernels` compiles (see its ``if COMPILED:``)."""
+
 __all__ = ["consolidate_groups", "group_before", "group_not_beyond"]
 
 Update = Tuple[Tuple[Any, Any], Any, int]
@@ -26,47 +29,91 @@ Groups = Dict[Any, List[Tuple[Any, Any, int]]]
 """``key -> [(val, time, diff), ...]``."""
 
 
-def group_before(pending: List[Update], bound: Optional[Any]) -> Tuple[Groups, List[Update]]:
-    """Totally ordered times: group the updates at times ``< bound`` (all when None)."""
-    data: Groups = {}
-    keep = []
-    get = data.get
-    for upd in pending:
-        kv, t, r = upd
-        if bound is None or t < bound:
-            lst = get(kv[0])
-            if lst is None:
-                data[kv[0]] = [(kv[1], t, r)]
-            else:
-                lst.append((kv[1], t, r))
-        else:
-            keep.append(upd)
-    return data, keep
+if COMPILED:  # (no bound methods: mypyc makes dict.get native)
 
-
-def group_not_beyond(
-    pending: List[Update], beyond: Callable[[Any], bool]
-) -> Tuple[Groups, List[Update]]:
-    """Partially ordered times: group the updates at times not at or beyond the frontier
-    (``beyond(t)`` says whether ``t`` is)."""
-    data: Groups = {}
-    keep = []
-    get = data.get
-    seen: Dict[Any, bool] = {}  # per distinct time: far fewer than updates
-    for upd in pending:
-        kv, t, r = upd
-        b = seen.get(t)
-        if b is None:
-            seen[t] = b = beyond(t)
-        if not b:
-            lst = get(kv[0])
-            if lst is None:
-                data[kv[0]] = [(kv[1], t, r)]
+    def group_before(pending: List[Update], bound: Optional[Any]) -> Tuple[Groups, List[Update]]:
+        """Totally ordered times: group the updates at times ``< bound`` (all when None)."""
+        data: Groups = {}
+        keep = []
+        for upd in pending:
+            kv, t, r = upd
+            if bound is None or t < bound:
+                key, val = kv
+                lst = data.get(key)
+                if lst is None:
+                    data[key] = [(val, t, r)]
+                else:
+                    lst.append((val, t, r))
             else:
-                lst.append((kv[1], t, r))
-        else:
-            keep.append(upd)
-    return data, keep
+                keep.append(upd)
+        return data, keep
+
+    def group_not_beyond(
+        pending: List[Update], beyond: Callable[[Any], bool]
+    ) -> Tuple[Groups, List[Update]]:
+        """Partially ordered times: group the updates at times not at or beyond the frontier
+        (``beyond(t)`` says whether ``t`` is)."""
+        data: Groups = {}
+        keep = []
+        seen: Dict[Any, bool] = {}
+        for upd in pending:
+            kv, t, r = upd
+            b = seen.get(t)
+            if b is None:
+                seen[t] = b = beyond(t)
+            if not b:
+                key, val = kv
+                lst = data.get(key)
+                if lst is None:
+                    data[key] = [(val, t, r)]
+                else:
+                    lst.append((val, t, r))
+            else:
+                keep.append(upd)
+        return data, keep
+
+else:
+
+    def group_before(pending: List[Update], bound: Optional[Any]) -> Tuple[Groups, List[Update]]:
+        """Totally ordered times: group the updates at times ``< bound`` (all when None)."""
+        data: Groups = {}
+        keep = []
+        get = data.get
+        for upd in pending:
+            kv, t, r = upd
+            if bound is None or t < bound:
+                lst = get(kv[0])
+                if lst is None:
+                    data[kv[0]] = [(kv[1], t, r)]
+                else:
+                    lst.append((kv[1], t, r))
+            else:
+                keep.append(upd)
+        return data, keep
+
+    def group_not_beyond(
+        pending: List[Update], beyond: Callable[[Any], bool]
+    ) -> Tuple[Groups, List[Update]]:
+        """Partially ordered times: group the updates at times not at or beyond the frontier
+        (``beyond(t)`` says whether ``t`` is)."""
+        data: Groups = {}
+        keep = []
+        get = data.get
+        seen: Dict[Any, bool] = {}  # per distinct time: far fewer than updates
+        for upd in pending:
+            kv, t, r = upd
+            b = seen.get(t)
+            if b is None:
+                seen[t] = b = beyond(t)
+            if not b:
+                lst = get(kv[0])
+                if lst is None:
+                    data[kv[0]] = [(kv[1], t, r)]
+                else:
+                    lst.append((kv[1], t, r))
+            else:
+                keep.append(upd)
+        return data, keep
 
 
 def consolidate_groups(data: Groups) -> int:
