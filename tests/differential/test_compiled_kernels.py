@@ -44,12 +44,43 @@ _SUITE = [
 """What runs on the compiled mirror (the kernels' own tests, a slice of the property suite)."""
 
 _ADOPTED = """
-import importlib, importlib.machinery, json, timelypy, timelypy.kernels as k
+import importlib, importlib.machinery, json, os, timelypy, timelypy.kernels as k
 from timelypy.differential import arrange, join
 from timelypy.differential.trace import spine
 used = [f.__module__ for f in (arrange.group_before, join.join_keys, spine.merge_consolidating)]
 mirror = importlib.import_module(k.chosen()["timelypy.differential.kernel.histories"])
-print(json.dumps({"chosen": k.chosen(), "used": used, "compiled_flag": mirror.COMPILED}))
+
+
+def job(worker):  # reachability on worker processes, which choose their kernels at import
+    import os
+    from timelypy.differential import join as j
+
+    seen = []
+
+    def define(scope):
+        es, e = scope.new_collection()
+        rs, roots = scope.new_collection()
+        r = roots.iterate(lambda inner: e.enter(inner.scope).semijoin(inner)
+                          .map(lambda sd: sd[1]).concat(roots.enter(inner.scope)).distinct())
+        r.inspect(lambda u: seen.append((u[0], u[2])))
+        return es, rs
+
+    es, rs = worker.dataflow(define)
+    if worker.index == 0:
+        rs.insert(0)
+        for i in range(60):
+            es.insert((i, (i * 7 + 3) % 60))
+            es.insert((i, (i * i + 1) % 61))
+    es.close()
+    rs.close()
+    while worker.step():
+        pass
+    return {"pid": os.getpid(), "used": j.join_keys.__module__, "seen": seen}
+
+
+workers = timelypy.execute(job, workers=2, backend="processes", timeout=240)
+print(json.dumps({"chosen": k.chosen(), "used": used, "compiled_flag": mirror.COMPILED,
+                  "workers": workers, "driver": os.getpid()}))
 """
 
 
@@ -106,6 +137,23 @@ def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tes
     assert report["chosen"] == {m: PACKAGE + m[len("timelypy") :] for m in modules}
     assert all(u.startswith(PACKAGE + ".") for u in report["used"]), report["used"]
     assert report["compiled_flag"] is True  # (mypyc took the ``if COMPILED:`` definitions)
+    # Worker processes inherit the variables and take the mirror too; their answer is exact.
+    workers = report["workers"]
+    assert len({w["pid"] for w in workers} | {report["driver"]}) == 3
+    assert all(w["used"].startswith(PACKAGE + ".") for w in workers), workers
+    counts: Dict[int, int] = {}
+    for w in workers:
+        for node, diff in w["seen"]:
+            counts[node] = counts.get(node, 0) + diff
+    reached, frontier = {0}, [0]
+    while frontier:
+        i = frontier.pop()
+        for j in ((i * 7 + 3) % 60, (i * i + 1) % 61) if i < 60 else ():
+            if j not in reached:
+                reached.add(j)
+                frontier.append(j)
+    assert len(reached) > 20 and {n for n, c in counts.items() if c} == reached
+    assert all(c in (0, 1) for c in counts.values())
 
     selection = "not plain and (not property or one_worker)"
     tests = subprocess.run(
