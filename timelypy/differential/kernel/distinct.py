@@ -109,20 +109,12 @@ def evaluate_distinct(
     at the new interesting times it has passed (the others are registered); compact.
     ``beyond(outer, inner)`` tests a time against the frontier."""
     state, fresh, pending, pending_times, register, place, stamp = where
-    m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)  # the meet
-    f0s = [f[0] for f in frontier]
-    f1s = [f[1] for f in frontier]
+    m0, m1, f0s, f1s = _frontier_parts(frontier)
     for key, times in ready.items():
         if len(times) > 1:
             times = list(set(times))
-        # (taken now: the state may change below, compacted or dropped)
-        if COMPILED:  # (mypyc calls dict.pop as a method; get and del are native)
-            p = pending.get(key)
-            if p is not None:
-                del pending[key]
-            h = fresh.get(key)
-            if h is not None:
-                del fresh[key]
+        if COMPILED:  # (both taken now, as the state may change below)
+            p, h = _take(pending, fresh, key)
         else:
             p = pending.pop(key, None)
             h = fresh.pop(key, None)
@@ -164,8 +156,7 @@ def evaluate_distinct(
                         output[t] = bucket = (_tuple_new(stamp, t), [])
                     bucket[1].append((key, bucket[0], want))
                 n = h[1] = len(h)
-                # (_keep's common case, tested here: the state, stored since its ingest and
-                # not empty, stays as it is)
+                # (_keep's common case, tested here: a stored state, not empty, stays)
                 if n > 42 and n > 2 * h[0] and frontier:
                     _keep(state, key, h, stored, m0, m1)
                 continue
@@ -175,6 +166,12 @@ def evaluate_distinct(
         h[1] = len(h)
         if frontier:  # (complete input: the operator drops every state)
             _keep(state, key, h, stored, m0, m1)
+
+
+def _frontier_parts(frontier: List[Time]) -> Tuple[int, int, List[int], List[int]]:
+    """The meet of the (sorted) ``frontier``, its outers and its inners."""
+    m0, m1 = (frontier[0][0], frontier[-1][1]) if frontier else (0, 0)
+    return m0, m1, [f[0] for f in frontier], [f[1] for f in frontier]
 
 
 def _several_new(
@@ -228,6 +225,33 @@ if COMPILED:
                 lo = mid + 1
         return lo
 
+    def _take(
+        pending: Dict[Any, Any], fresh: Dict[Any, List[int]], key: Any
+    ) -> Tuple[Any, Optional[List[int]]]:
+        """``pending.pop(key, None), fresh.pop(key, None)`` with ``get`` and ``del``, which
+        are native in mypyc (``pop`` is a method call)."""
+        p = pending.get(key)
+        if p is not None:
+            del pending[key]
+        h = fresh.get(key)
+        if h is not None:
+            del fresh[key]
+        return p, h
+
+    def _extents(times: List[Time]) -> Tuple[int, int, int]:
+        """The greatest outer, the greatest inner and the least inner of ``times`` (not
+        empty)."""
+        top_outer, top_inner = times[0]
+        least_inner = top_inner
+        for a, b in times:
+            if a > top_outer:
+                top_outer = a
+            if b > top_inner:
+                top_inner = b
+            elif b < least_inner:
+                least_inner = b
+        return top_outer, top_inner, least_inner
+
     def _joins_with_new(
         key: Any,
         times: List[Time],
@@ -255,15 +279,7 @@ if COMPILED:
         if not above:
             return
         later: List[Time] = []
-        top_outer, top_inner = above[0]
-        least_inner = top_inner
-        for a, b in above:
-            if a > top_outer:
-                top_outer = a
-            if b > top_inner:
-                top_inner = b
-            elif b < least_inner:
-                least_inner = b
+        top_outer, top_inner, least_inner = _extents(above)
         if top_outer <= s0:
             k = _bisect_right(f0s, s0)
             bs = {b for _, b in above}
