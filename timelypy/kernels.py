@@ -154,6 +154,26 @@ def kernel_modules() -> List[str]:
     return found
 
 
+def _with_kernel_imports(names: List[str]) -> List[str]:
+    """``names`` and, transitively, the kernel modules they import (mypyc compiles a module
+    together with the modules it imports from the same mirror, or fails)."""
+    kernels = set(kernel_modules())
+    wanted = list(dict.fromkeys(names))
+    for name in wanted:  # (grows while it is walked)
+        if name not in kernels:
+            continue
+        path = _PACKAGE_ROOT.joinpath(*name.split(".")[1:]).with_suffix(".py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = name.split(".")[: -node.level] if node.level else []
+            stem = ".".join(base + ([node.module] if node.module else []))
+            for found in [stem, *(f"{stem}.{alias.name}" for alias in node.names)]:
+                if found in kernels and found not in wanted:
+                    wanted.append(found)
+    return wanted
+
+
 def _is_compiled_flag(node: ast.stmt) -> bool:
     """Whether ``node`` is a kernel module's one-line ``COMPILED = False``."""
     return (
@@ -194,7 +214,8 @@ def compile_kernels(
     modules: Optional[List[str]] = None,
     timeout: float = 900.0,
 ) -> List[str]:
-    """Compile a mirror of the kernel modules (default: :func:`kernel_modules`) with mypyc into
+    """Compile a mirror of the kernel modules (default: :func:`kernel_modules`; a list given is
+    completed with the kernel modules its modules import) with mypyc into
     ``directory/package``; returns the mirror's module names. Use it by putting ``directory``
     on ``PYTHONPATH`` and setting ``TIMELYPY_KERNELS=package`` before timelypy is imported.
     Raises :class:`KernelBuildError` when mypyc is missing, fails or takes over ``timeout``
@@ -206,10 +227,12 @@ def compile_kernels(
         raise ValueError(f"compile_kernels: {package!r} is not a package name")
     root = Path(directory).resolve()
     names = kernel_modules() if modules is None else list(modules)
-    sources = []
     for name in names:
         if not name.startswith("timelypy."):
             raise ValueError(f"compile_kernels: {name!r} is not a timelypy module")
+    names = _with_kernel_imports(names)
+    sources = []
+    for name in names:
         relative = Path(*name.split(".")[1:]).with_suffix(".py")
         target = root / package / relative
         for folder in [root / package, *(root / package / p for p in relative.parents)]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -133,7 +134,7 @@ def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tes
         timeout=300,
     )
     assert adopted.returncode == 0, adopted.stderr[-3000:]
-    report = __import__("json").loads(adopted.stdout)
+    report = json.loads(adopted.stdout)
     assert report["chosen"] == {m: PACKAGE + m[len("timelypy") :] for m in modules}
     assert all(u.startswith(PACKAGE + ".") for u in report["used"]), report["used"]
     assert report["compiled_flag"] is True  # (mypyc took the ``if COMPILED:`` definitions)
@@ -167,6 +168,36 @@ def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tes
     )
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
     assert " passed" in tests.stdout, tests.stdout[-3000:]
+
+
+@pytest.mark.skipif(_compiler_missing(), reason="mypyc (mypy) or a C compiler is missing")
+def test_a_partial_build_takes_the_kernel_modules_its_modules_import(tmp_path: Path) -> None:
+    """Grouping imports the consolidation kernels: asked for grouping alone, the build compiles
+    both (mypyc compiles a module with what it imports from the mirror, or fails), and the
+    mirror imports and answers as the pure module does."""
+    grouping = "timelypy.differential.kernel.grouping"
+    built = compile_kernels(tmp_path, package=PACKAGE, modules=[grouping])
+    assert built == [
+        f"{PACKAGE}.differential.kernel.grouping",
+        f"{PACKAGE}.differential.kernel.consolidation",
+    ]
+    probe = (
+        f"import {PACKAGE}.differential.kernel.grouping as g, json\n"
+        "print(json.dumps([g.COMPILED, g.group_before([(('a', 1), 0, 1), (('a', 2), 3, 1),"
+        " (('b', 1), 1, -1)], 2)]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    flag, (groups, kept) = json.loads(done.stdout)
+    assert flag is True
+    assert groups == {"a": [[1, 0, 1]], "b": [[1, 1, -1]]} and kept == [[["a", 2], 3, 1]]
 
 
 def test_a_mirror_compiled_from_other_sources_is_refused(tmp_path: Path) -> None:
