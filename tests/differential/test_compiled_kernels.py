@@ -100,6 +100,18 @@ def _env(directory: Path, **more: str) -> Dict[str, str]:
     return env
 
 
+def _python(directory: Path, code: str) -> "subprocess.CompletedProcess[str]":
+    """``python -c code`` from the repository, with the mirror in ``directory`` chosen."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_env(directory),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 @pytest.mark.skipif(_compiler_missing(), reason="mypyc (mypy) or a C compiler is missing")
 def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tests(
     tmp_path: Path,
@@ -125,14 +137,7 @@ def test_compiled_kernels_build_are_adopted_and_pass_the_kernel_and_property_tes
         "timelypy.differential.kernel.distinct",
     } <= set(flagged)
 
-    adopted = subprocess.run(
-        [sys.executable, "-c", _ADOPTED],
-        cwd=ROOT,
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    adopted = _python(tmp_path, _ADOPTED)
     assert adopted.returncode == 0, adopted.stderr[-3000:]
     report = json.loads(adopted.stdout)
     assert report["chosen"] == {m: PACKAGE + m[len("timelypy") :] for m in modules}
@@ -186,14 +191,7 @@ def test_a_partial_build_takes_the_kernel_modules_its_modules_import(tmp_path: P
         "print(json.dumps([g.COMPILED, g.group_before([(('a', 1), 0, 1), (('a', 2), 3, 1),"
         " (('b', 1), 1, -1)], 2)]))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _python(tmp_path, probe)
     assert done.returncode == 0, done.stderr[-3000:]
     flag, (groups, kept) = json.loads(done.stdout)
     assert flag is True
@@ -211,14 +209,7 @@ def test_a_mirror_compiled_from_other_sources_is_refused(tmp_path: Path) -> None
     (stale / "consolidation.py").write_text(
         "def consolidate(updates):\n    return updates\n\nKERNEL_SOURCE_SHA256 = '0' * 64\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", "import timelypy"],
-        cwd=ROOT,
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _python(tmp_path, "import timelypy")
     assert done.returncode != 0
     assert "was compiled from another version of timelypy.differential.kernel.consolidation" in (
         done.stderr

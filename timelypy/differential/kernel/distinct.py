@@ -306,6 +306,7 @@ if COMPILED:
                         later.append(t)
                     else:
                         times.append(t)
+        # (as the interpreter's version below: a shared helper cost the interpreter +0.3%)
         if not later:
             return
         if rest is not None:
