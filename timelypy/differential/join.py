@@ -518,7 +518,10 @@ class JoinOperator(OperatorCore):
             return join_keys(work.keys, work.lookups, self.kernels[work.side], fuel)
         other = self.b if work.side == 0 else self.a
         if other.pred is None and other.time_map is None:  # the common case: no wrapper
-            lookups = [o.getter() if type(o) is ColumnBatch else o.get for o in work.others]
+            lookups = [
+                (o.ready_get or o.getter()) if type(o) is ColumnBatch else o.get
+                for o in work.others
+            ]
         else:
             lookup = other.lookup
             lookups = [lookup(batch) for batch in work.others]

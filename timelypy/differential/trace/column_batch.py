@@ -136,6 +136,7 @@ class ColumnBatch(BatchReader):
         "_lookups",
         "_index",
         "_segments",
+        "ready_get",
     )
 
     def __init__(
@@ -169,6 +170,9 @@ class ColumnBatch(BatchReader):
         self._lookups = 0
         self._index: Optional[Tuple[List[Any], List[int]]] = None
         self._segments: Optional[_SegmentDict] = None
+        self.ready_get: Optional[Callable[[Any], Optional[Vals]]] = None
+        """The look-up :meth:`getter` gives once the batch is decoded (whole or in segments): a
+        C-level call held here so a reader takes it without a Python call (None before)."""
 
     @classmethod
     def from_updates(
@@ -348,6 +352,7 @@ class ColumnBatch(BatchReader):
                 data = self._data = segments
             else:
                 data = self._data = self._decode()
+            self.ready_get = data.get
         return data
 
     def _decode(self) -> BatchData:
@@ -373,17 +378,15 @@ class ColumnBatch(BatchReader):
             starts = self.starts()
             firsts = self.decode_keys(starts[::_SEGMENT_KEYS])
             segments = self._segments = _SegmentDict(firsts, self._range_decoder())
+            self.ready_get = segments.__getitem__  # (the segments', not the batch's: no cycle)
         return segments
 
     def getter(self) -> Callable[[Any], Optional[Vals]]:
         """The fastest ``get`` for many look-ups now: the dictionary's own once the batch is
         decoded, or the segments' (a C-level hit once a key's segment is decoded), else
         :meth:`get` (bisection while look-ups are few)."""
-        if self._data is not None:
-            return self._data.get
-        if self._segments is not None:
-            return self._segments.__getitem__
-        return self.get
+        ready = self.ready_get
+        return self.get if ready is None else ready
 
     # ``get`` and ``items`` are methods here, not the dictionary's bound methods held in the
     # slots as a :class:`~.batch.Batch` holds them: a bound method of the batch itself in its
