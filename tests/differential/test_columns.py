@@ -683,6 +683,54 @@ def test_lookups_by_decoded_segments_equal_the_whole_decoding(
     assert probed._decoded() == expected  # the segments left decoded into it
 
 
+@SETTINGS
+@given(
+    width=st.integers(1, 3),
+    keys=st.lists(st.tuples(st.integers(-3, 40), st.floats(-2, 2), st.booleans()), max_size=60),
+    probes=st.lists(
+        st.one_of(
+            st.tuples(st.integers(-4, 41), st.sampled_from([0.5, -1.0, 2.0]), st.booleans()),
+            st.sampled_from([2**70, -(2**70), (2**70, 0.5, True), 1.0, True, "a", None]),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+)
+def test_first_lookups_search_the_key_columns_without_decoding(
+    width: int, keys: List[Tuple[Any, ...]], probes: List[Any]
+) -> None:
+    """The first look-ups by key (before any segment is decoded) search the key columns with
+    numpy: the same updates as the dictionary of the whole batch for single-column and
+    multi-column keys, present, absent, beyond ``int64`` and of other types, and nothing of
+    the batch decoded for keys of its layout (a batch of fewer than 8 updates decodes its
+    segment at once)."""
+
+    def key_of(parts: Tuple[Any, ...]) -> Any:
+        return parts[0] if width == 1 else parts[:width]
+
+    updates = [((key_of(k), i % 5), i % 3, 1) for i, k in enumerate(keys)]
+    encoded = encode_updates(updates)
+    if encoded is None:  # (no updates: nothing to search)
+        return
+    key_layout, val_layout, key_cols, val_cols, times, diffs = encoded
+
+    def batch() -> ColumnBatch:
+        return ColumnBatch.sorted_from(
+            key_layout, val_layout, key_cols, val_cols, times, diffs, [0], [3]
+        )
+
+    expected = batch()._decoded()
+    for probe in probes:
+        key = key_of(probe) if type(probe) is tuple else probe
+        probed = batch()  # (a key of another type decodes the whole batch)
+        found = probed.get(key)
+        want = expected.get(key)
+        assert (sorted(found) if found else found) == (sorted(want) if want else want), key
+        if key_layout.flatten(key) is not None and probed.count >= 8:  # (else: segments)
+            assert probed._data is None and probed._segments is None and probed._index is None
+        assert probed.get(key) == found  # (again: from the search array kept, or segments)
+
+
 def test_an_arrangement_stops_trying_the_encoding_it_keeps_refusing(monkeypatch) -> None:
     """Updates at times beyond 32 bits (milliseconds since the epoch) are refused by the
     one-pass marshal encoding: the arrange operator's column choice tries it twice, then only

@@ -58,10 +58,10 @@ __all__ = [
 _INT = Layout("i")
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 _LOOKUPS_BEFORE_DECODING = 16
-"""Look-ups by key a column batch answers from its columns by bisection (a few microseconds
-each) before it answers from decoded segments (a dictionary hit once a key's segment is
-decoded): a batch probed key by key for long (the large batch behind a closed loop's small
-ones) is read about as fast as on the object path."""
+"""Look-ups by key a column batch answers from its columns by binary search (a few
+microseconds each, nothing decoded) before it answers from decoded segments (a dictionary hit
+once a key's segment is decoded): a batch probed key by key for long (the large batch behind a
+closed loop's small ones) is read about as fast as on the object path."""
 
 _SEGMENT_KEYS = 256
 """Distinct keys per segment a column batch decodes when a look-up first needs it: a closed
@@ -393,8 +393,8 @@ class ColumnBatch(BatchReader):
     # own slot would be a reference cycle, freed only by the cyclic collector, which the
     # workers pause while they step (so merged-away batches would stay in memory).
     def get(self, key: Any) -> Optional[Vals]:
-        """One key's updates: found by bisection in the key columns while look-ups are few
-        (a small batch joined against a large trace asks for a handful of keys); after
+        """One key's updates: found by numpy's binary search in the key columns while look-ups
+        are few (a small batch joined against a large trace asks for a handful of keys); after
         :data:`_LOOKUPS_BEFORE_DECODING` of them, in the dictionary of decoded segments
         (:class:`_SegmentDict`: a miss decodes the key's segment)."""
         data = self._data
@@ -406,10 +406,11 @@ class ColumnBatch(BatchReader):
         self._lookups += 1
         if self._lookups > _LOOKUPS_BEFORE_DECODING or self._lookups > self.count // 8:
             return self._segmented()[key]
-        if self.key_layout.flatten(key) is None:
+        flat = self.key_layout.flatten(key)
+        if flat is None:
             # not of the layout: equal keys of other types are found in the dictionary
             return self._decoded().get(key)
-        lo, hi = self._rows_of(key)
+        lo, hi = self._rows_of(key, flat)
         if lo == hi:
             return None
         vals = self.val_layout.decode([c[lo:hi] for c in self.val_cols], hi - lo)
@@ -419,9 +420,20 @@ class ColumnBatch(BatchReader):
         """Every ``(key, [(val, time, diff), ...])`` (the batch decodes itself once)."""
         return self._decoded().items()
 
-    def _rows_of(self, key: Any) -> Tuple[int, int]:
-        """The rows ``[lo, hi)`` of ``key`` (of the key layout): bisection in the sorted
-        distinct keys, decoded once (a key and a start per distinct key)."""
+    def _rows_of(self, key: Any, flat: List[Any]) -> Tuple[int, int]:
+        """The rows ``[lo, hi)`` of ``key`` (of the key layout, ``flat`` its scalars): numpy's
+        binary search in the key columns (:meth:`search_keys`), nothing decoded; a key with
+        strings (or the empty tuple) by bisection in the distinct keys, decoded once (a key
+        and a start per distinct key)."""
+        if not self.key_layout.strings and flat:
+            search = self.search_keys()
+            try:
+                probe = flat[0] if len(flat) == 1 else np.array(tuple(flat), dtype=search.dtype)
+                lo = search.searchsorted(probe, "left")
+                hi = search.searchsorted(probe, "right")
+            except OverflowError:  # an int beyond int64 (numpy 1.x): not in the columns
+                return 0, 0
+            return int(lo), int(hi)
         index = self._index
         if index is None:
             index = self._index = (self.sorted_keys(), self.starts().tolist() + [self.count])
