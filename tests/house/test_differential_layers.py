@@ -38,6 +38,7 @@ LAYERS = {
         "trace.holds",
         "trace.layout",
         "trace.marshal_columns",
+        "trace.segments",
         "trace.cursor",
         "trace.lifecycle",
         "trace.spine",

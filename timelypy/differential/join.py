@@ -455,17 +455,15 @@ class JoinOperator(OperatorCore):
         return fuel
 
     def after_restore(self) -> None:
-        """The traces were restored (each as one batch nobody sent): count them as joined,
-        as they were in the checkpointed run. A join keeps no state of its own at a closed
-        time (no batch waits, no work is under way), so it is not :class:`Stateful`."""
+        """The traces were restored (each as one batch nobody sent): count them as joined, as
+        in the checkpointed run (a join keeps no state at a closed time: not Stateful)."""
         self.ack_a = self.a.spine.seq
         self.ack_b = self.b.spine.seq
         self.ha.acknowledge(self.ack_a)
         self.hb.acknowledge(self.ack_b)
 
     def retire(self) -> None:
-        """The dataflow completed: release both traces (the join is not woken by frontier
-        moves alone, so it may not have seen its inputs close)."""
+        """The dataflow completed: release both traces (frontier moves alone do not wake it)."""
         self.ha.close()
         self.hb.close()
         self._fits = {}
@@ -474,10 +472,9 @@ class JoinOperator(OperatorCore):
         """Trace a is only ever joined with future b updates, and vice versa: let each trace
         compact up to the other input's frontier."""
         fa, fb = self.input_frontiers[0].frontier, self.input_frontiers[1].frontier
-        # Only an input's batches read the other trace: once an input is complete and its
-        # last batch joined, the other trace is not read here again, and its handle goes (as
-        # differential-dataflow's join drops it); an operator's private trace then stops being
-        # maintained (see Spine.abandoned).
+        # Only an input's batches read the other trace: once an input is complete and its last
+        # batch joined, the other trace's handle goes (as differential-dataflow's join drops
+        # it); an operator's private trace then stops being maintained (Spine.abandoned).
         if not fa and not self.hb.closed and self._finished(0):
             self._let_go(self.hb)
         if not fb and not self.ha.closed and self._finished(1):

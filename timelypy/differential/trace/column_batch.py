@@ -25,10 +25,10 @@ Example:
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from functools import partial
 from operator import itemgetter
-from typing import Any, Callable, Dict, ItemsView, KeysView, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ItemsView, KeysView, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from ..kernel.columns import (
 from .batch import BatchData, BatchReader, Vals
 from .layout import Layout, code_strings, prune_strings, strings_pay, unify_strings
 from .marshal_columns import marshal_encode
+from .segments import SEGMENT_KEYS, SegmentDict, decode_range
 
 __all__ = [
     "ColumnBatch",
@@ -62,12 +63,6 @@ _LOOKUPS_BEFORE_DECODING = 16
 microseconds each, nothing decoded) before it answers from decoded segments (a dictionary hit
 once a key's segment is decoded): a batch probed key by key for long (the large batch behind a
 closed loop's small ones) is read about as fast as on the object path."""
-
-_SEGMENT_KEYS = 256
-"""Distinct keys per segment a column batch decodes when a look-up first needs it: a closed
-loop probing a few keys of a large batch decodes the parts it reads (about 40 µs each, the
-cost of some twenty look-ups by bisection), not the whole batch at once (tens of
-milliseconds per 10^5 updates)."""
 
 
 def encode_updates(
@@ -169,7 +164,7 @@ class ColumnBatch(BatchReader):
         self._sorted: Optional[List[Any]] = None
         self._lookups = 0
         self._index: Optional[Tuple[List[Any], List[int]]] = None
-        self._segments: Optional[_SegmentDict] = None
+        self._segments: Optional[SegmentDict] = None
         self.ready_get: Optional[Callable[[Any], Optional[Vals]]] = None
         """The look-up :meth:`getter` gives once the batch is decoded (whole or in segments): a
         C-level call held here so a reader takes it without a Python call (None before)."""
@@ -362,7 +357,7 @@ class ColumnBatch(BatchReader):
         """``decode(first, end)``: the dictionary of the distinct keys ``first .. end - 1``
         (holding the columns, not the batch)."""
         return partial(
-            _decode_range,
+            decode_range,
             self.key_layout,
             self.val_layout,
             self.key_cols,
@@ -372,12 +367,12 @@ class ColumnBatch(BatchReader):
             self.starts(),
         )
 
-    def _segmented(self) -> "_SegmentDict":
+    def _segmented(self) -> "SegmentDict":
         segments = self._segments
         if segments is None:
             starts = self.starts()
-            firsts = self.decode_keys(starts[::_SEGMENT_KEYS])
-            segments = self._segments = _SegmentDict(firsts, self._range_decoder())
+            firsts = self.decode_keys(starts[::SEGMENT_KEYS])
+            segments = self._segments = SegmentDict(firsts, self._range_decoder())
             self.ready_get = segments.__getitem__  # (the segments', not the batch's: no cycle)
         return segments
 
@@ -396,7 +391,7 @@ class ColumnBatch(BatchReader):
         """One key's updates: found by numpy's binary search in the key columns while look-ups
         are few (a small batch joined against a large trace asks for a handful of keys); after
         :data:`_LOOKUPS_BEFORE_DECODING` of them, in the dictionary of decoded segments
-        (:class:`_SegmentDict`: a miss decodes the key's segment)."""
+        (:class:`SegmentDict`: a miss decodes the key's segment)."""
         data = self._data
         if data is not None:
             return data.get(key)
@@ -470,74 +465,6 @@ class ColumnBatch(BatchReader):
             f"{self.val_layout.shape!r}), updates={self.count}, lower={self.lower}, "
             f"upper={self.upper}, since={self.since})"
         )
-
-
-def _decode_range(
-    key_layout: Layout,
-    val_layout: Layout,
-    key_cols: List[np.ndarray],
-    val_cols: List[np.ndarray],
-    times: np.ndarray,
-    diffs: np.ndarray,
-    starts: np.ndarray,
-    first: int,
-    end: int,
-) -> BatchData:
-    """``key -> [(val, time, diff), ...]`` of the distinct keys ``first .. end - 1`` of sorted
-    columns (``starts``: the first row of each distinct key)."""
-    count = len(times)
-    lo = int(starts[first]) if first < len(starts) else count
-    hi = int(starts[end]) if end < len(starts) else count
-    keys = key_layout.decode([col[starts[first:end]] for col in key_cols], len(starts[first:end]))
-    n = hi - lo
-    vals = val_layout.decode([c[lo:hi] for c in val_cols], n)
-    triples = list(zip(vals, times[lo:hi].tolist(), diffs[lo:hi].tolist()))
-    if len(keys) == n:  # one update per key: the dictionary made in C
-        return dict(zip(keys, map(list, zip(triples))))
-    bounds = (starts[first:end] - lo).tolist() + [n]
-    data: Dict[Any, Vals] = {}
-    for i, key in enumerate(keys):
-        data[key] = triples[bounds[i] : bounds[i + 1]]
-    return data
-
-
-class _SegmentDict(Dict[Any, Vals]):
-    """A column batch's ``key -> [(val, time, diff), ...]``, filled a segment of
-    :data:`_SEGMENT_KEYS` keys at a time: ``d[key]`` is a dictionary hit (in C) once the key's
-    segment is decoded; a miss (``__missing__``) finds the segment by bisection in the
-    segments' first keys, decodes it, and answers None for a key the batch does not hold. A key
-    not comparable with the batch's keys decodes every segment (then equal keys of other
-    types are found as in the whole dictionary). It holds the columns, not the batch (no
-    reference cycle)."""
-
-    __slots__ = ("firsts", "decoded", "left", "decode")
-
-    def __init__(self, firsts: List[Any], decode: "partial[BatchData]"):
-        super().__init__()
-        self.firsts = firsts
-        self.decoded = [False] * len(firsts)
-        self.left = len(firsts)
-        self.decode = decode
-
-    def __missing__(self, key: Any) -> Optional[Vals]:
-        if not self.left:
-            return None
-        try:
-            j = bisect_right(self.firsts, key) - 1
-        except TypeError:  # not comparable with the keys: decode them all
-            for j in range(len(self.firsts)):
-                self._fill(j)
-            return self.get(key)
-        if j < 0 or self.decoded[j]:
-            return None
-        self._fill(j)
-        return self.get(key)
-
-    def _fill(self, j: int) -> None:
-        if not self.decoded[j]:
-            self.decoded[j] = True
-            self.left -= 1
-            self.update(self.decode(j * _SEGMENT_KEYS, (j + 1) * _SEGMENT_KEYS))
 
 
 def merge_columns(run: Sequence[ColumnBatch], since: List[Any]) -> ColumnBatch:
