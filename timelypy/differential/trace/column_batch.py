@@ -379,7 +379,7 @@ class ColumnBatch(BatchReader):
     def getter(self) -> Callable[[Any], Optional[Vals]]:
         """The fastest ``get`` for many look-ups now: the dictionary's own once the batch is
         decoded, or the segments' (a C-level hit once a key's segment is decoded), else
-        :meth:`get` (bisection while look-ups are few)."""
+        :meth:`get` (a binary search while look-ups are few)."""
         ready = self.ready_get
         return self.get if ready is None else ready
 
